@@ -1,0 +1,235 @@
+"""Storing call records in SQL (SQLite for dev, PostgreSQL in production).
+
+Every write is an idempotent upsert keyed by the call id (and transcript index), because
+Temporal may run an activity more than once: a retry after a lost response must leave the
+same rows behind. Snapshots carry ``updated_at`` and an older snapshot never overwrites a
+newer one, so a late retry cannot roll a record back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, Engine, String, event, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import ConnectionPoolEntry
+from sqlmodel import Field, SQLModel, create_engine
+from temporalio import activity
+
+from activities.records import CallRecord, TranscriptAppend, TranscriptItem
+
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+
+def _json_col() -> Any:
+    return Field(default=None, sa_column=Column(JsonType, nullable=False))
+
+
+def _ts_col(nullable: bool = False, index: bool = False) -> Any:
+    return Field(
+        default=None,
+        sa_column=Column(DateTime(timezone=True), nullable=nullable, index=index),
+    )
+
+
+class CallRow(SQLModel, table=True):
+    """Table ``calls``: one row per call, the latest snapshot."""
+
+    __tablename__ = "calls"
+
+    call_id: str = Field(primary_key=True, max_length=200)
+    workflow_id: str = Field(max_length=300)
+    flow: str = Field(max_length=100, index=True)
+    flow_version: int = 1
+    status: str = Field(max_length=40, index=True)
+    node: str | None = Field(default=None, max_length=100)
+    path: list[str] = _json_col()
+    variables: dict[str, Any] = _json_col()
+    extracted: dict[str, Any] = _json_col()
+    state: dict[str, Any] = _json_col()
+    disposition: str | None = Field(default=None, max_length=200)
+    tags: list[str] = _json_col()
+    end_reason: str | None = Field(default=None, max_length=100)
+    transcript: list[dict[str, Any]] = _json_col()
+    started_at: datetime = _ts_col(index=True)
+    ended_at: datetime | None = _ts_col(nullable=True)
+    updated_at: datetime = _ts_col()
+    direction: str = Field(max_length=20)
+    campaign_id: str | None = Field(default=None, max_length=200, index=True)
+
+
+class CallTurnRow(SQLModel, table=True):
+    """Table ``call_turns``: transcript entries, appended as the call goes."""
+
+    __tablename__ = "call_turns"
+
+    call_id: str = Field(primary_key=True, max_length=200)
+    idx: int = Field(primary_key=True)
+    role: str = Field(max_length=40)
+    text: str = Field(sa_column=Column(String, nullable=False))
+    node: str | None = Field(default=None, max_length=100)
+    at: datetime | None = _ts_col(nullable=True)
+    data: dict[str, Any] = _json_col()
+
+
+_TABLES = [CallRow.__table__, CallTurnRow.__table__]  # type: ignore[attr-defined]
+_JSON_FIELDS = ("path", "variables", "extracted", "state", "tags", "transcript")
+_engines: dict[str, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def normalize_database_url(url: str) -> URL:
+    """``postgresql://`` means psycopg 3 here (the driver we ship), not psycopg2."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgres", "postgresql"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
+    # WAL lets the CLI read while the worker writes; busy_timeout rides out short locks.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+def get_engine(database_url: str) -> Engine:
+    """One engine (and pool) per URL for the life of the process; creates the tables."""
+    with _engines_lock:
+        engine = _engines.get(database_url)
+        if engine is not None:
+            return engine
+        url = normalize_database_url(database_url)
+        kwargs: dict[str, Any] = {"pool_pre_ping": True}
+        if url.get_backend_name() == "sqlite":
+            if url.database and url.database != ":memory:":
+                Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"check_same_thread": False}
+        engine = create_engine(url, **kwargs)
+        if url.get_backend_name() == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
+        SQLModel.metadata.create_all(engine, tables=_TABLES)
+        _engines[database_url] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    """Close every cached pool (tests, shutdown)."""
+    with _engines_lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+def _insert_for(engine: Engine, table: Any) -> Any:
+    if engine.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    if engine.dialect.name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"upsert is not implemented for {engine.dialect.name}")
+
+
+def upsert_call(database_url: str, record: CallRecord) -> None:
+    """Insert or update the call's row; an older snapshot never replaces a newer one."""
+    engine = get_engine(database_url)
+    table = CallRow.__table__  # type: ignore[attr-defined]
+    as_json = record.model_dump(mode="json")
+    values = record.model_dump()
+    for name in _JSON_FIELDS:
+        values[name] = as_json[name]
+    stmt = _insert_for(engine, table).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[table.c.call_id],
+        set_={name: stmt.excluded[name] for name in values if name != "call_id"},
+        where=table.c.updated_at <= stmt.excluded.updated_at,
+    )
+    with engine.begin() as conn:
+        conn.execute(stmt)
+
+
+def upsert_turns(database_url: str, call_id: str, items: list[TranscriptItem]) -> int:
+    """Write transcript entries keyed by (call_id, idx); returns how many were given."""
+    if not items:
+        return 0
+    engine = get_engine(database_url)
+    table = CallTurnRow.__table__  # type: ignore[attr-defined]
+    rows = []
+    for item in items:
+        row = item.model_dump()
+        row["data"] = item.model_dump(mode="json")["data"]
+        rows.append({"call_id": call_id, **row})
+    stmt = _insert_for(engine, table).values(rows)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[table.c.call_id, table.c.idx],
+        set_={name: stmt.excluded[name] for name in ("role", "text", "node", "at", "data")},
+    )
+    with engine.begin() as conn:
+        conn.execute(stmt)
+    return len(rows)
+
+
+def load_transcript(call_id: str, *, database_url: str) -> list[TranscriptItem]:
+    """The appended transcript of a call, in order."""
+    table = CallTurnRow.__table__  # type: ignore[attr-defined]
+    with get_engine(database_url).connect() as conn:
+        rows = conn.execute(
+            select(table).where(table.c.call_id == call_id).order_by(table.c.idx)
+        ).mappings()
+        return [TranscriptItem.model_validate({k: v for k, v in r.items() if k != "call_id"})
+                for r in rows]
+
+
+def load_call(
+    call_id: str, *, database_url: str, include_turns: bool = True
+) -> CallRecord | None:
+    """The stored record, or None. With ``include_turns``, appended transcript entries
+    (the authoritative transcript of long calls) replace the snapshot's transcript."""
+    table = CallRow.__table__  # type: ignore[attr-defined]
+    with get_engine(database_url).connect() as conn:
+        row = conn.execute(select(table).where(table.c.call_id == call_id)).mappings().first()
+    if row is None:
+        return None
+    record = CallRecord.model_validate(dict(row))
+    if include_turns:
+        turns = load_transcript(call_id, database_url=database_url)
+        if turns:
+            record.transcript = [t.model_dump(mode="json") for t in turns]
+    return record
+
+
+def delete_call(call_id: str, *, database_url: str) -> None:
+    """Remove a call and its transcript (tests, data-retention jobs)."""
+    engine = get_engine(database_url)
+    with engine.begin() as conn:
+        for table in _TABLES:
+            conn.execute(table.delete().where(table.c.call_id == call_id))
+
+
+class CallStore:
+    """The persistence activities, bound to one database.
+
+    A class rather than module functions so the worker passes the database URL in
+    (activities never read Ringflow's settings themselves). Workflows refer to the
+    activities by name: ``"persist_call"`` and ``"append_transcript"``.
+    """
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+
+    @activity.defn(name="persist_call")
+    async def persist_call(self, record: CallRecord) -> None:
+        await asyncio.to_thread(upsert_call, self.database_url, record)
+
+    @activity.defn(name="append_transcript")
+    async def append_transcript(self, batch: TranscriptAppend) -> int:
+        return await asyncio.to_thread(
+            upsert_turns, self.database_url, batch.call_id, batch.items
+        )

@@ -1,0 +1,16 @@
+"""The pure domain of Ringflow: the flow format, its validation and the call engine."""
+
+from callflow.errors import FlowError, Issue
+from callflow.loader import ValidationReport, load_flow, validate_data, validate_file
+from callflow.model import Flow, FlowDefinition
+
+__all__ = [
+    "Flow",
+    "FlowDefinition",
+    "FlowError",
+    "Issue",
+    "ValidationReport",
+    "load_flow",
+    "validate_data",
+    "validate_file",
+]

@@ -1,0 +1,184 @@
+"""Moving a call between nodes: the one place that enters nodes and ends calls.
+
+A :class:`Draft` is the next state being built plus the effects decided so far. It
+copies the old state shallowly and replaces (never mutates) the containers it
+changes, so the state the engine was given is never touched: running the engine
+twice on the same input gives the same output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from callflow.compiled import CompiledFlow, CompiledFunction
+from callflow.compose import compose, template_values
+from callflow.conditions import BranchError, holds, resolve_branch
+from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
+from callflow.model import Action, HttpSpec, Transition
+from callflow.state import CallState, PendingRun
+from callflow.templating import compile_template, render_any
+
+MAX_CHAIN = 1000  # gates and actions entered in one step; max_node_visits stops loops first
+
+
+class Draft:
+    def __init__(self, flow: CompiledFlow, state: CallState, at: float | None) -> None:
+        self.flow = flow
+        self.settings = flow.definition.flow.settings
+        self.s = state.model_copy()
+        if at is not None:
+            self.s.now = at
+        self.effects: list[Effect] = []
+
+    # --- small state edits (copy on write) -------------------------------------------
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.s.state = state
+
+    def put_state(self, key: str, value: Any) -> None:
+        self.s.state = {**self.s.state, key: value}
+
+    def add_pending(self, run: PendingRun) -> None:
+        self.s.pending = {**self.s.pending, str(run.run_id): run}
+
+    def pop_pending(self, run_id: int) -> PendingRun | None:
+        run = self.s.pending.get(str(run_id))
+        if run is not None:
+            self.s.pending = {k: v for k, v in self.s.pending.items() if k != str(run_id)}
+        return run
+
+    def render(self, text: str | None) -> str:
+        return compile_template(text).render(template_values(self.s)) if text else ""
+
+    # --- functions --------------------------------------------------------------------
+    def run_function(self, fn: CompiledFunction, node: str, args: dict[str, Any], purpose: str) -> None:
+        self.s.seq += 1
+        run_id = self.s.seq
+        self.add_pending(PendingRun(run_id=run_id, name=fn.entry.name, node=node, args=args,
+                                    purpose=purpose))  # type: ignore[arg-type]
+        http: HttpSpec | None = None
+        if fn.entry.http is not None:
+            values = {**template_values(self.s), **args}
+            spec = fn.entry.http
+            http = HttpSpec(
+                method=spec.method,
+                url=compile_template(spec.url).render(values),
+                headers=render_any(spec.headers, values) if spec.headers else None,
+                body=render_any(spec.body, values) if spec.body is not None else (
+                    args if spec.method != "GET" else None),
+                timeout_s=spec.timeout_s,
+            )
+        self.effects.append(RunFunction(
+            run_id=run_id, node=node, name=fn.entry.name, kind="http" if http else "handler",
+            args=args, timeout_s=(http.timeout_s if http and http.timeout_s else fn.timeout_s),
+            retry=fn.entry.retry, http=http, action=purpose == "action_node",
+            cancel_on_interruption=fn.cancel_on_interruption,
+        ))
+
+    def run_side_effect(self, name: str, node: str) -> None:
+        self.s.seq += 1
+        run_id = self.s.seq
+        self.add_pending(PendingRun(run_id=run_id, name=name, node=node, purpose="side_effect"))
+        self.effects.append(RunFunction(run_id=run_id, node=node, name=name, kind="handler"))
+
+    # --- transitions ------------------------------------------------------------------
+    def route(self, t: Transition | None, result: Any, from_node: str) -> str | None:
+        """Target of a transition given a result; raises BranchError for the LLM."""
+        if t is None:
+            return None
+        if isinstance(t, str):
+            return t
+        return resolve_branch(t, result)
+
+    def enter(self, node_id: str, from_node: str | None, speech: str | None = None) -> None:
+        if speech:
+            self.effects.append(Say(text=self.render(speech), allow_interrupt=False))
+        for _ in range(MAX_CHAIN):
+            if self.s.ended:
+                return
+            if from_node is not None:
+                self.s.transitions += 1
+                if self.s.transitions > self.settings.max_transitions:
+                    self.end("max_transitions")
+                    return
+            visits = self.s.visits.get(node_id, 0) + 1
+            if visits > self.settings.max_node_visits:
+                self.end("loop_detected")
+                return
+            if from_node is not None:
+                self.leave(from_node)
+            self.s.path = [*self.s.path, node_id]
+            self.s.visits = {**self.s.visits, node_id: visits}
+            self.s.node = node_id
+            self.s.idle_count = 0
+            node = self.flow.nodes[node_id].node
+            if node.type == "gate":
+                values = self.s.values()
+                target = next((b.to for b in node.branches or [] if holds(b.when, values)), node.default)
+                from_node, node_id = node_id, target or node_id
+                continue
+            if node.type == "action":
+                self.run_function(self.flow.run_functions[node_id], node_id, {}, "action_node")
+                return
+            self.show_node(node_id, from_node)
+            return
+        self.end("error")
+
+    def show_node(self, node_id: str, from_node: str | None) -> None:
+        cn = self.flow.nodes[node_id]
+        node = cn.node
+        set_node = compose(self.flow, self.s, node_id)
+        self.effects.append(set_node)
+        if not self.actions(node.pre_actions, node_id):
+            return
+        if set_node.greeting and from_node != node_id:
+            self.effects.append(Say(text=set_node.greeting, allow_interrupt=node.allow_interrupt))
+        elif node.respond_immediately or node.type == "end":
+            self.effects.append(LLMTurn(reason="enter"))
+        if not self.actions(node.post_actions, node_id):
+            return
+        if node.type == "end":
+            self.end("completed")
+
+    def actions(self, actions: list[Action], node_id: str) -> bool:
+        """Emit pre/post actions; False when one of them ended the call."""
+        allow = self.flow.nodes[node_id].node.allow_interrupt
+        for act in actions:
+            if act.tts_say is not None:
+                self.effects.append(Say(text=self.render(act.tts_say), allow_interrupt=allow))
+            elif act.function is not None:
+                self.run_side_effect(act.function, node_id)
+            elif act.end_conversation is not None:
+                self.end("completed", goodbye=self.render(act.end_conversation) or None)
+                return False
+        return True
+
+    def leave(self, node_id: str) -> None:
+        node = self.flow.nodes[node_id].node
+        if node.extract:
+            self.effects.append(Extract(node=node_id, fields=list(node.extract)))
+
+    def end(self, reason: str, goodbye: str | None = None) -> None:
+        if self.s.ended:
+            return
+        node = self.flow.nodes[self.s.node].node if self.s.node in self.flow.nodes else None
+        self.s.ended = True
+        self.s.end_reason = reason  # type: ignore[assignment]
+        disposition = node.disposition if node is not None and node.type == "end" else None
+        self.s.disposition = disposition or reason
+        if self.s.node is not None:
+            self.leave(self.s.node)
+        if goodbye:
+            self.effects.append(Say(text=goodbye, allow_interrupt=False))
+        self.effects.append(EndCall(reason=reason, disposition=self.s.disposition))
+
+    def transition_after(self, t: Transition | None, result: Any, from_node: str,
+                         speech: str | None) -> tuple[bool, str | None]:
+        """(moved, error for the LLM)."""
+        try:
+            target = self.route(t, result, from_node)
+        except BranchError as exc:
+            return False, str(exc)
+        if target is None:
+            return False, None
+        self.enter(target, from_node, speech)
+        return True, None

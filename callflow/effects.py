@@ -1,0 +1,113 @@
+"""What the engine tells its caller to do: plain data, applied in list order.
+
+The agent applies them on the hot path (prompt, tools, speech) and the workflow
+applies the durable ones (run a function, extract, end). Order is execution order: a
+turn effect completes before the next effect, so ``post_actions`` and an end node's
+``EndCall`` simply follow the node's first turn in the list.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from callflow.model import ContextStrategy, ExtractSpec, HttpSpec, Retry
+
+
+class _Effect(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ToolSpec(BaseModel):
+    """A tool as offered to the LLM (provider-neutral; maps 1:1 onto OpenAI's)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict: bool = True
+
+    def openai(self) -> dict[str, Any]:
+        fn: dict[str, Any] = {"name": self.name, "description": self.description,
+                              "parameters": self.parameters}
+        if self.strict:
+            fn["strict"] = True
+        return {"type": "function", "function": fn}
+
+
+class SetNode(_Effect):
+    type: Literal["set_node"] = "set_node"
+    node: str
+    prompt: str
+    tools: list[ToolSpec]
+    context: ContextStrategy = "append"
+    allow_interrupt: bool = True
+    greeting: str | None = None  # spoken by a following Say; listed here for the chat context
+
+
+class Say(_Effect):
+    type: Literal["say"] = "say"
+    text: str
+    allow_interrupt: bool = True
+    add_to_context: bool = True
+
+
+class LLMTurn(_Effect):
+    """Let the LLM speak now (respond_immediately, an end node's turn, an idle re-prompt)."""
+
+    type: Literal["llm_turn"] = "llm_turn"
+    reason: Literal["enter", "idle", "result"] = "enter"
+    instructions: str | None = None
+
+
+class RunFunction(_Effect):
+    type: Literal["run_function"] = "run_function"
+    run_id: int
+    node: str
+    name: str
+    kind: Literal["handler", "http"]
+    args: dict[str, Any] = {}
+    timeout_s: float = 10
+    retry: Retry | None = None
+    http: HttpSpec | None = None  # rendered with the call's values and the arguments
+    action: bool = False
+    cancel_on_interruption: bool = False
+
+
+class ToolResponse(_Effect):
+    """The answer to give the LLM for a tool call; ``run_llm`` false keeps the bot silent."""
+
+    type: Literal["tool_response"] = "tool_response"
+    name: str
+    result: Any = None
+    run_llm: bool = True
+    error: bool = False
+
+
+class Extract(_Effect):
+    type: Literal["extract"] = "extract"
+    node: str
+    fields: list[ExtractSpec]
+
+
+class EndCall(_Effect):
+    type: Literal["end_call"] = "end_call"
+    reason: str
+    disposition: str | None = None
+    goodbye: str | None = None
+
+
+class Rejected(_Effect):
+    """An event the engine could not apply; the state did not change."""
+
+    type: Literal["rejected"] = "rejected"
+    reason: str
+
+
+Effect = Annotated[
+    SetNode | Say | LLMTurn | RunFunction | ToolResponse | Extract | EndCall | Rejected,
+    Field(discriminator="type"),
+]
+EFFECTS_ADAPTER: TypeAdapter[list[Effect]] = TypeAdapter(list[Effect])

@@ -1,0 +1,239 @@
+"""The call engine: ``(state, event) -> (state, effects)``, pure and deterministic.
+
+No I/O, no clock, no randomness: the Temporal workflow and the LiveKit agent both
+run it on the same events and must reach the same state. It never raises on an
+event; anything it cannot apply comes back as a ``Rejected`` effect (or, for the
+LLM's mistakes, an error ``ToolResponse``) with the state unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from callflow.compiled import CompiledFlow, compiled_for
+from callflow.compose import compose
+from callflow.draft import Draft
+from callflow.effects import Effect, LLMTurn, Rejected, SetNode, ToolResponse
+from callflow.events import (
+    EVENT_ADAPTER,
+    CallStarted,
+    Event,
+    ExtractionResult,
+    FunctionCalled,
+    FunctionResult,
+    HangUp,
+    MaxDuration,
+    UserIdle,
+    UserSpoke,
+)
+from callflow.inputs import resolve_variables, type_ok
+from callflow.model import FlowDefinition
+from callflow.state import CallState
+
+RESPONSES = ("transition_in_yaml", "no_response")
+IDLE_INSTRUCTIONS = ("The caller has been silent for a while. Briefly and politely check whether "
+                     "they are still there, in the language of the conversation.")
+
+
+@dataclass(frozen=True)
+class Step:
+    state: CallState
+    effects: list[Effect]
+
+
+class Engine:
+    def __init__(self, definition: FlowDefinition | CompiledFlow) -> None:
+        self.flow = definition if isinstance(definition, CompiledFlow) else compiled_for(definition)
+        self.definition = self.flow.definition
+
+    # --- public -----------------------------------------------------------------------
+    def start(self, event: CallStarted) -> Step:
+        return self.apply(CallState(), event)
+
+    def apply(self, state: CallState, event: Event | dict[str, Any]) -> Step:
+        if not isinstance(event, CallStarted | FunctionCalled | FunctionResult | ExtractionResult
+                          | UserSpoke | UserIdle | HangUp | MaxDuration):
+            try:
+                event = EVENT_ADAPTER.validate_python(event)
+            except ValidationError as exc:
+                first = exc.errors(include_url=False)[0]
+                where = ".".join(str(p) for p in first["loc"])
+                return Step(state, [Rejected(reason=f"malformed event: {where}: {first['msg']}")])
+        handler = getattr(self, f"_on_{event.type}")
+        try:
+            return handler(state, event)
+        except Exception as exc:  # a bug must not take a live call down with it
+            return Step(state, [Rejected(reason=f"internal error: {type(exc).__name__}: {exc}")])
+
+    def snapshot(self, state: CallState) -> SetNode | None:
+        """The current node's prompt and tools, rebuilt from the state alone (resume)."""
+        if state.node is None or self.flow.nodes[state.node].node.type not in ("agent", "end"):
+            return None
+        return compose(self.flow, state, state.node)
+
+    # --- events -----------------------------------------------------------------------
+    def _reject(self, state: CallState, reason: str) -> Step:
+        return Step(state, [Rejected(reason=reason)])
+
+    def _on_call_started(self, state: CallState, ev: CallStarted) -> Step:
+        if state.node is not None or state.ended:
+            return self._reject(state, "the call has already started")
+        flow = self.definition.flow
+        values, issues = resolve_variables(flow, ev.variables)
+        if issues:
+            return self._reject(state, "; ".join(str(i) for i in issues))
+        d = Draft(self.flow, state, ev.at)
+        d.s.call_id, d.s.flow, d.s.version = ev.call_id, flow.flow, flow.version
+        d.s.variables = values
+        d.s.caller_number, d.s.called_number = ev.caller_number, ev.called_number
+        d.s.started_at = ev.at
+        d.enter(flow.start_node, None)
+        return Step(d.s, d.effects)
+
+    def _on_function_called(self, state: CallState, ev: FunctionCalled) -> Step:
+        if state.node is None:
+            return self._reject(state, "the call has not started")
+        if ev.node is not None and ev.node != state.node:
+            return self._reject(state, f"function '{ev.name}' was called on node '{ev.node}' but the "
+                                       f"call is on '{state.node}'")
+        cnode = self.flow.nodes[state.node]
+        if cnode.node.type not in ("agent", "end"):
+            return self._reject(state, f"node '{state.node}' is a {cnode.node.type} node: no LLM runs there")
+        if state.ended and cnode.node.type != "end":
+            return Step(state, [_llm_error(ev.name, "the call has ended")])
+        fn = cnode.functions.get(ev.name)
+        if fn is None:
+            valid = list(cnode.functions)
+            return Step(state, [ToolResponse(name=ev.name, error=True, result={
+                "status": "error",
+                "error": f"unknown function '{ev.name}'; call one of: {', '.join(valid) or 'none'}",
+                "valid_functions": valid,
+            })])
+        args, problem = fn.check_args(ev.args)
+        if problem is not None or args is None:
+            return Step(state, [_llm_error(ev.name, problem or "invalid arguments")])
+        d = Draft(self.flow, state, ev.at)
+        entry = fn.entry
+        if fn.kind in ("handler", "http"):
+            d.run_function(fn, state.node, args, "tool")
+            return Step(d.s, d.effects)
+        if fn.kind == "capture":
+            d.put_state(entry.name, args)
+        result = {"status": "ok", "captured": args} if fn.kind == "capture" else {"status": "ok"}
+        marker = len(d.effects)
+        moved, error = d.transition_after(entry.transition_to, args, state.node, entry.speech)
+        if error:
+            return Step(state, [_llm_error(ev.name, error)])
+        d.effects.insert(marker, ToolResponse(name=ev.name, result=result, run_llm=not moved))
+        return Step(d.s, d.effects)
+
+    def _on_function_result(self, state: CallState, ev: FunctionResult) -> Step:
+        run = state.pending.get(str(ev.run_id))
+        if run is None:
+            return self._reject(state, f"no function run {ev.run_id} is pending (a duplicate or a "
+                                       "stale result)")
+        d = Draft(self.flow, state, ev.at)
+        d.pop_pending(ev.run_id)
+        if ev.state is not None:
+            d.set_state(ev.state)
+        if run.purpose == "side_effect":
+            return Step(d.s, d.effects)
+        if run.purpose == "action_node":
+            return self._action_result(d, run.node, ev)
+        if ev.error is not None:
+            d.effects.append(_llm_error(run.name, ev.error))
+            return Step(d.s, d.effects)
+        if ev.response not in RESPONSES:
+            d.effects.append(_llm_error(run.name, f"handler '{run.name}' returned {ev.response!r} as "
+                                                  "its second value; return TRANSITION_IN_YAML or "
+                                                  "NO_RESPONSE"))
+            return Step(d.s, d.effects)
+        speak = ev.response != "no_response"
+        if d.s.ended or d.s.node != run.node:
+            d.effects.append(ToolResponse(name=run.name, result=ev.result, run_llm=False))
+            return Step(d.s, d.effects)
+        fn = self.flow.nodes[run.node].functions.get(run.name)
+        entry = fn.entry if fn is not None else None
+        marker = len(d.effects)
+        moved, error = (False, None) if entry is None else d.transition_after(
+            entry.transition_to, ev.result, run.node, entry.speech)
+        if error:
+            d.effects.append(_llm_error(run.name, error))
+            return Step(d.s, d.effects)
+        d.effects.insert(marker, ToolResponse(name=run.name, result=ev.result, run_llm=speak and not moved))
+        return Step(d.s, d.effects)
+
+    def _action_result(self, d: Draft, node_id: str, ev: FunctionResult) -> Step:
+        node = self.flow.nodes[node_id].node
+        if d.s.ended or d.s.node != node_id:
+            return Step(d.s, d.effects)
+        t = node.transition_to
+        if ev.error is not None:
+            fallback = getattr(t, "default", None)
+            if fallback is None:
+                d.end("error")
+            else:
+                d.enter(fallback, node_id)
+            return Step(d.s, d.effects)
+        if node.save_as:
+            d.put_state(node.save_as, ev.result)
+        moved, _error = d.transition_after(t, ev.result, node_id, None)
+        if not moved:
+            d.end("error")
+        return Step(d.s, d.effects)
+
+    def _on_extraction_result(self, state: CallState, ev: ExtractionResult) -> Step:
+        if ev.node not in self.flow.nodes:
+            return self._reject(state, f"extraction for unknown node '{ev.node}'")
+        if ev.error is not None:
+            return self._reject(state, f"extraction for '{ev.node}' failed: {ev.error}")
+        specs = {x.name: x for x in self.flow.nodes[ev.node].node.extract}
+        kept = {k: v for k, v in ev.values.items()
+                if k in specs and type_ok(specs[k].type, v)
+                and (specs[k].enum is None or v is None or v in specs[k].enum)}
+        dropped = sorted(set(ev.values) - set(kept))
+        d = Draft(self.flow, state, ev.at)
+        d.s.extracted = {**state.extracted, **kept}
+        if dropped:
+            d.effects.append(Rejected(reason=f"extraction for '{ev.node}': ignored undeclared or "
+                                             f"ill-typed values {dropped}"))
+        return Step(d.s, d.effects)
+
+    def _on_user_spoke(self, state: CallState, ev: UserSpoke) -> Step:
+        if state.idle_count == 0 and ev.at is None:
+            return Step(state, [])
+        d = Draft(self.flow, state, ev.at)
+        d.s.idle_count = 0
+        return Step(d.s, [])
+
+    def _on_user_idle(self, state: CallState, ev: UserIdle) -> Step:
+        if state.ended or state.node is None:
+            return self._reject(state, "no live call to be idle in")
+        idle = self.definition.flow.settings.idle
+        d = Draft(self.flow, state, ev.at)
+        d.s.idle_count = state.idle_count + 1
+        if d.s.idle_count <= idle.prompts:
+            d.effects.append(LLMTurn(reason="idle", instructions=IDLE_INSTRUCTIONS))
+        else:
+            d.end("user_idle", goodbye=d.render(idle.goodbye))
+        return Step(d.s, d.effects)
+
+    def _on_hangup(self, state: CallState, ev: HangUp) -> Step:
+        return self._finish(state, ev.reason, ev.at)
+
+    def _on_max_duration(self, state: CallState, ev: MaxDuration) -> Step:
+        return self._finish(state, "max_duration", ev.at)
+
+    def _finish(self, state: CallState, reason: str, at: float | None) -> Step:
+        if state.ended:
+            return self._reject(state, f"the call has already ended ({state.end_reason})")
+        d = Draft(self.flow, state, at)
+        d.end(reason)
+        return Step(d.s, d.effects)
+
+
+def _llm_error(name: str, message: str) -> ToolResponse:
+    return ToolResponse(name=name, error=True, result={"status": "error", "error": message})

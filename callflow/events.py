@@ -1,0 +1,80 @@
+"""What can happen to a call: the engine's inputs.
+
+Times are given by the caller (``at``, seconds since the epoch): the engine reads no
+clock, so the workflow (``workflow.now()``) and the agent feed it the same instants.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    at: float | None = None
+
+
+class CallStarted(_Event):
+    type: Literal["call_started"] = "call_started"
+    call_id: str = ""
+    variables: dict[str, Any] = {}
+    caller_number: str | None = None
+    called_number: str | None = None
+
+
+class FunctionCalled(_Event):
+    """The LLM called a tool (a transition or a node function)."""
+
+    type: Literal["function_called"] = "function_called"
+    name: str
+    args: dict[str, Any] = {}
+    node: str | None = None  # the node the caller believes it is on (checked when given)
+
+
+class FunctionResult(_Event):
+    """A handler or HTTP run ordered by a RunFunction effect has finished."""
+
+    type: Literal["function_result"] = "function_result"
+    run_id: int
+    result: Any = None
+    response: str = "transition_in_yaml"  # or "no_response"; anything else is an error
+    error: str | None = None
+    state: dict[str, Any] | None = None  # flow_manager.state after the handler ran
+
+
+class ExtractionResult(_Event):
+    type: Literal["extraction_result"] = "extraction_result"
+    node: str
+    values: dict[str, Any] = {}
+    error: str | None = None
+
+
+class UserSpoke(_Event):
+    """A final user utterance: resets the idle escalation."""
+
+    type: Literal["user_spoke"] = "user_spoke"
+
+
+class UserIdle(_Event):
+    type: Literal["user_idle"] = "user_idle"
+
+
+class HangUp(_Event):
+    """The call is over from outside: the caller hung up, the agent was lost, ..."""
+
+    type: Literal["hangup"] = "hangup"
+    reason: Literal["user_hangup", "agent_lost", "error"] = "user_hangup"
+
+
+class MaxDuration(_Event):
+    type: Literal["max_duration"] = "max_duration"
+
+
+Event = Annotated[
+    CallStarted | FunctionCalled | FunctionResult | ExtractionResult | UserSpoke | UserIdle
+    | HangUp | MaxDuration,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -1,0 +1,139 @@
+"""The flow as a graph: who can move the call where.
+
+Validation (dead ends, reachability, cycles), ``flow show`` and ``flow graph`` all
+read the same edge list, so they cannot disagree about what a flow allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from callflow.model import BranchTable, Flow, FunctionEntry, Node, Transition
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str
+    dst: str
+    label: str
+    via_global: bool = False
+
+
+def targets(t: Transition | None) -> list[tuple[str, str]]:
+    """(case label, node) pairs a transition can lead to."""
+    if t is None:
+        return []
+    if isinstance(t, str):
+        return [("", t)]
+    out = [(f"{t.field}={k}", v) for k, v in t.cases.items()]
+    if t.default is not None:
+        out.append(("default", t.default))
+    return out
+
+
+def offers_globals(node: Node) -> bool:
+    return node.type == "agent"
+
+
+def node_functions(flow: Flow, node: Node) -> Iterator[tuple[FunctionEntry, bool]]:
+    """The node's own functions, then the global ones: the order the LLM sees."""
+    for fn in node.functions:
+        yield fn, False
+    if offers_globals(node):
+        for fn in flow.global_functions:
+            yield fn, True
+
+
+def edges(flow: Flow) -> list[Edge]:
+    out: list[Edge] = []
+    for nid, node in flow.nodes.items():
+        if node.type == "gate":
+            for i, br in enumerate(node.branches or []):
+                out.append(Edge(nid, br.to, f"branch {i + 1}"))
+            if node.default is not None:
+                out.append(Edge(nid, node.default, "default"))
+        elif node.type == "action":
+            name = node.run.name if node.run else "run"
+            for label, dst in targets(node.transition_to):
+                out.append(Edge(nid, dst, f"{name} {label}".strip()))
+        else:
+            for fn, is_global in node_functions(flow, node):
+                for label, dst in targets(fn.transition_to):
+                    out.append(Edge(nid, dst, f"{fn.name} {label}".strip(), is_global))
+    return out
+
+
+def ends_by_action(node: Node) -> bool:
+    """A node whose actions hang up is a way out, like an end node."""
+    return any(a.end_conversation is not None for a in (*node.pre_actions, *node.post_actions))
+
+
+def reachable(start: str, adj: dict[str, set[str]]) -> set[str]:
+    seen = {start}
+    stack = [start]
+    while stack:
+        for nxt in adj.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def adjacency(flow: Flow, include_globals: bool = True) -> dict[str, set[str]]:
+    adj: dict[str, set[str]] = {nid: set() for nid in flow.nodes}
+    for e in edges(flow):
+        if e.dst in flow.nodes and (include_globals or not e.via_global):
+            adj[e.src].add(e.dst)
+    return adj
+
+
+def strongly_connected(adj: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative so a long chain cannot overflow the stack."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in adj:
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(adj[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(adj[w]))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp: list[str] = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                out.append(comp)
+    return out
+
+
+def is_branch(t: Transition | None) -> bool:
+    return isinstance(t, BranchTable)

@@ -1,0 +1,165 @@
+"""What the two Pipecat formats share: messages, actions, context strategies, functions.
+
+The editor's JSON and the older FlowConfig JSON describe the same NodeConfig, so the
+mapping of its parts is written once and both importers stay about layout only.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+
+from callflow.importers._common import Path, Warnings, function_name, label, text, var_type
+
+CONTEXT = {"append": "append", "reset": "reset", "reset_with_summary": "reset_with_summary"}
+_ACTION_NOTES = {"function": "its handler code is not carried"}
+
+
+def join_messages(messages: Any, path: Path, w: Warnings, owner: str) -> str | None:
+    """All message contents, in order, as one text; the roles of messages do not matter.
+
+    Ringflow has one instruction text per node, so system, user and assistant
+    messages alike become paragraphs of it.
+    """
+    if messages is None:
+        return None
+    if isinstance(messages, str):
+        return text(messages)
+    if not isinstance(messages, list):
+        w.add(path, f"{owner}: expected a list of messages, got {type(messages).__name__}; not carried")
+        return None
+    parts: list[str] = []
+    for i, msg in enumerate(messages):
+        content = msg.get("content") if isinstance(msg, dict) else msg
+        if isinstance(content, list):  # OpenAI content parts
+            content = "\n".join(p["text"] for p in content if isinstance(p, dict)
+                                and isinstance(p.get("text"), str))
+        if text(content) is None:
+            w.add((*path, i), f"{owner}: message without text content; not carried")
+            continue
+        parts.append(text(content) or "")
+    return "\n\n".join(parts) or None
+
+
+def convert_actions(actions: Any, path: Path, w: Warnings, owner: str) -> list[dict[str, Any]]:
+    """tts_say and end_conversation map one to one; code-backed actions cannot."""
+    if actions is None:
+        return []
+    if not isinstance(actions, list):
+        w.add(path, f"{owner}: expected a list of actions, got {type(actions).__name__}; not carried")
+        return []
+    out: list[dict[str, Any]] = []
+    for i, action in enumerate(actions):
+        kind = action.get("type") if isinstance(action, dict) else None
+        say = text(action.get("text")) if isinstance(action, dict) else None
+        if kind == "tts_say" and say:
+            out.append({"tts_say": say})
+        elif kind == "end_conversation":
+            out.append({"end_conversation": say or ""})
+        elif kind == "tts_say":
+            w.add((*path, i), f"{owner}: tts_say action without text; not carried")
+        else:
+            handler = action.get("handler") if isinstance(action, dict) else None
+            detail = f" (handler {label(handler)})" if handler else ""
+            note = _ACTION_NOTES.get(kind, "no Ringflow equivalent") if isinstance(kind, str) else \
+                "not an action"
+            w.add((*path, i), f"{owner}: action of type {label(kind)}{detail} not carried: {note}")
+    return out
+
+
+def context_strategy(value: Any, path: Path, w: Warnings, owner: str) -> str | None:
+    """``{strategy: RESET_WITH_SUMMARY}`` (or the bare string) -> ``reset_with_summary``."""
+    if value is None:
+        return None
+    raw = value.get("strategy") if isinstance(value, dict) else value
+    strategy = CONTEXT.get(raw.strip().lower()) if isinstance(raw, str) else None
+    if strategy is None:
+        w.add(path, f"{owner}: context strategy {label(raw)} is unknown; not carried")
+    if isinstance(value, dict) and text(value.get("summary_prompt")):
+        w.add(path, f"{owner}: summary_prompt not carried; Ringflow summarises with its own prompt")
+    return strategy
+
+
+def _property(name: str, schema: Any, path: Path, w: Warnings, owner: str) -> dict[str, Any]:
+    """One argument's JSON Schema, repaired to a valid one when the source's is not."""
+    prop = copy.deepcopy(schema) if isinstance(schema, dict) else {}
+    if isinstance(prop.get("type"), str) and var_type(prop["type"]):
+        prop["type"] = var_type(prop["type"])
+    try:
+        jsonschema.Draft202012Validator.check_schema(prop)
+        if isinstance(schema, dict):
+            return prop
+    except jsonschema.SchemaError:
+        pass
+    w.add(path, f"{owner}: argument '{name}' has no valid JSON Schema; imported as a string")
+    return {"type": "string"}
+
+
+def parameters(properties: Any, required: Any, path: Path, w: Warnings, owner: str) -> dict[str, Any]:
+    props = properties if isinstance(properties, dict) else {}
+    if properties is not None and not isinstance(properties, dict):
+        w.add(path, f"{owner}: 'properties' is not a mapping; arguments not carried")
+    out = {str(k): _property(str(k), v, path, w, owner) for k, v in props.items()}
+    names = [r for r in required if isinstance(r, str) and r in out] if isinstance(required, list) else []
+    params: dict[str, Any] = {"type": "object", "properties": out}
+    if names:
+        params["required"] = list(dict.fromkeys(names))
+    return params
+
+
+def build_function(raw: dict[str, Any], target: Any, path: Path, w: Warnings, owner: str,
+                   resolve: Callable[[Any], str | None]) -> dict[str, Any] | None:
+    """A Pipecat function as a capture or a transition-only entry.
+
+    Without code, arguments can only be recorded (capture, stored in state) and a
+    call can only move (transition_only); a function with neither still becomes a
+    capture with no arguments so the LLM keeps the tool and the call is recorded.
+    """
+    name = function_name(raw.get("name"))
+    if not name:
+        w.add(path, f"{owner}: function without a usable name ({label(raw.get('name'))}); not carried")
+        return None
+    if name != raw.get("name"):
+        w.add(path, f"{owner}: function '{label(raw.get('name'))}' renamed '{name}'")
+    description = text(raw.get("description")) or f"Call {name.replace('_', ' ')}."
+    entry: dict[str, Any] = {"name": name}
+    dest = None
+    if target is not None:
+        dest = resolve(target)
+        if dest is None:
+            w.add(path, f"{owner}: function '{name}' goes to unknown node {label(target)}; "
+                        "transition not carried")
+    props = raw.get("properties")
+    if props or dest is None:
+        entry.update(capture=True, description=description,
+                     parameters=parameters(props, raw.get("required"), path, w, f"{owner} '{name}'"))
+    else:
+        entry.update(transition_only=True, description=description)
+    if dest is not None:
+        entry["transition_to"] = dest
+    return entry
+
+
+def fold_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: str, w: Warnings,
+               where: Callable[[str], Path]) -> str | None:
+    """The start node's role messages become the flow's role.
+
+    Pipecat keeps role messages in the context once set, which is what a flow-level
+    role does. A node whose role messages differ gets them in front of its task and
+    ``add_role: false``, so its persona is exactly the source's.
+    """
+    if not roles:
+        return None
+    role = roles.get(start) or next(iter(roles.values()))
+    for nid, own in roles.items():
+        if own == role:
+            continue
+        node = nodes[nid]
+        node["task"] = f"{own}\n\n{node['task']}"
+        node["add_role"] = False
+        w.add(where(nid), f"node '{nid}': role_messages differ from the flow's role; put before "
+                          "its task, with add_role: false")
+    return role

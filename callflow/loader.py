@@ -1,0 +1,231 @@
+"""Reading a flow file into a validated :class:`FlowDefinition`, or a list of issues.
+
+Anything a user can hand us (random bytes, deep nesting, YAML alias bombs, wrong
+types) must come back as issues with paths, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from callflow.errors import FlowError, Issue, did_you_mean, join_path
+from callflow.model import Flow, FlowDefinition
+
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_ELEMENTS = 200_000
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass
+class ValidationReport:
+    source: str | None = None
+    errors: list[Issue] = field(default_factory=list)
+    warnings: list[Issue] = field(default_factory=list)
+    definition: FlowDefinition | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.source,
+            "valid": self.ok,
+            "errors": [e.as_dict() for e in self.errors],
+            "warnings": [w.as_dict() for w in self.warnings],
+        }
+
+
+def parse_text(text: str, name: str = "<flow>") -> Any:
+    """YAML is a superset of JSON, but JSON errors read better from the JSON parser."""
+    try:
+        return _parse(text, name)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+
+
+def _parse(text: str, name: str) -> Any:
+    stripped = text.lstrip()
+    if name.endswith(".json") or stripped.startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            if name.endswith(".json"):
+                raise ValueError(f"not valid JSON: {exc}") from None
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ValueError(" ".join(f"not valid YAML: {exc}".split())) from None
+
+
+def check_bounds(data: Any) -> str | None:
+    """Refuse shapes no flow has: absurd depth or size (including alias expansion)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_ELEMENTS:
+            return f"more than {MAX_ELEMENTS} elements"
+        if depth > MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels"
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+            stack.extend((k, depth + 1) for k in value if not isinstance(k, str | int | float | bool))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return None
+
+
+def read_file(path: Path) -> tuple[Any, list[Issue]]:
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return None, [Issue("", f"file is {size} bytes; a flow may be at most {MAX_FILE_BYTES}")]
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FileNotFoundError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [Issue("", f"not UTF-8 text (byte {exc.start})")]
+    try:
+        return parse_text(text, path.name), []
+    except ValueError as exc:
+        return None, [Issue("", str(exc))]
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return list(model.model_fields)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose keys an error at ``loc`` is about (for 'did you mean' hints)."""
+    from callflow import model as m
+
+    tail = [p for p in loc if isinstance(p, str)]
+    if not tail:
+        return Flow
+    parent = tail[-2] if len(tail) >= 2 else ""
+    by_parent = {
+        "settings": m.Settings, "idle": m.IdleSettings, "http": m.HttpSpec, "retry": m.Retry,
+        "run": m.FunctionEntry, "functions": m.FunctionEntry, "global_functions": m.FunctionEntry,
+        "transition_to": m.BranchTable, "when": m.Condition, "branches": m.GateBranch,
+        "extract": m.ExtractSpec, "pre_actions": m.Action, "post_actions": m.Action,
+        "variables": m.Variable, "nodes": m.Node,
+    }
+    if len(tail) >= 3 and tail[-3] in ("nodes", "variables"):
+        return by_parent[tail[-3]]
+    return by_parent.get(parent, Flow if len(tail) == 1 else None)
+
+
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], bool]:
+    """Map a pydantic ``loc`` onto the user's data, dropping union-member tags.
+
+    Returns the path and whether a dropped tag disagreed with the data's type (an
+    error from a union member the user clearly did not mean).
+    """
+    path: list[str | int] = []
+    cur = data
+    mismatch = False
+    for i, part in enumerate(loc):
+        if isinstance(cur, dict) and part in cur:
+            path.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
+            path.append(part)
+            cur = cur[part]
+        elif i == len(loc) - 1 and isinstance(cur, dict):
+            path.append(part)  # a missing or unknown key: name it
+        elif isinstance(part, str) and not (isinstance(cur, dict) and i == len(loc) - 1):
+            if part in ("str", "int", "float", "bool") and isinstance(cur, dict | list):
+                mismatch = True
+            elif part[:1].isupper() and not isinstance(cur, dict):
+                mismatch = True
+    return path, mismatch
+
+
+def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
+    raw: list[tuple[str, str, bool]] = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        path_parts, mismatch = _data_path(data, loc)
+        path = join_path(path_parts)
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            key = str(loc[-1])
+            model = _model_at(loc)
+            hint = did_you_mean(key, _field_names(model)) if model else ""
+            msg = f"unknown key '{key}'{hint}"
+        elif kind == "missing":
+            msg = f"required key '{loc[-1]}' is missing"
+        else:
+            msg = err["msg"]
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, ") :]
+            msg = msg[0].lower() + msg[1:] if msg else msg
+        raw.append((path, msg, mismatch))
+    kept_paths = {p for p, _, mm in raw if not mm}
+    issues: list[Issue] = []
+    seen: set[tuple[str, str]] = set()
+    for path, msg, mismatch in raw:
+        if mismatch and any(k == path or k.startswith(path) for k in kept_paths):
+            continue
+        if (path, msg) not in seen:
+            seen.add((path, msg))
+            issues.append(Issue(path, msg))
+    return issues
+
+
+def validate_data(data: Any, base_dir: Path | None = None, source: str | None = None,
+                  load_handlers: bool = True) -> ValidationReport:
+    """Every check the spec names, on already-parsed data."""
+    from callflow.validate import semantic_checks
+
+    report = ValidationReport(source=source)
+    if not isinstance(data, dict):
+        report.errors.append(Issue("", f"a flow is a mapping at the top level, not {type(data).__name__}"))
+        return report
+    problem = check_bounds(data)
+    if problem:
+        report.errors.append(Issue("", problem))
+        return report
+    try:
+        flow = Flow.model_validate(data)
+    except ValidationError as exc:
+        report.errors.extend(pydantic_issues(data, exc))
+        return report
+    except RecursionError:
+        report.errors.append(Issue("", f"nested deeper than {MAX_DEPTH} levels"))
+        return report
+    handlers, errors, warnings = semantic_checks(flow, base_dir, load_handlers=load_handlers)
+    report.errors.extend(errors)
+    report.warnings.extend(warnings)
+    if not report.errors:
+        report.definition = FlowDefinition(flow=flow, handlers=handlers, source=source)
+    return report
+
+
+def validate_file(path: str | Path, load_handlers: bool = True) -> ValidationReport:
+    """Raises FileNotFoundError only when the file cannot be read at all."""
+    p = Path(path)
+    data, issues = read_file(p)
+    if issues:
+        return ValidationReport(source=str(path), errors=issues)
+    return validate_data(data, base_dir=p.parent, source=str(path), load_handlers=load_handlers)
+
+
+def load_flow(path: str | Path) -> FlowDefinition:
+    """The definition, or :class:`FlowError` carrying every error found."""
+    report = validate_file(path)
+    if report.definition is None:
+        raise FlowError(report.errors, report.warnings)
+    return report.definition

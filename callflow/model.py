@@ -1,0 +1,238 @@
+"""The flow format (version 1), stated once as typed models.
+
+The models check shape only: names, types, unknown keys. Rules that need the whole
+graph (targets exist, end reachable, templates defined) live in ``validate.py`` so
+that every problem can be reported at once with its path, not just the first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FLOW_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+NODE_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+FUNCTION_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$"
+
+NodeType = Literal["agent", "end", "gate", "action"]
+ContextStrategy = Literal["append", "reset", "reset_with_summary"]
+VarType = Literal["string", "integer", "number", "boolean", "object", "array"]
+Op = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not_in", "contains", "exists", "not_exists"]
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+def canonical(value: Any) -> str:
+    """The string a branch-table case key and a result value are compared by.
+
+    YAML ``true`` and Python ``True`` and the string ``"True"`` must all match, and so
+    must ``1`` and ``"1"``; a float with no fraction matches the integer.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if value is None:
+        return "null"
+    text = str(value).strip()
+    low = text.lower()
+    return low if low in ("true", "false", "null") else text
+
+
+class Strict(BaseModel):
+    """Unknown keys are typos, so every model forbids them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Variable(Strict):
+    type: VarType = "string"
+    default: Any = None
+    description: str | None = None
+    required: bool = False
+    enum: list[Any] | None = None
+
+
+class IdleSettings(Strict):
+    timeout_s: float = Field(10, gt=0)
+    prompts: int = Field(2, ge=0)
+    goodbye: str = "Sorry, I can't hear you. Goodbye."
+
+
+class Settings(Strict):
+    max_duration_s: float = Field(600, gt=0)
+    max_transitions: int = Field(100, ge=1)
+    max_node_visits: int = Field(10, ge=1)
+    idle: IdleSettings = IdleSettings()
+    context: ContextStrategy = "append"
+
+
+class Retry(Strict):
+    max_attempts: int = Field(3, ge=1, le=20)
+    initial_interval_s: float = Field(1, gt=0)
+    backoff: float = Field(2, ge=1)
+
+
+class BranchTable(Strict):
+    field: str
+    cases: dict[str, str]
+    default: str | None = None
+
+    @field_validator("cases", mode="before")
+    @classmethod
+    def _canonical_keys(cls, cases: Any) -> Any:
+        if isinstance(cases, dict):
+            return {canonical(k): v for k, v in cases.items()}
+        return cases
+
+
+Transition = str | BranchTable
+
+
+class HttpSpec(Strict):
+    method: HttpMethod = "GET"
+    url: str
+    headers: dict[str, str] | None = None
+    body: Any = None
+    timeout_s: float | None = Field(None, gt=0)
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.upper() if isinstance(v, str) else v
+
+
+FunctionKind = Literal["handler", "transition_only", "capture", "http"]
+
+
+class FunctionEntry(Strict):
+    name: str = Field(pattern=FUNCTION_NAME_PATTERN)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    transition_to: Transition | None = None
+    transition_only: bool = False
+    capture: bool = False
+    http: HttpSpec | None = None
+    speech: str | None = None
+    timeout_s: float | None = Field(None, gt=0)
+    retry: Retry | None = None
+    cancel_on_interruption: bool | None = None
+
+    @property
+    def kind(self) -> FunctionKind:
+        if self.transition_only:
+            return "transition_only"
+        if self.capture:
+            return "capture"
+        if self.http is not None:
+            return "http"
+        return "handler"
+
+
+class Condition(Strict):
+    """A leaf (``var``/``op``/``value``) or a combination (``all``/``any``)."""
+
+    var: str | None = None
+    op: Op | None = None
+    value: Any = None
+    all: list[Condition] | None = None
+    any: list[Condition] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Condition:
+        forms = sum(x is not None for x in (self.var, self.all, self.any))
+        if forms != 1:
+            raise ValueError("a condition has exactly one of 'var', 'all' or 'any'")
+        if self.var is not None and self.op is None:
+            raise ValueError("a condition with 'var' needs an 'op'")
+        return self
+
+
+class GateBranch(Strict):
+    when: Condition
+    to: str
+
+
+class Action(Strict):
+    tts_say: str | None = None
+    end_conversation: str | None = None
+    function: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_end(cls, data: Any) -> Any:
+        # ``{end_conversation: }`` (no goodbye) arrives as None: keep it meaningful.
+        if isinstance(data, dict) and "end_conversation" in data and data["end_conversation"] is None:
+            return {**data, "end_conversation": ""}
+        return data
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Action:
+        if sum(x is not None for x in (self.tts_say, self.end_conversation, self.function)) != 1:
+            raise ValueError("an action has exactly one of 'tts_say', 'end_conversation', 'function'")
+        return self
+
+
+class ExtractSpec(Strict):
+    name: str = Field(pattern=FUNCTION_NAME_PATTERN)
+    type: VarType = "string"
+    description: str = ""
+    enum: list[Any] | None = None
+
+
+class Node(Strict):
+    type: NodeType = "agent"
+    task: str | None = None
+    greeting: str | None = None
+    respond_immediately: bool = True
+    allow_interrupt: bool = True
+    add_role: bool = True
+    context: ContextStrategy | None = None
+    extract: list[ExtractSpec] = []
+    functions: list[FunctionEntry] = []
+    pre_actions: list[Action] = []
+    post_actions: list[Action] = []
+    disposition: str | None = None
+    branches: list[GateBranch] | None = None
+    default: str | None = None
+    run: FunctionEntry | None = None
+    save_as: str | None = None
+    transition_to: Transition | None = None
+
+
+class Flow(Strict):
+    flow: str = Field(pattern=FLOW_NAME_PATTERN)
+    version: int = Field(1, ge=1)
+    description: str | None = None
+    role: str | None = None
+    variables: dict[str, Variable] = {}
+    handlers: str | None = None
+    settings: Settings = Settings()
+    global_functions: list[FunctionEntry] = []
+    start: str | None = None
+    nodes: dict[str, Node] = Field(min_length=1)
+
+    @property
+    def start_node(self) -> str:
+        return self.start or next(iter(self.nodes))
+
+
+class HandlerSpec(Strict):
+    """What the engine needs of a handler, derived once from its signature and docstring.
+
+    Carried inside a :class:`FlowDefinition` so that a workflow or an agent can run the
+    engine without importing user code.
+    """
+
+    description: str
+    parameters: dict[str, Any]
+    timeout_s: float | None = None
+    cancel_on_interruption: bool | None = None
+
+
+class FlowDefinition(Strict):
+    """A validated flow plus its handler specs: the pinned input of a call."""
+
+    flow: Flow
+    handlers: dict[str, HandlerSpec] = {}
+    source: str | None = None

@@ -1,0 +1,62 @@
+"""Human views of a flow: a table for ``flow show`` and Mermaid for ``flow graph``."""
+
+from __future__ import annotations
+
+from callflow.graph import edges, node_functions, targets
+from callflow.model import Flow
+
+_SHAPES = {"agent": ('["', '"]'), "end": ('(["', '"])'), "gate": ('{"', '"}'), "action": ('[["', '"]]')}
+
+
+def _where(fn_target: list[tuple[str, str]]) -> str:
+    if not fn_target:
+        return "(stays)"
+    return ", ".join(f"{label}: {dst}" if label else dst for label, dst in fn_target)
+
+
+def show(flow: Flow) -> str:
+    lines = [f"flow {flow.flow} v{flow.version}" + (f": {flow.description}" if flow.description else ""),
+             f"start: {flow.start_node}", ""]
+    rows: list[tuple[str, str, str, str]] = [("NODE", "TYPE", "FUNCTION", "GOES TO")]
+    for nid, node in flow.nodes.items():
+        first = True
+        if node.type == "gate":
+            for i, br in enumerate(node.branches or []):
+                rows.append((nid if first else "", node.type if first else "", f"branch {i + 1}", br.to))
+                first = False
+            rows.append((nid if first else "", node.type if first else "", "default", node.default or ""))
+            continue
+        if node.type == "action" and node.run is not None:
+            rows.append((nid, node.type, f"run {node.run.name}", _where(targets(node.transition_to))))
+            continue
+        for fn, is_global in node_functions(flow, node):
+            name = f"{fn.name} ({fn.kind}{', global' if is_global else ''})"
+            rows.append((nid if first else "", node.type if first else "", name,
+                         _where(targets(fn.transition_to))))
+            first = False
+        if first:
+            rows.append((nid, node.type, "-", f"ends call ({node.disposition})" if node.disposition else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def _label(text: str) -> str:
+    return text.replace('"', "'")
+
+
+def mermaid(flow: Flow) -> str:
+    lines = ["flowchart TD"]
+    for nid, node in flow.nodes.items():
+        left, right = _SHAPES[node.type]
+        title = nid if node.type == "agent" else f"{nid} ({node.type})"
+        lines.append(f"    {nid}{left}{_label(title)}{right}")
+    for e in edges(flow):
+        style = "-.->" if e.via_global else "-->"
+        lines.append(f'    {e.src} {style}|"{_label(e.label)}"| {e.dst}')
+    lines.append("    classDef endNode fill:#eee,stroke:#555")
+    ends = [nid for nid, n in flow.nodes.items() if n.type == "end"]
+    if ends:
+        lines.append(f"    class {','.join(ends)} endNode")
+    return "\n".join(lines) + "\n"

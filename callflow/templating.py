@@ -1,0 +1,125 @@
+"""``{{name}}`` templates, compiled once so that rendering on the hot path is a join.
+
+A template is parsed into literal text and placeholders when the flow is compiled;
+validation reads the placeholders to find undefined names, and the engine renders
+them against the call's values without touching a regex again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+BUILTINS = frozenset({"current_time", "current_date", "caller_number", "called_number", "call_id"})
+
+_PLACEHOLDER = re.compile(r"\{\{\s*(.*?)\s*\}\}", re.S)
+_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    path: tuple[str, ...]
+    fallback: str | None
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+
+class TemplateSyntaxError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    parts: tuple[str | Placeholder, ...]
+
+    @property
+    def placeholders(self) -> tuple[Placeholder, ...]:
+        return tuple(p for p in self.parts if isinstance(p, Placeholder))
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(p, str) for p in self.parts)
+
+    def render(self, values: Mapping[str, Any]) -> str:
+        if self.is_static:
+            return "".join(self.parts)  # type: ignore[arg-type]
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            else:
+                out.append(_render_value(lookup(values, part.path), part.fallback))
+        return "".join(out)
+
+
+def compile_template(text: str) -> Template:
+    """Parse once; raises :class:`TemplateSyntaxError` naming the bad placeholder."""
+    parts: list[str | Placeholder] = []
+    pos = 0
+    for m in _PLACEHOLDER.finditer(text):
+        if m.start() > pos:
+            parts.append(text[pos : m.start()])
+        inner = m.group(1)
+        name, sep, fallback = inner.partition("|")
+        name = name.strip()
+        if not _PATH.match(name):
+            raise TemplateSyntaxError(f"bad placeholder '{{{{{inner}}}}}': expected a name or a dotted path")
+        parts.append(Placeholder(tuple(name.split(".")), fallback.strip() if sep else None))
+        pos = m.end()
+    if pos < len(text):
+        parts.append(text[pos:])
+    return Template(tuple(parts))
+
+
+_MISSING = object()
+
+
+def lookup(values: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """Follow a dotted path through mappings (and list indexes); ``None`` when absent."""
+    cur: Any = values
+    for key in path:
+        if isinstance(cur, Mapping):
+            cur = cur.get(key, _MISSING)
+        elif isinstance(cur, list) and key.isdigit() and int(key) < len(cur):
+            cur = cur[int(key)]
+        else:
+            return None
+        if cur is _MISSING:
+            return None
+    return cur
+
+
+def _render_value(value: Any, fallback: str | None) -> str:
+    if value is None or value == "":
+        return fallback if fallback is not None else ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def render_any(value: Any, values: Mapping[str, Any]) -> Any:
+    """Render every string inside a JSON-like value (an HTTP body, headers)."""
+    if isinstance(value, str):
+        return compile_template(value).render(values)
+    if isinstance(value, list):
+        return [render_any(v, values) for v in value]
+    if isinstance(value, dict):
+        return {k: render_any(v, values) for k, v in value.items()}
+    return value
+
+
+def strings_in(value: Any) -> list[str]:
+    """Every string in a JSON-like value, for validation of templated bodies."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in strings_in(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings_in(v)]
+    return []

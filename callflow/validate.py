@@ -1,0 +1,296 @@
+"""The spec's whole-flow rules: everything a shape check cannot see.
+
+Each rule appends issues with the path of the offending element and a hint; no rule
+stops the others, so one run of ``flow validate`` shows every problem.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from callflow.errors import Issue, did_you_mean
+from callflow.graph import adjacency, ends_by_action, reachable, strongly_connected, targets
+from callflow.handlers import HandlerModuleError, SignatureError, get_handler, handler_spec, load_module
+from callflow.model import NODE_ID_PATTERN, Flow, FunctionEntry, HandlerSpec, Node, Transition
+from callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
+
+_NODE_ID = re.compile(NODE_ID_PATTERN)
+_LLM_NODE_ONLY = ("task", "greeting", "extract", "functions", "pre_actions", "post_actions", "context")
+
+
+class _Checker:
+    def __init__(self, flow: Flow, base_dir: Path | None, load_handlers: bool) -> None:
+        self.flow = flow
+        self.base_dir = base_dir
+        self.load_handlers = load_handlers
+        self.errors: list[Issue] = []
+        self.warnings: list[Issue] = []
+        self.handlers: dict[str, HandlerSpec] = {}
+        self.module: Any = None
+        self.node_ids = list(flow.nodes)
+        self.known_names = set(flow.variables) | {
+            x.name for n in flow.nodes.values() for x in n.extract
+        }
+
+    def err(self, path: str, msg: str) -> None:
+        self.errors.append(Issue(path, msg))
+
+    def warn(self, path: str, msg: str) -> None:
+        self.warnings.append(Issue(path, msg, "warning"))
+
+    # --- references -------------------------------------------------------------------
+    def check_target(self, path: str, target: str) -> None:
+        if target not in self.flow.nodes:
+            self.err(path, f"unknown node '{target}'{did_you_mean(target, self.node_ids)}")
+
+    def check_transition(self, path: str, t: Transition | None) -> None:
+        if t is None:
+            return
+        if isinstance(t, str):
+            self.check_target(path, t)
+            return
+        for key, dst in t.cases.items():
+            self.check_target(f"{path}.cases.{key}", dst)
+        if t.default is not None:
+            self.check_target(f"{path}.default", t.default)
+        if not t.cases and t.default is None:
+            self.err(path, "a branch table needs at least one case or a default")
+
+    # --- templates --------------------------------------------------------------------
+    def check_template(self, path: str, text: str | None, extra: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        if not text:
+            return
+        try:
+            tpl = compile_template(text)
+        except TemplateSyntaxError as exc:
+            self.err(path, str(exc))
+            return
+        for ph in tpl.placeholders:
+            head = ph.path[0]
+            if ph.fallback is not None or head == "state" or head in BUILTINS:
+                continue
+            if head in self.known_names or head in extra:
+                continue
+            options = sorted(self.known_names | BUILTINS | extra)
+            self.err(path, f"undefined template variable '{ph.name}'{did_you_mean(head, options)}: "
+                           "declare it under 'variables', extract it in a node, or give a fallback "
+                           f"'{{{{{ph.name} | ...}}}}'")
+
+    # --- functions --------------------------------------------------------------------
+    def handler(self, path: str, name: str) -> HandlerSpec | None:
+        if self.flow.handlers is None:
+            self.err(path, f"'{name}' is a handler entry but the flow names no 'handlers' module "
+                           "(or mark it transition_only, capture or http)")
+            return None
+        if self.module is None:
+            return None
+        fn = get_handler(self.module, name)
+        if fn is None:
+            names = [n for n in dir(self.module) if not n.startswith("_")]
+            self.err(path, f"handlers module '{self.flow.handlers}' has no function '{name}'"
+                           f"{did_you_mean(name, names)}")
+            return None
+        try:
+            spec = handler_spec(fn)
+        except SignatureError as exc:
+            self.err(path, f"handler '{name}': {exc}")
+            return None
+        self.handlers[name] = spec
+        return spec
+
+    def check_parameters(self, path: str, params: dict[str, Any] | None, required: bool) -> None:
+        if params is None:
+            if required:
+                self.err(path, "required: a JSON Schema object describing the arguments")
+            return
+        if params.get("type") != "object":
+            self.err(f"{path}.type", "parameters must be a JSON Schema with type 'object'")
+            return
+        try:
+            jsonschema.Draft202012Validator.check_schema(params)
+        except jsonschema.SchemaError as exc:
+            where = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in exc.path)
+            self.err(f"{path}{where}", f"not a valid JSON Schema: {exc.message}")
+
+    def check_function(self, path: str, fn: FunctionEntry, node: Node | None, is_run: bool = False) -> None:
+        kinds = [k for k, on in (("transition_only", fn.transition_only), ("capture", fn.capture),
+                                 ("http", fn.http is not None)) if on]
+        if len(kinds) > 1:
+            self.err(path, f"an entry is one kind only, not {' and '.join(kinds)}")
+            return
+        kind = fn.kind
+        if is_run and kind not in ("handler", "http"):
+            self.err(path, "an action node runs a handler or an http entry")
+        if is_run and fn.transition_to is not None:
+            self.err(f"{path}.transition_to", "put transition_to on the action node, not on 'run'")
+        if kind == "handler":
+            for key in ("description", "parameters"):
+                if getattr(fn, key) is not None:
+                    self.err(f"{path}.{key}", f"a handler entry takes its {key} from the handler's "
+                                              "signature and docstring: remove it here")
+            self.handler(f"{path}.name", fn.name)
+        elif kind == "transition_only":
+            if not fn.description:
+                self.err(f"{path}.description", "a transition-only entry needs a description")
+            if fn.transition_to is None:
+                self.err(f"{path}.transition_to", "a transition-only entry needs a transition_to node")
+            elif not isinstance(fn.transition_to, str):
+                self.err(f"{path}.transition_to", "a transition-only entry has no result to branch on: "
+                                                  "name one node")
+            if fn.parameters is not None:
+                self.err(f"{path}.parameters", "a transition-only entry takes no parameters "
+                                               "(use capture: true to record arguments)")
+        else:
+            if not fn.description:
+                self.err(f"{path}.description", f"a {kind} entry needs a description")
+            self.check_parameters(f"{path}.parameters", fn.parameters, required=kind == "capture")
+        if kind == "capture" and fn.transition_to is not None and not isinstance(fn.transition_to, str):
+            pass  # a capture's result is its arguments: branching on them is allowed
+        self.check_transition(f"{path}.transition_to", fn.transition_to)
+        if node is not None and node.type == "end" and fn.transition_to is not None:
+            self.err(f"{path}.transition_to", "an end node may have node functions but no transitions")
+        args = set((fn.parameters or {}).get("properties", {})) if kind == "http" else set()
+        self.check_template(f"{path}.description", fn.description)
+        self.check_template(f"{path}.speech", fn.speech)
+        if fn.http is not None:
+            self.check_template(f"{path}.http.url", fn.http.url, args)
+            for k, v in (fn.http.headers or {}).items():
+                self.check_template(f"{path}.http.headers.{k}", v, args)
+            for s in strings_in(fn.http.body):
+                self.check_template(f"{path}.http.body", s, args)
+
+    # --- nodes ------------------------------------------------------------------------
+    def check_node(self, nid: str, node: Node) -> None:
+        path = f"nodes.{nid}"
+        if not _NODE_ID.match(nid):
+            self.err(path, f"node id '{nid}' must match {NODE_ID_PATTERN} (lower case, digits, '_')")
+        given = node.model_fields_set
+        if node.type in ("gate", "action"):
+            for key in (*_LLM_NODE_ONLY, "disposition"):
+                if key in given:
+                    self.err(f"{path}.{key}", f"'{key}' does not apply to a {node.type} node")
+        else:
+            for key in ("branches", "default", "run", "save_as", "transition_to"):
+                if key in given:
+                    self.err(f"{path}.{key}", f"'{key}' applies only to gate or action nodes")
+            if not node.task:
+                self.err(f"{path}.task", f"an {node.type} node needs a task")
+        if node.type != "end" and "disposition" in given and node.type == "agent":
+            self.err(f"{path}.disposition", "only an end node has a disposition")
+        if node.type == "gate":
+            if not node.branches:
+                self.err(f"{path}.branches", "a gate needs at least one branch")
+            for i, br in enumerate(node.branches or []):
+                self.check_target(f"{path}.branches[{i}].to", br.to)
+            if node.default is None:
+                self.err(f"{path}.default", "a gate needs a default node for when no branch holds")
+            else:
+                self.check_target(f"{path}.default", node.default)
+        if node.type == "action":
+            if node.run is None:
+                self.err(f"{path}.run", "an action node needs 'run': the function to run")
+            else:
+                self.check_function(f"{path}.run", node.run, None, is_run=True)
+            if node.transition_to is None:
+                self.err(f"{path}.transition_to", "an action node needs transition_to")
+            self.check_transition(f"{path}.transition_to", node.transition_to)
+        self.check_template(f"{path}.task", node.task)
+        self.check_template(f"{path}.greeting", node.greeting)
+        seen: dict[str, str] = {}
+        globals_offered = node.type == "agent"
+        if globals_offered:
+            for fn in self.flow.global_functions:
+                seen.setdefault(fn.name, "global_functions")
+        for i, fn in enumerate(node.functions):
+            fpath = f"{path}.functions[{i}]"
+            if fn.name in seen:
+                where = "a global function" if seen[fn.name] == "global_functions" else "another function"
+                self.err(f"{fpath}.name", f"duplicate function name '{fn.name}': {where} on this node "
+                                          "has the same name; tool names must be unique")
+            seen[fn.name] = fpath
+            self.check_function(fpath, fn, node)
+        names = [x.name for x in node.extract]
+        for i, x in enumerate(node.extract):
+            if names.index(x.name) != i:
+                self.err(f"{path}.extract[{i}].name", f"'{x.name}' is extracted twice in this node")
+        for key in ("pre_actions", "post_actions"):
+            for i, act in enumerate(getattr(node, key)):
+                apath = f"{path}.{key}[{i}]"
+                self.check_template(apath, act.tts_say or act.end_conversation)
+                if act.function is not None:
+                    self.handler(f"{apath}.function", act.function)
+
+    # --- graph ------------------------------------------------------------------------
+    def check_graph(self) -> None:
+        flow = self.flow
+        start = flow.start_node
+        if start not in flow.nodes:
+            self.err("start", f"unknown node '{start}'{did_you_mean(start, self.node_ids)}")
+            return
+        adj = adjacency(flow)
+        exits = {nid for nid, n in flow.nodes.items() if n.type == "end" or ends_by_action(n)}
+        rev: dict[str, set[str]] = {nid: set() for nid in flow.nodes}
+        for src, dsts in adj.items():
+            for d in dsts:
+                rev[d].add(src)
+        can_finish: set[str] = set()
+        for e in exits:
+            can_finish |= reachable(e, rev)
+        from_start = reachable(start, adj)
+        if not exits & from_start:
+            self.err("nodes", f"no end node can be reached from the start node '{start}': "
+                              "add an end node and a transition to it")
+        for nid in flow.nodes:
+            if nid not in can_finish:
+                self.err(f"nodes.{nid}", f"dead end: no end node can be reached from '{nid}'; "
+                                         "give it a transition towards an end node")
+            elif nid not in from_start:
+                self.warn(f"nodes.{nid}", f"unreachable: no transition leads to '{nid}' from start")
+        local = adjacency(flow, include_globals=False)
+        for comp in strongly_connected(local):
+            if len(comp) == 1 and comp[0] not in local[comp[0]]:
+                continue
+            members = set(comp)
+            leaves = any(d not in members for n in comp for d in local[n])
+            if not leaves and not members & exits and members <= can_finish:
+                cyc = " -> ".join(sorted(comp))
+                self.warn(f"nodes.{sorted(comp)[0]}", f"cycle {cyc} has no exit of its own; only global "
+                                                      "functions or max_node_visits end it")
+
+    def check_flow(self) -> None:
+        flow = self.flow
+        if flow.handlers and self.load_handlers:
+            try:
+                self.module = load_module(flow.handlers, self.base_dir)
+            except HandlerModuleError as exc:
+                self.err("handlers", str(exc))
+        self.check_template("role", flow.role)
+        for name, var in flow.variables.items():
+            if var.enum is not None and var.default is not None and var.default not in var.enum:
+                self.err(f"variables.{name}.default", f"default {var.default!r} is not one of its enum")
+            if var.required and var.default is not None:
+                self.warn(f"variables.{name}", "required has no effect on a variable with a default")
+        gseen: dict[str, int] = {}
+        for i, fn in enumerate(flow.global_functions):
+            path = f"global_functions[{i}]"
+            if fn.name in gseen:
+                self.err(f"{path}.name", f"duplicate global function name '{fn.name}'")
+            gseen[fn.name] = i
+            self.check_function(path, fn, None)
+        for nid, node in flow.nodes.items():
+            self.check_node(nid, node)
+        self.check_graph()
+
+
+def semantic_checks(flow: Flow, base_dir: Path | None, load_handlers: bool = True
+                    ) -> tuple[dict[str, HandlerSpec], list[Issue], list[Issue]]:
+    checker = _Checker(flow, base_dir, load_handlers)
+    checker.check_flow()
+    return checker.handlers, checker.errors, checker.warnings
+
+
+__all__ = ["semantic_checks", "targets"]

@@ -1,0 +1,121 @@
+"""``ringflow flow ...``: validate, show, graph and import flows.
+
+Exit codes follow the issue: 0 valid (warnings allowed), 1 invalid, 2 unreadable or
+wrong usage. No input, however malformed, ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from callflow.errors import Issue
+from callflow.loader import ValidationReport, parse_text, validate_data, validate_file
+from callflow.render import mermaid, show
+
+flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", no_args_is_help=True)
+
+
+def _report_or_exit(path: Path) -> ValidationReport:
+    try:
+        report = validate_file(path)
+    except FileNotFoundError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not report.ok:
+        for e in report.errors:
+            typer.echo(f"{path}: error: {e}", err=True)
+        raise typer.Exit(1)
+    return report
+
+
+@flow_app.command()
+def validate(
+    files: list[Path] = typer.Argument(..., help="Flow files (YAML or JSON)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document per file."),
+) -> None:
+    """Check flows against the format's rules; every problem with its path and a hint."""
+    worst = 0
+    for path in files:
+        try:
+            report = validate_file(path)
+        except FileNotFoundError as exc:
+            if json_out:
+                typer.echo(json.dumps({"file": str(path), "valid": False,
+                                       "errors": [{"path": "", "message": str(exc)}], "warnings": []}))
+            else:
+                typer.echo(f"{path}: error: {exc}", err=True)
+            worst = 2
+            continue
+        if json_out:
+            typer.echo(json.dumps(report.as_dict()))
+        else:
+            for e in report.errors:
+                typer.echo(f"{path}: error: {e}")
+            for w in report.warnings:
+                typer.echo(f"{path}: warning: {w}")
+            if report.ok:
+                extra = f" ({len(report.warnings)} warnings)" if report.warnings else ""
+                typer.echo(f"{path}: valid{extra}")
+        if not report.ok:
+            worst = max(worst, 1)
+    raise typer.Exit(worst)
+
+
+@flow_app.command("show")
+def show_cmd(file: Path = typer.Argument(..., help="Flow file.")) -> None:
+    """A table of nodes, their functions and where each one goes."""
+    report = _report_or_exit(file)
+    assert report.definition is not None
+    typer.echo(show(report.definition.flow))
+
+
+@flow_app.command()
+def graph(file: Path = typer.Argument(..., help="Flow file.")) -> None:
+    """The flow as a Mermaid flowchart, on stdout."""
+    report = _report_or_exit(file)
+    assert report.definition is not None
+    typer.echo(mermaid(report.definition.flow), nl=False)
+
+
+@flow_app.command("import")
+def import_cmd(
+    file: Path = typer.Argument(..., help="The file to convert (JSON)."),
+    source: str = typer.Option(..., "--from", help="dograh, pipecat or pipecat-legacy."),
+    out: Path | None = typer.Option(None, "-o", "--out", help="Write the YAML here (default stdout)."),
+) -> None:
+    """Convert a Dograh or Pipecat Flows file to a Ringflow flow, then validate it."""
+    from callflow.importers import SOURCES, FlowImportError, import_flow, to_yaml
+
+    if source not in SOURCES:
+        typer.echo(f"error: --from must be one of {', '.join(SOURCES)}", err=True)
+        raise typer.Exit(2)
+    try:
+        data = parse_text(file.read_text(encoding="utf-8"), file.name)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        typer.echo(f"error: cannot read {file}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        result = import_flow(source, data)
+    except FlowImportError as exc:
+        typer.echo(f"error: {file}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for w in result.warnings:
+        typer.echo(f"{file}: warning: not carried over: {w}", err=True)
+    text = to_yaml(result.flow)
+    base = out.parent if out is not None else file.parent
+    report = validate_data(result.flow, base_dir=base, source=str(out or file))
+    _print_issues(report.errors, "error")
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}", err=True)
+    else:
+        typer.echo(text, nl=False)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _print_issues(issues: list[Issue], kind: str) -> None:
+    for i in issues:
+        typer.echo(f"converted flow: {kind}: {i}", err=True)

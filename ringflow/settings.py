@@ -1,0 +1,97 @@
+"""Ringflow's configuration: one typed object, read from ``RINGFLOW_*`` environment variables.
+
+Everything configurable lives here so that `ringflow config` can show the whole effective
+configuration at once. Activities and workflows never import this module (imports point
+from ``ringflow`` downwards); the worker hands them the plain values they need.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MASK = "***"
+
+
+class Settings(BaseSettings):
+    """Effective configuration. Tests build it directly: ``Settings(database_url=...)``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RINGFLOW_",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    # Temporal
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "default"
+    task_queue: str = "ringflow"
+
+    # Storage. A relative SQLite path is relative to the working directory, like data_dir.
+    data_dir: Path = Path(".ringflow")
+    database_url: str = "sqlite:///.ringflow/ringflow.db"
+
+    # Call-ended webhook
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None
+
+    # HTTP tool (flow `http:` entries)
+    http_allow_private: bool = False
+    http_max_response_bytes: int = Field(default=1024 * 1024, gt=0)
+
+    # LLM. The OpenAI variables keep their conventional, un-prefixed names so one
+    # environment serves every OpenAI-compatible client.
+    llm_model: str = "gpt-4o-mini"
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
+    )
+    agent_timeout_s: float = Field(default=15.0, gt=0)
+
+    # Observability
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+
+    # `ringflow dev` local stack
+    dev_port: int = Field(default=7233, ge=1, le=65535)
+    dev_ui_port: int = Field(default=8233, ge=1, le=65535)
+
+
+def get_settings(**overrides: Any) -> Settings:
+    """Read the settings afresh from the environment on each call.
+
+    Deliberately not cached: a process-wide cache would make tests (and `ringflow dev`,
+    which rewrites the Temporal address) fight over one shared object.
+    """
+    return Settings(**overrides)
+
+
+def mask_url(url: str | None) -> str | None:
+    """Hide the password in a URL's userinfo (database and webhook URLs may carry one)."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """The settings as JSON-safe values with every secret hidden, for display and logs."""
+    out = settings.model_dump(mode="json")
+    for name, value in settings:
+        if isinstance(value, SecretStr):
+            out[name] = MASK if value.get_secret_value() else ""
+    for name in ("database_url", "webhook_url", "openai_base_url"):
+        out[name] = mask_url(out.get(name))
+    return out

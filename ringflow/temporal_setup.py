@@ -1,0 +1,79 @@
+"""Connecting to Temporal and preparing a namespace for Ringflow.
+
+The search attribute keys themselves live in ``activities.search_attributes`` because the
+workflow needs them and must not import from ``ringflow``; this module only registers them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.search_attributes import ALL_SEARCH_ATTRIBUTES
+
+
+class SearchAttributeConflict(RuntimeError):
+    """A Ringflow search attribute exists on the server with another type.
+
+    Registration cannot fix this (types are immutable), so it is reported, not retried.
+    """
+
+
+async def connect(address: str, namespace: str = "default") -> Client:
+    """A client with the pydantic data converter, which every Ringflow payload needs."""
+    return await Client.connect(
+        address, namespace=namespace, data_converter=pydantic_data_converter
+    )
+
+
+async def list_custom_search_attributes(client: Client, namespace: str) -> dict[str, int]:
+    """Name -> ``IndexedValueType`` of the namespace's custom search attributes."""
+    resp = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    return dict(resp.custom_attributes)
+
+
+async def register_search_attributes(
+    client: Client,
+    namespace: str,
+    keys: Iterable[SearchAttributeKey[Any]] = ALL_SEARCH_ATTRIBUTES,
+) -> None:
+    """Register Ringflow's search attributes; safe to run any number of times.
+
+    Only the missing ones are added, and a concurrent registration ("already exists") is
+    not an error, so `ringflow temporal setup` and `ringflow dev` can both call this freely.
+    """
+    wanted = {k.name: int(k.indexed_value_type) for k in keys}
+    existing = await list_custom_search_attributes(client, namespace)
+    conflicts = [
+        f"{name} is {IndexedValueType.Name(existing[name])}, "  # type: ignore[arg-type]
+        f"expected {IndexedValueType.Name(kind)}"  # type: ignore[arg-type]
+        for name, kind in wanted.items()
+        if name in existing and existing[name] != kind
+    ]
+    if conflicts:
+        raise SearchAttributeConflict("; ".join(conflicts))
+    missing = {name: kind for name, kind in wanted.items() if name not in existing}
+    if not missing:
+        return
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=namespace,
+                search_attributes=missing,  # type: ignore[arg-type]
+            )
+        )
+    except RPCError as err:
+        if err.status != RPCStatusCode.ALREADY_EXISTS:
+            raise
