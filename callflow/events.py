@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    at: float | None = None
+    # finite only: the time lands in the state, which must survive a JSON round trip
+    at: float | None = Field(None, allow_inf_nan=False)
 
 
 class CallStarted(_Event):
@@ -65,7 +66,8 @@ class HangUp(_Event):
     """The call is over from outside: the caller hung up, the agent was lost, ..."""
 
     type: Literal["hangup"] = "hangup"
-    reason: Literal["user_hangup", "agent_lost", "error"] = "user_hangup"
+    reason: Literal["user_hangup", "agent_lost", "error", "user_idle", "max_duration",
+                    "completed"] = "user_hangup"
 
 
 class MaxDuration(_Event):

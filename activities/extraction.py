@@ -1,0 +1,100 @@
+"""Pulling declared values out of a node's part of the conversation with an LLM.
+
+Uses the ``openai`` client with a JSON-schema response format, so the same code talks
+to OpenAI, any compatible server, or the scripted endpoint the tests and the
+simulator serve. A bad answer raises so Temporal retries it; the workflow records the
+last failure as an extraction error and the call goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from callflow.inputs import type_ok
+from callflow.model import ExtractSpec
+
+
+class ExtractionInput(BaseModel):
+    call_id: str
+    node: str
+    fields: list[ExtractSpec]
+    transcript: list[dict[str, Any]]
+    model: str | None = None
+
+
+class ExtractionOutput(BaseModel):
+    node: str
+    values: dict[str, Any]
+
+
+def response_schema(fields: list[ExtractSpec]) -> dict[str, Any]:
+    """Strict JSON schema: every field present, null when the conversation did not say."""
+    props: dict[str, Any] = {}
+    for f in fields:
+        prop: dict[str, Any] = {"type": [f.type, "null"], "description": f.description or f.name}
+        if f.enum is not None:
+            prop["enum"] = [*f.enum, None]
+        if f.type == "object":
+            prop = {"type": ["string", "null"], "description": f"{f.description} (as JSON text)"}
+        if f.type == "array":
+            prop["items"] = {"type": "string"}
+        props[f.name] = prop
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+
+def check_values(fields: list[ExtractSpec], values: Any) -> dict[str, Any]:
+    if not isinstance(values, dict):
+        raise ValueError("the answer is not a JSON object")
+    out: dict[str, Any] = {}
+    for f in fields:
+        v = values.get(f.name)
+        if v is None:
+            continue
+        if not type_ok(f.type, v):
+            raise ValueError(f"'{f.name}' should be {f.type}, got {type(v).__name__}")
+        if f.enum is not None and v not in f.enum:
+            raise ValueError(f"'{f.name}' = {v!r} is not one of {f.enum}")
+        out[f.name] = v
+    return out
+
+
+def _conversation(transcript: list[dict[str, Any]]) -> str:
+    return "\n".join(f"{t.get('role', '?')}: {t.get('text', '')}" for t in transcript if t.get("text"))
+
+
+@activity.defn(name="extract_variables")
+async def extract_variables(inp: ExtractionInput) -> ExtractionOutput:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(
+        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+        max_retries=0,  # Temporal retries the activity
+        timeout=30,
+    )
+    model = inp.model or os.environ.get("RINGFLOW_LLM_MODEL", "gpt-4o-mini")
+    wanted = "\n".join(f"- {f.name} ({f.type}): {f.description}" for f in inp.fields)
+    try:
+        resp = await client.chat.completions.create(
+            model=model,
+            messages=[
+                {"role": "system", "content": "Extract the requested values from this phone call "
+                                              "transcript. Use null for anything not stated.\n" + wanted},
+                {"role": "user", "content": _conversation(inp.transcript) or "(no conversation)"},
+            ],
+            response_format={"type": "json_schema", "json_schema": {
+                "name": f"extract_{inp.node}", "strict": True, "schema": response_schema(inp.fields)}},
+        )
+        text = resp.choices[0].message.content or ""
+        values = check_values(inp.fields, json.loads(text))
+    except (ValueError, IndexError) as exc:
+        raise ApplicationError(f"extraction for node '{inp.node}': bad answer: {exc}") from None
+    finally:
+        await client.close()
+    return ExtractionOutput(node=inp.node, values=values)

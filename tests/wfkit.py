@@ -1,0 +1,94 @@
+"""Helpers for workflow tests: a worker in this process, waiting on conditions, events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from callflow.loader import load_flow
+from callflow.model import FlowDefinition
+from ringflow.settings import Settings
+from workflows.client import CallHandle, start_call
+from workflows.messages import TransitionEvent, Turn, TurnsEvent
+from workflows.worker import build_worker
+
+FIXTURES = Path(__file__).parent / "fixtures" / "wf"
+
+
+def clinic() -> FlowDefinition:
+    return load_flow(FIXTURES / "clinic.yaml")
+
+
+def settings_for(database_url: str, **extra: Any) -> Settings:
+    return Settings(database_url=database_url, http_allow_private=True, **extra)
+
+
+@asynccontextmanager
+async def running_worker(client: Client, task_queue: str, database_url: str,
+                         **settings: Any) -> AsyncIterator[None]:
+    worker = build_worker(client, settings_for(database_url, **settings), task_queue=task_queue)
+    async with worker:
+        yield
+
+
+async def wait_until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0, what: str = "") -> Any:
+    """Poll ``check`` until it returns something truthy; fail with the last value seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or check}: last value {last!r}")
+
+
+async def wait_state(call: CallHandle, pred: Callable[[dict[str, Any]], bool], timeout: float = 20.0,
+                     what: str = "") -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        st = await call.state()
+        return st if pred(st) else None
+
+    return await wait_until(check, timeout, what)
+
+
+class Agent:
+    """Drives a call as the agent would: sequenced events with unique ids."""
+
+    def __init__(self, call: CallHandle) -> None:
+        self.call = call
+        self.seq = 0
+
+    def next(self) -> tuple[str, int]:
+        self.seq += 1
+        return f"ev-{uuid.uuid4().hex[:10]}", self.seq
+
+    def transition_event(self, from_node: str, name: str,
+                         args: dict[str, Any] | None = None) -> TransitionEvent:
+        eid, seq = self.next()
+        return TransitionEvent(event_id=eid, seq=seq, from_node=from_node, name=name, args=args or {},
+                               at=time.time())
+
+    async def transition(self, from_node: str, name: str, args: dict[str, Any] | None = None) -> None:
+        await self.call.transition(self.transition_event(from_node, name, args))
+
+    def turns_event(self, *pairs: tuple[str, str]) -> TurnsEvent:
+        eid, seq = self.next()
+        return TurnsEvent(event_id=eid, seq=seq, at=time.time(),
+                          items=[Turn(role=r, text=t) for r, t in pairs])  # type: ignore[arg-type]
+
+    async def say(self, *pairs: tuple[str, str]) -> None:
+        await self.call.turns(self.turns_event(*pairs))
+
+
+async def start(client: Client, task_queue: str, definition: FlowDefinition | None = None,
+                **kw: Any) -> CallHandle:
+    kw.setdefault("variables", {"patient": "Alex Doe"})
+    return await start_call(client, definition or clinic(), task_queue=task_queue, **kw)

@@ -1,0 +1,103 @@
+"""How the workflow calls each activity: timeouts, retries, local or not.
+
+Handler and HTTP functions whose timeout is at most 10 s run as *local* activities:
+the LLM is waiting on the tool round trip, and a local activity skips the task-queue
+hop and writes one marker event instead of three. Longer ones, extraction,
+persistence and webhooks run as normal activities, which survive a worker crash
+mid-run and can retry for longer than a workflow task.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.dispatch import DispatchRequest, DispatchResult
+    from activities.extraction import ExtractionInput, ExtractionOutput
+    from activities.handler_run import HandlerInput, HandlerOutput
+    from activities.http_tool import HttpToolRequest
+    from activities.records import CallRecord, TranscriptAppend
+    from activities.webhook import WEBHOOK_RETRY_POLICY, WebhookDelivery
+    from callflow.effects import RunFunction
+    from callflow.events import FunctionResult
+    from callflow.model import FlowDefinition, Retry
+    from callflow.state import CallState
+
+LOCAL_MAX_TIMEOUT_S = 10.0
+_DURABLE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+
+
+def _retry(r: Retry | None) -> RetryPolicy:
+    r = r or Retry()
+    return RetryPolicy(initial_interval=timedelta(seconds=r.initial_interval_s),
+                       backoff_coefficient=r.backoff, maximum_attempts=r.max_attempts)
+
+
+async def _execute(name: str, arg: Any, result_type: type, timeout_s: float, retry: RetryPolicy) -> Any:
+    if timeout_s <= LOCAL_MAX_TIMEOUT_S:
+        return await workflow.execute_local_activity(
+            name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s + 1),
+            schedule_to_close_timeout=timedelta(seconds=(timeout_s + 1) * 4), retry_policy=retry)
+    return await workflow.execute_activity(
+        name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s + 1),
+        retry_policy=retry)
+
+
+async def run_function(eff: RunFunction, definition: FlowDefinition, state: CallState) -> FunctionResult:
+    """Run a handler or HTTP entry; failures after retries become an error result."""
+    try:
+        if eff.kind == "http" and eff.http is not None:
+            req = HttpToolRequest(call_id=state.call_id, seq=eff.run_id, method=eff.http.method,
+                                  url=eff.http.url, headers=eff.http.headers or {}, body=eff.http.body,
+                                  timeout_s=eff.timeout_s)
+            out = await _execute("http_tool", req, dict, eff.timeout_s, _retry(eff.retry))
+            return FunctionResult(run_id=eff.run_id, result=out)
+        inp = HandlerInput(call_id=state.call_id, node=eff.node, name=eff.name,
+                           module=definition.flow.handlers or "", flow_source=definition.source,
+                           args=eff.args, variables=state.variables, state=state.state,
+                           timeout_s=eff.timeout_s)
+        hout: HandlerOutput = await _execute("run_handler", inp, HandlerOutput, eff.timeout_s,
+                                             _retry(eff.retry))
+        return FunctionResult(run_id=eff.run_id, result=hout.result, response=hout.response,
+                              error=hout.error, state=hout.state)
+    except Exception as exc:  # ActivityError after retries: the LLM hears about it, the call goes on
+        cause = getattr(exc, "cause", None) or exc
+        return FunctionResult(run_id=eff.run_id, error=f"{eff.name} failed: {cause}")
+
+
+async def extract(inp: ExtractionInput) -> ExtractionOutput:
+    return await workflow.execute_activity(
+        "extract_variables", inp, result_type=ExtractionOutput,
+        start_to_close_timeout=timedelta(seconds=60),
+        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3))
+
+
+async def persist(record: CallRecord) -> None:
+    await workflow.execute_activity(
+        "persist_call", record, start_to_close_timeout=timedelta(seconds=30),
+        retry_policy=_DURABLE)
+
+
+async def append_transcript(batch: TranscriptAppend) -> None:
+    await workflow.execute_activity(
+        "append_transcript", batch, start_to_close_timeout=timedelta(seconds=30),
+        retry_policy=_DURABLE)
+
+
+async def webhook(delivery: WebhookDelivery) -> None:
+    await workflow.execute_activity(
+        "post_call_webhook", delivery, start_to_close_timeout=timedelta(seconds=30),
+        retry_policy=WEBHOOK_RETRY_POLICY)
+
+
+async def dispatch_agent(req: DispatchRequest) -> DispatchResult:
+    try:
+        return await workflow.execute_activity(
+            "dispatch_agent", req, result_type=DispatchResult, start_to_close_timeout=timedelta(seconds=15),
+            retry_policy=RetryPolicy(maximum_attempts=2))
+    except Exception as exc:
+        return DispatchResult(dispatched=False, detail=f"dispatch failed: {exc}")

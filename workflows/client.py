@@ -1,0 +1,129 @@
+"""Starting and talking to calls: what the CLI, the agent and the tests use.
+
+It checks what it can before anything reaches Temporal (variables, sizes), so a bad
+request fails here with a clear message instead of as a rejected event.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from activities.search_attributes import (
+    RINGFLOW_CAMPAIGN,
+    RINGFLOW_DIRECTION,
+    RINGFLOW_FLOW,
+    RINGFLOW_NODE,
+    RINGFLOW_STATUS,
+    RINGFLOW_TRANSITIONS,
+)
+from callflow.errors import FlowError
+from callflow.inputs import resolve_variables
+from callflow.model import FlowDefinition
+from workflows.call import CallWorkflow
+from workflows.messages import (
+    MAX_TEXT_CHARS,
+    AttachRequest,
+    CallEvent,
+    CallFunctionRequest,
+    CallFunctionResult,
+    CallInput,
+    EventBatch,
+    HangupEvent,
+    Heartbeat,
+    Snapshot,
+    TransitionEvent,
+    Turn,
+    TurnsEvent,
+)
+
+MAX_SIGNAL_BYTES = 256 * 1024
+
+
+def workflow_id(call_id: str) -> str:
+    return f"call-{call_id}"
+
+
+def new_call_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+async def start_call(client: Client, definition: FlowDefinition, *, task_queue: str,
+                     call_id: str | None = None, variables: dict[str, Any] | None = None,
+                     **fields: Any) -> CallHandle:
+    """Start a CallWorkflow; raises :class:`FlowError` when the inputs are wrong."""
+    _, issues = resolve_variables(definition.flow, variables or {})
+    if issues:
+        raise FlowError(issues)
+    call_id = call_id or new_call_id()
+    inp = CallInput(call_id=call_id, definition=definition, variables=variables or {}, **fields)
+    attrs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(RINGFLOW_STATUS, "dialing"),
+        SearchAttributePair(RINGFLOW_FLOW, definition.flow.flow),
+        SearchAttributePair(RINGFLOW_NODE, definition.flow.start_node),
+        SearchAttributePair(RINGFLOW_DIRECTION, inp.direction),
+        SearchAttributePair(RINGFLOW_TRANSITIONS, 0),
+    ]
+    if inp.campaign_id:
+        attrs.append(SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id))
+    handle = await client.start_workflow(
+        CallWorkflow.run, inp, id=workflow_id(call_id), task_queue=task_queue,
+        search_attributes=TypedSearchAttributes(attrs),
+        static_summary=f"{definition.flow.flow} v{definition.flow.version} call")
+    return CallHandle(client, call_id, handle)
+
+
+class CallHandle:
+    """A call seen from outside: typed signals, updates and queries."""
+
+    def __init__(self, client: Client, call_id: str, handle: WorkflowHandle[Any, Any] | None = None) -> None:
+        self.client = client
+        self.call_id = call_id
+        self.handle = handle or client.get_workflow_handle(workflow_id(call_id))
+
+    @staticmethod
+    def _check_size(payload: Any) -> None:
+        size = len(json.dumps(payload.model_dump(mode="json")))
+        if size > MAX_SIGNAL_BYTES:
+            raise ValueError(f"message is {size} bytes; the limit is {MAX_SIGNAL_BYTES}")
+
+    async def transition(self, ev: TransitionEvent) -> None:
+        self._check_size(ev)
+        await self.handle.signal(CallWorkflow.transition, ev)
+
+    async def turns(self, ev: TurnsEvent) -> None:
+        for i, t in enumerate(ev.items):
+            if len(t.text) > MAX_TEXT_CHARS:
+                raise ValueError(f"turn {i} has {len(t.text)} characters; the limit is {MAX_TEXT_CHARS}")
+        self._check_size(ev)
+        await self.handle.signal(CallWorkflow.turns, ev)
+
+    async def event(self, ev: CallEvent) -> None:
+        await self.handle.signal(CallWorkflow.event, ev)
+
+    async def batch(self, batch: EventBatch) -> None:
+        self._check_size(batch)
+        await self.handle.signal(CallWorkflow.events, batch)
+
+    async def hangup(self, reason: str = "user_hangup", event_id: str | None = None) -> None:
+        await self.handle.signal(CallWorkflow.hangup, HangupEvent(
+            event_id=event_id or f"hangup-{uuid.uuid4().hex[:8]}", reason=reason))  # type: ignore[arg-type]
+
+    async def heartbeat(self, agent_id: str) -> None:
+        await self.handle.signal(CallWorkflow.heartbeat, Heartbeat(agent_id=agent_id))
+
+    async def call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
+        return await self.handle.execute_update(CallWorkflow.call_function, req)
+
+    async def attach(self, agent_id: str) -> Snapshot:
+        return await self.handle.execute_update(CallWorkflow.attach, AttachRequest(agent_id=agent_id))
+
+    async def state(self) -> dict[str, Any]:
+        return await self.handle.query(CallWorkflow.state_query)
+
+    async def transcript(self) -> list[Turn]:
+        return await self.handle.query(CallWorkflow.transcript_query)

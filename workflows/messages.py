@@ -1,0 +1,168 @@
+"""The CallWorkflow's API: its input, signals, updates and query answers.
+
+Everything the agent sends carries an ``event_id`` (applied once, even across
+continue-as-new); events that change the conversation also carry a ``seq`` so the
+workflow applies them in the order the agent produced them, whatever order they
+arrive in.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from callflow.model import FlowDefinition
+from callflow.state import CallState
+
+MAX_TEXT_CHARS = 16_000  # one turn's text; a longer one is refused, not truncated silently
+MAX_ARGS_BYTES = 32_000
+MAX_BATCH = 200
+
+
+class _Msg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CallInput(_Msg):
+    call_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
+    definition: FlowDefinition
+    direction: Literal["outbound", "inbound"] = "outbound"
+    variables: dict[str, Any] = {}
+    room: str | None = None
+    campaign_id: str | None = None
+    caller_number: str | None = None
+    called_number: str | None = None
+    agent_timeout_s: float = 15.0
+    max_dispatch_attempts: int = 3
+    max_history_events: int = Field(2000, ge=50)  # continue-as-new past this many events
+    carry: Carry | None = None  # set only by continue-as-new
+
+
+class Turn(_Msg):
+    role: Literal["user", "assistant", "system", "tool"]
+    text: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    interrupted: bool = False
+    node: str | None = None
+
+
+class TransitionEvent(_Msg):
+    type: Literal["transition"] = "transition"
+    event_id: str = Field(min_length=1, max_length=128)
+    seq: int = Field(ge=1)
+    from_node: str
+    name: str
+    args: dict[str, Any] = {}
+    at: float | None = None
+
+
+class TurnsEvent(_Msg):
+    type: Literal["turns"] = "turns"
+    event_id: str = Field(min_length=1, max_length=128)
+    seq: int = Field(ge=1)
+    items: list[Turn]
+    at: float | None = None
+
+
+class CallEvent(_Msg):
+    """Something that happened on the line: idle, interruption, DTMF, agent attached..."""
+
+    type: Literal["event"] = "event"
+    event_id: str = Field(min_length=1, max_length=128)
+    seq: int | None = Field(None, ge=1)
+    kind: Literal["user_idle", "user_spoke", "interruption", "dtmf", "agent_attached",
+                  "agent_detached", "note"]
+    data: dict[str, Any] = {}
+    at: float | None = None
+
+
+class HangupEvent(_Msg):
+    type: Literal["hangup"] = "hangup"
+    event_id: str = Field(min_length=1, max_length=128)
+    reason: Literal["user_hangup", "agent_lost", "error", "completed", "user_idle",
+                    "max_duration"] = "user_hangup"
+    at: float | None = None
+
+
+class Heartbeat(_Msg):
+    type: Literal["heartbeat"] = "heartbeat"
+    agent_id: str
+    at: float | None = None
+
+
+AgentEvent = Annotated[TransitionEvent | TurnsEvent | CallEvent | HangupEvent | Heartbeat,
+                       Field(discriminator="type")]
+
+
+class EventBatch(_Msg):
+    events: list[AgentEvent] = Field(max_length=MAX_BATCH)
+
+
+class CallFunctionRequest(_Msg):
+    event_id: str = Field(min_length=1, max_length=128)
+    node: str
+    name: str
+    args: dict[str, Any] = {}
+    at: float | None = None
+
+
+class CallFunctionResult(_Msg):
+    """What the agent gives the LLM, and where the call is now."""
+
+    result: Any = None
+    error: bool = False
+    run_llm: bool = True
+    decision: Literal["stay", "transition", "end"] = "stay"
+    node: str | None = None
+    effects: list[dict[str, Any]] = []  # the engine's effects, for the agent to apply
+    state: CallState | None = None
+
+
+class AttachRequest(_Msg):
+    agent_id: str = Field(min_length=1, max_length=128)
+    at: float | None = None
+
+
+class Snapshot(_Msg):
+    """All an agent needs to carry on a call where it is (first attach or after a crash)."""
+
+    call_id: str
+    node: str | None
+    prompt: str | None
+    tools: list[dict[str, Any]]
+    state: CallState
+    transcript_tail: list[Turn]
+    ended: bool
+    next_seq: int
+    definition: FlowDefinition
+
+
+class RejectedEvent(_Msg):
+    event_id: str | None
+    reason: str
+    at: float | None = None
+
+
+class Carry(_Msg):
+    """What one run hands the next at continue-as-new: compact, transcript tail only."""
+
+    state: CallState
+    status: str
+    next_seq: int
+    held: list[dict[str, Any]] = []
+    seen_ids: list[str] = []
+    transcript_tail: list[Turn] = []
+    transcript_count: int = 0
+    rejected: list[RejectedEvent] = []
+    agent_id: str | None = None
+    dispatch_failures: int = 0
+    extraction_errors: dict[str, str] = {}
+    pending_extractions: list[str] = []
+    events_applied: int = 0
+    started_at: float | None = None
+    runs: int = 1
+
+
+CallInput.model_rebuild()

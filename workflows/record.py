@@ -1,0 +1,80 @@
+"""The call as the outside world sees it: the persisted record and the ``state`` query."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from activities.records import CallRecord, TranscriptItem
+from callflow.state import CallState
+from workflows.inbox import Inbox
+from workflows.messages import CallInput, RejectedEvent, Turn
+
+
+def _ts(t: float | None) -> datetime | None:
+    return datetime.fromtimestamp(t, UTC) if t is not None else None
+
+
+def disposition_of(state: CallState) -> str | None:
+    """Extracted ``call_disposition`` first, then the end node's, then the end reason."""
+    extracted = state.extracted.get("call_disposition")
+    if isinstance(extracted, str) and extracted:
+        return extracted
+    return state.disposition or state.end_reason
+
+
+def tags_of(state: CallState) -> list[str]:
+    """Handlers may tag a call through ``flow_manager.state['tags']``; the end reason is one."""
+    tags = state.state.get("tags")
+    out = [str(t) for t in tags] if isinstance(tags, list) else []
+    if state.end_reason and state.end_reason not in out:
+        out.append(state.end_reason)
+    return out
+
+
+def transcript_items(turns: list[Turn], base: int) -> list[TranscriptItem]:
+    return [TranscriptItem(idx=base + i, role=t.role, text=t.text, node=t.node, at=_ts(t.started_at),
+                           data={"ended_at": t.ended_at, "interrupted": t.interrupted})
+            for i, t in enumerate(turns)]
+
+
+def build_record(inp: CallInput, state: CallState, status: str, transcript: list[Turn], base: int,
+                 started_at: float, now: datetime) -> CallRecord:
+    return CallRecord(
+        call_id=inp.call_id, workflow_id=f"call-{inp.call_id}", flow=inp.definition.flow.flow,
+        flow_version=inp.definition.flow.version, status=status, node=state.node, path=state.path,
+        variables={**state.variables, **state.extracted}, extracted=state.extracted, state=state.state,
+        disposition=disposition_of(state), tags=tags_of(state), end_reason=state.end_reason,
+        transcript=[i.model_dump(mode="json") for i in transcript_items(transcript, base)],
+        started_at=_ts(started_at) or now, ended_at=now if state.ended else None, updated_at=now,
+        direction=inp.direction, campaign_id=inp.campaign_id)
+
+
+def compact_state(inp: CallInput, state: CallState, status: str, agent_id: str | None,
+                  started_at: float, rejected: list[RejectedEvent], extraction_errors: dict[str, str],
+                  inbox: Inbox, runs: int, turns: int) -> dict[str, Any]:
+    return {
+        "call_id": inp.call_id,
+        "flow": inp.definition.flow.flow,
+        "flow_version": inp.definition.flow.version,
+        "status": status,
+        "node": state.node,
+        "path": state.path,
+        "variables": state.variables,
+        "extracted": state.extracted,
+        "state": state.state,
+        "transitions": state.transitions,
+        "disposition": disposition_of(state) if state.ended else None,
+        "end_reason": state.end_reason,
+        "started_at": started_at,
+        "updated_at": state.now,
+        "agent_id": agent_id,
+        "next_seq": inbox.next_seq,
+        "waiting_for_seq": inbox.waiting_for,
+        "duplicates": inbox.duplicates,
+        "rejected": [r.model_dump() for r in rejected[-20:]],
+        "extraction_errors": extraction_errors,
+        "pending_functions": len(state.pending),
+        "runs": runs,
+        "turns": turns,
+    }

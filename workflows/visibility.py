@@ -1,0 +1,78 @@
+"""What ops see of a running call: search attributes, current details, metrics.
+
+Search attributes are upserted only when a value changed, because each upsert is a
+history event and a turn must stay cheap. No phone numbers or other personal data
+go here: only flow, node, status, outcome and campaign.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+
+with workflow.unsafe.imports_passed_through():
+    from activities.search_attributes import (
+        RINGFLOW_CAMPAIGN,
+        RINGFLOW_DIRECTION,
+        RINGFLOW_DISPOSITION,
+        RINGFLOW_END_REASON,
+        RINGFLOW_FLOW,
+        RINGFLOW_NODE,
+        RINGFLOW_STATUS,
+        RINGFLOW_TRANSITIONS,
+    )
+    from callflow.state import CallState
+    from workflows.messages import CallInput
+
+
+class Visibility:
+    def __init__(self, inp: CallInput) -> None:
+        self.inp = inp
+        self.last: dict[str, Any] = {}
+        meter = workflow.metric_meter()
+        self.transitions = meter.create_counter("ringflow_transitions", "Node transitions applied.")
+        self.ended = meter.create_counter("ringflow_calls_ended", "Calls ended, by reason.")
+        self.lag = meter.create_histogram_float(
+            "ringflow_signal_lag", "Agent event time to applied in the workflow.", "seconds")
+        if inp.carry is None:
+            meter.create_counter("ringflow_calls_started", "Calls started.").add(
+                1, {"flow": inp.definition.flow.flow})
+
+    def sync(self, state: CallState, status: str) -> None:
+        want: dict[str, Any] = {
+            "status": status, "node": state.node or "", "flow": self.inp.definition.flow.flow,
+            "direction": self.inp.direction, "transitions": state.transitions,
+        }
+        if self.inp.campaign_id:
+            want["campaign"] = self.inp.campaign_id
+        if state.ended:
+            want["end_reason"] = state.end_reason or ""
+            if status == "ended":
+                want["disposition"] = state.disposition or state.end_reason or ""
+        keys = {"status": RINGFLOW_STATUS, "node": RINGFLOW_NODE, "flow": RINGFLOW_FLOW,
+                "direction": RINGFLOW_DIRECTION, "transitions": RINGFLOW_TRANSITIONS,
+                "campaign": RINGFLOW_CAMPAIGN, "end_reason": RINGFLOW_END_REASON,
+                "disposition": RINGFLOW_DISPOSITION}
+        updates: list[SearchAttributeUpdate[Any]] = [
+            keys[k].value_set(v) for k, v in want.items() if self.last.get(k) != v]
+        if updates:
+            workflow.upsert_search_attributes(updates)
+            self.last.update(want)
+            workflow.set_current_details(
+                f"**{status}** · node `{state.node}` · {state.transitions} transitions"
+                + (f" · ended: {state.end_reason}" if state.ended else ""))
+
+    def count_transition(self) -> None:
+        self.transitions.add(1, {"flow": self.inp.definition.flow.flow})
+
+    def count_end(self, state: CallState) -> None:
+        self.ended.add(1, {"flow": self.inp.definition.flow.flow, "end_reason": state.end_reason or "",
+                           "disposition": state.disposition or ""})
+
+    def observe_lag(self, at: float | None) -> None:
+        if at is not None:
+            lag = workflow.now().timestamp() - at
+            if lag >= 0:
+                self.lag.record(lag)

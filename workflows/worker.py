@@ -1,0 +1,51 @@
+"""The Ringflow worker: CallWorkflow and every activity it orders, on one task queue.
+
+Settings come in as an object (``ringflow`` owns the settings module and this package
+may not import it); anything with the attributes of ``activities.registry.ActivityConfig``
+plus ``task_queue`` will do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import Worker
+
+from activities.dispatch import dispatch_agent
+from activities.extraction import extract_variables
+from activities.handler_run import run_handler
+from activities.registry import build_activities
+from workflows.call import CallWorkflow
+
+
+def all_activities(config: Any) -> list[Callable[..., Any]]:
+    return [*build_activities(config), run_handler, extract_variables, dispatch_agent]
+
+
+def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:
+    return Worker(
+        client,
+        task_queue=task_queue or config.task_queue,
+        workflows=[CallWorkflow],
+        activities=all_activities(config),
+        activity_executor=ThreadPoolExecutor(8),
+        **kwargs,
+    )
+
+
+def prometheus_runtime(port: int) -> Runtime:
+    """A runtime exporting the SDK's metrics and Ringflow's (from the workflow meter) on ``port``."""
+    return Runtime(telemetry=TelemetryConfig(
+        metrics=PrometheusConfig(bind_address=f"127.0.0.1:{port}", counters_total_suffix=True,
+                                 durations_as_seconds=True)))
+
+
+async def run_worker_forever(client: Client, config: Any) -> None:
+    worker = build_worker(client, config)
+    async with worker:
+        await asyncio.Event().wait()
