@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from ringflow.cli_call import call_app, worker
 from ringflow.cli_flow import flow_app
+from ringflow.cli_ops import config, dev, temporal_app
 
 app = typer.Typer(
     name="ringflow",
@@ -13,6 +15,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(flow_app, name="flow")
+app.add_typer(call_app, name="call")
+app.add_typer(temporal_app, name="temporal")
+app.command("dev")(dev)
+app.command("config")(config)
+app.command("worker")(worker)
 
 
 def main() -> None:

@@ -73,7 +73,7 @@ async def extract(inp: ExtractionInput) -> ExtractionOutput:
     return await workflow.execute_activity(
         "extract_variables", inp, result_type=ExtractionOutput,
         start_to_close_timeout=timedelta(seconds=60),
-        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3))
+        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3))
 
 
 async def persist(record: CallRecord) -> None:

@@ -121,16 +121,23 @@ class CallWorkflow:
         self.vis.sync(self.state, self.status)
         settings = inp.definition.flow.settings
         deadline = self.started_at + settings.max_duration_s
+        # One timer at a time, re-armed only once it has fired or when something must happen
+        # sooner than it would fire. A timeout on each wait would cancel and restart a timer on
+        # every wake-up: two history events per signal. The agent timeout moves later with each
+        # event, so the timer may fire early; the checks below then find nothing due and re-arm.
+        timer: asyncio.Task[None] | None = None
+        timer_at = 0.0
         while not self.state.ended:
             now = workflow.now().timestamp()
-            waits = [deadline - now]
+            due = deadline
             if self.status == "live":
-                waits.append(self.last_seen + inp.agent_timeout_s - now)
-            try:
-                await workflow.wait_condition(lambda: self.wake or self.state.ended,
-                                              timeout=max(0.001, min(waits)))
-            except TimeoutError:
-                pass
+                due = min(due, self.last_seen + inp.agent_timeout_s)
+            if timer is None or timer.done() or due < timer_at:
+                if timer is not None:
+                    timer.cancel()
+                timer_at = due
+                timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
+            await workflow.wait_condition(lambda t=timer: self.wake or self.state.ended or t.done())
             self.wake = False
             self.vis.sync(self.state, self.status)
             if self.state.ended:

@@ -83,7 +83,7 @@ class CallHandle:
     def __init__(self, client: Client, call_id: str, handle: WorkflowHandle[Any, Any] | None = None) -> None:
         self.client = client
         self.call_id = call_id
-        self.handle = handle or client.get_workflow_handle(workflow_id(call_id))
+        self.handle = handle or client.get_workflow_handle_for(CallWorkflow.run, workflow_id(call_id))
 
     @staticmethod
     def _check_size(payload: Any) -> None:

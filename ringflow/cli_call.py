@@ -1,0 +1,222 @@
+"""``ringflow call ...`` and ``ringflow worker``: operate calls on any Temporal cluster.
+
+Every command talks to ``RINGFLOW_TEMPORAL_ADDRESS``; ``list`` is a visibility query
+over Ringflow's search attributes, so it answers without any worker running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from callflow.errors import FlowError
+from callflow.inputs import coerce_cli_value
+from callflow.loader import load_flow
+from ringflow.settings import Settings, get_settings
+from ringflow.temporal_setup import connect
+from workflows.client import CallHandle, start_call, workflow_id
+
+call_app = typer.Typer(help="Start, list, inspect and hang up calls.", no_args_is_help=True)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+async def _client(settings: Settings) -> Client:
+    try:
+        return await asyncio.wait_for(connect(settings.temporal_address, settings.temporal_namespace), 10)
+    except (RPCError, RuntimeError, TimeoutError, OSError) as exc:
+        raise _fail(f"cannot reach Temporal at {settings.temporal_address}: {exc}") from None
+
+
+def _parse_vars(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise _fail(f"--var takes NAME=VALUE, got {pair!r}", 2)
+        out[key.strip()] = coerce_cli_value(value)
+    return out
+
+
+@call_app.command()
+def start(
+    flow: Path = typer.Argument(..., help="Flow file (YAML or JSON)."),
+    var: list[str] = typer.Option([], "--var", "-v", help="A call variable, NAME=VALUE (repeatable)."),
+    call_id: str | None = typer.Option(None, "--call-id", help="Default: a new random id."),
+    campaign: str | None = typer.Option(None, "--campaign", help="Campaign id (searchable)."),
+    direction: str = typer.Option("outbound", "--direction", help="outbound or inbound."),
+    room: str | None = typer.Option(None, "--room", help="LiveKit room of the call."),
+    json_out: bool = typer.Option(False, "--json", help="Print the started call as JSON."),
+) -> None:
+    """Start a call of FLOW; the last line printed is the call id."""
+    try:
+        definition = load_flow(flow)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc), 2) from None
+    except FlowError as exc:
+        for e in exc.errors:
+            typer.echo(f"{flow}: error: {e}", err=True)
+        raise typer.Exit(1) from None
+    if direction not in ("outbound", "inbound"):
+        raise _fail("--direction must be outbound or inbound", 2)
+    variables = _parse_vars(var)
+    settings = get_settings()
+
+    async def go() -> CallHandle:
+        client = await _client(settings)
+        return await start_call(client, definition, task_queue=settings.task_queue, call_id=call_id,
+                                variables=variables, campaign_id=campaign, direction=direction, room=room)
+
+    try:
+        handle = asyncio.run(go())
+    except FlowError as exc:
+        raise _fail("; ".join(str(e) for e in exc.errors)) from None
+    except RPCError as exc:
+        raise _fail(f"Temporal refused the call: {exc}") from None
+    if json_out:
+        typer.echo(json.dumps({"call_id": handle.call_id, "workflow_id": workflow_id(handle.call_id),
+                               "flow": definition.flow.flow, "version": definition.flow.version}))
+        return
+    typer.echo(f"started {definition.flow.flow} v{definition.flow.version} as workflow "
+               f"{workflow_id(handle.call_id)}")
+    typer.echo(handle.call_id)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def visibility_query(status: str | None, node: str | None, flow: str | None) -> str:
+    parts = ["WorkflowType = 'CallWorkflow'"]
+    if status:
+        parts.append(f"RingflowStatus = {_quote(status)}")
+    if node:
+        parts.append(f"RingflowNode = {_quote(node)}")
+    if flow:
+        parts.append(f"RingflowFlow = {_quote(flow)}")
+    return " AND ".join(parts)
+
+
+@call_app.command("list")
+def list_cmd(
+    status: str | None = typer.Option(None, "--status", help="dialing, live or ended."),
+    node: str | None = typer.Option(None, "--node", help="Calls currently on this node."),
+    flow: str | None = typer.Option(None, "--flow", help="Calls of this flow."),
+    limit: int = typer.Option(100, "--limit", help="At most this many."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON array."),
+) -> None:
+    """List calls through Temporal visibility (search attributes)."""
+    if status and status not in ("dialing", "live", "ended"):
+        raise _fail("--status must be dialing, live or ended", 2)
+    settings = get_settings()
+    query = visibility_query(status, node, flow)
+
+    async def go() -> list[dict[str, Any]]:
+        client = await _client(settings)
+        rows = []
+        async for wf in client.list_workflows(query, limit=limit):
+            sa = wf.typed_search_attributes
+            get = {k.name: v for k, v in ((p.key, p.value) for p in sa.search_attributes)}
+            rows.append({
+                "call_id": wf.id.removeprefix("call-"), "workflow_id": wf.id,
+                "status": get.get("RingflowStatus"), "node": get.get("RingflowNode"),
+                "flow": get.get("RingflowFlow"), "transitions": get.get("RingflowTransitions"),
+                "disposition": get.get("RingflowDisposition"), "end_reason": get.get("RingflowEndReason"),
+                "started": wf.start_time.isoformat() if wf.start_time else None,
+            })
+        return rows
+
+    rows = asyncio.run(go())
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    if not rows:
+        typer.echo("no calls")
+        return
+    cols = ["call_id", "flow", "status", "node", "transitions", "disposition", "started"]
+    table = [cols] + [[str(r.get(c) if r.get(c) is not None else "-") for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    for row in table:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+@call_app.command()
+def show(
+    call_id: str = typer.Argument(..., help="The call id (or its workflow id call-<id>)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object."),
+) -> None:
+    """The call's state and transcript, from the workflow itself."""
+    settings = get_settings()
+    call_id = call_id.removeprefix("call-")
+
+    async def go() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        client = await _client(settings)
+        call = CallHandle(client, call_id)
+        try:
+            state = await asyncio.wait_for(call.state(), 15)
+            transcript = [t.model_dump() for t in await call.transcript()]
+        except RPCError as exc:
+            raise _fail(f"call {call_id}: {exc.message}") from None
+        except TimeoutError:
+            raise _fail(f"call {call_id}: no worker answered the query (is `ringflow worker` running?)") \
+                from None
+        return state, transcript
+
+    state, transcript = asyncio.run(go())
+    if json_out:
+        typer.echo(json.dumps({**state, "transcript": transcript}, default=str))
+        return
+    for key in ("call_id", "flow", "status", "node", "path", "transitions", "disposition", "end_reason",
+                "variables", "extracted", "state", "agent_id"):
+        typer.echo(f"{key:<12} {state.get(key)}")
+    if state.get("rejected"):
+        last = state["rejected"][-1]["reason"]
+        typer.echo(f"{'rejected':<12} {len(state['rejected'])} event(s); last: {last}")
+    typer.echo("transcript:")
+    for t in transcript:
+        typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}")
+
+
+@call_app.command()
+def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
+    """End a call as if the caller hung up."""
+    settings = get_settings()
+    call_id = call_id.removeprefix("call-")
+
+    async def go() -> None:
+        client = await _client(settings)
+        try:
+            await CallHandle(client, call_id).hangup("user_hangup")
+        except RPCError as exc:
+            raise _fail(f"call {call_id}: {exc.message}") from None
+
+    asyncio.run(go())
+    typer.echo(f"hangup sent to call {call_id}")
+
+
+def worker() -> None:
+    """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics."""
+    from workflows.worker import prometheus_runtime, run_worker_forever
+
+    settings = get_settings()
+
+    async def go() -> None:
+        runtime = prometheus_runtime(settings.metrics_port)
+        client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
+        typer.echo(f"worker on {settings.temporal_address}, task queue {settings.task_queue!r}, "
+                   f"metrics on 127.0.0.1:{settings.metrics_port}/metrics", err=True)
+        await run_worker_forever(client, settings)
+
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        pass
