@@ -187,7 +187,8 @@ class CallWorkflow:
         if self.dispatch_failures >= self.inp.max_dispatch_attempts:
             self.step(HangUp(reason="agent_lost", at=workflow.now().timestamp()))
         else:
-            await workflow.sleep(timedelta(seconds=min(5.0, 2.0 ** (self.dispatch_failures - 1))))
+            backoff = min(5.0, self.inp.agent_timeout_s * 2.0 ** (self.dispatch_failures - 1))
+            await workflow.sleep(timedelta(seconds=backoff))
             self.last_seen = workflow.now().timestamp() - self.inp.agent_timeout_s
 
     async def finish(self) -> CallRecord:
@@ -236,7 +237,10 @@ class CallWorkflow:
         self.step(result)
 
     async def extract(self, eff: Extract) -> None:
-        items = [t.model_dump() for t in self.transcript if t.node == eff.node]
+        items = [t.model_dump() for t in self.transcript if t.node == eff.node and t.text]
+        if not items:  # nothing was said on the node: nothing to extract, no LLM call
+            self.pending_extractions.remove(eff.node)
+            return
         try:
             out = await acts.extract(ExtractionInput(call_id=self.inp.call_id, node=eff.node,
                                                      fields=eff.fields, transcript=items))
