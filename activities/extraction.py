@@ -41,7 +41,7 @@ def response_schema(fields: list[ExtractSpec]) -> dict[str, Any]:
         if f.enum is not None:
             prop["enum"] = [*f.enum, None]
         if f.type == "object":
-            prop = {"type": ["string", "null"], "description": f"{f.description} (as JSON text)"}
+            prop = {"type": ["string", "null"], "description": f"{f.description or f.name} (as JSON text)"}
         if f.type == "array":
             prop["items"] = {"type": "string"}
         props[f.name] = prop
@@ -54,6 +54,8 @@ def check_values(fields: list[ExtractSpec], values: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields:
         v = values.get(f.name)
+        if f.type == "object" and isinstance(v, str):
+            v = json.loads(v)  # the schema asks for objects as JSON text (strict mode wants closed objects)
         if v is None:
             continue
         if not type_ok(f.type, v):
@@ -62,6 +64,11 @@ def check_values(fields: list[ExtractSpec], values: Any) -> dict[str, Any]:
             raise ValueError(f"'{f.name}' = {v!r} is not one of {f.enum}")
         out[f.name] = v
     return out
+
+
+def schema_name(node: str) -> str:
+    """OpenAI caps a schema name at 64 characters; node ids may be 64 long themselves."""
+    return f"extract_{node}"[:64]
 
 
 def _conversation(transcript: list[dict[str, Any]]) -> str:
@@ -89,7 +96,8 @@ async def extract_variables(inp: ExtractionInput) -> ExtractionOutput:
                 {"role": "user", "content": _conversation(inp.transcript) or "(no conversation)"},
             ],
             response_format={"type": "json_schema", "json_schema": {
-                "name": f"extract_{inp.node}", "strict": True, "schema": response_schema(inp.fields)}},
+                "name": schema_name(inp.node), "strict": True, "schema": response_schema(inp.fields)}},
+            user=inp.call_id,  # lets a scripted endpoint answer each call from its own script
         )
         text = resp.choices[0].message.content or ""
         values = check_values(inp.fields, json.loads(text))

@@ -180,16 +180,11 @@ def load_transcript(call_id: str, *, database_url: str) -> list[TranscriptItem]:
     """The appended transcript of a call, in order."""
     table = CallTurnRow.__table__  # type: ignore[attr-defined]
     with get_engine(database_url).connect() as conn:
-        rows = conn.execute(
-            select(table).where(table.c.call_id == call_id).order_by(table.c.idx)
-        ).mappings()
-        return [TranscriptItem.model_validate({k: v for k, v in r.items() if k != "call_id"})
-                for r in rows]
+        rows = conn.execute(select(table).where(table.c.call_id == call_id).order_by(table.c.idx)).mappings()
+        return [TranscriptItem.model_validate({k: v for k, v in r.items() if k != "call_id"}) for r in rows]
 
 
-def load_call(
-    call_id: str, *, database_url: str, include_turns: bool = True
-) -> CallRecord | None:
+def load_call(call_id: str, *, database_url: str, include_turns: bool = True) -> CallRecord | None:
     """The stored record, or None. With ``include_turns``, appended transcript entries
     (the authoritative transcript of long calls) replace the snapshot's transcript."""
     table = CallRow.__table__  # type: ignore[attr-defined]
@@ -230,6 +225,4 @@ class CallStore:
 
     @activity.defn(name="append_transcript")
     async def append_transcript(self, batch: TranscriptAppend) -> int:
-        return await asyncio.to_thread(
-            upsert_turns, self.database_url, batch.call_id, batch.items
-        )
+        return await asyncio.to_thread(upsert_turns, self.database_url, batch.call_id, batch.items)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,8 +21,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from activities.records import CallRecord
-
-log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Ringflow-Signature"
 DELIVERY_HEADER = "X-Ringflow-Delivery"
@@ -129,8 +126,7 @@ class WebhookSender:
             ) from None
         status = response.status_code
         if 200 <= status < 300:
-            return {"status": "delivered", "delivery_id": headers[DELIVERY_HEADER],
-                    "http_status": status}
+            return {"status": "delivered", "delivery_id": headers[DELIVERY_HEADER], "http_status": status}
         if status >= 500 or status in _RETRYABLE_4XX:
             raise ApplicationError(
                 f"webhook to {host} answered {status}",

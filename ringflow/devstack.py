@@ -13,6 +13,7 @@ import atexit
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -126,6 +127,9 @@ class DevStack:
         """Start the server, wait until it serves the namespace, register search attributes."""
         if self.running:
             raise DevStackError(f"dev server already running at {self.address}")
+        # Otherwise the readiness probe could reach someone else's server on the port.
+        for port in (self.port,) if self.headless else (self.port, self.ui_port):
+            _ensure_port_free(self.ip, port)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         # A session of its own, so stop() can signal the whole group and a Ctrl-C meant
@@ -198,6 +202,17 @@ class DevStack:
 
     async def __aexit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _ensure_port_free(ip: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET) as sock:
+        # SO_REUSEADDR: connections of a previous run in TIME_WAIT are no obstacle, a
+        # listener is.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((ip, port))
+        except OSError as err:
+            raise DevStackError(f"port {ip}:{port} is already in use ({err.strerror})") from None
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

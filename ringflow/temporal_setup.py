@@ -17,6 +17,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.search_attributes import ALL_SEARCH_ATTRIBUTES
@@ -29,10 +30,13 @@ class SearchAttributeConflict(RuntimeError):
     """
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
-    """A client with the pydantic data converter, which every Ringflow payload needs."""
+async def connect(address: str, namespace: str = "default", runtime: Runtime | None = None) -> Client:
+    """A client with the pydantic data converter, which every Ringflow payload needs.
+
+    ``runtime`` carries telemetry (e.g. Prometheus metrics) for workers built on the client.
+    """
     return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
+        address, namespace=namespace, data_converter=pydantic_data_converter, runtime=runtime
     )
 
 

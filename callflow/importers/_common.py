@@ -7,6 +7,7 @@ into identifiers the same way and keeps them unique, and the rules live here onc
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,8 +16,7 @@ from callflow.errors import Issue, join_path
 
 Path = tuple[str | int, ...]
 
-NODE_ID_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-FUNCTION_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$")
+IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_NAME = 64
 
 _NON_WORD = re.compile(r"[^a-z0-9]+")
@@ -165,8 +165,11 @@ def variables_from_defaults(values: Any, path: Path, w: Warnings) -> dict[str, A
         return {}
     out: dict[str, Any] = {}
     for key, value in values.items():
+        if not isinstance(key, str) or not IDENTIFIER_RE.match(key):
+            w.add(path, f"variable {label(key)} is not a name templates can use; not carried")
+            continue
         entry: dict[str, Any] = {"type": type_of_value(value)}
         if value is not None:
-            entry["default"] = value
-        out[str(key)] = entry
+            entry["default"] = copy.deepcopy(value)  # the flow must not share the input's objects
+        out[key] = entry
     return out

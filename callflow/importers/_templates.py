@@ -32,7 +32,8 @@ def _defuse(text: str) -> str:
     try:
         compile_template(fixed)
     except TemplateSyntaxError:
-        fixed = fixed.replace("{{", "{ {")
+        while "{{" in fixed:
+            fixed = fixed.replace("{{", "{ {")
     return fixed
 
 

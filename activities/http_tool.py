@@ -1,0 +1,202 @@
+"""The HTTP tool: run a flow's ``http:`` function entry and hand the LLM the JSON result.
+
+Outcome policy, so the workflow's retry policy only retries what a retry can fix:
+
+* success (2xx): the JSON response (a mapping as-is; anything else as ``{"result": ...}``);
+* refusals that will not change (blocked URL, 3xx/4xx, non-JSON, oversized body):
+  returned as ``{"status": "error", "error": <code>, "message": ...}`` for the LLM;
+* transient failures (5xx, timeouts, connection or DNS errors): raised as retryable
+  ``ApplicationError`` so Temporal retries the activity.
+
+Each request carries ``Idempotency-Key: <call_id>:<seq>``, the same on every retry, so an
+API that honours it performs a retried POST once. Requests go to the address the SSRF guard
+vetted (TLS still verifies the certificate for the original host name via SNI), and
+redirects are followed by hand, each hop vetted again.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, Field, field_validator
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.netguard import BlockedDestination, ResolutionError, VettedTarget, vet_url
+
+DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
+MAX_REDIRECTS = 3
+PREVIEW_CHARS = 500
+HTTP_TOOL_UNAVAILABLE = "HttpToolUnavailable"
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_STRIPPED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+class HttpToolRequest(BaseModel):
+    """Input of ``http_tool``; ``seq`` numbers the tool calls within one call."""
+
+    call_id: str = Field(min_length=1)
+    seq: int = Field(ge=0)
+    method: Method = "GET"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: Any = None
+    timeout_s: float = Field(default=10.0, gt=0)
+    max_response_bytes: int | None = Field(default=None, gt=0)
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+
+def _error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"status": "error", "error": code, "message": message, **extra}
+
+
+class ResponseTooLarge(Exception):
+    pass
+
+
+class HttpTool:
+    """The HTTP tool activity, bound to the worker's network policy."""
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
+        self.allow_private = allow_private
+        self.max_response_bytes = max_response_bytes
+        self.verify = verify  # an SSLContext for private CAs (and tests)
+
+    @activity.defn(name="http_tool")
+    async def http_tool(self, req: HttpToolRequest) -> dict[str, Any]:
+        cap = min(req.max_response_bytes or self.max_response_bytes, self.max_response_bytes)
+        method: str = req.method
+        url = req.url
+        body = req.body
+        user_headers = req.headers
+        origin: tuple[str, str, int] | None = None
+        for _hop in range(MAX_REDIRECTS + 1):
+            try:
+                target = await vet_url(url, allow_private=self.allow_private)
+            except BlockedDestination as err:
+                return _error("blocked", str(err))
+            except ResolutionError as err:
+                raise ApplicationError(str(err), type=HTTP_TOOL_UNAVAILABLE) from None
+            hop_origin = (target.url.scheme, target.host, target.port)
+            origin = origin or hop_origin
+            if hop_origin != origin:
+                user_headers = {}  # credentials meant for one API must not follow a redirect away
+            status, headers, content = await self._send(req, target, method, body, cap, user_headers)
+            if isinstance(content, ResponseTooLarge):
+                return _error("response_too_large", f"response larger than {cap} bytes", http_status=status)
+            if status in _REDIRECTS and "location" in headers:
+                url = str(target.url.join(headers["location"]))
+                if status == 303 or (status in (301, 302) and method not in ("GET", "HEAD")):
+                    method, body = "GET", None
+                continue
+            return _outcome(status, headers, content, target.host)
+        return _error("too_many_redirects", f"more than {MAX_REDIRECTS} redirects")
+
+    async def _send(
+        self,
+        req: HttpToolRequest,
+        target: VettedTarget,
+        method: str,
+        body: Any,
+        cap: int,
+        user_headers: dict[str, str],
+    ) -> tuple[int, httpx.Headers, bytes | ResponseTooLarge]:
+        headers = {k: v for k, v in user_headers.items() if k.lower() not in _STRIPPED_HEADERS}
+        headers["Host"] = target.host_header()
+        headers["Idempotency-Key"] = f"{req.call_id}:{req.seq}"
+        kwargs: dict[str, Any] = {}
+        if body is not None:
+            if isinstance(body, str):
+                kwargs["content"] = body.encode()
+            else:
+                kwargs["json"] = body
+        extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
+        # A fresh client per request: pooled connections are keyed by address, and one
+        # address may serve several host names. trust_env=False: no proxy may bypass
+        # the address pinning.
+        async with httpx.AsyncClient(
+            timeout=req.timeout_s, trust_env=False, follow_redirects=False, verify=self.verify
+        ) as client:
+            failure: httpx.HTTPError | None = None
+            for ip in target.ips:  # like a browser: next address when one refuses to connect
+                request = client.build_request(
+                    method, target.pinned_url(ip), headers=headers, extensions=extensions, **kwargs
+                )
+                try:
+                    response = await client.send(request, stream=True)
+                    try:
+                        content = await _read_capped(response, cap)
+                    finally:
+                        await response.aclose()
+                except httpx.ConnectError as err:
+                    failure = err
+                    continue
+                except httpx.HTTPError as err:
+                    failure = err
+                    break
+                return response.status_code, response.headers, content
+        raise ApplicationError(
+            f"request to {target.host} failed: {type(failure).__name__}", type=HTTP_TOOL_UNAVAILABLE
+        )
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> bytes | ResponseTooLarge:
+    """The (decoded) body, or ResponseTooLarge as soon as it exceeds ``cap`` bytes."""
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        return ResponseTooLarge()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > cap:
+            return ResponseTooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse(content: bytes) -> tuple[bool, Any]:
+    if not content.strip():
+        return True, None
+    try:
+        return True, json.loads(content)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False, content.decode("utf-8", errors="replace")[:PREVIEW_CHARS]
+
+
+def _outcome(status: int, headers: httpx.Headers, content: bytes, host: str) -> dict[str, Any]:
+    if status >= 500:
+        raise ApplicationError(
+            f"{host} answered {status}", {"http_status": status}, type=HTTP_TOOL_UNAVAILABLE
+        )
+    is_json, value = _parse(content)
+    if status >= 300:
+        return _error("http_error", f"{host} answered {status}", http_status=status, body=value)
+    if not is_json:
+        return _error(
+            "not_json",
+            f"{host} did not answer with JSON",
+            http_status=status,
+            content_type=headers.get("content-type", ""),
+            text=value,
+        )
+    if value is None:
+        return {"status": "ok", "http_status": status}
+    if isinstance(value, dict):
+        return value
+    return {"result": value}

@@ -1,0 +1,161 @@
+"""Operational commands: ``ringflow config``, ``ringflow temporal setup``, ``ringflow dev``.
+
+Mounted by ``ringflow/cli.py``; each command reads the settings afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import signal
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import typer
+from temporalio.runtime import Runtime
+
+from ringflow.devstack import DevStack, DevStackError
+from ringflow.settings import Settings, get_settings, masked
+from ringflow.temporal_setup import SearchAttributeConflict, connect, register_search_attributes
+
+temporal_app = typer.Typer(help="Prepare a Temporal server for Ringflow.", no_args_is_help=True)
+
+
+def config(
+    json_out: bool = typer.Option(False, "--json", help="Print as one JSON object."),
+) -> None:
+    """Show the effective configuration (environment and defaults), secrets masked."""
+    values = masked(get_settings())
+    if json_out:
+        typer.echo(json.dumps(values, indent=2, sort_keys=True))
+        return
+    width = max(len(k) for k in values)
+    for key, value in values.items():
+        shown = "" if value is None else value
+        typer.echo(f"{key:<{width}} = {shown}")
+
+
+@temporal_app.command("setup")
+def setup(
+    address: str | None = typer.Option(
+        None, "--address", help="HOST:PORT of the frontend (default RINGFLOW_TEMPORAL_ADDRESS)."
+    ),
+    namespace: str | None = typer.Option(
+        None, "--namespace", help="Namespace (default RINGFLOW_TEMPORAL_NAMESPACE)."
+    ),
+) -> None:
+    """Register Ringflow's search attributes on a namespace (idempotent)."""
+    settings = get_settings()
+    address = address or settings.temporal_address
+    namespace = namespace or settings.temporal_namespace
+
+    async def run() -> None:
+        client = await connect(address, namespace)
+        await register_search_attributes(client, namespace)
+
+    try:
+        asyncio.run(run())
+    except SearchAttributeConflict as err:
+        typer.echo(f"error: search attribute type conflict: {err}", err=True)
+        raise typer.Exit(1) from None
+    except Exception as err:
+        typer.echo(f"error: cannot set up {namespace} at {address}: {err}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"search attributes registered on namespace {namespace!r} at {address}")
+
+
+def dev(
+    port: int | None = typer.Option(
+        None, "--port", help="Frontend gRPC port (default 7233, RINGFLOW_DEV_PORT)."
+    ),
+    ui_port: int | None = typer.Option(
+        None, "--ui-port", help="Web UI port (default 8233, RINGFLOW_DEV_UI_PORT)."
+    ),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Where Temporal's SQLite file and logs go (default .ringflow)."
+    ),
+) -> None:
+    """Run a local Temporal server (SQLite, survives restarts) and a Ringflow worker."""
+    settings = get_settings()
+    overrides: dict[str, Any] = {}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+        if "database_url" not in settings.model_fields_set:
+            overrides["database_url"] = f"sqlite:///{data_dir / 'ringflow.db'}"
+    stack = DevStack(
+        port=port or settings.dev_port,
+        ui_port=ui_port or settings.dev_ui_port,
+        data_dir=data_dir or settings.data_dir,
+        namespace=settings.temporal_namespace,
+    )
+    overrides["temporal_address"] = stack.address
+    try:
+        asyncio.run(_run_dev(stack, settings.model_copy(update=overrides)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass  # Ctrl-C / SIGTERM: the server was stopped on the way out
+    except DevStackError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
+
+
+async def _run_dev(stack: DevStack, settings: Settings) -> None:
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if main is not None:
+        # SIGTERM (e.g. from a process manager) must still stop the server we started.
+        loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    try:
+        await stack.start()
+        typer.echo(f"Temporal  {stack.address}  (namespace {stack.namespace})")
+        typer.echo(f"Web UI    {stack.ui_address}")
+        typer.echo(f"Data      {stack.data_dir}  (server log: {stack.log_path})")
+        worker = _worker_module()
+        if worker is None:
+            typer.echo(
+                "No worker is available yet (workflows.worker is missing); "
+                "serving Temporal only. Ctrl-C to stop."
+            )
+            await asyncio.Event().wait()
+            return
+        client = await connect(stack.address, stack.namespace, _metrics_runtime(worker, settings))
+        typer.echo(f"Worker    task queue {settings.task_queue!r}. Ctrl-C to stop.")
+        await worker.run_worker_forever(client, settings)
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)
+        stack.stop()
+
+
+def _worker_module() -> ModuleType | None:
+    """``workflows.worker`` if it exists yet (and has ``run_worker_forever``), else None.
+
+    Imported lazily: ``ringflow config`` and ``ringflow temporal setup`` must work without
+    loading the workflow code.
+    """
+    try:
+        module = importlib.import_module("workflows.worker")
+    except ModuleNotFoundError as err:
+        if err.name in ("workflows", "workflows.worker"):
+            return None
+        raise
+    return module if hasattr(module, "run_worker_forever") else None
+
+
+def _metrics_runtime(worker: ModuleType, settings: Settings) -> Runtime | None:
+    """The worker's Prometheus runtime on ``metrics_port`` (0 disables), if it offers one.
+
+    A busy port costs the metrics, not the dev session.
+    """
+    make = getattr(worker, "prometheus_runtime", None)
+    if make is None or not settings.metrics_port:
+        return None
+    try:
+        runtime: Runtime = make(settings.metrics_port)
+    except Exception as err:
+        typer.echo(f"Metrics   disabled: {err}", err=True)
+        return None
+    typer.echo(f"Metrics   http://127.0.0.1:{settings.metrics_port}/metrics")
+    return runtime

@@ -1,0 +1,104 @@
+"""Shared fixtures: a real Temporal dev server, clients, and real databases.
+
+The Temporal server is started once per session (it takes well under a second on SQLite)
+on free ports with its own data directory, so tests never touch a developer's
+``.ringflow`` folder or a server on 7233.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from activities.persistence import dispose_engines
+from ringflow.devstack import DevStack
+from ringflow.temporal_setup import connect
+
+POSTGRES_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+
+# Tests never reach a real LLM: anything not pointed at a scripted endpoint fails fast
+# (connection refused on the discard port) instead of waiting on DNS.
+os.environ.setdefault("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+os.environ.setdefault("OPENAI_API_KEY", "test-key-not-secret")
+
+
+def free_port() -> int:
+    """A port the OS just handed out (bind to port 0); free unless someone races us."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevStack]:
+    """A running dev server: ``.address``, ``.ui_address``, ``.data_dir``, ``stop()`` and
+    ``await start()`` (same ports, same SQLite file) for restart tests."""
+    stack = DevStack(
+        port=free_port(),
+        ui_port=free_port(),
+        data_dir=tmp_path_factory.mktemp("temporal"),
+    )
+    await stack.start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest_asyncio.fixture
+async def temporal_client(temporal_server: DevStack) -> Client:
+    """A client on the dev server with the pydantic data converter. Function-scoped, so a
+    test that restarted the server gets a fresh connection."""
+    if not temporal_server.running:
+        await temporal_server.start()
+    return await connect(temporal_server.address, temporal_server.namespace)
+
+
+@pytest.fixture
+def task_queue() -> str:
+    """A task queue no other test polls."""
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> Iterator[str]:
+    yield f"sqlite:///{tmp_path / 'ringflow.db'}"
+    dispose_engines()
+
+
+@pytest.fixture(scope="session")
+def postgres_schema() -> Iterator[str]:
+    """A schema of its own for this test run, dropped at the end; skips without a server."""
+    schema = f"rf_test_{uuid.uuid4().hex[:10]}"
+    try:
+        conn = psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as err:
+        pytest.skip(f"PostgreSQL not reachable at {POSTGRES_ADMIN_DSN}: {err}")
+    with conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        try:
+            yield schema
+        finally:
+            dispose_engines()
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def postgres_url(postgres_schema: str) -> Iterator[str]:
+    """A database URL whose tables land in the run's private schema (via search_path)."""
+    yield f"{POSTGRES_ADMIN_DSN}?options=-csearch_path%3D{postgres_schema}"
+    dispose_engines()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Each persistence test runs on SQLite and on PostgreSQL."""
+    return str(request.getfixturevalue(f"{request.param}_url"))

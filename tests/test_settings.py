@@ -1,0 +1,110 @@
+"""Settings: defaults, environment names, masking, and `ringflow config`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ringflow.cli_ops import config
+from ringflow.settings import MASK, Settings, get_settings, mask_url, masked
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No developer environment leaks into these tests."""
+    for name in list(os.environ):
+        if name.startswith("RINGFLOW_") or name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults() -> None:
+    s = Settings()
+    assert s.temporal_address == "127.0.0.1:7233"
+    assert s.temporal_namespace == "default"
+    assert s.task_queue == "ringflow"
+    assert s.database_url == "sqlite:///.ringflow/ringflow.db"
+    assert s.data_dir == Path(".ringflow")
+    assert s.webhook_url is None and s.webhook_secret is None
+    assert s.http_allow_private is False
+    assert s.http_max_response_bytes == 1024 * 1024
+    assert s.llm_model == "gpt-4o-mini"
+    assert s.openai_base_url is None and s.openai_api_key is None
+    assert s.agent_timeout_s == 15
+    assert s.metrics_port == 9464
+    assert (s.dev_port, s.dev_ui_port) == (7233, 8233)
+
+
+def test_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "temporal:7233")
+    monkeypatch.setenv("RINGFLOW_HTTP_ALLOW_PRIVATE", "1")
+    monkeypatch.setenv("RINGFLOW_WEBHOOK_SECRET", "whsec")
+    monkeypatch.setenv("RINGFLOW_LLM_MODEL", "llama3")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
+    monkeypatch.setenv("RINGFLOW_AGENT_TIMEOUT_S", "2.5")
+    s = get_settings()
+    assert s.temporal_address == "temporal:7233"
+    assert s.http_allow_private is True
+    assert s.webhook_secret is not None and s.webhook_secret.get_secret_value() == "whsec"
+    assert s.llm_model == "llama3"
+    assert s.openai_api_key is not None and s.openai_api_key.get_secret_value() == "sk-test"
+    assert s.openai_base_url == "http://127.0.0.1:11434/v1"
+    assert s.agent_timeout_s == 2.5
+
+
+def test_get_settings_is_not_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert get_settings().task_queue == "ringflow"
+    monkeypatch.setenv("RINGFLOW_TASK_QUEUE", "other")
+    assert get_settings().task_queue == "other"
+    assert get_settings(task_queue="direct").task_queue == "direct"
+
+
+def test_direct_construction_by_field_name() -> None:
+    s = Settings(openai_api_key="sk-x", http_allow_private=True)  # type: ignore[arg-type]
+    assert s.openai_api_key is not None and s.openai_api_key.get_secret_value() == "sk-x"
+
+
+def test_masked_hides_every_secret() -> None:
+    s = Settings(
+        database_url="postgresql+psycopg://ringflow:hunter2@db:5432/calls",
+        webhook_url="https://hooks:tok3n@example.com/in",
+        webhook_secret="whsec-123",  # type: ignore[arg-type]
+        openai_api_key="sk-abc",  # type: ignore[arg-type]
+    )
+    out = masked(s)
+    text = json.dumps(out)
+    for secret in ("hunter2", "tok3n", "whsec-123", "sk-abc"):
+        assert secret not in text
+    assert out["database_url"] == f"postgresql+psycopg://ringflow:{MASK}@db:5432/calls"
+    assert out["webhook_url"] == f"https://hooks:{MASK}@example.com/in"
+    assert out["webhook_secret"] == MASK and out["openai_api_key"] == MASK
+    assert masked(Settings())["openai_api_key"] is None
+
+
+def test_mask_url_leaves_passwordless_urls_alone() -> None:
+    assert mask_url("sqlite:///.ringflow/ringflow.db") == "sqlite:///.ringflow/ringflow.db"
+    assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert mask_url(None) is None
+
+
+def test_config_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("RINGFLOW_DATABASE_URL", "postgresql://u:pw@h/db")
+    app = typer.Typer()
+    app.command("config")(config)
+    app.command("noop")(lambda: None)  # two commands keep `config` a named sub-command
+    runner = CliRunner()
+    as_json = runner.invoke(app, ["config", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    data = json.loads(as_json.output)
+    assert data["openai_api_key"] == MASK and data["database_url"] == f"postgresql://u:{MASK}@h/db"
+    as_text = runner.invoke(app, ["config"])
+    assert as_text.exit_code == 0
+    assert "sk-secret" not in as_text.output and "pw@" not in as_text.output
+    assert "task_queue" in as_text.output
