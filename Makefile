@@ -21,7 +21,7 @@ test: lint
 	$(BIN)/pytest
 
 run: setup
-	$(BIN)/ringflow flow show examples/flows/appointment_reminder/flow.yaml
+	$(BIN)/ringflow dev
 
 bench: setup
 	@for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
