@@ -210,10 +210,10 @@ def worker() -> None:
     settings = get_settings()
 
     async def go() -> None:
-        runtime = prometheus_runtime(settings.metrics_port)
+        runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
         client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
         typer.echo(f"worker on {settings.temporal_address}, task queue {settings.task_queue!r}, "
-                   f"metrics on 127.0.0.1:{settings.metrics_port}/metrics", err=True)
+                   f"metrics on {settings.metrics_host}:{settings.metrics_port}/metrics", err=True)
         await run_worker_forever(client, settings)
 
     try:

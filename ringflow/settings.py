@@ -56,6 +56,7 @@ class Settings(BaseSettings):
 
     # Observability
     metrics_port: int = Field(default=9464, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a pod, so Prometheus can scrape it
 
     # `ringflow dev` local stack
     dev_port: int = Field(default=7233, ge=1, le=65535)

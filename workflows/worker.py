@@ -38,10 +38,10 @@ def build_worker(client: Client, config: Any, task_queue: str | None = None, **k
     )
 
 
-def prometheus_runtime(port: int) -> Runtime:
+def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
     """A runtime exporting the SDK's metrics and Ringflow's (from the workflow meter) on ``port``."""
     return Runtime(telemetry=TelemetryConfig(
-        metrics=PrometheusConfig(bind_address=f"127.0.0.1:{port}", counters_total_suffix=True,
+        metrics=PrometheusConfig(bind_address=f"{host}:{port}", counters_total_suffix=True,
                                  durations_as_seconds=True)))
 
 
