@@ -24,7 +24,7 @@ run: setup
 	$(BIN)/ringflow dev
 
 bench: setup
-	@for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+	@for b in bench/[!_]*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .ringflow .pytest_cache

@@ -162,7 +162,8 @@ class Action(Strict):
     @classmethod
     def _bare_end(cls, data: Any) -> Any:
         # ``{end_conversation: }`` (no goodbye) arrives as None: keep it meaningful.
-        if isinstance(data, dict) and "end_conversation" in data and data["end_conversation"] is None:
+        if (isinstance(data, dict) and "end_conversation" in data and data["end_conversation"] is None
+                and data.get("tts_say") is None and data.get("function") is None):
             return {**data, "end_conversation": ""}
         return data
 

@@ -1,0 +1,59 @@
+"""A private Temporal dev server for one bench run (imported by the benches; not a bench).
+
+Benches must not depend on, or disturb, a developer's server on 7233 or their
+``.ringflow`` folder, so each run gets free ports and a temporary data directory that
+is removed afterwards. The server is the same ``DevStack`` the tests and `ringflow dev`
+use, so numbers reflect the real local setup (SQLite with WAL, the same dynamic config).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python bench/x.py` puts bench/, not the repo, on the path
+    sys.path.insert(0, str(ROOT))
+
+from temporalio.client import Client  # noqa: E402
+
+from ringflow.devstack import DevStack  # noqa: E402
+from ringflow.temporal_setup import connect  # noqa: E402
+
+
+def free_port() -> int:
+    """A port the OS just handed out; free unless another process races us for it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class BenchStack:
+    stack: DevStack
+    client: Client
+    tmp: Path
+
+    @property
+    def database_url(self) -> str:
+        """A fresh SQLite database for Ringflow's own tables (call records)."""
+        return f"sqlite:///{self.tmp / 'ringflow.db'}"
+
+
+@asynccontextmanager
+async def bench_stack() -> AsyncIterator[BenchStack]:
+    """Start a headless dev server on free ports in a temp dir; stop and delete it on exit."""
+    with tempfile.TemporaryDirectory(prefix="ringflow-bench-") as tmp:
+        stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal",
+                         headless=True)
+        await stack.start()
+        try:
+            client = await connect(stack.address, stack.namespace)
+            yield BenchStack(stack=stack, client=client, tmp=Path(tmp))
+        finally:
+            stack.stop()

@@ -1,0 +1,320 @@
+"""Record real CallWorkflow histories for the replay tests (``tests/test_replay.py``).
+
+Each scenario plays one call of an example flow (``examples/flows``; the clinic test
+fixture if the examples are missing) against a private dev server and a real worker,
+the way an agent drives a call, and saves the workflow's history to
+``tests/histories/<scenario>.json``. Replaying those with today's workflow code proves
+that a change to ``workflows/`` (or to the engine it runs) still replays calls that
+were started before the change, i.e. that deploying it will not break calls in flight.
+
+So do NOT regenerate a history to make a failing replay test pass: the failure is the
+finding. Make the change compatible (``workflow.patched``) or version the workflow.
+Regenerate only when the change is deliberate and no old call can still be running
+(before the first release, or after draining), and add new scenarios freely:
+
+    .venv/bin/python tests/make_histories.py            # writes only missing files
+    .venv/bin/python tests/make_histories.py --force    # rewrites every file
+    .venv/bin/python tests/make_histories.py --only lead_hangup
+
+Everything in a history is fictional: names, years of birth, phone-free inputs. The
+worker and client identities are fixed so no host name lands in the files, and flow
+paths are relative to the repository. Extraction talks to the scripted LLM endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from temporalio.client import Client, WorkflowHandle  # noqa: E402
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+
+from activities.persistence import dispose_engines  # noqa: E402
+from callflow.loader import load_flow  # noqa: E402
+from callflow.model import FlowDefinition  # noqa: E402
+from ringflow.devstack import DevStack  # noqa: E402
+from ringflow.scripted_llm import ScriptedLLM  # noqa: E402
+from ringflow.settings import Settings  # noqa: E402
+from workflows.client import CallHandle, start_call  # noqa: E402
+from workflows.messages import (  # noqa: E402
+    CallEvent,
+    CallFunctionRequest,
+    CallFunctionResult,
+    EventBatch,
+    TransitionEvent,
+    Turn,
+    TurnsEvent,
+)
+from workflows.worker import build_worker  # noqa: E402
+
+HISTORIES = Path(__file__).parent / "histories"
+EXAMPLES = Path("examples/flows")  # relative: it is recorded in the history as the flow's source
+CLINIC = Path("tests/fixtures/wf/clinic.yaml")
+IDENTITY = "make-histories"
+T0 = 1_767_000_000.0  # a fixed base for the agent's event times, so files differ less between runs
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def flow(name: str) -> FlowDefinition:
+    path = EXAMPLES / name / "flow.yaml"
+    return load_flow(path if path.is_file() else CLINIC)
+
+
+class Agent:
+    """Plays the agent's side with readable, deterministic event ids."""
+
+    def __init__(self, call: CallHandle, prefix: str) -> None:
+        self.call = call
+        self.prefix = prefix
+        self.seq = 0
+        self.n = 0
+
+    def _id(self, kind: str) -> str:
+        self.n += 1
+        return f"{self.prefix}-{kind}-{self.n}"
+
+    def turns(self, *pairs: tuple[str, str]) -> TurnsEvent:
+        self.seq += 1
+        return TurnsEvent(event_id=self._id("turns"), seq=self.seq, at=T0 + self.seq,
+                          items=[Turn(role=r, text=t) for r, t in pairs])  # type: ignore[arg-type]
+
+    def transition(self, from_node: str, name: str, /, **args: Any) -> TransitionEvent:
+        self.seq += 1
+        return TransitionEvent(event_id=self._id("tr"), seq=self.seq, from_node=from_node, name=name,
+                               args=args, at=T0 + self.seq)
+
+    async def say(self, *pairs: tuple[str, str]) -> None:
+        await self.call.turns(self.turns(*pairs))
+
+    async def fn(self, node: str, function: str, /, **args: Any) -> CallFunctionResult:
+        return await self.call.call_function(CallFunctionRequest(
+            event_id=self._id("fn"), node=node, name=function, args=args, at=T0 + self.seq))
+
+
+async def wait_for(call: CallHandle, pred: Callable[[dict[str, Any]], bool], what: str,
+                   timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = await call.state()
+        if pred(st):
+            return st
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; state: {st}")
+        await asyncio.sleep(0.05)
+
+
+def check(cond: bool, what: str) -> None:
+    """Scenarios check what they meant to record, so a history never captures a wrong path."""
+    if not cond:
+        raise AssertionError(what)
+
+
+# --- scenarios ----------------------------------------------------------------------------
+# Each takes (client, task_queue) and returns the handles whose histories to save, by name.
+Handles = dict[str, WorkflowHandle[Any, Any]]
+
+
+async def appointment_happy(client: Client, tq: str) -> Handles:
+    """Attach, turns, updates with a branch table looping on a node, a transition signal,
+    a handler result choosing the end node, extraction on the way out of two nodes."""
+    d = flow("appointment_reminder")
+    call = await start_call(client, d, task_queue=tq, call_id="hist-appointment-happy", variables={
+        "patient_first_name": "Robin", "appointment_id": "apt-1001", "appointment_time": "Tuesday at 3 PM"})
+    a = Agent(call, "ah")
+    await call.attach("agent-hist-1")
+    await a.say(("assistant", "Hello, this is Ava from Maple Grove Dental. Am I speaking with Robin?"),
+                ("user", "Yes, this is Robin."))
+    first = await a.fn("verify_identity", "check_identity", birth_year="1986")
+    check(first.node == "verify_identity", f"mismatch stays: {first}")
+    second = await a.fn("verify_identity", "check_identity", birth_year="1987")
+    check(second.node == "remind", f"verified: {second}")
+    await a.say(("assistant", "You have an appointment Tuesday at 3 PM. Can you make it?"),
+                ("user", "Not really, could we move it?"))
+    await call.transition(a.transition("remind", "needs_new_time"))
+    await wait_for(call, lambda s: s["node"] == "reschedule", "node reschedule")
+    slots = await a.fn("reschedule", "list_open_slots")
+    check(slots.decision == "stay", f"list_open_slots: {slots}")
+    taken = await a.fn("reschedule", "reschedule_appointment", slot="Wednesday 2 PM")
+    check(taken.node == "reschedule", f"slot taken: {taken}")
+    done = await a.fn("reschedule", "reschedule_appointment", slot="Thursday 9 AM")
+    check(done.decision == "end" and done.node == "rescheduled", f"rescheduled: {done}")
+    record = await call.handle.result()
+    check(record.disposition == "rescheduled", f"record: {record.disposition}")
+    return {"appointment_happy": call.handle}
+
+
+async def appointment_out_of_order(client: Client, tq: str) -> Handles:
+    """Sequenced events arriving late, early, twice, and a stale one, some in one batch."""
+    d = flow("appointment_reminder")
+    call = await start_call(client, d, task_queue=tq, call_id="hist-appointment-out-of-order", variables={
+        "patient_first_name": "Kai", "appointment_id": "apt-1002", "appointment_time": "Friday at 11 AM"})
+    a = Agent(call, "ao")
+    verified = await a.fn("verify_identity", "check_identity", birth_year="1990")
+    check(verified.node == "remind", f"verified: {verified}")
+    first = a.turns(("assistant", "You have an appointment Friday at 11 AM."))
+    second = a.turns(("user", "Yes, I will be there."))
+    third = a.transition("remind", "will_attend")
+    await call.transition(third)  # early: held until 1 and 2 are in
+    await wait_for(call, lambda s: s["waiting_for_seq"] == 1, "seq 3 held")
+    await call.turns(second)
+    await call.turns(second)  # a duplicate while held
+    await call.batch(EventBatch(events=[first, second, third]))  # gap filled, then duplicates
+    stale = a.turns(("user", "Hello?"))
+    await call.turns(stale.model_copy(update={"seq": 2}))  # another id for a used seq: rejected
+    record = await call.handle.result()
+    st = await call.state()
+    check(record.path == ["verify_identity", "remind", "confirmed"], f"path: {record.path}")
+    check(st["duplicates"] >= 3 and st["turns"] == 2, f"state: {st}")
+    return {"appointment_out_of_order": call.handle}
+
+
+async def lead_hangup(client: Client, tq: str) -> Handles:
+    """A capture routed through a gate and an action node run by the workflow, then the
+    caller hangs up in the middle of a node."""
+    d = flow("lead_qualification")
+    call = await start_call(client, d, task_queue=tq, call_id="hist-lead-hangup", direction="inbound",
+                            variables={"campaign": "webinar"})
+    a = Agent(call, "lh")
+    await a.say(("assistant", "Hi, thanks for calling Shiftwise, this is Sam."),
+                ("user", "We are twelve people on shifts and want to plan them this quarter."))
+    needs = await a.fn("discovery", "record_needs", use_case="shift_planning", team_size=12,
+                       timeline="this_quarter")
+    check(needs.decision == "transition", f"record_needs: {needs}")
+    await wait_for(call, lambda s: s["node"] == "book_demo", "node book_demo")
+    await call.event(CallEvent(event_id="lh-idle-1", kind="user_idle", at=T0 + 50))
+    await a.say(("assistant", "Which weekday would suit you for a demo?"), ("user", "Sorry, I have to go."))
+    await call.hangup(event_id="lh-hangup")
+    record = await call.handle.result()
+    check(record.end_reason == "user_hangup", f"record: {record.end_reason}")
+    check(record.path[:4] == ["discovery", "size_gate", "score", "book_demo"], f"path: {record.path}")
+    return {"lead_hangup": call.handle}
+
+
+async def restaurant_continue_as_new(client: Client, tq: str) -> Handles:
+    """A call long enough to continue as new (history limit set low): both runs are kept."""
+    d = flow("restaurant_reservation")
+    call = await start_call(client, d, task_queue=tq, call_id="hist-restaurant-can", max_history_events=50)
+    a = Agent(call, "rc")
+    size = await a.fn("party_size", "record_party_size", size=4)
+    check(size.decision == "transition", f"record_party_size: {size}")
+    await wait_for(call, lambda s: s["node"] == "get_time", "node get_time")
+    full = await a.fn("get_time", "check_availability", time="7:00 PM", party_size=4)
+    check(full.node == "offer_alternatives", f"7 PM full: {full}")
+    for i in range(60):  # small talk, batched as the agent's outbox does, until the history is long
+        await call.batch(EventBatch(events=[
+            a.turns(("assistant", f"We have 6 PM or 9 PM free (option {i})."), ("user", "Let me think.")),
+            a.turns(("user", "Is the terrace open?"), ("assistant", "Yes, it is.")),
+        ]))
+        if i % 5 == 4 and (await call.state())["runs"] >= 2:
+            break
+    await wait_for(call, lambda s: s["runs"] >= 2, "continued as new")
+    ok = await a.fn("offer_alternatives", "check_availability", time="9:00 PM", party_size=4)
+    check(ok.node == "confirm_booking", f"9 PM: {ok}")
+    noted = await a.fn("confirm_booking", "note_dietary_needs", needs="one guest is vegan")
+    check(noted.run_llm is False, f"note_dietary_needs is silent: {noted}")
+    booked = await a.fn("confirm_booking", "book_table", name="Jordan Sample")
+    check(booked.node == "booked", f"book_table: {booked}")
+    record = await call.handle.result()
+    check(record.disposition == "booked", f"record: {record.disposition}")
+    first = client.get_workflow_handle(call.handle.id, run_id=call.handle.first_execution_run_id)
+    return {"restaurant_continue_as_new": first, "restaurant_continue_as_new_run2": call.handle}
+
+
+async def appointment_agent_lost(client: Client, tq: str) -> Handles:
+    """The agent goes silent: timers, failed re-dispatch activities, then an agent_lost end."""
+    d = flow("appointment_reminder")
+    call = await start_call(client, d, task_queue=tq, call_id="hist-appointment-agent-lost",
+                            agent_timeout_s=1.0, max_dispatch_attempts=2, variables={
+                                "patient_first_name": "Kai", "appointment_id": "apt-1002",
+                                "appointment_time": "Friday at 11 AM"})
+    await call.heartbeat("agent-hist-2")
+    record = await call.handle.result()
+    check(record.end_reason == "agent_lost", f"record: {record.end_reason}")
+    return {"appointment_agent_lost": call.handle}
+
+
+SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
+    "appointment_happy": appointment_happy,
+    "appointment_out_of_order": appointment_out_of_order,
+    "lead_hangup": lead_hangup,
+    "restaurant_continue_as_new": restaurant_continue_as_new,
+    "appointment_agent_lost": appointment_agent_lost,
+}
+
+
+@dataclass
+class Options:
+    force: bool
+    only: list[str]
+
+
+async def record_all(opts: Options) -> list[Path]:
+    todo = [n for n in SCENARIOS if (not opts.only or n in opts.only)
+            and (opts.force or not (HISTORIES / f"{n}.json").exists())]
+    if not todo:
+        return []
+    HISTORIES.mkdir(exist_ok=True)
+    written: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="ringflow-histories-") as tmp:
+        stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal",
+                         headless=True)
+        await stack.start()
+        try:
+            async with ScriptedLLM() as llm:
+                os.environ["OPENAI_BASE_URL"] = llm.base_url  # the extraction activity reads it
+                lane = llm.lane()
+                lane.set_extract("verify_identity", {"reached_patient": True})
+                lane.set_extract("remind", {"attending": "no"})
+                lane.set_extract("discovery", {"caller_role": "operations lead"})
+                lane.set_extract("party_size", {})
+                lane.set_extract("welcome", {})
+                client = await Client.connect(stack.address, namespace=stack.namespace, identity=IDENTITY,
+                                              data_converter=pydantic_data_converter)
+                settings = Settings(database_url=f"sqlite:///{Path(tmp) / 'ringflow.db'}",
+                                    http_allow_private=True, webhook_url=None)
+                tq = "histories"
+                async with build_worker(client, settings, task_queue=tq, identity=IDENTITY):
+                    for name in todo:
+                        handles = await SCENARIOS[name](client, tq)
+                        for file_name, handle in handles.items():
+                            history = await handle.fetch_history()
+                            path = HISTORIES / f"{file_name}.json"
+                            path.write_text(history.to_json() + "\n")
+                            written.append(path)
+                            print(f"{path.relative_to(ROOT)}: {len(history.events)} events")
+        finally:
+            dispose_engines()
+            stack.stop()
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--force", action="store_true", help="rewrite existing histories")
+    parser.add_argument("--only", action="append", default=[], choices=sorted(SCENARIOS),
+                        help="record just this scenario (repeatable)")
+    args = parser.parse_args()
+    os.chdir(ROOT)  # flow sources, and so handler modules, are found relative to the repository
+    asyncio.run(record_all(Options(force=args.force, only=args.only)))
+
+
+if __name__ == "__main__":
+    main()
