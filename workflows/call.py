@@ -244,6 +244,7 @@ class CallWorkflow:
         try:
             out = await acts.extract(ExtractionInput(call_id=self.inp.call_id, node=eff.node,
                                                      fields=eff.fields, transcript=items))
+            self.extraction_errors.pop(eff.node, None)
             self.step_values(eff.node, out.values)
         except Exception as exc:
             cause = getattr(exc, "cause", None) or exc
