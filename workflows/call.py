@@ -69,6 +69,7 @@ class CallWorkflow:
         self.vis = Visibility(inp)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.fn_results: dict[str, CallFunctionResult] = {}
+        self.fn_running: set[str] = set()
         self.startup: list[Effect] = []
         self.wake = False
         c = inp.carry
@@ -84,6 +85,7 @@ class CallWorkflow:
             self.events_applied = 0
             self.runs = 1
             self.start_error: str | None = None
+            self.hangup_seen = False
             step = self.engine.start(CallStarted(
                 call_id=inp.call_id, variables=inp.variables, caller_number=inp.caller_number,
                 called_number=inp.called_number, at=workflow.now().timestamp()))
@@ -105,6 +107,7 @@ class CallWorkflow:
             self.events_applied = c.events_applied
             self.runs = c.runs + 1
             self.start_error = None
+            self.hangup_seen = c.hangup_seen
             self.started_at = c.started_at or workflow.now().timestamp()
             self.startup = [Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
                             for n in c.pending_extractions]
@@ -149,7 +152,19 @@ class CallWorkflow:
                 await self.agent_lost()
             elif self.should_continue_as_new():
                 await self.continue_as_new()
+        await self.final_turn()
         return await self.finish()
+
+    async def final_turn(self) -> None:
+        """An end node's last turn is still being spoken when the engine ends the call: wait
+        for the agent's hangup so that turn's transcript is recorded too."""
+        if self.agent_id is None or self.hangup_seen or self.state.end_reason != "completed":
+            return
+        try:
+            await workflow.wait_condition(lambda: self.hangup_seen,
+                                          timeout=timedelta(seconds=self.inp.final_turn_grace_s))
+        except TimeoutError:
+            self.record_rejected(None, "no hangup from the agent after the last turn")
 
     def should_continue_as_new(self) -> bool:
         info = workflow.info()
@@ -171,7 +186,7 @@ class CallWorkflow:
             rejected=self.rejected[-REJECTED_TAIL:], agent_id=self.agent_id,
             dispatch_failures=self.dispatch_failures, extraction_errors=self.extraction_errors,
             pending_extractions=self.pending_extractions, events_applied=self.events_applied,
-            started_at=self.started_at, runs=self.runs)
+            started_at=self.started_at, runs=self.runs, hangup_seen=self.hangup_seen)
         workflow.continue_as_new(self.inp.model_copy(update={"carry": carry}))
 
     async def agent_lost(self) -> None:
@@ -344,14 +359,25 @@ class CallWorkflow:
                 self.record_rejected(event_id, "note: agent detached")
         elif kind == "hangup":
             reason = ev.get("reason") or "user_hangup"
+            self.hangup_seen = True
             if not self.state.ended:
                 self.step(MaxDuration(at=at) if reason == "max_duration" else HangUp(reason=reason, at=at))
 
     # --- updates ----------------------------------------------------------------------
     @workflow.update
     async def call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
+        if req.event_id in self.fn_running:  # the same call again (a resumed agent): run it once
+            await workflow.wait_condition(lambda: req.event_id in self.fn_results)
         if req.event_id in self.fn_results:
             return self.fn_results[req.event_id]
+        self.fn_running.add(req.event_id)
+        try:
+            return await self.run_call_function(req)
+        finally:
+            self.fn_running.discard(req.event_id)
+
+    async def run_call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
+        await self.caught_up(req.after_seq)
         step = self.engine.apply(self.state, FunctionCalled(name=req.name, args=req.args, node=req.node,
                                                             at=req.at))
         run = next((e for e in step.effects if isinstance(e, RunFunction)), None)
@@ -370,13 +396,13 @@ class CallWorkflow:
 
     @call_function.validator
     def validate_call_function(self, req: CallFunctionRequest) -> None:
-        if req.event_id in self.fn_results:
+        if req.event_id in self.fn_results or req.event_id in self.fn_running:
             return
         if self.state.ended and self.state.node not in self.end_nodes():
             raise ValueError("the call has ended")
         if len(str(req.args)) > MAX_ARGS_BYTES:
             raise ValueError(f"arguments larger than {MAX_ARGS_BYTES} bytes")
-        if req.node != self.state.node:
+        if req.node != self.state.node and req.after_seq < self.inbox.next_seq:
             raise ValueError(f"the call is on node '{self.state.node}', not '{req.node}'")
 
     def end_nodes(self) -> set[str]:
@@ -394,8 +420,23 @@ class CallWorkflow:
             result=resp.result, error=resp.error, run_llm=resp.run_llm, decision=decision,
             node=self.state.node, effects=[e.model_dump() for e in effects], state=self.state)
 
+    async def caught_up(self, after_seq: int, settle: bool = False) -> None:
+        """Wait until the agent's events up to ``after_seq`` (and, with ``settle``, the
+        functions they started) are applied; the agent's outbox may lag its update."""
+        def ready() -> bool:
+            applied = self.inbox.next_seq > after_seq
+            return self.state.ended or (applied and (not settle or not self.state.pending))
+
+        try:
+            await workflow.wait_condition(ready, timeout=timedelta(seconds=60))
+        except TimeoutError:
+            raise ApplicationError(f"events up to seq {after_seq} did not arrive within 60 s",
+                                   type="AgentOutOfSync") from None
+
     @workflow.update
-    def attach(self, req: AttachRequest) -> Snapshot:
+    async def attach(self, req: AttachRequest) -> Snapshot:
+        if req.after_seq or req.settle:
+            await self.caught_up(req.after_seq, req.settle)
         self.seen_agent(req.agent_id)
         self.dispatch_failures = 0
         snap = self.engine.snapshot(self.state)

@@ -1,9 +1,12 @@
 """Exactly-once, in-order delivery of the agent's events into the workflow.
 
 Signals may arrive twice (the agent's outbox retries) and out of order (several
-senders, retries racing). Each ``event_id`` is applied once, sequenced events in
-``seq`` order, early ones held until the gap fills. Pure and deterministic, and its
-whole state is carried across continue-as-new.
+senders, retries racing). Sequenced events are applied in ``seq`` order, early ones
+held until the gap fills; each ``event_id`` is applied once. A sequenced event whose id
+was already applied still *consumes its seq* (as a no-op): a new agent that replays a
+turn after a crash re-sends ids the workflow has seen under fresh seq numbers, and
+those numbers must not leave a gap. Pure and deterministic; its whole state is carried
+across continue-as-new.
 """
 
 from __future__ import annotations
@@ -24,45 +27,48 @@ class Inbox:
         self._held: dict[int, dict[str, Any]] = {int(h["seq"]): h for h in held or []}
         self.duplicates = 0
 
-    def _mark(self, event_id: str) -> None:
+    def _mark(self, event_id: str | None) -> bool:
+        """Record ``event_id``; False if it was already applied (a duplicate)."""
+        if event_id is None:
+            return True
+        if event_id in self._seen:
+            self.duplicates += 1
+            return False
         if len(self._seen_order) == self._seen_order.maxlen:
             self._seen.discard(self._seen_order[0])
         self._seen_order.append(event_id)
         self._seen.add(event_id)
+        return True
 
     def accept(self, event: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
         """Events ready to apply now, in order, and a reason if this one was refused."""
         event_id = event.get("event_id")
-        if event_id is not None:
-            if event_id in self._seen or any(h.get("event_id") == event_id for h in self._held.values()):
-                self.duplicates += 1
-                return [], None  # a duplicate is not an error: it is the outbox doing its job
         seq = event.get("seq")
         if seq is None:
-            if event_id is not None:
-                self._mark(event_id)
-            return [event], None
+            return ([event] if self._mark(event_id) else []), None
         if seq < self.next_seq:
-            if event_id is not None:
-                self._mark(event_id)
+            if event_id in self._seen:
+                self.duplicates += 1  # the outbox retrying a batch that did arrive
+                return [], None
             return [], f"seq {seq} was already applied (next is {self.next_seq})"
         if seq > self.next_seq:
-            if seq in self._held:
+            held = self._held.get(seq)
+            if held is not None:
+                if held.get("event_id") == event_id:
+                    self.duplicates += 1
+                    return [], None
                 return [], f"seq {seq} is already held with another event id"
             if len(self._held) >= MAX_HELD:
                 return [], f"too many events held waiting for seq {self.next_seq}"
             self._held[seq] = event
             return [], None
-        ready = [event]
-        if event_id is not None:
-            self._mark(event_id)
-        self.next_seq += 1
-        while self.next_seq in self._held:
-            nxt = self._held.pop(self.next_seq)
-            if nxt.get("event_id") is not None:
-                self._mark(nxt["event_id"])
-            ready.append(nxt)
+        ready: list[dict[str, Any]] = []
+        nxt: dict[str, Any] | None = event
+        while nxt is not None:
+            if self._mark(nxt.get("event_id")):
+                ready.append(nxt)
             self.next_seq += 1
+            nxt = self._held.pop(self.next_seq, None)
         return ready, None
 
     def seen(self, event_id: str) -> bool:

@@ -36,6 +36,7 @@ class CallInput(_Msg):
     agent_timeout_s: float = 15.0
     max_dispatch_attempts: int = 3
     max_history_events: int = Field(2000, ge=50)  # continue-as-new past this many events
+    final_turn_grace_s: float = 30.0  # an end node's last turn: wait this long for the agent's hangup
     carry: Carry | None = None  # set only by continue-as-new
 
 
@@ -106,6 +107,9 @@ class CallFunctionRequest(_Msg):
     name: str
     args: dict[str, Any] = {}
     at: float | None = None
+    # The agent's last sequenced event before this call: the workflow applies it first, so
+    # a function called right after a transition runs on the node the agent is on.
+    after_seq: int = Field(0, ge=0)
 
 
 class CallFunctionResult(_Msg):
@@ -123,6 +127,10 @@ class CallFunctionResult(_Msg):
 class AttachRequest(_Msg):
     agent_id: str = Field(min_length=1, max_length=128)
     at: float | None = None
+    # With ``settle``: answer once events up to ``after_seq`` are applied and no function the
+    # engine ordered (an action node) is still running, so the agent resumes on a settled node.
+    after_seq: int = Field(0, ge=0)
+    settle: bool = False
 
 
 class Snapshot(_Msg):
@@ -163,6 +171,7 @@ class Carry(_Msg):
     events_applied: int = 0
     started_at: float | None = None
     runs: int = 1
+    hangup_seen: bool = False
 
 
 CallInput.model_rebuild()
