@@ -6,17 +6,53 @@ never re-parses or re-validates the flow.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import jsonschema
 
+from callflow.effects import ToolSpec
 from callflow.model import FlowDefinition, FunctionEntry, Node
 from callflow.schema import drop_nulls, to_strict
-from callflow.templating import Template, compile_template
+from callflow.templating import Template, _render_value, compile_template, lookup
 
 _EMPTY_PARAMS: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
+
+Render = Callable[[Mapping[str, Any]], str]
+
+
+def renderer(template: Template) -> Render:
+    """``template.render`` as a closure made once: constant text when there is no
+    placeholder, else a plain loop over prepared parts, with no per-call checks.
+
+    Values are looked up and formatted by the templating module's own functions, so the
+    text is exactly what ``Template.render`` gives.
+    """
+    if template.is_static:
+        return _constant(template.render({}))
+    parts: tuple[Any, ...] = tuple(p if isinstance(p, str) else (p.path, p.fallback) for p in template.parts)
+
+    def render(values: Mapping[str, Any]) -> str:
+        return "".join([p if type(p) is str else _render_value(lookup(values, p[0]), p[1]) for p in parts])
+
+    return render
+
+
+def _constant(text: str) -> Render:
+    return lambda _values: text
+
+
+def _no_text(_values: Mapping[str, Any]) -> str:
+    return ""
+
+
+def _prompt(parts: list[Render]) -> Render:
+    """Role then task, each stripped, blank ones left out."""
+    def render(values: Mapping[str, Any]) -> str:
+        return "\n\n".join(p for p in (r(values).strip() for r in parts) if p)
+
+    return render
 
 
 @dataclass(frozen=True)
@@ -30,6 +66,8 @@ class CompiledFunction:
     validator: Any
     timeout_s: float
     cancel_on_interruption: bool
+    render_description: Render = _no_text
+    tool: ToolSpec | None = None  # built once when the description has no placeholder
 
     def check_args(self, args: Any) -> tuple[dict[str, Any] | None, str | None]:
         """(cleaned args, None) or (None, an error message fit for the LLM)."""
@@ -53,6 +91,13 @@ class CompiledNode:
     task: Template | None
     greeting: Template | None
     functions: dict[str, CompiledFunction] = field(default_factory=dict)
+    # Prepared once, so entering a node renders only what is templated: the prompt (role
+    # and task), the greeting, the tool list when no description is templated, and
+    # whether the node needs the call's values at all.
+    render_prompt: Render = _no_text
+    render_greeting: Render | None = None
+    tools: tuple[ToolSpec, ...] | None = None
+    static: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,22 +119,49 @@ def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> Compiled
     cancel = fn.cancel_on_interruption
     if cancel is None:
         cancel = bool(spec.cancel_on_interruption) if spec else False
+    template = compile_template(description)
+    llm_parameters = strict if strict is not None else params
+    tool = None
+    if template.is_static:
+        tool = ToolSpec(name=fn.name, description=template.render({}), parameters=llm_parameters,
+                        strict=strict is not None)
     return CompiledFunction(
         entry=fn,
         kind=fn.kind,
-        description=compile_template(description),
+        description=template,
         parameters=params,
-        llm_parameters=strict if strict is not None else params,
+        llm_parameters=llm_parameters,
         strict=strict is not None,
         validator=jsonschema.Draft202012Validator(params),
         timeout_s=timeout,
         cancel_on_interruption=cancel,
+        render_description=renderer(template),
+        tool=tool,
+    )
+
+
+def _compile_node(nid: str, node: Node, role: Template | None,
+                  fns: dict[str, CompiledFunction]) -> CompiledNode:
+    task = compile_template(node.task) if node.task else None
+    greeting = compile_template(node.greeting) if node.greeting else None
+    templates = [t for t in (role if node.add_role else None, task) if t is not None]
+    prompt_static = all(t.is_static for t in templates)
+    render_prompt = _prompt([renderer(t) for t in templates])
+    if prompt_static:
+        render_prompt = _constant(render_prompt({}))
+    tools_static = all(fn.tool is not None for fn in fns.values())
+    return CompiledNode(
+        id=nid, node=node, task=task, greeting=greeting, functions=fns, render_prompt=render_prompt,
+        render_greeting=renderer(greeting) if greeting is not None else None,
+        tools=tuple(fn.tool for fn in fns.values() if fn.tool is not None) if tools_static else None,
+        static=prompt_static and tools_static and (greeting is None or greeting.is_static),
     )
 
 
 def compile_flow(definition: FlowDefinition) -> CompiledFlow:
     flow = definition.flow
     globals_ = [_compile_function(f, definition) for f in flow.global_functions]
+    role = compile_template(flow.role) if flow.role else None
     nodes: dict[str, CompiledNode] = {}
     runs: dict[str, CompiledFunction] = {}
     for nid, node in flow.nodes.items():
@@ -97,28 +169,31 @@ def compile_flow(definition: FlowDefinition) -> CompiledFlow:
         if node.type == "agent":
             for g in globals_:
                 fns.setdefault(g.entry.name, g)
-        nodes[nid] = CompiledNode(
-            id=nid,
-            node=node,
-            task=compile_template(node.task) if node.task else None,
-            greeting=compile_template(node.greeting) if node.greeting else None,
-            functions=fns,
-        )
+        nodes[nid] = _compile_node(nid, node, role, fns)
         if node.run is not None:
             runs[nid] = _compile_function(node.run, definition)
     return CompiledFlow(
         definition=definition,
-        role=compile_template(flow.role) if flow.role else None,
+        role=role,
         nodes=nodes,
         run_functions=runs,
     )
 
 
-@lru_cache(maxsize=256)
-def _cached(definition_json: str) -> CompiledFlow:
-    return compile_flow(FlowDefinition.model_validate_json(definition_json))
+_CACHE_SIZE = 256
+_compiled: dict[str, CompiledFlow] = {}
 
 
 def compiled_for(definition: FlowDefinition) -> CompiledFlow:
-    """Compile once per distinct definition, shared by every call of that flow."""
-    return _cached(definition.model_dump_json())
+    """Compile once per distinct definition, shared by every call of that flow.
+
+    Keyed by the definition's JSON, but the definition given is compiled as it is: it
+    is not rebuilt from that JSON, which a validated model need not survive unchanged.
+    """
+    key = definition.model_dump_json()
+    flow = _compiled.get(key)
+    if flow is None:
+        if len(_compiled) >= _CACHE_SIZE:
+            _compiled.pop(next(iter(_compiled)))
+        flow = _compiled[key] = compile_flow(definition)
+    return flow

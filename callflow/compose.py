@@ -7,6 +7,8 @@ after a crash from the state alone, exactly as the engine built them before.
 from __future__ import annotations
 
 import datetime as dt
+import math
+from functools import lru_cache
 from typing import Any
 
 from callflow.compiled import CompiledFlow, CompiledNode
@@ -14,13 +16,35 @@ from callflow.effects import SetNode, ToolSpec
 from callflow.state import CallState
 
 
+def _clock(at: float) -> tuple[str, str] | None:
+    """``(HH:MM, YYYY-MM-DD)`` in UTC, or None for an instant outside the calendar.
+
+    An absurd ``at`` must not crash the engine: it leaves the clock built-ins undefined
+    (their fallbacks apply) instead of raising.
+    """
+    try:
+        return _minute(math.floor(at / 60))
+    except (ValueError, OverflowError):  # NaN, infinity
+        return None
+
+
+@lru_cache(maxsize=64)
+def _minute(minute: int) -> tuple[str, str] | None:
+    """Formatting a date costs more than the rest of a transition: once per minute, then cached."""
+    try:
+        t = dt.datetime.fromtimestamp(minute * 60, dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return t.strftime("%H:%M"), t.strftime("%Y-%m-%d")
+
+
 def template_values(state: CallState) -> dict[str, Any]:
     """The call's values plus built-ins; time comes from the last event, not a clock."""
     values = state.values()
-    if state.now is not None:
-        now = dt.datetime.fromtimestamp(state.now, dt.UTC)
-        values.setdefault("current_time", now.strftime("%H:%M"))
-        values.setdefault("current_date", now.strftime("%Y-%m-%d"))
+    clock = _clock(state.now) if state.now is not None else None
+    if clock is not None:
+        values.setdefault("current_time", clock[0])
+        values.setdefault("current_date", clock[1])
     values.setdefault("caller_number", state.caller_number)
     values.setdefault("called_number", state.called_number)
     values.setdefault("call_id", state.call_id)
@@ -28,31 +52,32 @@ def template_values(state: CallState) -> dict[str, Any]:
 
 
 def prompt_for(flow: CompiledFlow, node: CompiledNode, values: dict[str, Any]) -> str:
-    parts = []
-    if node.node.add_role and flow.role is not None:
-        parts.append(flow.role.render(values).strip())
-    if node.task is not None:
-        parts.append(node.task.render(values).strip())
-    return "\n\n".join(p for p in parts if p)
+    """The role (unless ``add_role: false``) then the task, rendered (see ``compiled``)."""
+    return node.render_prompt(values)
 
 
 def tools_for(node: CompiledNode, values: dict[str, Any]) -> list[ToolSpec]:
+    """Node functions then globals; tools with a static description are built once, at compile time."""
+    if node.tools is not None:
+        return list(node.tools)
     return [
-        ToolSpec(name=name, description=fn.description.render(values),
-                 parameters=fn.llm_parameters, strict=fn.strict)
+        fn.tool or ToolSpec(name=name, description=fn.render_description(values),
+                            parameters=fn.llm_parameters, strict=fn.strict)
         for name, fn in node.functions.items()
     ]
 
 
+_NO_VALUES: dict[str, Any] = {}
+
+
 def compose(flow: CompiledFlow, state: CallState, node_id: str) -> SetNode:
     node = flow.nodes[node_id]
-    values = template_values(state)
-    greeting = node.greeting.render(values) if node.greeting is not None else None
+    values = _NO_VALUES if node.static else template_values(state)
     return SetNode(
         node=node_id,
-        prompt=prompt_for(flow, node, values),
+        prompt=node.render_prompt(values),
         tools=tools_for(node, values),
         context=node.node.context or flow.definition.flow.settings.context,
         allow_interrupt=node.node.allow_interrupt,
-        greeting=greeting,
+        greeting=node.render_greeting(values) if node.render_greeting is not None else None,
     )

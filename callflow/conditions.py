@@ -12,12 +12,10 @@ from callflow.templating import lookup
 def _num(x: Any) -> float | None:
     if isinstance(x, bool):
         return None
-    if isinstance(x, int | float):
-        return float(x)
-    if isinstance(x, str):
+    if isinstance(x, int | float | str):
         try:
             return float(x)
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, or an int beyond float range
             return None
     return None
 
@@ -33,7 +31,9 @@ def _equal(a: Any, b: Any) -> bool:
 
 def _order(a: Any, b: Any, op: str) -> bool:
     na, nb = _num(a), _num(b)
-    if na is not None and nb is not None:
+    if type(a) is int and type(b) is int:  # exact, even beyond float range
+        x, y = a, b
+    elif na is not None and nb is not None:
         x, y = na, nb
     elif isinstance(a, str) and isinstance(b, str):
         x, y = a, b  # type: ignore[assignment]

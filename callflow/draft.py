@@ -8,6 +8,7 @@ twice on the same input gives the same output.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from callflow.compiled import CompiledFlow, CompiledFunction
@@ -16,9 +17,21 @@ from callflow.conditions import BranchError, holds, resolve_branch
 from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
 from callflow.model import Action, HttpSpec, Transition
 from callflow.state import CallState, PendingRun
-from callflow.templating import compile_template, render_any
+from callflow.templating import Template, TemplateSyntaxError, compile_template, render_any
 
 MAX_CHAIN = 1000  # gates and actions entered in one step; max_node_visits stops loops first
+
+
+_ENTER_TURN = LLMTurn(reason="enter")  # effects are frozen: one instance serves every node entry
+
+
+@lru_cache(maxsize=1024)
+def _template(text: str) -> Template | None:
+    """Parsed once per distinct text (these texts come from the flow, so there are few)."""
+    try:
+        return compile_template(text)
+    except TemplateSyntaxError:
+        return None
 
 
 class Draft:
@@ -47,7 +60,15 @@ class Draft:
         return run
 
     def render(self, text: str | None) -> str:
-        return compile_template(text).render(template_values(self.s)) if text else ""
+        """Speech, action texts and the idle goodbye, parsed once per distinct text.
+
+        Validation checks these templates; should one still not parse (a definition
+        built without validation), it is said as written rather than crash the call.
+        """
+        if not text:
+            return ""
+        tpl = _template(text)
+        return tpl.render(template_values(self.s)) if tpl is not None else text
 
     # --- functions --------------------------------------------------------------------
     def run_function(self, fn: CompiledFunction, node: str, args: dict[str, Any], purpose: str) -> None:
@@ -133,7 +154,7 @@ class Draft:
         if set_node.greeting and from_node != node_id:
             self.effects.append(Say(text=set_node.greeting, allow_interrupt=node.allow_interrupt))
         elif node.respond_immediately or node.type == "end":
-            self.effects.append(LLMTurn(reason="enter"))
+            self.effects.append(_ENTER_TURN)
         if not self.actions(node.post_actions, node_id):
             return
         if node.type == "end":
@@ -164,7 +185,10 @@ class Draft:
         self.s.ended = True
         self.s.end_reason = reason  # type: ignore[assignment]
         disposition = node.disposition if node is not None and node.type == "end" else None
-        self.s.disposition = disposition or reason
+        extracted = self.s.extracted.get("disposition")
+        if not isinstance(extracted, str):
+            extracted = None
+        self.s.disposition = extracted or disposition or reason  # spec: an extracted one wins
         if self.s.node is not None:
             self.leave(self.s.node)
         if goodbye:

@@ -100,7 +100,7 @@ class EndCall(_Effect):
 
 
 class Rejected(_Effect):
-    """An event the engine could not apply; the state did not change."""
+    """An event, or the part of one, the engine could not apply; that part changed nothing."""
 
     type: Literal["rejected"] = "rejected"
     reason: str

@@ -30,12 +30,17 @@ from callflow.events import (
     UserSpoke,
 )
 from callflow.inputs import resolve_variables, type_ok
-from callflow.model import FlowDefinition
+from callflow.model import BranchTable, FlowDefinition
 from callflow.state import CallState
 
 RESPONSES = ("transition_in_yaml", "no_response")
 IDLE_INSTRUCTIONS = ("The caller has been silent for a while. Briefly and politely check whether "
                      "they are still there, in the language of the conversation.")
+
+
+# a tuple, not a union built per call: this check runs on every event
+_EVENT_TYPES = (CallStarted, FunctionCalled, FunctionResult, ExtractionResult, UserSpoke, UserIdle, HangUp,
+                MaxDuration)
 
 
 @dataclass(frozen=True)
@@ -54,14 +59,16 @@ class Engine:
         return self.apply(CallState(), event)
 
     def apply(self, state: CallState, event: Event | dict[str, Any]) -> Step:
-        if not isinstance(event, CallStarted | FunctionCalled | FunctionResult | ExtractionResult
-                          | UserSpoke | UserIdle | HangUp | MaxDuration):
+        if not isinstance(event, _EVENT_TYPES):
             try:
                 event = EVENT_ADAPTER.validate_python(event)
             except ValidationError as exc:
                 first = exc.errors(include_url=False)[0]
                 where = ".".join(str(p) for p in first["loc"])
                 return Step(state, [Rejected(reason=f"malformed event: {where}: {first['msg']}")])
+        if state.node is not None and state.node not in self.flow.nodes:
+            return self._reject(state, f"the state is on node '{state.node}', which flow "
+                                       f"'{self.definition.flow.flow}' does not have")
         handler = getattr(self, f"_on_{event.type}")
         try:
             return handler(state, event)
@@ -170,18 +177,17 @@ class Engine:
         node = self.flow.nodes[node_id].node
         if d.s.ended or d.s.node != node_id:
             return Step(d.s, d.effects)
-        t = node.transition_to
-        if ev.error is not None:
-            fallback = getattr(t, "default", None)
-            if fallback is None:
-                d.end("error")
-            else:
-                d.enter(fallback, node_id)
-            return Step(d.s, d.effects)
+        # A failed run is routed like any result, as the object a handler's exception
+        # becomes (spec: the call goes on): a case 'error', the default, or a plain target.
+        result = ev.result if ev.error is None else {"status": "error", "error": ev.error}
         if node.save_as:
-            d.put_state(node.save_as, ev.result)
-        moved, _error = d.transition_after(t, ev.result, node_id, None)
-        if not moved:
+            d.put_state(node.save_as, result)
+        t = node.transition_to
+        moved, error = d.transition_after(t, result, node_id, None)
+        if not moved and error is not None and isinstance(t, BranchTable) and t.default is not None:
+            d.enter(t.default, node_id)  # no LLM here to tell: a result without the field takes the default
+            moved = True
+        if not moved:  # no LLM on an action node to stay with: nowhere to go is an error
             d.end("error")
         return Step(d.s, d.effects)
 
@@ -197,6 +203,8 @@ class Engine:
         dropped = sorted(set(ev.values) - set(kept))
         d = Draft(self.flow, state, ev.at)
         d.s.extracted = {**state.extracted, **kept}
+        if state.ended and isinstance(kept.get("disposition"), str) and kept["disposition"]:
+            d.s.disposition = kept["disposition"]  # an extracted outcome beats the end node's
         if dropped:
             d.effects.append(Rejected(reason=f"extraction for '{ev.node}': ignored undeclared or "
                                              f"ill-typed values {dropped}"))

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from callflow.errors import short_repr
 from callflow.handler_api import options_of
 from callflow.model import HandlerSpec
 from callflow.schema import SignatureError, handler_schema
@@ -21,6 +23,9 @@ from callflow.schema import SignatureError, handler_schema
 
 class HandlerModuleError(ImportError):
     pass
+
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}(\.[A-Za-z_][A-Za-z0-9_]{0,99}){0,9}")
 
 
 def _local_file(module: str, base_dir: Path) -> Path | None:
@@ -33,7 +38,14 @@ def _local_file(module: str, base_dir: Path) -> Path | None:
 
 def load_module(module: str, base_dir: Path | None) -> ModuleType:
     """Import ``module``, beside the flow (``base_dir``) first, then on sys.path."""
-    local = _local_file(module, base_dir) if base_dir is not None else None
+    if not _MODULE_NAME.fullmatch(module):
+        raise HandlerModuleError(f"'{short_repr(module)[1:-1]}' is not a dotted Python module name "
+                                 "(like 'my_handlers' or 'package.handlers')")
+    try:
+        local = _local_file(module, base_dir) if base_dir is not None else None
+    except OSError as exc:
+        raise HandlerModuleError(f"cannot look for module '{module}' beside the flow: {exc.strerror}"
+                                 ) from None
     try:
         if local is None:
             return importlib.import_module(module)
@@ -50,7 +62,12 @@ def load_module(module: str, base_dir: Path | None) -> ModuleType:
                 raise HandlerModuleError(f"cannot load {local}")
             mod = importlib.util.module_from_spec(spec)
             sys.modules[module] = mod
-            spec.loader.exec_module(mod)
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                if sys.modules.get(module) is mod:  # no half-run module left behind for the next load
+                    del sys.modules[module]
+                raise
             return mod
         finally:
             if added:
@@ -58,9 +75,13 @@ def load_module(module: str, base_dir: Path | None) -> ModuleType:
     except HandlerModuleError:
         raise
     except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if local is not None or not (module == missing or module.startswith(f"{missing}.")):
+            # the module was found; something it imports was not
+            raise HandlerModuleError(f"importing '{module}' failed: {exc}") from None
         where = f" beside the flow ({base_dir}) nor" if base_dir is not None else ""
         raise HandlerModuleError(f"module '{module}' not found{where} on the import path ({exc})") from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a module that calls sys.exit() on import
         raise HandlerModuleError(f"importing '{module}' failed: {type(exc).__name__}: {exc}") from None
 
 

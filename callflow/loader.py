@@ -7,6 +7,7 @@ types) must come back as issues with paths, never as a traceback.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from callflow.errors import FlowError, Issue, did_you_mean, join_path
+from callflow.errors import FlowError, Issue, did_you_mean, join_path, short_repr
 from callflow.model import Flow, FlowDefinition
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -153,13 +154,51 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], bool]:
     return path, mismatch
 
 
+def _pattern_message(value: Any, pattern: str, loc: tuple[Any, ...] = ()) -> str:
+    """Say what a name must look like, with a fixed-up suggestion, rather than show a regex."""
+    from callflow.model import FLOW_NAME_PATTERN, FUNCTION_NAME_PATTERN
+
+    text = str(value)
+    shown = short_repr(text, 70)[1:-1]
+    size = f" (it has {len(text)})" if len(text) > 64 else ""
+    if pattern == FUNCTION_NAME_PATTERN:
+        fixed = re.sub(r"[^A-Za-z0-9_]", "_", text)
+        fixed = (fixed if re.match(r"[A-Za-z_]", fixed) else f"_{fixed}")[:64]
+        what = "an extracted value's name" if "extract" in loc else "a function name"
+        return (f"'{shown}' is not valid as {what}: use letters, digits and '_' only, not starting "
+                f"with a digit, at most 64 characters{size} (try '{fixed}')")
+    if pattern == FLOW_NAME_PATTERN:
+        fixed = re.sub(r"[^a-z0-9_-]", "_", text.lower()).lstrip("_-0123456789")[:64]
+        hint = f" (try '{fixed}')" if fixed else ""
+        return (f"'{shown}' is not a valid flow name: use lower-case letters, digits, '_' and '-', "
+                f"starting with a letter, at most 64 characters{size}{hint}")
+    return f"{text!r} does not match the pattern {pattern}"
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "nothing"
+    return short_repr(value)
+
+
 def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
     raw: list[tuple[str, str, bool]] = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
+        kind = err["type"]
+        if kind == "invalid_key" or (loc and loc[-1] == "[key]"):
+            # a key that is not text (YAML ``1:``, ``~:``, ``true:``): name it, say what to do
+            key = loc[-1] if kind == "invalid_key" else loc[-2]
+            parent, _ = _data_path(data, loc[:-1] if kind == "invalid_key" else loc[:-2])
+            raw.append((join_path([*parent, str(key)]), f"key {key!r} must be text: quote it or rename it",
+                        False))
+            continue
         path_parts, mismatch = _data_path(data, loc)
         path = join_path(path_parts)
-        kind = err["type"]
         if kind == "extra_forbidden":
             key = str(loc[-1])
             model = _model_at(loc)
@@ -167,11 +206,15 @@ def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
             msg = f"unknown key '{key}'{hint}"
         elif kind == "missing":
             msg = f"required key '{loc[-1]}' is missing"
+        elif kind == "string_pattern_mismatch":
+            msg = _pattern_message(err.get("input"), str((err.get("ctx") or {}).get("pattern", "")), loc)
         else:
             msg = err["msg"]
             if msg.startswith("Value error, "):
                 msg = msg[len("Value error, ") :]
             msg = msg[0].lower() + msg[1:] if msg else msg
+            if kind.endswith(("_type", "_parsing")) or kind in ("literal_error", "enum"):
+                msg += f" (got {_describe(err.get('input'))})"
         raw.append((path, msg, mismatch))
     kept_paths = {p for p, _, mm in raw if not mm}
     issues: list[Issue] = []

@@ -42,8 +42,18 @@ def show(flow: Flow) -> str:
     return "\n".join(lines)
 
 
+# Words Mermaid reads as syntax when used as a node id (a node called ``end`` closes a
+# subgraph). Flow node ids are lower case, so a capitalised id cannot clash with another.
+_MERMAID_RESERVED = frozenset({"end", "graph", "flowchart", "subgraph", "style", "class", "classdef",
+                               "click", "linkstyle", "direction", "default", "call", "href"})
+
+
+def _mid(nid: str) -> str:
+    return nid.capitalize() if nid in _MERMAID_RESERVED else nid
+
+
 def _label(text: str) -> str:
-    return text.replace('"', "'")
+    return " ".join(text.replace('"', "'").split())
 
 
 def mermaid(flow: Flow) -> str:
@@ -51,12 +61,12 @@ def mermaid(flow: Flow) -> str:
     for nid, node in flow.nodes.items():
         left, right = _SHAPES[node.type]
         title = nid if node.type == "agent" else f"{nid} ({node.type})"
-        lines.append(f"    {nid}{left}{_label(title)}{right}")
+        lines.append(f"    {_mid(nid)}{left}{_label(title)}{right}")
     for e in edges(flow):
         style = "-.->" if e.via_global else "-->"
-        lines.append(f'    {e.src} {style}|"{_label(e.label)}"| {e.dst}')
+        lines.append(f'    {_mid(e.src)} {style}|"{_label(e.label)}"| {_mid(e.dst)}')
     lines.append("    classDef endNode fill:#eee,stroke:#555")
     ends = [nid for nid, n in flow.nodes.items() if n.type == "end"]
     if ends:
-        lines.append(f"    class {','.join(ends)} endNode")
+        lines.append(f"    class {','.join(_mid(n) for n in ends)} endNode")
     return "\n".join(lines) + "\n"

@@ -119,6 +119,8 @@ class _NotStrict(Exception):
 
 
 def _strict(s: Any) -> Any:
+    if isinstance(s, bool):
+        raise _NotStrict  # ``true``/``false`` schemas have no strict form
     if not isinstance(s, dict):
         return s
     for key in _UNSUPPORTED_STRICT:

@@ -22,6 +22,29 @@ _NODE_ID = re.compile(NODE_ID_PATTERN)
 _LLM_NODE_ONLY = ("task", "greeting", "extract", "functions", "pre_actions", "post_actions", "context")
 
 
+_SCHEMA_PROBLEMS: dict[str, tuple[str, str] | None] = {}
+
+
+def _schema_problem(params: dict[str, Any]) -> tuple[str, str] | None:
+    """(path suffix, message) of the first problem of a parameters schema, or None.
+
+    Checking against the JSON Schema meta-schema costs milliseconds, and the same
+    schemas come back on every validation of a flow, so the verdicts are remembered.
+    """
+    key = repr(params)
+    if key not in _SCHEMA_PROBLEMS:
+        try:
+            jsonschema.Draft202012Validator.check_schema(params)
+            verdict = None
+        except jsonschema.SchemaError as exc:
+            where = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in exc.path)
+            verdict = (where, exc.message)
+        if len(_SCHEMA_PROBLEMS) >= 1024:
+            _SCHEMA_PROBLEMS.clear()
+        _SCHEMA_PROBLEMS[key] = verdict
+    return _SCHEMA_PROBLEMS[key]
+
+
 class _Checker:
     def __init__(self, flow: Flow, base_dir: Path | None, load_handlers: bool) -> None:
         self.flow = flow
@@ -81,7 +104,7 @@ class _Checker:
                            f"'{{{{{ph.name} | ...}}}}'")
 
     # --- functions --------------------------------------------------------------------
-    def handler(self, path: str, name: str) -> HandlerSpec | None:
+    def handler(self, path: str, name: str, no_args: bool = False) -> HandlerSpec | None:
         if self.flow.handlers is None:
             self.err(path, f"'{name}' is a handler entry but the flow names no 'handlers' module "
                            "(or mark it transition_only, capture or http)")
@@ -99,6 +122,10 @@ class _Checker:
         except SignatureError as exc:
             self.err(path, f"handler '{name}': {exc}")
             return None
+        needed = spec.parameters.get("required") or []
+        if no_args and needed:
+            self.err(path, f"handler '{name}' is run here with no arguments but requires "
+                           f"{', '.join(repr(n) for n in needed)}: give them defaults")
         self.handlers[name] = spec
         return spec
 
@@ -110,11 +137,10 @@ class _Checker:
         if params.get("type") != "object":
             self.err(f"{path}.type", "parameters must be a JSON Schema with type 'object'")
             return
-        try:
-            jsonschema.Draft202012Validator.check_schema(params)
-        except jsonschema.SchemaError as exc:
-            where = "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in exc.path)
-            self.err(f"{path}{where}", f"not a valid JSON Schema: {exc.message}")
+        problem = _schema_problem(params)
+        if problem is not None:
+            where, message = problem
+            self.err(f"{path}{where}", f"not a valid JSON Schema: {message}")
 
     def check_function(self, path: str, fn: FunctionEntry, node: Node | None, is_run: bool = False) -> None:
         kinds = [k for k, on in (("transition_only", fn.transition_only), ("capture", fn.capture),
@@ -132,7 +158,7 @@ class _Checker:
                 if getattr(fn, key) is not None:
                     self.err(f"{path}.{key}", f"a handler entry takes its {key} from the handler's "
                                               "signature and docstring: remove it here")
-            self.handler(f"{path}.name", fn.name)
+            self.handler(f"{path}.name", fn.name, no_args=is_run)
         elif kind == "transition_only":
             if not fn.description:
                 self.err(f"{path}.description", "a transition-only entry needs a description")
@@ -146,14 +172,18 @@ class _Checker:
                                                "(use capture: true to record arguments)")
         else:
             if not fn.description:
-                self.err(f"{path}.description", f"a {kind} entry needs a description")
+                article = "an" if kind == "http" else "a"
+                self.err(f"{path}.description", f"{article} {kind} entry needs a description")
             self.check_parameters(f"{path}.parameters", fn.parameters, required=kind == "capture")
         if kind == "capture" and fn.transition_to is not None and not isinstance(fn.transition_to, str):
             pass  # a capture's result is its arguments: branching on them is allowed
         self.check_transition(f"{path}.transition_to", fn.transition_to)
         if node is not None and node.type == "end" and fn.transition_to is not None:
             self.err(f"{path}.transition_to", "an end node may have node functions but no transitions")
-        args = set((fn.parameters or {}).get("properties", {})) if kind == "http" else set()
+        props = (fn.parameters or {}).get("properties")
+        args: set[str] = set()
+        if kind == "http" and isinstance(props, dict):
+            args = {k for k in props if isinstance(k, str)}
         self.check_template(f"{path}.description", fn.description)
         self.check_template(f"{path}.speech", fn.speech)
         if fn.http is not None:
@@ -167,7 +197,10 @@ class _Checker:
     def check_node(self, nid: str, node: Node) -> None:
         path = f"nodes.{nid}"
         if not _NODE_ID.match(nid):
-            self.err(path, f"node id '{nid}' must match {NODE_ID_PATTERN} (lower case, digits, '_')")
+            fixed = re.sub(r"[^a-z0-9_]", "_", nid.lower()).lstrip("_0123456789")[:64]
+            hint = f" (try '{fixed}')" if fixed else ""
+            self.err(path, f"node id '{nid}' must be lower-case letters, digits and '_', starting with a "
+                           f"letter, at most 64 characters{hint}")
         given = node.model_fields_set
         if node.type in ("gate", "action"):
             for key in (*_LLM_NODE_ONLY, "disposition"):
@@ -220,9 +253,10 @@ class _Checker:
         for key in ("pre_actions", "post_actions"):
             for i, act in enumerate(getattr(node, key)):
                 apath = f"{path}.{key}[{i}]"
-                self.check_template(apath, act.tts_say or act.end_conversation)
+                text_key = "tts_say" if act.tts_say is not None else "end_conversation"
+                self.check_template(f"{apath}.{text_key}", act.tts_say or act.end_conversation)
                 if act.function is not None:
-                    self.handler(f"{apath}.function", act.function)
+                    self.handler(f"{apath}.function", act.function, no_args=True)
 
     # --- graph ------------------------------------------------------------------------
     def check_graph(self) -> None:
@@ -269,6 +303,7 @@ class _Checker:
             except HandlerModuleError as exc:
                 self.err("handlers", str(exc))
         self.check_template("role", flow.role)
+        self.check_template("settings.idle.goodbye", flow.settings.idle.goodbye)
         for name, var in flow.variables.items():
             if var.enum is not None and var.default is not None and var.default not in var.enum:
                 self.err(f"variables.{name}.default", f"default {var.default!r} is not one of its enum")
