@@ -212,6 +212,13 @@ class Lane:
     def queue_reply(self, steps: list[dict[str, Any]]) -> None:
         self.replies.append(split_reply(check_steps(steps)))
 
+    def replace_replies(self, replies: list[list[dict[str, Any]]]) -> None:
+        """Drop whatever is queued and queue these: a simulator replaying a turn after a crash."""
+        self.replies.clear()
+        self.followups.clear()
+        for steps in replies:
+            self.queue_reply(steps)
+
     def set_extract(self, node_or_schema: str, values: dict[str, Any]) -> None:
         if not isinstance(values, dict):
             raise ValueError(f"extract '{node_or_schema}': values are a mapping")

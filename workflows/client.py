@@ -119,8 +119,9 @@ class CallHandle:
     async def call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
         return await self.handle.execute_update(CallWorkflow.call_function, req)
 
-    async def attach(self, agent_id: str) -> Snapshot:
-        return await self.handle.execute_update(CallWorkflow.attach, AttachRequest(agent_id=agent_id))
+    async def attach(self, agent_id: str, *, after_seq: int = 0, settle: bool = False) -> Snapshot:
+        return await self.handle.execute_update(
+            CallWorkflow.attach, AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=settle))
 
     async def state(self) -> dict[str, Any]:
         return await self.handle.query(CallWorkflow.state_query)

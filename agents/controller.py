@@ -1,0 +1,263 @@
+"""The agent's side of a durable call: the engine on the hot path, the workflow behind it.
+
+A transition is applied here, by the same pure engine the workflow runs, the moment
+the LLM calls it: the caller hears the new node at once, and the ``transition`` event
+goes to the workflow through the outbox, never waited for. Node functions, whose
+result the LLM needs, are ``call_function`` updates. Event ids are derived from the
+turn and the step within it, so a new agent replaying a turn after a crash sends the
+ids the workflow already has, and nothing is applied or run twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from agents.outbox import Outbox
+from callflow.effects import (
+    EFFECTS_ADAPTER,
+    Effect,
+    EndCall,
+    LLMTurn,
+    Rejected,
+    RunFunction,
+    Say,
+    SetNode,
+    ToolResponse,
+)
+from callflow.engine import Engine
+from callflow.events import CallStarted, FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
+from callflow.state import CallState
+from workflows.client import CallHandle
+from workflows.messages import (
+    CallEvent,
+    CallFunctionRequest,
+    HangupEvent,
+    Heartbeat,
+    Snapshot,
+    TransitionEvent,
+    Turn,
+    TurnsEvent,
+)
+
+log = logging.getLogger(__name__)
+WRAP_UP = "The call has reached its time limit: wrap up in one short sentence and say goodbye."
+
+
+class SessionPort(Protocol):
+    """What the controller needs of the live session (LiveKit, or a test double)."""
+
+    async def set_node(self, eff: SetNode) -> None: ...
+    def say(self, text: str, allow_interrupt: bool) -> None: ...
+    def reply(self, instructions: str | None, allow_interrupt: bool) -> None: ...
+    async def end_call(self, reason: str) -> None: ...
+
+
+@dataclass
+class ToolOutcome:
+    result: Any
+    reply_required: bool
+    error: bool = False
+
+
+class Killed(Exception):
+    """Raised by a kill hook: the simulator's stand-in for the process dying right there."""
+
+
+class FlowController:
+    def __init__(self, call: CallHandle, snapshot: Snapshot, outbox: Outbox, agent_id: str,
+                 clock: Callable[[], float] = time.time,
+                 kill_hook: Callable[[str], None] | None = None) -> None:
+        self.call = call
+        self.engine = Engine(snapshot.definition)
+        self.state: CallState = snapshot.state
+        self.seq = snapshot.next_seq - 1
+        self.outbox = outbox
+        self.agent_id = agent_id
+        self.clock = clock
+        self.kill_hook = kill_hook
+        self.port: SessionPort | None = None
+        self.turn_key = uuid.uuid4().hex[:10]
+        self.step_no = 0
+        self.end_reason: str | None = snapshot.state.end_reason if snapshot.ended else None
+
+    # --- plumbing ---------------------------------------------------------------------
+    def bind(self, port: SessionPort) -> None:
+        self.port = port
+
+    def point(self, name: str) -> None:
+        if self.kill_hook is not None:
+            self.kill_hook(name)
+
+    def begin_turn(self, key: str | None = None) -> None:
+        """Start a user turn; ids of its events are ``<key>:<step>:<kind>``."""
+        self.turn_key = key or uuid.uuid4().hex[:10]
+        self.step_no = 0
+
+    def event_id(self, kind: str) -> str:
+        self.step_no += 1
+        return f"{self.turn_key}:{self.step_no}:{kind}"
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    @property
+    def ended(self) -> bool:
+        return self.state.ended
+
+    @property
+    def node(self) -> str | None:
+        return self.state.node
+
+    def current_tools(self) -> SetNode | None:
+        return self.engine.snapshot(self.state)
+
+    # --- the hot path -----------------------------------------------------------------
+    async def on_tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        eid = self.event_id(f"fn:{name}")
+        node = self.state.node
+        cnode = self.engine.flow.nodes.get(node or "")
+        fn = cnode.functions.get(name) if cnode is not None else None
+        if fn is not None and fn.kind in ("handler", "http"):
+            return await self.remote_function(eid, name, args)
+        now = self.clock()
+        step = self.engine.apply(self.state, FunctionCalled(name=name, args=args, node=node, at=now))
+        resp = next((e for e in step.effects if isinstance(e, ToolResponse)), None)
+        rejected = next((e for e in step.effects if isinstance(e, Rejected)), None)
+        if resp is None or resp.error:
+            result = resp.result if resp is not None else {
+                "status": "error", "error": rejected.reason if rejected else "not applied"}
+            return ToolOutcome(result, reply_required=True, error=True)
+        self.state = step.state
+        self.point("after_local_transition")  # applied here, its signal not yet queued
+        self.outbox.put(TransitionEvent(event_id=eid, seq=self.next_seq(), from_node=node or "", name=name,
+                                        args=args, at=now))
+        if any(isinstance(e, RunFunction) for e in step.effects):
+            await self.settle()  # an action node: its function runs in the workflow
+        else:
+            await self.apply(step.effects)
+        return ToolOutcome(resp.result, reply_required=resp.run_llm)
+
+    async def remote_function(self, eid: str, name: str, args: dict[str, Any]) -> ToolOutcome:
+        req = CallFunctionRequest(event_id=eid, node=self.state.node or "", name=name, args=args,
+                                  at=self.clock(), after_seq=self.seq)
+        self.point("during_function")
+        try:
+            res = await self.call.call_function(req)
+        except (WorkflowUpdateFailedError, RPCError) as exc:
+            cause = getattr(exc, "cause", None) or exc
+            return ToolOutcome({"status": "error", "error": str(getattr(cause, "message", cause))},
+                               reply_required=True, error=True)
+        self.point("after_function")
+        if res.state is not None:
+            self.state = res.state
+        effects = EFFECTS_ADAPTER.validate_python(res.effects)
+        await self.apply([e for e in effects if not isinstance(e, ToolResponse | RunFunction)])
+        return ToolOutcome(res.result, reply_required=res.run_llm, error=res.error)
+
+    async def settle(self) -> None:
+        """Wait for the workflow to run what the engine ordered, then continue from its state."""
+        await self.outbox.flush(timeout=30)
+        snap = await self.call.attach(self.agent_id, after_seq=self.seq, settle=True)
+        self.state = snap.state
+        await self.apply(self.entry_effects())
+
+    def start_effects(self) -> list[Effect]:
+        """A fresh call: exactly what the engine decided at start (the workflow ran the same
+        step), greeting and pre-actions included; otherwise the current node's entry."""
+        s = self.state
+        if s.transitions or len(s.path) != 1 or s.ended:
+            return self.entry_effects()
+        step = self.engine.start(CallStarted(call_id=s.call_id, variables=s.variables,
+                                             caller_number=s.caller_number, called_number=s.called_number,
+                                             at=s.started_at))
+        return [e for e in step.effects if isinstance(e, SetNode | Say | LLMTurn | EndCall)]
+
+    def entry_effects(self) -> list[Effect]:
+        """What entering the current node looks like, rebuilt from the state (after a resume)."""
+        if self.state.ended:
+            return [EndCall(reason=self.state.end_reason or "completed", disposition=self.state.disposition)]
+        set_node = self.engine.snapshot(self.state)
+        if set_node is None:
+            return []
+        node = self.engine.flow.nodes[set_node.node].node
+        out: list[Effect] = [set_node]
+        if set_node.greeting:
+            out.append(Say(text=set_node.greeting, allow_interrupt=node.allow_interrupt))
+        elif node.respond_immediately:
+            out.append(LLMTurn())
+        return out
+
+    async def apply(self, effects: list[Effect]) -> None:
+        port = self.port
+        assert port is not None, "bind a session port first"
+        allow = True
+        for eff in effects:
+            if isinstance(eff, SetNode):
+                allow = eff.allow_interrupt
+                await port.set_node(eff)
+            elif isinstance(eff, Say):
+                port.say(eff.text, eff.allow_interrupt)
+            elif isinstance(eff, LLMTurn):
+                port.reply(eff.instructions, allow)
+            elif isinstance(eff, EndCall):
+                self.end_reason = eff.reason
+                await port.end_call(eff.reason)
+
+    # --- what the caller does ---------------------------------------------------------
+    def on_turn(self, role: str, text: str, *, interrupted: bool = False,
+                started_at: float | None = None, ended_at: float | None = None) -> None:
+        """A final utterance (user) or a finished reply (assistant) goes to the transcript."""
+        if not text:
+            return
+        self.point(f"turn:{role}")
+        now = self.clock()
+        turn = Turn(role=role, text=text, node=self.state.node, interrupted=interrupted,  # type: ignore[arg-type]
+                    started_at=started_at or now, ended_at=ended_at or now)
+        self.outbox.put(TurnsEvent(event_id=self.event_id(role), seq=self.next_seq(), items=[turn], at=now))
+        if role == "user":
+            self.state = self.engine.apply(self.state, UserSpoke(at=now)).state
+
+    async def on_idle(self) -> None:
+        """The caller said nothing for ``idle.timeout_s``: re-prompt, or give up."""
+        if self.state.ended:
+            return
+        now = self.clock()
+        step = self.engine.apply(self.state, UserIdle(at=now))
+        self.state = step.state
+        self.outbox.put(CallEvent(event_id=self.event_id("idle"), seq=self.next_seq(), kind="user_idle",
+                                  at=now))
+        await self.apply(step.effects)
+
+    async def on_max_duration(self) -> None:
+        """Our own timer, ahead of the workflow's backstop: a short wrap-up, then hang up."""
+        if self.state.ended or self.port is None:
+            return
+        self.port.reply(WRAP_UP, False)
+        step = self.engine.apply(self.state, MaxDuration(at=self.clock()))
+        self.state = step.state
+        await self.apply(step.effects)
+
+    async def on_caller_hangup(self) -> None:
+        if self.state.ended:
+            return
+        self.state = self.engine.apply(self.state, HangUp(reason="user_hangup", at=self.clock())).state
+        self.end_reason = "user_hangup"
+        await self.finish("user_hangup")
+
+    async def finish(self, reason: str, flush_timeout: float = 10.0) -> None:
+        """Tell the workflow the call is over (after the last turn was spoken) and flush."""
+        self.outbox.put(HangupEvent(event_id=self.event_id("hangup"), reason=reason,  # type: ignore[arg-type]
+                                    at=self.clock()))
+        await self.outbox.close(flush_timeout)
+
+    def heartbeat(self) -> None:
+        self.outbox.put(Heartbeat(agent_id=self.agent_id, at=self.clock()))

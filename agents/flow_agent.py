@@ -1,0 +1,109 @@
+"""The LiveKit side of a call: one ``Agent`` whose prompt and tools follow the node.
+
+There is one agent for the whole call. A node change updates its instructions and tools
+in place (no new session, no handoff, no audio gap); the tools are raw JSON-schema
+function tools built from the engine's tool specs, each forwarding to the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from livekit.agents import Agent, AgentSession, function_tool
+from livekit.agents import llm as lk_llm
+
+from agents.controller import FlowController
+from callflow.effects import SetNode, ToolSpec
+
+log = logging.getLogger(__name__)
+SUMMARY_TIMEOUT_S = 5.0
+SUMMARY_PROMPT = ("Summarise the conversation so far in three sentences for whoever takes over: "
+                  "who the caller is, what they want, and what was agreed.")
+
+
+def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunctionTool:
+    async def call(raw_arguments: dict[str, Any]) -> lk_llm.ToolResult:
+        out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
+        return lk_llm.ToolResult(out.result, reply_required=out.reply_required)
+
+    schema: dict[str, Any] = {"name": spec.name, "description": spec.description,
+                              "parameters": spec.parameters}
+    if spec.strict:
+        schema["strict"] = True
+    return function_tool(call, raw_schema=schema)
+
+
+class FlowAgent(Agent):
+    """Starts on the call's current node; ``on_enter`` applies the node's entry effects."""
+
+    def __init__(self, controller: FlowController, first: SetNode | None,
+                 chat_ctx: lk_llm.ChatContext | None = None) -> None:
+        self.controller = controller
+        tools = [build_tool(t, controller) for t in first.tools] if first else []
+        super().__init__(instructions=first.prompt if first else "", tools=tools, chat_ctx=chat_ctx)
+
+
+class LiveKitPort:
+    """Applies the controller's decisions to a live ``AgentSession``."""
+
+    def __init__(self, session: AgentSession, agent: FlowAgent, *, close: Any = None) -> None:
+        self.session = session
+        self.agent = agent
+        self.close = close  # async () -> None: hang up the room (a SIP caller is disconnected)
+        self.ending: asyncio.Task[None] | None = None
+
+    async def set_node(self, eff: SetNode) -> None:
+        await self.agent.update_instructions(eff.prompt)
+        await self.agent.update_tools([build_tool(t, self.agent.controller) for t in eff.tools])
+        if eff.context == "reset":
+            await self.agent.update_chat_ctx(lk_llm.ChatContext.empty())
+        elif eff.context == "reset_with_summary":
+            summary = await self.summarise()
+            ctx = lk_llm.ChatContext.empty()
+            if summary:
+                ctx.add_message(role="assistant", content=f"(Summary of the call so far: {summary})")
+                await self.agent.update_chat_ctx(ctx)
+
+    async def summarise(self) -> str | None:
+        """``reset_with_summary``: the LLM summarises under a timeout; on failure, keep all."""
+        model = self.session.llm
+        if not isinstance(model, lk_llm.LLM):
+            return None
+        ctx = self.agent.chat_ctx.copy()
+        ctx.add_message(role="user", content=SUMMARY_PROMPT)
+
+        async def run() -> str:
+            parts: list[str] = []
+            async with model.chat(chat_ctx=ctx) as stream:
+                async for chunk in stream:
+                    if chunk.delta and chunk.delta.content:
+                        parts.append(chunk.delta.content)
+            return "".join(parts).strip()
+
+        try:
+            return await asyncio.wait_for(run(), SUMMARY_TIMEOUT_S) or None
+        except Exception as exc:  # the fallback is 'append': the call goes on with full context
+            log.warning("summary for context reset failed (%s); keeping the context", type(exc).__name__)
+            return None
+
+    def say(self, text: str, allow_interrupt: bool) -> None:
+        self.session.say(text, allow_interruptions=allow_interrupt, add_to_chat_ctx=True)
+
+    def reply(self, instructions: str | None, allow_interrupt: bool) -> None:
+        kwargs: dict[str, Any] = {"allow_interruptions": allow_interrupt, "tool_choice": "auto"}
+        if instructions:
+            kwargs["instructions"] = instructions
+        self.session.generate_reply(**kwargs)
+
+    async def end_call(self, reason: str) -> None:
+        if self.ending is None:
+            self.ending = asyncio.get_running_loop().create_task(self._end(reason))
+
+    async def _end(self, reason: str) -> None:
+        """Let the last turn be spoken, tell the workflow, then hang up the room."""
+        await self.session.wait_for_idle()
+        await self.agent.controller.finish(reason)
+        if self.close is not None:
+            await self.close()

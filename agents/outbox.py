@@ -1,0 +1,344 @@
+"""The agent's outbox to its CallWorkflow: ordered, retried, bounded, never blocking audio.
+
+The audio loop produces events (turns, transitions, line events, heartbeats) and must never
+wait on Temporal: a slow or unreachable server would stall speech. So ``put`` is a plain
+synchronous append, and one background task drains the queue into ``events`` signals.
+
+Guarantees, and why they are enough:
+
+* **Order.** Events are sent strictly in ``put`` order, at most ``max_batch`` per ``send``.
+  A batch stays in flight until ``send`` returns; it is never re-cut, merged or reordered.
+* **No loss while the process lives.** A failed ``send`` (any exception: ``RPCError``,
+  connection refused, a timeout) is retried with the *same* batch, with exponential backoff
+  and jitter capped at ``max_backoff_s``, forever, until ``close``/``abandon``. So a Temporal
+  outage of any length (the requirement is 60 s) costs latency, not events.
+* **Duplicates are harmless.** A ``send`` that timed out or failed after the server took the
+  signal is sent again; the workflow's inbox applies each ``event_id`` once and sequenced
+  events in ``seq`` order (``workflows/inbox.py``), so at-least-once delivery here becomes
+  exactly-once application there.
+* **Bounded.** At most ``max_events`` events wait; past that ``put`` raises
+  :class:`OutboxFull` and keeps what is queued. A full outbox means the workflow has been
+  unreachable for a long time; the caller decides (usually: end the call), rather than the
+  outbox silently dropping the oldest events or growing without limit.
+* **Hung sends are bounded.** Each ``send`` runs under ``asyncio.wait_for(send_timeout_s)``
+  and a timeout counts as a failure, so a half-open connection cannot stall the queue.
+
+Heartbeat coalescing: heartbeats carry no ``seq`` and only tell the workflow the agent is
+alive, so among heartbeats still waiting (not yet in a batch being sent) only the newest is
+kept: a new heartbeat supersedes the older pending one and takes its own place in the put
+order. What is sent is therefore always a subsequence of what was put, in put order, missing
+only superseded heartbeats. This keeps an outage of minutes from filling the outbox with
+heartbeats; a heartbeat already in flight is never touched, so retries stay identical.
+
+Not thread-safe: call ``put`` from the event loop's thread (LiveKit's agent callbacks run
+there). Events queued here are lost if the process dies (``abandon`` simulates that); the
+workflow then re-dispatches an agent, which resumes from the workflow's ``Snapshot``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+
+from workflows.client import MAX_SIGNAL_BYTES, CallHandle
+from workflows.messages import MAX_BATCH, AgentEvent, EventBatch, Heartbeat
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[list[AgentEvent]], Awaitable[None]]
+
+DEFAULT_SEND_TIMEOUT_S = 10.0
+JITTER = 0.1  # a retry waits between 90% and 100% of its backoff
+
+
+class OutboxFull(RuntimeError):
+    """``put`` past ``max_events``: the workflow has been unreachable for too long."""
+
+
+class OutboxClosed(RuntimeError):
+    """``put`` after ``close``/``abandon``: nothing would ever send the event."""
+
+
+def backoff_delay(attempt: int, initial_s: float, max_s: float,
+                  rand: Callable[[], float] = random.random) -> float:
+    """The wait before retry number ``attempt`` (0-based): doubling from ``initial_s``,
+    capped at ``max_s``, then shortened by up to ``JITTER`` so that many agents cut off by
+    the same outage do not all retry in lockstep when it ends."""
+    base = min(max_s, initial_s * 2.0 ** min(attempt, 60))
+    return base * (1.0 - JITTER * rand())
+
+
+class _Slot:
+    """One queued event. ``ticket`` is its put order; ``cover`` is the oldest ticket whose
+    delivery it stands for (lower than ``ticket`` only for a heartbeat that superseded older
+    ones), which is what ``flush`` waits on."""
+
+    __slots__ = ("cover", "event", "live", "put_at", "ticket")
+
+    def __init__(self, ticket: int, event: AgentEvent, put_at: float, cover: int | None = None) -> None:
+        self.ticket = ticket
+        self.cover = ticket if cover is None else cover
+        self.event = event
+        self.put_at = put_at
+        self.live = True
+
+
+class Outbox:
+    """Queue of agent events drained in order into the workflow by one background task."""
+
+    def __init__(self, send: Send, *, max_events: int = 10_000, max_batch: int = 50,
+                 initial_backoff_s: float = 0.05, max_backoff_s: float = 2.0,
+                 on_error: Callable[[BaseException], None] | None = None,
+                 send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S) -> None:
+        if max_events < 1:
+            raise ValueError("max_events must be at least 1")
+        if not 1 <= max_batch <= MAX_BATCH:
+            raise ValueError(f"max_batch must be between 1 and {MAX_BATCH} (the workflow's batch limit)")
+        if initial_backoff_s <= 0 or max_backoff_s < initial_backoff_s:
+            raise ValueError("need 0 < initial_backoff_s <= max_backoff_s")
+        if send_timeout_s <= 0:
+            raise ValueError("send_timeout_s must be positive")
+        self._send = send
+        self.max_events = max_events
+        self.max_batch = max_batch
+        self.initial_backoff_s = initial_backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.send_timeout_s = send_timeout_s
+        self._on_error = on_error
+        self._queue: deque[_Slot] = deque()  # may hold dead (superseded) heartbeats
+        self._inflight: list[_Slot] = []  # the batch being sent; kept identical across retries
+        self._hb: _Slot | None = None  # the pending heartbeat a newer one would supersede
+        self._live = 0  # live events in queue + in flight
+        self._last_ticket = 0
+        self._acked_ticket = 0  # every ticket up to this one is delivered (or superseded)
+        self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False  # no more puts
+        self._stopped = False  # no more sends
+        self.sent_events = 0
+        self.send_errors = 0
+        self.last_acked_seq: int | None = None
+
+    # --- producer side (the audio loop) -----------------------------------------------
+    def put(self, event: AgentEvent) -> None:
+        """Queue ``event``; never awaits. Raises :class:`OutboxFull` when ``max_events`` are
+        waiting (nothing queued is dropped) and :class:`OutboxClosed` after close/abandon."""
+        if self._closed:
+            raise OutboxClosed("the outbox is closed")
+        now = time.monotonic()
+        hb = self._hb
+        if isinstance(event, Heartbeat) and hb is not None:
+            self._last_ticket += 1
+            if self._queue and self._queue[-1] is hb:
+                hb.event, hb.ticket = event, self._last_ticket  # newest already last: replace
+                return
+            # Supersede: the old one is skipped when reached, the new one stands for it in
+            # flush and age. Dead slots are bounded by the live events between them.
+            hb.live = False
+            self._hb = _Slot(self._last_ticket, event, hb.put_at, cover=hb.cover)
+            self._queue.append(self._hb)
+            self._wake.set()
+            return
+        if self._live >= self.max_events:
+            raise OutboxFull(f"{self._live} events waiting for the workflow (max_events={self.max_events})")
+        self._last_ticket += 1
+        slot = _Slot(self._last_ticket, event, now)
+        self._queue.append(slot)
+        self._live += 1
+        if isinstance(event, Heartbeat):
+            self._hb = slot
+        self._wake.set()
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the sender task on the running loop (call from async code)."""
+        if self._task is not None:
+            raise RuntimeError("the outbox is already started")
+        if self._closed:
+            raise OutboxClosed("the outbox is closed")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="ringflow-outbox")
+        self._task.add_done_callback(self._task_done)
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything put so far is acknowledged: True, or False on timeout or
+        when the outbox stops first. Events put meanwhile are not waited for."""
+        target = self._last_ticket
+        if self._acked_ticket >= target:
+            return True
+        if self._stopped:
+            return False
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        waiter = (target, fut)
+        self._waiters.append(waiter)
+        try:
+            done, _ = await asyncio.wait({fut}, timeout=timeout)
+            return bool(fut.result()) if done else False
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    async def close(self, flush_timeout: float = 5.0) -> None:
+        """Refuse further puts, give the queue up to ``flush_timeout`` to drain, then stop.
+        Whatever is still ``pending`` afterwards is lost (and logged)."""
+        self._closed = True
+        task = self._task
+        if task is not None and not task.done():
+            if not await self.flush(flush_timeout):
+                log.warning("outbox closed with %d events undelivered after %.1f s", self.pending,
+                            flush_timeout)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        elif self._live:
+            log.warning("outbox closed with %d events never sent (it was not running)", self._live)
+        self._stop()
+
+    def abandon(self) -> None:
+        """Stop at once without flushing, as a crash would: pending events are never sent
+        (``pending`` still counts them, to say what was lost)."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+        self._stop()
+
+    # --- observation --------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Events not yet acknowledged, the batch in flight included."""
+        return self._live
+
+    @property
+    def oldest_pending_age_s(self) -> float | None:
+        """How long the oldest unacknowledged event has waited: the lag an alert watches."""
+        oldest = [s.put_at for s in (*self._inflight[:1], self._live_head(), self._hb) if s is not None]
+        return time.monotonic() - min(oldest) if oldest else None
+
+    # --- sender task --------------------------------------------------------------------
+    async def _run(self) -> None:
+        attempt = 0
+        while True:
+            if not self._inflight:
+                self._take_batch()
+                if not self._inflight:
+                    self._wake.clear()  # no await since the queue was seen empty: no lost wake-up
+                    await self._wake.wait()
+                    continue
+            batch = [s.event for s in self._inflight]
+            try:
+                await asyncio.wait_for(self._send(batch), self.send_timeout_s)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # close/abandon
+                self._failed(asyncio.CancelledError("send was cancelled"), attempt)
+            except Exception as exc:
+                self._failed(exc, attempt)
+            else:
+                if attempt:
+                    log.info("outbox delivered %d events after %d failed attempts", len(batch), attempt)
+                self._acknowledge()
+                attempt = 0
+                continue
+            await asyncio.sleep(backoff_delay(attempt, self.initial_backoff_s, self.max_backoff_s))
+            attempt += 1
+
+    def _failed(self, exc: BaseException, attempt: int) -> None:
+        self.send_errors += 1
+        if attempt == 0:
+            log.warning("outbox send of %d events failed, retrying: %r", len(self._inflight), exc)
+        else:
+            log.debug("outbox send retry %d failed: %r", attempt, exc)
+        if self._on_error is not None:
+            try:
+                self._on_error(exc)
+            except Exception:  # a broken callback must not stop delivery
+                log.exception("outbox on_error callback failed")
+
+    def _take_batch(self) -> None:
+        while len(self._inflight) < self.max_batch and self._queue:
+            slot = self._queue.popleft()
+            if not slot.live:
+                continue
+            if slot is self._hb:
+                self._hb = None  # in flight now: a newer heartbeat must not touch it
+            self._inflight.append(slot)
+
+    def _acknowledge(self) -> None:
+        for slot in self._inflight:
+            seq = getattr(slot.event, "seq", None)
+            if seq is not None and (self.last_acked_seq is None or seq > self.last_acked_seq):
+                self.last_acked_seq = seq
+        self.sent_events += len(self._inflight)
+        self._live -= len(self._inflight)
+        self._inflight = []
+        covers = [s.cover for s in (self._live_head(), self._hb) if s is not None]
+        self._acked_ticket = (min(covers) if covers else self._last_ticket + 1) - 1
+        for target, fut in list(self._waiters):
+            if target <= self._acked_ticket and not fut.done():
+                fut.set_result(True)
+
+    def _live_head(self) -> _Slot | None:
+        while self._queue and not self._queue[0].live:
+            self._queue.popleft()
+        return self._queue[0] if self._queue else None
+
+    def _stop(self) -> None:
+        self._stopped = True
+        for _, fut in self._waiters:
+            if not fut.done():
+                fut.set_result(False)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:  # a bug, not a send failure: say so loudly, and release flushers
+            log.error("outbox sender task died; %d events undelivered", self._live, exc_info=exc)
+            if self._on_error is not None:
+                try:
+                    self._on_error(exc)
+                except Exception:
+                    log.exception("outbox on_error callback failed")
+        self._closed = True
+        self._stop()
+
+
+def _chunks(events: list[AgentEvent], limit: int) -> Iterator[list[AgentEvent]]:
+    """Consecutive runs of ``events`` whose EventBatch JSON stays under ``limit`` bytes, so
+    a batch of long turns becomes several signals instead of one the client refuses."""
+    chunk: list[AgentEvent] = []
+    size = len('{"events": []}')
+    for ev in events:
+        n = len(json.dumps(ev.model_dump(mode="json"))) + 2  # ", " between items
+        if chunk and size + n > limit:
+            yield chunk
+            chunk, size = [], len('{"events": []}')
+        chunk.append(ev)
+        size += n
+    if chunk:
+        yield chunk
+
+
+def workflow_sender(handle: CallHandle) -> Send:
+    """A ``send`` for :class:`Outbox` that delivers through ``handle.batch`` (the ``events``
+    signal), split into several signals in order when one would exceed the size limit.
+
+    The same handle serves across a Temporal restart: the SDK's client reconnects on its own
+    (a call while the server is down fails fast with ``RPCError``, which the outbox retries).
+    A single event too large for any signal, or a call whose workflow has completed
+    (``RPCError`` NOT_FOUND), fails every retry: ``on_error`` sees it, and the agent should
+    ``abandon`` the outbox (the call is over) rather than let it retry until close.
+    """
+    async def send(events: list[AgentEvent]) -> None:
+        for chunk in _chunks(events, MAX_SIGNAL_BYTES):
+            await handle.batch(EventBatch(events=chunk))
+
+    return send

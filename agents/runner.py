@@ -1,0 +1,135 @@
+"""Attaching an agent to a call: the same code for a LiveKit room and for text mode.
+
+``attach_agent`` asks the workflow for a snapshot, rebuilds the node's prompt, tools
+and chat context from it, and starts an ``AgentSession``. A fresh call gets its
+greeting; a resumed one (the transcript shows someone already spoke) carries on
+without greeting again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from livekit.agents import AgentSession, ConversationItemAddedEvent, UserStateChangedEvent
+from livekit.agents import llm as lk_llm
+from temporalio.client import Client
+
+from agents.controller import FlowController
+from agents.flow_agent import FlowAgent, LiveKitPort
+from agents.outbox import Outbox, workflow_sender
+from workflows.client import CallHandle
+from workflows.messages import Snapshot, Turn
+
+log = logging.getLogger(__name__)
+HEARTBEAT_S = 5.0
+MAX_DURATION_MARGIN_S = 5.0
+
+
+def chat_context(turns: list[Turn]) -> lk_llm.ChatContext:
+    """The conversation so far, for an agent that takes over mid-call."""
+    ctx = lk_llm.ChatContext.empty()
+    for t in turns:
+        if t.role in ("user", "assistant") and t.text:
+            ctx.add_message(role=t.role, content=t.text)
+    return ctx
+
+
+@dataclass
+class AgentRun:
+    """One agent on one call; ``kill()`` drops it as a crash would, ``close()`` politely."""
+
+    call: CallHandle
+    snapshot: Snapshot
+    controller: FlowController
+    session: AgentSession
+    agent: FlowAgent
+    outbox: Outbox
+    resumed: bool
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def kill(self) -> None:
+        self.outbox.abandon()
+        for t in self.tasks:
+            t.cancel()
+        with contextlib.suppress(Exception):
+            await self.session.aclose()
+
+    async def close(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        with contextlib.suppress(Exception):
+            await self.outbox.close(5.0)
+        with contextlib.suppress(Exception):
+            await self.session.aclose()
+
+
+async def attach_agent(
+    client: Client, call_id: str, agent_id: str, *,
+    session_factory: Callable[[Snapshot], AgentSession],
+    room: Any = None,
+    close_room: Callable[[], Awaitable[None]] | None = None,
+    clock: Callable[[], float] = time.time,
+    kill_hook: Callable[[str], None] | None = None,
+    idle_from_session: bool = True,
+    heartbeat_s: float = HEARTBEAT_S,
+    own_max_duration: bool = True,
+) -> AgentRun:
+    call = CallHandle(client, call_id)
+    snap = await call.attach(agent_id)
+    outbox = Outbox(workflow_sender(call))
+    outbox.start()
+    controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)
+    resumed = bool(snap.transcript_tail)
+    agent = FlowAgent(controller, controller.current_tools(), chat_context(snap.transcript_tail))
+    session = session_factory(snap)
+    port = LiveKitPort(session, agent, close=close_room)
+    controller.bind(port)
+    run = AgentRun(call, snap, controller, session, agent, outbox, resumed)
+
+    def on_item(ev: ConversationItemAddedEvent) -> None:
+        item = ev.item
+        if isinstance(item, lk_llm.ChatMessage) and item.role in ("user", "assistant"):
+            controller.on_turn(item.role, item.text_content or "", interrupted=item.interrupted)
+
+    def on_user_state(ev: UserStateChangedEvent) -> None:
+        if ev.new_state == "away" and not controller.ended:
+            run.tasks.append(asyncio.get_running_loop().create_task(controller.on_idle()))
+
+    session.on("conversation_item_added", on_item)
+    if idle_from_session:
+        session.on("user_state_changed", on_user_state)
+    await session.start(agent, room=room) if room is not None else await session.start(agent)
+    loop = asyncio.get_running_loop()
+    if heartbeat_s > 0:
+        run.tasks.append(loop.create_task(_heartbeat(controller, heartbeat_s)))
+    if own_max_duration:
+        settings = snap.definition.flow.settings
+        started = snap.state.started_at or clock()
+        left = started + settings.max_duration_s - MAX_DURATION_MARGIN_S - clock()
+        run.tasks.append(loop.create_task(_max_duration(controller, max(0.0, left))))
+    if snap.ended:
+        await port.end_call(snap.state.end_reason or "completed")
+    elif resumed:
+        await controller.apply([e for e in controller.entry_effects()
+                                if e.type in ("set_node",)])
+    else:
+        await controller.apply(controller.start_effects())
+    return run
+
+
+async def _heartbeat(controller: FlowController, every: float) -> None:
+    while not controller.ended:
+        controller.heartbeat()
+        await asyncio.sleep(every)
+
+
+async def _max_duration(controller: FlowController, after: float) -> None:
+    await asyncio.sleep(after)
+    await controller.on_max_duration()

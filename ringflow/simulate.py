@@ -1,0 +1,212 @@
+"""``ringflow call simulate``: a whole call with no audio, no API keys, no LiveKit server.
+
+Each script runs as a real call: a real ``CallWorkflow`` on a Temporal server (an
+embedded one when no address is given), real activities in a worker of this process,
+and the real agent code in livekit-agents' text mode (an ``AgentSession`` with no room
+and no STT/TTS). The LLM is reached over HTTP by the same OpenAI client code as in
+production, at a scripted endpoint that plays the script's ``llm:`` and ``extract:``
+entries. Silence is simulated without sleeping: the simulator calls the agent's idle
+logic once per ``idle.timeout_s`` of scripted silence.
+
+``kill_at=N`` kills the agent during turn N (at the first kill point that turn
+reaches: a transition applied but not yet signalled, a node function, a transcript
+turn), attaches a new agent, and replays turn N: what the workflow already has is
+recognised by its event ids and not applied twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from livekit.agents import AgentSession
+from livekit.plugins import openai as lk_openai
+from pydantic import BaseModel
+from temporalio.client import Client
+
+from agents.controller import Killed
+from agents.runner import AgentRun, attach_agent
+from callflow.loader import load_flow
+from ringflow.devstack import DevStack
+from ringflow.scripted_llm import ScriptedLLM
+from ringflow.scripts import check, load_script
+from ringflow.settings import Settings
+from ringflow.temporal_setup import connect
+from workflows.client import start_call, workflow_id
+from workflows.messages import Snapshot
+from workflows.worker import build_worker
+
+TURN_TIMEOUT_S = 60.0
+
+
+class SimulationResult(BaseModel):
+    script: str
+    call_id: str
+    workflow_id: str
+    path: list[str] = []
+    end_reason: str | None = None
+    disposition: str | None = None
+    variables: dict[str, Any] = {}
+    state: dict[str, Any] = {}
+    transitions: int = 0
+    ok: bool = False
+    failures: list[str] = []
+    transcript: list[dict[str, Any]] = []
+    kills: int = 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def environment(address: str | None, data_dir: Path | None = None) -> AsyncIterator[
+        tuple[Client, str, ScriptedLLM, DevStack | None]]:
+    """A Temporal client (embedded server if no address), a worker of our own, a scripted LLM."""
+    stack: DevStack | None = None
+    tmp = None
+    if address is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ringflow-sim-")
+        stack = DevStack(port=_free_port(), ui_port=_free_port(), data_dir=data_dir or Path(tmp.name))
+        await stack.start()
+        address = stack.address
+    llm = ScriptedLLM()
+    base_url = await llm.start()
+    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    os.environ["OPENAI_BASE_URL"] = base_url  # the extraction activity runs in our worker
+    os.environ["OPENAI_API_KEY"] = "scripted"
+    db_dir = tempfile.TemporaryDirectory(prefix="ringflow-sim-db-")
+    try:
+        client = await connect(address)
+        task_queue = f"simulate-{uuid.uuid4().hex[:8]}"
+        settings = Settings(database_url=f"sqlite:///{db_dir.name}/calls.db", http_allow_private=True)
+        async with build_worker(client, settings, task_queue=task_queue):
+            yield client, task_queue, llm, stack
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        await llm.stop()
+        if stack is not None:
+            stack.stop()
+        db_dir.cleanup()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+class _Killer:
+    """Kill hook: fires at the first kill point reached while armed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.fired: str | None = None
+
+    def __call__(self, point: str) -> None:
+        if self.armed and self.fired is None:
+            self.fired = point
+            raise Killed(point)
+
+
+async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedLLM, *,
+                     kill_at: int | None = None, real_llm: bool = False) -> SimulationResult:
+    script, flow_path = load_script(path)
+    definition = load_flow(flow_path)
+    call_id = f"sim-{uuid.uuid4().hex[:10]}"
+    lane = llm.lane(call_id)
+    for node, values in script.extract.items():
+        lane.set_extract(node, values)
+    handle = await start_call(client, definition, task_queue=task_queue, call_id=call_id,
+                              variables=script.variables)
+    killer = _Killer()
+    result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id))
+
+    def session_factory(snap: Snapshot) -> AgentSession:
+        if real_llm:
+            model = lk_openai.LLM(model=os.environ.get("RINGFLOW_LLM_MODEL", "gpt-4o-mini"))
+        else:
+            model = lk_openai.LLM(model="scripted", base_url=llm.base_url, api_key="scripted",
+                                  extra_headers={"X-Ringflow-Script": call_id})
+        return AgentSession(llm=model, user_away_timeout=None)
+
+    async def new_agent() -> AgentRun:
+        return await attach_agent(client, call_id, f"sim-agent-{uuid.uuid4().hex[:6]}",
+                                  session_factory=session_factory, kill_hook=killer,
+                                  idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+
+    run = await new_agent()
+    idle_s = definition.flow.settings.idle.timeout_s
+    i = 0
+    while i < len(script.turns) and not run.controller.ended:
+        turn = script.turns[i]
+        if not real_llm:
+            lane.replace_replies([t.llm for t in script.turns[i:] if t.llm is not None])
+        killer.armed = kill_at == i and result.kills == 0
+        try:
+            await asyncio.wait_for(_play(run, turn, f"t{i}", idle_s), TURN_TIMEOUT_S)
+        except Killed:
+            pass
+        if killer.fired is not None and result.kills == 0:
+            result.kills = 1
+            killer.armed = False
+            await run.kill()
+            run = await new_agent()
+            continue  # replay this turn on the new agent
+        i += 1
+    if not run.controller.ended:
+        await run.controller.on_caller_hangup()
+    ending = getattr(run.controller.port, "ending", None)
+    if ending is not None:
+        await asyncio.wait_for(ending, TURN_TIMEOUT_S)
+    record = await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)
+    await run.close()
+    result.path = record.path
+    result.end_reason = record.end_reason
+    result.disposition = record.disposition
+    result.variables = record.variables
+    result.state = record.state
+    result.transitions = max(0, len(record.path) - 1)
+    result.transcript = record.transcript
+    result.failures = check(script.expect, result.model_dump())
+    result.ok = not result.failures
+    return result
+
+
+async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
+    ctrl = run.controller
+    if turn.user is not None:
+        ctrl.begin_turn(key)
+        res = run.session.run(user_input=turn.user)
+        await res
+        if run.controller.kill_hook is not None and getattr(run.controller.kill_hook, "fired", None):
+            raise Killed("during turn")
+        await run.session.wait_for_idle()
+        return
+    for k in range(max(1, int(turn.silence // idle_s)) if turn.silence >= idle_s else 0):
+        ctrl.begin_turn(f"{key}.{k}")
+        await ctrl.on_idle()
+        await run.session.wait_for_idle()
+        if ctrl.ended:
+            return
+
+
+async def simulate(paths: list[Path], *, address: str | None = None, kill_at: int | None = None,
+                   real_llm: bool = False) -> list[SimulationResult]:
+    results: list[SimulationResult] = []
+    async with environment(address) as (client, task_queue, llm, _stack):
+        for path in paths:
+            results.append(await run_script(path, client, task_queue, llm, kill_at=kill_at,
+                                            real_llm=real_llm))
+    return results
+
