@@ -87,14 +87,24 @@ class FlowController:
         self.turn_key = uuid.uuid4().hex[:10]
         self.step_no = 0
         self.end_reason: str | None = snapshot.state.end_reason if snapshot.ended else None
+        self.dead = False
 
     # --- plumbing ---------------------------------------------------------------------
     def bind(self, port: SessionPort) -> None:
         self.port = port
 
     def point(self, name: str) -> None:
+        """A place where the simulator may kill this agent. After a kill the controller is
+        inert, as a dead process would be: nothing more of it reaches the workflow."""
+        if self.dead:
+            raise Killed(name)
         if self.kill_hook is not None:
-            self.kill_hook(name)
+            try:
+                self.kill_hook(name)
+            except Killed:
+                self.dead = True
+                self.outbox.abandon()
+                raise
 
     def begin_turn(self, key: str | None = None) -> None:
         """Start a user turn; ids of its events are ``<key>:<step>:<kind>``."""
@@ -122,6 +132,7 @@ class FlowController:
 
     # --- the hot path -----------------------------------------------------------------
     async def on_tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        self.point("tool_call")
         eid = self.event_id(f"fn:{name}")
         node = self.state.node
         cnode = self.engine.flow.nodes.get(node or "")
@@ -216,9 +227,12 @@ class FlowController:
     def on_turn(self, role: str, text: str, *, interrupted: bool = False,
                 started_at: float | None = None, ended_at: float | None = None) -> None:
         """A final utterance (user) or a finished reply (assistant) goes to the transcript."""
-        if not text:
+        if not text or self.dead:
             return
-        self.point(f"turn:{role}")
+        try:
+            self.point(f"turn:{role}")
+        except Killed:
+            return
         now = self.clock()
         turn = Turn(role=role, text=text, node=self.state.node, interrupted=interrupted,  # type: ignore[arg-type]
                     started_at=started_at or now, ended_at=ended_at or now)
@@ -230,6 +244,7 @@ class FlowController:
         """The caller said nothing for ``idle.timeout_s``: re-prompt, or give up."""
         if self.state.ended:
             return
+        self.point("idle")
         now = self.clock()
         step = self.engine.apply(self.state, UserIdle(at=now))
         self.state = step.state
@@ -255,9 +270,13 @@ class FlowController:
 
     async def finish(self, reason: str, flush_timeout: float = 10.0) -> None:
         """Tell the workflow the call is over (after the last turn was spoken) and flush."""
+        if self.dead:
+            return
         self.outbox.put(HangupEvent(event_id=self.event_id("hangup"), reason=reason,  # type: ignore[arg-type]
                                     at=self.clock()))
         await self.outbox.close(flush_timeout)
 
     def heartbeat(self) -> None:
+        if self.dead:
+            return
         self.outbox.put(Heartbeat(agent_id=self.agent_id, at=self.clock()))

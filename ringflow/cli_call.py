@@ -220,3 +220,51 @@ def worker() -> None:
         asyncio.run(go())
     except KeyboardInterrupt:
         pass
+
+
+@call_app.command()
+def simulate(
+    scripts: list[Path] = typer.Argument(..., help="Conversation scripts (YAML)."),
+    address: str | None = typer.Option(None, "--address", help="Temporal HOST:PORT (default: embedded)."),
+    kill_agent_at: int | None = typer.Option(None, "--kill-agent-at",
+                                             help="Kill the agent during turn N (0-based) and resume."),
+    real_llm: bool = typer.Option(False, "--real-llm", help="Let the real model decide (OPENAI_API_KEY)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document per script."),
+) -> None:
+    """Run conversation scripts as real calls, without audio; exit 1 if an expectation fails."""
+    import logging
+    import os
+
+    from ringflow.scripts import ScriptError, is_flow_file, load_script
+    from ringflow.simulate import simulate as run
+
+    if real_llm and not os.environ.get("OPENAI_API_KEY"):
+        raise _fail("--real-llm needs OPENAI_API_KEY", 2)
+    runnable: list[Path] = []
+    for path in scripts:
+        if is_flow_file(path):  # a glob over a folder also picks up the flows the scripts use
+            typer.echo(f"skip {path}: a flow, not a conversation script", err=True)
+            continue
+        runnable.append(path)
+        try:
+            _, flow = load_script(path)
+            load_flow(flow)
+        except ScriptError as exc:
+            raise _fail(str(exc), 2) from None
+        except FileNotFoundError as exc:
+            raise _fail(f"{path}: {exc}", 2) from None
+        except FlowError as exc:
+            raise _fail(f"{path}: flow is invalid: {exc}", 1) from None
+    logging.getLogger("livekit").setLevel(logging.CRITICAL)  # a simulated kill is not an error
+    results = asyncio.run(run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm))
+    for r in results:
+        if json_out:
+            typer.echo(r.model_dump_json(exclude={"transcript"}))
+            continue
+        mark = "ok  " if r.ok else "FAIL"
+        killed = f"; agent killed and resumed {r.kills}x" if r.kills else ""
+        typer.echo(f"{mark} {r.script}: path {' -> '.join(r.path)}; {r.end_reason}; "
+                   f"disposition {r.disposition}{killed}")
+        for f in r.failures:
+            typer.echo(f"       {f}")
+    raise typer.Exit(0 if all(r.ok for r in results) else 1)

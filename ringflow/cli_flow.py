@@ -57,7 +57,8 @@ def validate(
             for w in report.warnings:
                 typer.echo(f"{path}: warning: {w}")
             if report.ok:
-                extra = f" ({len(report.warnings)} warnings)" if report.warnings else ""
+                n = len(report.warnings)
+                extra = f" ({n} warning{'' if n == 1 else 's'})" if n else ""
                 typer.echo(f"{path}: valid{extra}")
         if not report.ok:
             worst = max(worst, 1)

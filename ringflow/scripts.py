@@ -50,6 +50,15 @@ class ScriptError(ValueError):
     pass
 
 
+def is_flow_file(path: Path) -> bool:
+    """A flow (``nodes``, no ``turns``) sitting beside the scripts that use it."""
+    try:
+        data = parse_text(path.read_text(encoding="utf-8"), path.name)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and "nodes" in data and "turns" not in data
+
+
 def load_script(path: Path) -> tuple[Script, Path]:
     """The script and its flow file's path (relative to the script)."""
     try:
@@ -88,7 +97,7 @@ def matches(expected: Any, actual: Any, where: str = "") -> list[str]:
     if (isinstance(expected, numeric) and isinstance(actual, numeric)
             and not isinstance(expected, bool) and not isinstance(actual, bool)):
         return [] if float(expected) == float(actual) else [f"{where}: expected {expected!r}, got {actual!r}"]
-    if expected != actual or type(expected) is bool and type(actual) is not bool:
+    if expected != actual or (type(expected) is bool and type(actual) is not bool):
         return [f"{where}: expected {expected!r}, got {actual!r}"]
     return []
 

@@ -107,20 +107,22 @@ async def environment(address: str | None, data_dir: Path | None = None) -> Asyn
 
 
 class _Killer:
-    """Kill hook: fires at the first kill point reached while armed."""
+    """Kill hook: fires at the first kill point reached while armed (or only at ``point``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, point: str | None = None) -> None:
+        self.point = point
         self.armed = False
         self.fired: str | None = None
 
     def __call__(self, point: str) -> None:
-        if self.armed and self.fired is None:
+        if self.armed and self.fired is None and (self.point is None or point == self.point):
             self.fired = point
             raise Killed(point)
 
 
 async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedLLM, *,
-                     kill_at: int | None = None, real_llm: bool = False) -> SimulationResult:
+                     kill_at: int | None = None, kill_point: str | None = None,
+                     real_llm: bool = False) -> SimulationResult:
     script, flow_path = load_script(path)
     definition = load_flow(flow_path)
     call_id = f"sim-{uuid.uuid4().hex[:10]}"
@@ -129,7 +131,7 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
         lane.set_extract(node, values)
     handle = await start_call(client, definition, task_queue=task_queue, call_id=call_id,
                               variables=script.variables)
-    killer = _Killer()
+    killer = _Killer(kill_point)
     result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id))
 
     def session_factory(snap: Snapshot) -> AgentSession:
