@@ -131,7 +131,6 @@ class Outbox:
         waiting (nothing queued is dropped) and :class:`OutboxClosed` after close/abandon."""
         if self._closed:
             raise OutboxClosed("the outbox is closed")
-        now = time.monotonic()
         hb = self._hb
         if isinstance(event, Heartbeat) and hb is not None:
             self._last_ticket += 1
@@ -148,7 +147,7 @@ class Outbox:
         if self._live >= self.max_events:
             raise OutboxFull(f"{self._live} events waiting for the workflow (max_events={self.max_events})")
         self._last_ticket += 1
-        slot = _Slot(self._last_ticket, event, now)
+        slot = _Slot(self._last_ticket, event, time.monotonic())
         self._queue.append(slot)
         self._live += 1
         if isinstance(event, Heartbeat):
@@ -167,7 +166,9 @@ class Outbox:
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything put so far is acknowledged: True, or False on timeout or
-        when the outbox stops first. Events put meanwhile are not waited for."""
+        when the outbox stops first. Events put meanwhile are not waited for, so a steady
+        stream of new events cannot keep a flush from finishing. Before ``start`` it waits
+        for the sender like any other caller."""
         target = self._last_ticket
         if self._acked_ticket >= target:
             return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ringflow.cli_call import call_app, worker
+from ringflow.cli_call import agent, call_app, worker
 from ringflow.cli_flow import flow_app
 from ringflow.cli_ops import config, dev, temporal_app
 
@@ -20,6 +20,7 @@ app.add_typer(temporal_app, name="temporal")
 app.command("dev")(dev)
 app.command("config")(config)
 app.command("worker")(worker)
+app.command("agent")(agent)
 
 
 def main() -> None:

@@ -203,6 +203,13 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
     typer.echo(f"hangup sent to call {call_id}")
 
 
+def agent() -> None:
+    """Run the LiveKit agent worker (headless start mode, explicit dispatch by agent name)."""
+    from ringflow.agent_server import run
+
+    run()
+
+
 def worker() -> None:
     """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics."""
     from workflows.worker import prometheus_runtime, run_worker_forever

@@ -58,6 +58,20 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a pod, so Prometheus can scrape it
 
+    # The realtime agent (`ringflow agent`): LiveKit keeps its conventional variable names.
+    agent_name: str = "ringflow"
+    livekit_url: str | None = Field(default=None, validation_alias=AliasChoices("LIVEKIT_URL", "livekit_url"))
+    livekit_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("LIVEKIT_API_KEY", "livekit_api_key"))
+    livekit_api_secret: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("LIVEKIT_API_SECRET", "livekit_api_secret"))
+    stt: str = "openai"  # "openai" (plugin) or a LiveKit inference model string, e.g. "deepgram/nova-3"
+    tts: str = "openai"  # "openai" (plugin) or a LiveKit inference model string
+    vad: str = "silero"  # "silero" or "none"
+    dispatcher: str = "none"  # how a lost agent is replaced: "livekit", "local" (simulation), "none"
+    inbound_flow: str | None = None  # flow file for inbound calls with no flow in the dispatch metadata
+    inbound_flows: dict[str, str] = {}  # called number -> flow file (JSON in RINGFLOW_INBOUND_FLOWS)
+
     # `ringflow dev` local stack
     dev_port: int = Field(default=7233, ge=1, le=65535)
     dev_ui_port: int = Field(default=8233, ge=1, le=65535)

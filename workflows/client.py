@@ -10,8 +10,8 @@ import json
 import uuid
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
 from activities.search_attributes import (
     RINGFLOW_CAMPAIGN,
@@ -52,15 +52,13 @@ def new_call_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-async def start_call(client: Client, definition: FlowDefinition, *, task_queue: str,
-                     call_id: str | None = None, variables: dict[str, Any] | None = None,
-                     **fields: Any) -> CallHandle:
-    """Start a CallWorkflow; raises :class:`FlowError` when the inputs are wrong."""
+def _prepare(definition: FlowDefinition, call_id: str | None, variables: dict[str, Any] | None,
+             fields: dict[str, Any]) -> tuple[CallInput, TypedSearchAttributes]:
     _, issues = resolve_variables(definition.flow, variables or {})
     if issues:
         raise FlowError(issues)
-    call_id = call_id or new_call_id()
-    inp = CallInput(call_id=call_id, definition=definition, variables=variables or {}, **fields)
+    inp = CallInput(call_id=call_id or new_call_id(), definition=definition, variables=variables or {},
+                    **fields)
     attrs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(RINGFLOW_STATUS, "dialing"),
         SearchAttributePair(RINGFLOW_FLOW, definition.flow.flow),
@@ -70,11 +68,33 @@ async def start_call(client: Client, definition: FlowDefinition, *, task_queue: 
     ]
     if inp.campaign_id:
         attrs.append(SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id))
+    return inp, TypedSearchAttributes(attrs)
+
+
+async def start_call(client: Client, definition: FlowDefinition, *, task_queue: str,
+                     call_id: str | None = None, variables: dict[str, Any] | None = None,
+                     **fields: Any) -> CallHandle:
+    """Start a CallWorkflow; raises :class:`FlowError` when the inputs are wrong."""
+    inp, attrs = _prepare(definition, call_id, variables, fields)
     handle = await client.start_workflow(
+        CallWorkflow.run, inp, id=workflow_id(inp.call_id), task_queue=task_queue,
+        search_attributes=attrs, static_summary=f"{definition.flow.flow} v{definition.flow.version} call")
+    return CallHandle(client, inp.call_id, handle)
+
+
+async def start_or_attach(client: Client, definition: FlowDefinition, *, task_queue: str, call_id: str,
+                          agent_id: str, variables: dict[str, Any] | None = None,
+                          **fields: Any) -> tuple[CallHandle, Snapshot]:
+    """An inbound call: start its workflow and attach to it in one round trip
+    (update-with-start). A second agent for the same room attaches to the running call."""
+    inp, attrs = _prepare(definition, call_id, variables, fields)
+    start = WithStartWorkflowOperation(
         CallWorkflow.run, inp, id=workflow_id(call_id), task_queue=task_queue,
-        search_attributes=TypedSearchAttributes(attrs),
-        static_summary=f"{definition.flow.flow} v{definition.flow.version} call")
-    return CallHandle(client, call_id, handle)
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, search_attributes=attrs,
+        static_summary=f"{definition.flow.flow} v{definition.flow.version} inbound call")
+    snap = await client.execute_update_with_start_workflow(
+        CallWorkflow.attach, AttachRequest(agent_id=agent_id), start_workflow_operation=start)
+    return CallHandle(client, call_id), snap
 
 
 class CallHandle:

@@ -1,0 +1,129 @@
+"""The LiveKit agent worker: one job per call, read top to bottom.
+
+A job's metadata carries ``{"call_id": ...}`` for an outbound call (the workflow exists;
+we attach) or after a crash (``"resume": true``; we attach and carry on). An inbound SIP
+call arrives from a dispatch rule with no call id: we start the workflow ourselves
+(update-with-start), naming it after the room and choosing the flow from the dispatch
+metadata or the called number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import uuid
+from typing import Any
+
+from livekit import rtc
+from livekit.agents import AgentServer, AgentSession, JobContext
+
+from agents.livekit_api import close_room, parse_job_metadata, register_livekit_dispatcher
+from agents.runner import attach_agent
+from callflow.loader import load_flow
+from ringflow.settings import Settings, get_settings
+from ringflow.temporal_setup import connect
+from workflows.client import start_or_attach
+from workflows.messages import Snapshot
+
+log = logging.getLogger(__name__)
+SIP_CALLER = "sip.phoneNumber"
+SIP_CALLED = "sip.trunkPhoneNumber"
+
+
+def make_session(settings: Settings, snap: Snapshot) -> AgentSession:
+    """STT, LLM, TTS and VAD chosen by settings; the LLM is any OpenAI-compatible server."""
+    from livekit.plugins import openai as lk_openai
+
+    extra: dict[str, Any] = {}
+    if settings.openai_base_url:
+        extra["base_url"] = settings.openai_base_url
+    if settings.openai_api_key:
+        extra["api_key"] = settings.openai_api_key.get_secret_value()
+    llm = lk_openai.LLM(model=settings.llm_model, **extra)
+    stt: Any = lk_openai.STT() if settings.stt == "openai" else settings.stt
+    tts: Any = lk_openai.TTS() if settings.tts == "openai" else settings.tts
+    vad: Any = None
+    if settings.vad == "silero":
+        from livekit.plugins import silero
+
+        vad = silero.VAD.load()
+    idle = snap.definition.flow.settings.idle.timeout_s
+    return AgentSession(llm=llm, stt=stt, tts=tts, vad=vad, user_away_timeout=idle)
+
+
+async def entrypoint(ctx: JobContext) -> None:
+    settings = get_settings()
+    info = parse_job_metadata(ctx.job.metadata)
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    agent_id = f"agent-{uuid.uuid4().hex[:8]}"
+    await ctx.connect()
+    call_id = info.call_id
+    if call_id is None:
+        caller = await ctx.wait_for_participant()
+        call_id = await start_inbound(client, settings, ctx.room.name, caller, info.flow, agent_id,
+                                      info.variables)
+
+    async def hang_up() -> None:
+        await close_room(ctx.room.name, url=settings.livekit_url, api_key=settings.livekit_api_key,
+                         api_secret=settings.livekit_api_secret.get_secret_value()
+                         if settings.livekit_api_secret else None)
+
+    run = await attach_agent(client, call_id, agent_id, room=ctx.room, close_room=hang_up,
+                             session_factory=lambda snap: make_session(settings, snap))
+    finished = asyncio.Event()
+
+    @ctx.room.on("participant_disconnected")
+    def _gone(p: rtc.RemoteParticipant) -> None:
+        if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_SIP or not ctx.room.remote_participants:
+            asyncio.get_running_loop().create_task(run.controller.on_caller_hangup()).add_done_callback(
+                lambda _: finished.set())
+
+    port = run.controller.port
+    while not finished.is_set():
+        ending = getattr(port, "ending", None)
+        if ending is not None:
+            await ending
+            break
+        await asyncio.wait({asyncio.ensure_future(finished.wait())}, timeout=1.0)
+    await run.close()
+    ctx.shutdown("call ended")
+
+
+async def start_inbound(client: Any, settings: Settings, room: str, caller: rtc.RemoteParticipant,
+                        flow: str | None, agent_id: str, variables: dict[str, Any]) -> str:
+    called = caller.attributes.get(SIP_CALLED)
+    flow_path = flow or (settings.inbound_flows.get(called) if called else None) or settings.inbound_flow
+    if not flow_path:
+        raise RuntimeError(f"inbound call in room {room}: no flow for called number; set "
+                           "RINGFLOW_INBOUND_FLOW or RINGFLOW_INBOUND_FLOWS")
+    definition = load_flow(flow_path)
+    handle, _ = await start_or_attach(
+        client, definition, task_queue=settings.task_queue, call_id=room, agent_id=agent_id,
+        variables=variables, direction="inbound", room=room,
+        caller_number=caller.attributes.get(SIP_CALLER), called_number=called)
+    return handle.call_id
+
+
+def build_server(settings: Settings) -> AgentServer:
+    server = AgentServer(ws_url=settings.livekit_url, api_key=settings.livekit_api_key,
+                         api_secret=settings.livekit_api_secret.get_secret_value()
+                         if settings.livekit_api_secret else None)
+    server.rtc_session(entrypoint, agent_name=settings.agent_name)
+    return server
+
+
+def run(settings: Settings | None = None) -> None:
+    """``ringflow agent``: the worker in headless ``start`` mode, explicit dispatch only."""
+    from livekit.agents import cli
+
+    settings = settings or get_settings()
+    needed = (("LIVEKIT_URL", settings.livekit_url), ("LIVEKIT_API_KEY", settings.livekit_api_key),
+              ("LIVEKIT_API_SECRET", settings.livekit_api_secret))
+    missing = [name for name, value in needed if not value]
+    if missing:
+        raise SystemExit(f"error: ringflow agent needs {', '.join(missing)}")
+    if settings.dispatcher == "livekit":
+        register_livekit_dispatcher()
+    sys.argv = [sys.argv[0], "start"]
+    cli.run_app(build_server(settings))

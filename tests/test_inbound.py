@@ -1,0 +1,54 @@
+"""An inbound SIP call: the agent starts the workflow itself (update-with-start) and attaches."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from temporalio.client import Client
+
+from callflow.loader import load_flow
+from ringflow.agent_server import SIP_CALLED, SIP_CALLER, start_inbound
+from ringflow.settings import Settings
+from tests.wfkit import FIXTURES, running_worker
+from workflows.client import CallHandle, start_or_attach
+
+
+@dataclass
+class Participant:
+    """The two SIP attributes LiveKit sets on a phone caller (all the code reads)."""
+
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
+        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    room = f"sip-room-{uuid.uuid4().hex[:8]}"
+    settings = Settings(task_queue=task_queue, inbound_flows={"+15550100": str(FIXTURES / "triage.yaml")})
+    caller = Participant({SIP_CALLER: "+15550199", SIP_CALLED: "+15550100"})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call_id = await start_inbound(temporal_client, settings, room, caller, None, "agent-1", {})
+        assert call_id == room
+        call = CallHandle(temporal_client, call_id)
+        st = await call.state()
+        assert st["status"] == "live" and st["agent_id"] == "agent-1" and st["flow"] == "triage"
+        # The same room again (a second dispatch, a retried job): attach, don't start twice.
+        _, snap = await start_or_attach(temporal_client, load_flow(FIXTURES / "triage.yaml"),
+                                        task_queue=task_queue, call_id=call_id, agent_id="agent-2")
+        assert snap.node == "intake" and snap.state.caller_number == "+15550199"
+        assert (await call.state())["agent_id"] == "agent-2"
+        desc = await call.handle.describe()
+        values = {p.key.name: p.value for p in desc.typed_search_attributes.search_attributes}
+        assert values["RingflowDirection"] == "inbound"
+        assert "+15550199" not in str(values)  # no phone numbers in search attributes
+        await call.hangup()
+        record = await call.handle.result()
+    assert record.direction == "inbound" and record.end_reason == "user_hangup"
+
+
+async def test_inbound_call_without_a_flow_is_refused_clearly(temporal_client: Client, task_queue: str) -> None:
+    settings = Settings(task_queue=task_queue)
+    with pytest.raises(RuntimeError, match="RINGFLOW_INBOUND_FLOW"):
+        await start_inbound(temporal_client, settings, "room-x", Participant({SIP_CALLED: "+1555"}), None,
+                            "agent-1", {})
