@@ -47,7 +47,8 @@ async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
     assert record.direction == "inbound" and record.end_reason == "user_hangup"
 
 
-async def test_inbound_call_without_a_flow_is_refused_clearly(temporal_client: Client, task_queue: str) -> None:
+async def test_inbound_call_without_a_flow_is_refused_clearly(temporal_client: Client,
+                                                             task_queue: str) -> None:
     settings = Settings(task_queue=task_queue)
     with pytest.raises(RuntimeError, match="RINGFLOW_INBOUND_FLOW"):
         await start_inbound(temporal_client, settings, "room-x", Participant({SIP_CALLED: "+1555"}), None,
