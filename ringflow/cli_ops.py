@@ -77,6 +77,12 @@ def dev(
     data_dir: Path | None = typer.Option(
         None, "--data-dir", help="Where Temporal's SQLite file and logs go (default .ringflow)."
     ),
+    demo: Path | None = typer.Option(
+        None, "--demo", help="Once up, play this conversation script as a demo call."
+    ),
+    demo_kill_at: int | None = typer.Option(
+        None, "--demo-kill-at", help="Kill the demo call's agent during turn N; it resumes."
+    ),
 ) -> None:
     """Run a local Temporal server (SQLite, survives restarts) and a Ringflow worker."""
     settings = get_settings()
@@ -93,7 +99,7 @@ def dev(
     )
     overrides["temporal_address"] = stack.address
     try:
-        asyncio.run(_run_dev(stack, settings.model_copy(update=overrides)))
+        asyncio.run(_run_dev(stack, settings.model_copy(update=overrides), demo, demo_kill_at))
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass  # Ctrl-C / SIGTERM: the server was stopped on the way out
     except DevStackError as err:
@@ -101,7 +107,8 @@ def dev(
         raise typer.Exit(1) from None
 
 
-async def _run_dev(stack: DevStack, settings: Settings) -> None:
+async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None,
+                   demo_kill_at: int | None = None) -> None:
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if main is not None:
@@ -121,8 +128,14 @@ async def _run_dev(stack: DevStack, settings: Settings) -> None:
             await asyncio.Event().wait()
             return
         client = await connect(stack.address, stack.namespace, _metrics_runtime(worker, settings))
-        typer.echo(f"Worker    task queue {settings.task_queue!r}. Ctrl-C to stop.")
-        await worker.run_worker_forever(client, settings)
+        typer.echo(f"Worker    task queue {settings.task_queue!r}.")
+        serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
+        if demo is not None:
+            from ringflow.demo import run_demo
+
+            await run_demo(stack.address, stack.ui_address, stack.namespace, demo, demo_kill_at)
+        typer.echo("\nThe stack keeps running for you to look around. Ctrl-C to stop.")
+        await serving
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)

@@ -16,28 +16,24 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
 
     from activities.dispatch import DispatchRequest
-    from activities.extraction import ExtractionInput
     from activities.records import CallRecord, TranscriptAppend
     from activities.webhook import WebhookDelivery
-    from callflow.effects import Effect, EndCall, Extract, Rejected, RunFunction, SetNode, ToolResponse
-    from callflow.engine import Engine, Step
+    from callflow.effects import Effect, Extract, Rejected, RunFunction
+    from callflow.engine import Engine
     from callflow.events import (
         CallStarted,
         FunctionCalled,
         HangUp,
         MaxDuration,
-        UserIdle,
-        UserSpoke,
     )
     from callflow.state import CallState
     from workflows import activity_calls as acts
+    from workflows.call_core import REJECTED_TAIL, CallCore
     from workflows.inbox import Inbox
     from workflows.messages import (
         MAX_ARGS_BYTES,
-        MAX_TEXT_CHARS,
         AttachRequest,
         CallEvent,
         CallFunctionRequest,
@@ -57,11 +53,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.visibility import Visibility
 
 TRANSCRIPT_TAIL = 50
-REJECTED_TAIL = 50
 
 
 @workflow.defn(name="CallWorkflow")
-class CallWorkflow:
+class CallWorkflow(CallCore):
     @workflow.init
     def __init__(self, inp: CallInput) -> None:
         self.inp = inp
@@ -112,6 +107,7 @@ class CallWorkflow:
             self.startup = [Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
                             for n in c.pending_extractions]
         self.pending_extractions: list[str] = []
+        self.final_extracts: list[Extract] = []
         self.last_seen = workflow.now().timestamp()
 
     # --- run --------------------------------------------------------------------------
@@ -153,6 +149,9 @@ class CallWorkflow:
             elif self.should_continue_as_new():
                 await self.continue_as_new()
         await self.final_turn()
+        for eff in self.final_extracts:
+            self.pending_extractions.append(eff.node)
+            self.spawn(self.extract(eff))
         return await self.finish()
 
     async def final_turn(self) -> None:
@@ -221,64 +220,6 @@ class CallWorkflow:
         return record
 
     # --- engine and effects -----------------------------------------------------------
-    def step(self, event: Any) -> Step:
-        before = self.state.node
-        step = self.engine.apply(self.state, event)
-        self.state = step.state
-        self.events_applied += 1
-        self.apply_effects(step.effects)
-        if self.state.node != before:
-            self.vis.count_transition()
-        self.wake = True
-        return step
-
-    def apply_effects(self, effects: list[Effect], skip_run: int | None = None) -> None:
-        for eff in effects:
-            if isinstance(eff, RunFunction) and eff.run_id != skip_run:
-                self.spawn(self.run_in_background(eff))
-            elif isinstance(eff, Extract):
-                self.pending_extractions.append(eff.node)
-                self.spawn(self.extract(eff))
-            elif isinstance(eff, SetNode | EndCall):
-                self.wake = True
-
-    def spawn(self, coro: Any) -> None:
-        task = asyncio.get_event_loop().create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def run_in_background(self, eff: RunFunction) -> None:
-        result = await acts.run_function(eff, self.inp.definition, self.state)
-        self.step(result)
-
-    async def extract(self, eff: Extract) -> None:
-        items = [t.model_dump() for t in self.transcript if t.node == eff.node and t.text]
-        if not items:  # nothing was said on the node: nothing to extract, no LLM call
-            self.pending_extractions.remove(eff.node)
-            return
-        try:
-            out = await acts.extract(ExtractionInput(call_id=self.inp.call_id, node=eff.node,
-                                                     fields=eff.fields, transcript=items))
-            self.extraction_errors.pop(eff.node, None)
-            self.step_values(eff.node, out.values)
-        except Exception as exc:
-            cause = getattr(exc, "cause", None) or exc
-            self.extraction_errors[eff.node] = str(cause)[:500]
-        finally:
-            if eff.node in self.pending_extractions:
-                self.pending_extractions.remove(eff.node)
-
-    def step_values(self, node: str, values: dict[str, Any]) -> None:
-        from callflow.events import ExtractionResult
-
-        self.step(ExtractionResult(node=node, values=values, at=workflow.now().timestamp()))
-
-    def record_rejected(self, event_id: str | None, reason: str) -> None:
-        self.rejected.append(RejectedEvent(event_id=event_id, reason=reason[:500],
-                                           at=workflow.now().timestamp()))
-        if len(self.rejected) > REJECTED_TAIL * 2:
-            self.rejected = self.rejected[-REJECTED_TAIL:]
-
     # --- messages from the agent ------------------------------------------------------
     @workflow.signal
     def events(self, batch: EventBatch) -> None:
@@ -304,64 +245,6 @@ class CallWorkflow:
     @workflow.signal
     def heartbeat(self, hb: Heartbeat) -> None:
         self.seen_agent(hb.agent_id)
-
-    def seen_agent(self, agent_id: str | None = None) -> None:
-        self.last_seen = workflow.now().timestamp()
-        if agent_id:
-            self.agent_id = agent_id
-        if self.status == "dialing" and not self.state.ended:
-            self.status = "live"
-            self.wake = True
-
-    def receive(self, raw: dict[str, Any]) -> None:
-        if raw.get("type") == "heartbeat":
-            self.seen_agent(raw.get("agent_id"))
-            return
-        ready, refused = self.inbox.accept(raw)
-        if refused:
-            self.record_rejected(raw.get("event_id"), refused)
-        for ev in ready:
-            self.seen_agent()
-            self.vis.observe_lag(ev.get("at"))
-            try:
-                self.apply_event(ev)
-            except (ValidationError, ValueError) as exc:
-                self.record_rejected(ev.get("event_id"), f"malformed event: {exc}")
-
-    def apply_event(self, ev: dict[str, Any]) -> None:
-        kind, at, event_id = ev["type"], ev.get("at"), ev.get("event_id")
-        if kind == "transition":
-            step = self.step(FunctionCalled(name=ev["name"], args=ev.get("args") or {},
-                                            node=ev["from_node"], at=at))
-            for eff in step.effects:
-                if isinstance(eff, Rejected):
-                    self.record_rejected(event_id, eff.reason)
-                elif isinstance(eff, ToolResponse) and eff.error:
-                    self.record_rejected(event_id, str((eff.result or {}).get("error", "error")))
-        elif kind == "turns":
-            turns = [Turn.model_validate(t) for t in ev["items"]]
-            too_long = [i for i, t in enumerate(turns) if len(t.text) > MAX_TEXT_CHARS]
-            if too_long:
-                i = too_long[0]
-                self.record_rejected(event_id, f"turn {i} has {len(turns[i].text)} characters; the limit "
-                                               f"is {MAX_TEXT_CHARS}: the batch was not recorded")
-                return
-            for t in turns:
-                self.transcript.append(t if t.node else t.model_copy(update={"node": self.state.node}))
-                if t.role == "user" and t.text:
-                    self.step(UserSpoke(at=at))
-        elif kind == "event":
-            if ev["kind"] == "user_idle":
-                self.step(UserIdle(at=at))
-            elif ev["kind"] == "user_spoke":
-                self.step(UserSpoke(at=at))
-            elif ev["kind"] == "agent_detached":
-                self.record_rejected(event_id, "note: agent detached")
-        elif kind == "hangup":
-            reason = ev.get("reason") or "user_hangup"
-            self.hangup_seen = True
-            if not self.state.ended:
-                self.step(MaxDuration(at=at) if reason == "max_duration" else HangUp(reason=reason, at=at))
 
     # --- updates ----------------------------------------------------------------------
     @workflow.update
@@ -404,34 +287,6 @@ class CallWorkflow:
             raise ValueError(f"arguments larger than {MAX_ARGS_BYTES} bytes")
         if req.node != self.state.node and req.after_seq < self.inbox.next_seq:
             raise ValueError(f"the call is on node '{self.state.node}', not '{req.node}'")
-
-    def end_nodes(self) -> set[str]:
-        return {n for n, cn in self.engine.flow.nodes.items() if cn.node.type == "end"}
-
-    def function_result(self, effects: list[Effect]) -> CallFunctionResult:
-        resp = next((e for e in effects if isinstance(e, ToolResponse)), None)
-        rejected = next((e for e in effects if isinstance(e, Rejected)), None)
-        moved = any(isinstance(e, SetNode) for e in effects)
-        decision = "end" if self.state.ended else ("transition" if moved else "stay")
-        if resp is None:
-            resp = ToolResponse(name="", error=rejected is not None,
-                                result={"status": "error", "error": rejected.reason} if rejected else None)
-        return CallFunctionResult(
-            result=resp.result, error=resp.error, run_llm=resp.run_llm, decision=decision,
-            node=self.state.node, effects=[e.model_dump() for e in effects], state=self.state)
-
-    async def caught_up(self, after_seq: int, settle: bool = False) -> None:
-        """Wait until the agent's events up to ``after_seq`` (and, with ``settle``, the
-        functions they started) are applied; the agent's outbox may lag its update."""
-        def ready() -> bool:
-            applied = self.inbox.next_seq > after_seq
-            return self.state.ended or (applied and (not settle or not self.state.pending))
-
-        try:
-            await workflow.wait_condition(ready, timeout=timedelta(seconds=60))
-        except TimeoutError:
-            raise ApplicationError(f"events up to seq {after_seq} did not arrive within 60 s",
-                                   type="AgentOutOfSync") from None
 
     @workflow.update
     async def attach(self, req: AttachRequest) -> Snapshot:

@@ -1,0 +1,195 @@
+"""The machinery under CallWorkflow: engine steps, durable effects, the agent's events.
+
+Kept apart from ``call.py`` (which holds the workflow's lifecycle and its message
+handlers) so each file reads in one sitting. Deterministic like any workflow code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from activities.extraction import ExtractionInput
+    from callflow.effects import Effect, EndCall, Extract, Rejected, RunFunction, SetNode, ToolResponse
+    from callflow.engine import Engine, Step
+    from callflow.events import ExtractionResult, FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
+    from callflow.state import CallState
+    from workflows import activity_calls as acts
+    from workflows.inbox import Inbox
+    from workflows.messages import MAX_TEXT_CHARS, CallFunctionResult, CallInput, RejectedEvent, Turn
+    from workflows.visibility import Visibility
+
+REJECTED_TAIL = 50
+
+
+class CallCore:
+    """State and helpers shared by the workflow's handlers; set up by ``CallWorkflow.__init__``."""
+
+    inp: CallInput
+    engine: Engine
+    state: CallState
+    vis: Visibility
+    inbox: Inbox
+    tasks: set[asyncio.Task[Any]]
+    transcript: list[Turn]
+    rejected: list[RejectedEvent]
+    pending_extractions: list[str]
+    final_extracts: list[Extract]
+    extraction_errors: dict[str, str]
+    events_applied: int
+    agent_id: str | None
+    status: str
+    last_seen: float
+    hangup_seen: bool
+    wake: bool
+
+    def step(self, event: Any) -> Step:
+        before = self.state.node
+        step = self.engine.apply(self.state, event)
+        self.state = step.state
+        self.events_applied += 1
+        self.apply_effects(step.effects)
+        if self.state.node != before:
+            self.vis.count_transition()
+        self.wake = True
+        return step
+
+    def apply_effects(self, effects: list[Effect], skip_run: int | None = None) -> None:
+        for eff in effects:
+            if isinstance(eff, RunFunction) and eff.run_id != skip_run:
+                self.spawn(self.run_in_background(eff))
+            elif isinstance(eff, Extract) and self.state.ended and eff.node == self.state.node:
+                self.final_extracts.append(eff)  # after the last turn is in: see final_turn()
+            elif isinstance(eff, Extract):
+                self.pending_extractions.append(eff.node)
+                self.spawn(self.extract(eff))
+            elif isinstance(eff, SetNode | EndCall):
+                self.wake = True
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.get_event_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def run_in_background(self, eff: RunFunction) -> None:
+        result = await acts.run_function(eff, self.inp.definition, self.state)
+        self.step(result)
+
+    async def extract(self, eff: Extract) -> None:
+        items = [t.model_dump() for t in self.transcript if t.node == eff.node and t.text]
+        if not items:  # nothing was said on the node: nothing to extract, no LLM call
+            self.pending_extractions.remove(eff.node)
+            return
+        try:
+            out = await acts.extract(ExtractionInput(call_id=self.inp.call_id, node=eff.node,
+                                                     fields=eff.fields, transcript=items))
+            self.extraction_errors.pop(eff.node, None)
+            self.step_values(eff.node, out.values)
+        except Exception as exc:
+            cause = getattr(exc, "cause", None) or exc
+            self.extraction_errors[eff.node] = str(cause)[:500]
+        finally:
+            if eff.node in self.pending_extractions:
+                self.pending_extractions.remove(eff.node)
+
+    def step_values(self, node: str, values: dict[str, Any]) -> None:
+        self.step(ExtractionResult(node=node, values=values, at=workflow.now().timestamp()))
+
+    def record_rejected(self, event_id: str | None, reason: str) -> None:
+        self.rejected.append(RejectedEvent(event_id=event_id, reason=reason[:500],
+                                           at=workflow.now().timestamp()))
+        if len(self.rejected) > REJECTED_TAIL * 2:
+            self.rejected = self.rejected[-REJECTED_TAIL:]
+
+    def seen_agent(self, agent_id: str | None = None) -> None:
+        self.last_seen = workflow.now().timestamp()
+        if agent_id:
+            self.agent_id = agent_id
+        if self.status == "dialing" and not self.state.ended:
+            self.status = "live"
+            self.wake = True
+
+    def receive(self, raw: dict[str, Any]) -> None:
+        if raw.get("type") == "heartbeat":
+            self.seen_agent(raw.get("agent_id"))
+            return
+        ready, refused = self.inbox.accept(raw)
+        if refused:
+            self.record_rejected(raw.get("event_id"), refused)
+        for ev in ready:
+            self.seen_agent()
+            self.vis.observe_lag(ev.get("at"))
+            try:
+                self.apply_event(ev)
+            except (ValidationError, ValueError) as exc:
+                self.record_rejected(ev.get("event_id"), f"malformed event: {exc}")
+
+    def apply_event(self, ev: dict[str, Any]) -> None:
+        kind, at, event_id = ev["type"], ev.get("at"), ev.get("event_id")
+        if kind == "transition":
+            step = self.step(FunctionCalled(name=ev["name"], args=ev.get("args") or {},
+                                            node=ev["from_node"], at=at))
+            for eff in step.effects:
+                if isinstance(eff, Rejected):
+                    self.record_rejected(event_id, eff.reason)
+                elif isinstance(eff, ToolResponse) and eff.error:
+                    self.record_rejected(event_id, str((eff.result or {}).get("error", "error")))
+        elif kind == "turns":
+            turns = [Turn.model_validate(t) for t in ev["items"]]
+            too_long = [i for i, t in enumerate(turns) if len(t.text) > MAX_TEXT_CHARS]
+            if too_long:
+                i = too_long[0]
+                self.record_rejected(event_id, f"turn {i} has {len(turns[i].text)} characters; the limit "
+                                               f"is {MAX_TEXT_CHARS}: the batch was not recorded")
+                return
+            for t in turns:
+                self.transcript.append(t if t.node else t.model_copy(update={"node": self.state.node}))
+                if t.role == "user" and t.text:
+                    self.step(UserSpoke(at=at))
+        elif kind == "event":
+            if ev["kind"] == "user_idle":
+                self.step(UserIdle(at=at))
+            elif ev["kind"] == "user_spoke":
+                self.step(UserSpoke(at=at))
+            elif ev["kind"] == "agent_detached":
+                self.record_rejected(event_id, "note: agent detached")
+        elif kind == "hangup":
+            reason = ev.get("reason") or "user_hangup"
+            self.hangup_seen = True
+            if not self.state.ended:
+                self.step(MaxDuration(at=at) if reason == "max_duration" else HangUp(reason=reason, at=at))
+
+    def end_nodes(self) -> set[str]:
+        return {n for n, cn in self.engine.flow.nodes.items() if cn.node.type == "end"}
+
+    def function_result(self, effects: list[Effect]) -> CallFunctionResult:
+        resp = next((e for e in effects if isinstance(e, ToolResponse)), None)
+        rejected = next((e for e in effects if isinstance(e, Rejected)), None)
+        moved = any(isinstance(e, SetNode) for e in effects)
+        decision = "end" if self.state.ended else ("transition" if moved else "stay")
+        if resp is None:
+            resp = ToolResponse(name="", error=rejected is not None,
+                                result={"status": "error", "error": rejected.reason} if rejected else None)
+        return CallFunctionResult(
+            result=resp.result, error=resp.error, run_llm=resp.run_llm, decision=decision,
+            node=self.state.node, effects=[e.model_dump() for e in effects], state=self.state)
+
+    async def caught_up(self, after_seq: int, settle: bool = False) -> None:
+        """Wait until the agent's events up to ``after_seq`` (and, with ``settle``, the
+        functions they started) are applied; the agent's outbox may lag its update."""
+        def ready() -> bool:
+            applied = self.inbox.next_seq > after_seq
+            return self.state.ended or (applied and (not settle or not self.state.pending))
+
+        try:
+            await workflow.wait_condition(ready, timeout=timedelta(seconds=60))
+        except TimeoutError:
+            raise ApplicationError(f"events up to seq {after_seq} did not arrive within 60 s",
+                                   type="AgentOutOfSync") from None
