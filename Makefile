@@ -21,7 +21,7 @@ test: lint
 	$(BIN)/pytest
 
 run: setup
-	$(BIN)/ringflow dev
+	$(BIN)/ringflow dev --demo examples/scripts/appointment_reminder_reschedule.yaml --demo-kill-at 3
 
 bench: setup
 	@for b in bench/[!_]*.py; do $(BIN)/python $$b || exit 1; done

@@ -303,10 +303,17 @@ class Lane:
             return True
         return False
 
-    def _next_chat(self, offers_tools: bool) -> tuple[ScriptedResponse, str | None]:
-        """The completion for a chat request and a note when it is not a scripted one."""
+    def _next_chat(self, offers_tools: bool, after_user: bool = True) -> tuple[ScriptedResponse, str | None]:
+        """The completion for a chat request and a note when it is not a scripted one.
+
+        A script's replies answer what the caller said. A turn the bot takes on its own
+        (speaking first on entering a node, an idle re-prompt) does not consume one: it
+        gets a short filler, so the next reply still answers the next user turn.
+        """
         if self.followups:
             return self.followups.popleft(), None
+        if not after_user:
+            return ScriptedResponse(DRY_REPLY), "bot-initiated turn: filler, no reply consumed"
         if self.replies:
             head = self.replies[0]
             if offers_tools or not any(r.calls for r in head):
@@ -326,6 +333,16 @@ class Lane:
             if f"extract_{key}"[:64] == schema_name:
                 return values
         return None
+
+
+def _after_user(messages: list[dict[str, Any]]) -> bool:
+    """Whether the request answers the caller: its last non-system message is the user's."""
+    for m in reversed(messages):
+        role = m.get("role")
+        if role in ("system", "developer"):
+            continue
+        return role == "user"
+    return True  # nothing but instructions: a bare request, treat it as a turn
 
 
 def schema_answer(js: dict[str, Any], values: dict[str, Any] | None) -> dict[str, Any]:
@@ -461,7 +478,7 @@ class ScriptedLLM:
                 content = json.dumps(schema_answer(js, lane._extraction(js.get("name"))))
             reply = ScriptedResponse(content)
         else:
-            reply, rec.note = lane._next_chat(bool(rec.tools))
+            reply, rec.note = lane._next_chat(bool(rec.tools), _after_user(rec.messages))
             rec.dry = rec.note == "dry"
         message = self._message(reply)
         completion = self._completion(rec.body, message)

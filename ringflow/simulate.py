@@ -148,6 +148,7 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
                                   idle_from_session=False, heartbeat_s=0, own_max_duration=False)
 
     run = await new_agent()
+    await run.session.wait_for_idle()  # the greeting is spoken before the caller answers
     idle_s = definition.flow.settings.idle.timeout_s
     i = 0
     while i < len(script.turns) and not run.controller.ended:
