@@ -41,6 +41,10 @@ class HandlerOutput(BaseModel):
     response: str = "transition_in_yaml"
     error: str | None = None
     state: dict[str, Any] | None = None
+    # What the handler changed, so the workflow merges only that: two handlers running at
+    # once must not overwrite each other's writes with their stale copies.
+    changed: dict[str, Any] = {}
+    removed: list[str] = []
 
 
 def _response_name(marker: Any) -> str:
@@ -82,7 +86,10 @@ async def call_handler(inp: HandlerInput) -> HandlerOutput:
     if size > MAX_RESULT_BYTES:
         return HandlerOutput(error=f"handler '{inp.name}' returned {size} bytes; the limit is "
                                    f"{MAX_RESULT_BYTES}")
-    return HandlerOutput(result=result, response=_response_name(marker), state=fm.state)
+    changed = {k: v for k, v in fm.state.items() if k not in inp.state or inp.state[k] != v}
+    removed = [k for k in inp.state if k not in fm.state]
+    return HandlerOutput(result=result, response=_response_name(marker), state=fm.state,
+                         changed=changed, removed=removed)
 
 
 @activity.defn(name="run_handler")

@@ -135,3 +135,20 @@ async def test_workflow_refuses_bad_input_without_a_client_check(
         with pytest.raises(WorkflowFailureError) as err:
             await handle.result()
     assert "patient" in str(err.value.cause)
+
+
+async def test_overlapping_handlers_keep_each_others_state(temporal_client: Client, task_queue: str,
+                                                           sqlite_url: str) -> None:
+    import asyncio
+
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        await Agent(call).transition("verify", "confirmed")
+        await wait_state(call, lambda s: s["node"] == "offer")
+        slow = call.call_function(req("offer", "remember", key="slow", delay_s=0.5))
+        fast = call.call_function(req("offer", "remember", key="fast"))
+        await asyncio.gather(slow, fast)
+        st = await call.state()
+        assert st["state"] == {"slow": True, "fast": True}
+        await call.hangup()
+        await call.handle.result()

@@ -80,7 +80,7 @@ async def test_attach_returns_a_snapshot_to_resume_from(temporal_client: Client,
         assert snap.node == "offer" and snap.next_seq == 3 and not snap.ended
         assert "Offer a new slot" in (snap.prompt or "") and "Harbour Clinic" in (snap.prompt or "")
         names = [t["function"]["name"] for t in snap.tools]
-        assert names == ["list_slots", "book", "lookup", "broken", "note", "wants_human"]
+        assert names == ["list_slots", "book", "lookup", "broken", "remember", "note", "wants_human"]
         assert [t.text for t in snap.transcript_tail] == ["Hello, is this Alex Doe?", "It is."]
         assert (await call.state())["agent_id"] == "agent-b"
         await call.hangup()

@@ -9,6 +9,7 @@ mid-run and can retry for longer than a workflow task.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -47,8 +48,12 @@ async def _execute(name: str, arg: Any, result_type: type, timeout_s: float, ret
         retry_policy=retry)
 
 
-async def run_function(eff: RunFunction, definition: FlowDefinition, state: CallState) -> FunctionResult:
-    """Run a handler or HTTP entry; failures after retries become an error result."""
+async def run_function(eff: RunFunction, definition: FlowDefinition, state: CallState,
+                       current: Callable[[], dict[str, Any]] | None = None) -> FunctionResult:
+    """Run a handler or HTTP entry; failures after retries become an error result.
+
+    ``current`` gives the call's state when the result arrives: the handler's changes are
+    merged into it, so writes made meanwhile (another handler, a capture) survive."""
     try:
         if eff.kind == "http" and eff.http is not None:
             req = HttpToolRequest(call_id=state.call_id, seq=eff.run_id, method=eff.http.method,
@@ -62,8 +67,12 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
                            timeout_s=eff.timeout_s)
         hout: HandlerOutput = await _execute("run_handler", inp, HandlerOutput, eff.timeout_s,
                                              _retry(eff.retry))
+        merged = None
+        if hout.error is None:
+            base = current() if current is not None else state.state
+            merged = {k: v for k, v in base.items() if k not in hout.removed} | hout.changed
         return FunctionResult(run_id=eff.run_id, result=hout.result, response=hout.response,
-                              error=hout.error, state=hout.state)
+                              error=hout.error, state=merged)
     except Exception as exc:  # ActivityError after retries: the LLM hears about it, the call goes on
         cause = getattr(exc, "cause", None) or exc
         return FunctionResult(run_id=eff.run_id, error=f"{eff.name} failed: {cause}")

@@ -268,7 +268,7 @@ class CallWorkflow(CallCore):
         self.apply_effects(step.effects, skip_run=run.run_id if run else None)
         effects = list(step.effects)
         if run is not None:
-            result = await acts.run_function(run, self.inp.definition, self.state)
+            result = await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state)
             effects += self.step(result).effects
         out = self.function_result(effects)
         self.fn_results[req.event_id] = out

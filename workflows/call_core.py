@@ -79,7 +79,7 @@ class CallCore:
         task.add_done_callback(self.tasks.discard)
 
     async def run_in_background(self, eff: RunFunction) -> None:
-        result = await acts.run_function(eff, self.inp.definition, self.state)
+        result = await acts.run_function(eff, self.inp.definition, self.state, lambda: self.state.state)
         self.step(result)
 
     async def extract(self, eff: Extract) -> None:
