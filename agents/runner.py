@@ -22,6 +22,7 @@ from temporalio.client import Client
 
 from agents.controller import FlowController
 from agents.flow_agent import FlowAgent, LiveKitPort
+from agents.lease import AgentLease
 from agents.outbox import Outbox, workflow_sender
 from workflows.client import CallHandle
 from workflows.messages import Snapshot, Turn
@@ -80,7 +81,10 @@ async def attach_agent(
     idle_from_session: bool = True,
     heartbeat_s: float = HEARTBEAT_S,
     own_max_duration: bool = True,
+    lease: AgentLease | None = None,
 ) -> AgentRun:
+    if lease is not None:
+        await lease.acquire(call_id, agent_id)  # raises LeaseHeld: another agent is on the call
     call = CallHandle(client, call_id)
     snap = await call.attach(agent_id)
     outbox = Outbox(workflow_sender(call))
@@ -108,7 +112,7 @@ async def attach_agent(
     await session.start(agent, room=room) if room is not None else await session.start(agent)
     loop = asyncio.get_running_loop()
     if heartbeat_s > 0:
-        run.tasks.append(loop.create_task(_heartbeat(controller, heartbeat_s)))
+        run.tasks.append(loop.create_task(_heartbeat(run, heartbeat_s, lease)))
     if own_max_duration:
         settings = snap.definition.flow.settings
         started = snap.state.started_at or clock()
@@ -124,9 +128,15 @@ async def attach_agent(
     return run
 
 
-async def _heartbeat(controller: FlowController, every: float) -> None:
+async def _heartbeat(run: AgentRun, every: float, lease: AgentLease | None) -> None:
+    controller = run.controller
     while not controller.ended:
         controller.heartbeat()
+        if lease is not None and not await lease.renew(run.call.call_id, controller.agent_id):
+            log.warning("agent %s lost the lease of call %s; leaving the call", controller.agent_id,
+                        run.call.call_id)
+            await run.kill()
+            return
         await asyncio.sleep(every)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentServer, AgentSession, JobContext
 
+from agents.lease import AgentLease, LeaseHeld
 from agents.livekit_api import close_room, parse_job_metadata, register_livekit_dispatcher
 from agents.runner import attach_agent
 from callflow.loader import load_flow
@@ -69,8 +70,18 @@ async def entrypoint(ctx: JobContext) -> None:
                          api_secret=settings.livekit_api_secret.get_secret_value()
                          if settings.livekit_api_secret else None)
 
-    run = await attach_agent(client, call_id, agent_id, room=ctx.room, close_room=hang_up,
-                             session_factory=lambda snap: make_session(settings, snap))
+    lease = None
+    if settings.redis_url:
+        from redis.asyncio import Redis
+
+        lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.agent_timeout_s)
+    try:
+        run = await attach_agent(client, call_id, agent_id, room=ctx.room, close_room=hang_up, lease=lease,
+                                 session_factory=lambda snap: make_session(settings, snap))
+    except LeaseHeld as exc:  # a duplicate dispatch: the call already has a live agent
+        log.warning("not joining: %s", exc)
+        ctx.shutdown("another agent holds the call")
+        return
     finished = asyncio.Event()
 
     @ctx.room.on("participant_disconnected")

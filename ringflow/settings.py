@@ -68,6 +68,7 @@ class Settings(BaseSettings):
     stt: str = "openai"  # "openai" (plugin) or a LiveKit inference model string, e.g. "deepgram/nova-3"
     tts: str = "openai"  # "openai" (plugin) or a LiveKit inference model string
     vad: str = "silero"  # "silero" or "none"
+    redis_url: str | None = None  # one agent per call: a lease in Redis (RINGFLOW_REDIS_URL)
     dispatcher: str = "none"  # how a lost agent is replaced: "livekit", "local" (simulation), "none"
     inbound_flow: str | None = None  # flow file for inbound calls with no flow in the dispatch metadata
     inbound_flows: dict[str, str] = {}  # called number -> flow file (JSON in RINGFLOW_INBOUND_FLOWS)
@@ -107,6 +108,6 @@ def masked(settings: Settings) -> dict[str, Any]:
     for name, value in settings:
         if isinstance(value, SecretStr):
             out[name] = MASK if value.get_secret_value() else ""
-    for name in ("database_url", "webhook_url", "openai_base_url"):
+    for name in ("database_url", "webhook_url", "openai_base_url", "redis_url"):
         out[name] = mask_url(out.get(name))
     return out
