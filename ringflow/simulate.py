@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from agents.controller import Killed
+from agents.local_dispatch import LOCAL, register_local_dispatcher
 from agents.runner import AgentRun, attach_agent
 from callflow.loader import load_flow
 from ringflow.devstack import DevStack
@@ -43,6 +44,7 @@ from workflows.messages import Snapshot
 from workflows.worker import build_worker
 
 TURN_TIMEOUT_S = 60.0
+DISPATCH_AGENT_TIMEOUT_S = 1.0  # simulated calls notice a dead agent quickly
 
 
 class SimulationResult(BaseModel):
@@ -82,9 +84,11 @@ async def environment(address: str | None, data_dir: Path | None = None) -> Asyn
         address = stack.address
     llm = ScriptedLLM()
     base_url = await llm.start()
-    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RINGFLOW_DISPATCHER")}
     os.environ["OPENAI_BASE_URL"] = base_url  # the extraction activity runs in our worker
     os.environ["OPENAI_API_KEY"] = "scripted"
+    os.environ["RINGFLOW_DISPATCHER"] = "local"  # so does dispatch_agent: lost agents come back here
+    register_local_dispatcher()
     db_dir = tempfile.TemporaryDirectory(prefix="ringflow-sim-db-")
     try:
         client = await connect(address)
@@ -122,15 +126,20 @@ class _Killer:
 
 async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedLLM, *,
                      kill_at: int | None = None, kill_point: str | None = None,
-                     real_llm: bool = False) -> SimulationResult:
+                     real_llm: bool = False, resume: str = "attach") -> SimulationResult:
+    """``resume="dispatch"`` waits, after a kill, for the workflow to notice the silent agent
+    and dispatch a new one (through the local dispatcher), as in production; ``"attach"``
+    attaches the new agent at once (the kill tests, which exclude dispatch time)."""
     script, flow_path = load_script(path)
     definition = load_flow(flow_path)
     call_id = f"sim-{uuid.uuid4().hex[:10]}"
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
         lane.set_extract(node, values)
+    dispatches = LOCAL.watch(call_id) if resume == "dispatch" else None
     handle = await start_call(client, definition, task_queue=task_queue, call_id=call_id,
-                              variables=script.variables)
+                              variables=script.variables,
+                              agent_timeout_s=DISPATCH_AGENT_TIMEOUT_S if dispatches else 15.0)
     killer = _Killer(kill_point)
     result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id))
 
@@ -145,7 +154,8 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
     async def new_agent() -> AgentRun:
         return await attach_agent(client, call_id, f"sim-agent-{uuid.uuid4().hex[:6]}",
                                   session_factory=session_factory, kill_hook=killer,
-                                  idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+                                  idle_from_session=False, own_max_duration=False,
+                                  heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0)
 
     run = await new_agent()
     await run.session.wait_for_idle()  # the greeting is spoken before the caller answers
@@ -164,6 +174,8 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
             result.kills = 1
             killer.armed = False
             await run.kill()
+            if dispatches is not None:  # the workflow notices the silence and sends an agent
+                await asyncio.wait_for(dispatches.get(), TURN_TIMEOUT_S)
             run = await new_agent()
             continue  # replay this turn on the new agent
         i += 1
@@ -174,6 +186,7 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
         await asyncio.wait_for(ending, TURN_TIMEOUT_S)
     record = await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)
     await run.close()
+    LOCAL.forget(call_id)
     result.path = record.path
     result.end_reason = record.end_reason
     result.disposition = record.disposition
@@ -205,11 +218,11 @@ async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
 
 
 async def simulate(paths: list[Path], *, address: str | None = None, kill_at: int | None = None,
-                   real_llm: bool = False) -> list[SimulationResult]:
+                   real_llm: bool = False, resume: str = "dispatch") -> list[SimulationResult]:
     results: list[SimulationResult] = []
     async with environment(address) as (client, task_queue, llm, _stack):
         for path in paths:
             results.append(await run_script(path, client, task_queue, llm, kill_at=kill_at,
-                                            real_llm=real_llm))
+                                            real_llm=real_llm, resume=resume))
     return results
 
