@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.metrics import timed
 from callflow.inputs import type_ok
 from callflow.model import ExtractSpec
 
@@ -77,6 +78,11 @@ def _conversation(transcript: list[dict[str, Any]]) -> str:
 
 @activity.defn(name="extract_variables")
 async def extract_variables(inp: ExtractionInput) -> ExtractionOutput:
+    with timed("extraction", "llm"):
+        return await _extract(inp)
+
+
+async def _extract(inp: ExtractionInput) -> ExtractionOutput:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio import activity
 
+from activities.metrics import timed
 from callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager
 from callflow.handlers import HandlerModuleError, get_handler, load_module
 
@@ -94,4 +95,7 @@ async def call_handler(inp: HandlerInput) -> HandlerOutput:
 
 @activity.defn(name="run_handler")
 async def run_handler(inp: HandlerInput) -> HandlerOutput:
-    return await call_handler(inp)
+    with timed("function", "handler") as outcome:
+        out = await call_handler(inp)
+        outcome["ok"] = out.error is None
+    return out

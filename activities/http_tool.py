@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, field_validator
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.metrics import timed
 from activities.netguard import BlockedDestination, ResolutionError, VettedTarget, vet_url
 
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
@@ -79,6 +80,12 @@ class HttpTool:
 
     @activity.defn(name="http_tool")
     async def http_tool(self, req: HttpToolRequest) -> dict[str, Any]:
+        with timed("function", "http") as outcome:
+            result = await self._call(req)
+            outcome["ok"] = result.get("status") != "error"
+        return result
+
+    async def _call(self, req: HttpToolRequest) -> dict[str, Any]:
         cap = min(req.max_response_bytes or self.max_response_bytes, self.max_response_bytes)
         method: str = req.method
         url = req.url

@@ -78,8 +78,10 @@ async def test_worker_killed_mid_call_loses_nothing(temporal_client: Client, tas
     worker_process.kill()
     # While no worker runs, the agent keeps talking: signals are stored by the server.
     await agent.say(("user", "fine, Monday then"))
-    await agent.transition("offer", "wants_human")
     worker_process.start()
+    slots = await call.call_function(req("offer", "list_slots"))  # served by the new worker
+    assert slots.result == {"slots": ["Mon 9"]}
+    await agent.transition("offer", "wants_human")
     record = await wait_until(lambda: call.handle.result(), timeout=60, what="call result")
     assert record.path == ["verify", "offer", "offer", "handoff"]
     assert [t["text"] for t in record.transcript] == ["yes that's me", "fine, Monday then"]
@@ -94,6 +96,8 @@ async def test_worker_killed_mid_call_loses_nothing(temporal_client: Client, tas
 
     text = await wait_until(metrics_ready, timeout=20, what="ringflow metrics")
     assert "ringflow_calls_ended_total" in text and 'end_reason="completed"' in text
+    assert 'ringflow_function_runs_total{' in text and 'kind="handler"' in text
+    assert "ringflow_function_duration_seconds_bucket" in text and "ringflow_signal_lag_seconds_count" in text
 
 
 async def test_server_restarted_mid_call_keeps_state(temporal_server: DevStack, task_queue: str,

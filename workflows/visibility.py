@@ -35,7 +35,7 @@ class Visibility:
         self.transitions = meter.create_counter("ringflow_transitions", "Node transitions applied.")
         self.ended = meter.create_counter("ringflow_calls_ended", "Calls ended, by reason.")
         self.lag = meter.create_histogram_float(
-            "ringflow_signal_lag", "Agent event time to applied in the workflow.", "seconds")
+            "ringflow_signal_lag_seconds", "Agent event time to applied in the workflow.", "seconds")
         if inp.carry is None:
             meter.create_counter("ringflow_calls_started", "Calls started.").add(
                 1, {"flow": inp.definition.flow.flow})
