@@ -22,7 +22,33 @@ MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_ELEMENTS = 200_000
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+_NONE = object()
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    """A safe loader that refuses duplicate keys instead of keeping the last one silently.
+
+    In a branch table ``true`` and ``1`` are the same Python key (``True == 1``), and a
+    repeated node id would drop a whole node: both are mistakes worth an error.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                prior = seen.get(key, _NONE)  # a dict lookup: True and 1 collide as in the result
+            except TypeError:
+                continue  # an unhashable key: the base constructor reports it
+            if prior is not _NONE:
+                why = "" if type(prior) is type(key) else f" (it is the same key as {prior!r})"
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}{why}",
+                                                        key_node.start_mark)
+            seen[key] = key
+        return super().construct_mapping(node, deep=deep)
 
 
 @dataclass
@@ -128,6 +154,9 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return by_parent.get(parent, Flow if len(tail) == 1 else None)
 
 
+_SCALAR_TAGS = frozenset({"str", "int", "float", "bool"})
+
+
 def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], bool]:
     """Map a pydantic ``loc`` onto the user's data, dropping union-member tags.
 
@@ -144,13 +173,12 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], bool]:
         elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
             path.append(part)
             cur = cur[part]
+        elif part in _SCALAR_TAGS and isinstance(cur, dict | list):
+            mismatch = True  # the scalar member of a union, and the user gave a mapping or list
         elif i == len(loc) - 1 and isinstance(cur, dict):
             path.append(part)  # a missing or unknown key: name it
-        elif isinstance(part, str) and not (isinstance(cur, dict) and i == len(loc) - 1):
-            if part in ("str", "int", "float", "bool") and isinstance(cur, dict | list):
-                mismatch = True
-            elif part[:1].isupper() and not isinstance(cur, dict):
-                mismatch = True
+        elif isinstance(part, str) and part[:1].isupper() and not isinstance(cur, dict):
+            mismatch = True  # a model member of a union, and the user gave a scalar
     return path, mismatch
 
 

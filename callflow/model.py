@@ -82,7 +82,11 @@ class BranchTable(Strict):
     @classmethod
     def _canonical_keys(cls, cases: Any) -> Any:
         if isinstance(cases, dict):
-            return {canonical(k): v for k, v in cases.items()}
+            out = {canonical(k): v for k, v in cases.items()}
+            if len(out) != len(cases):
+                raise ValueError(f"two case keys are the same value once compared as text "
+                                 f"({', '.join(repr(k) for k in cases)}): keep one")
+            return out
         return cases
 
 

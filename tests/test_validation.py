@@ -585,3 +585,30 @@ def test_unreadable_file_raises_file_not_found_only(tmp_path: Path) -> None:
         validate_file(tmp_path / "missing.yaml")
     with pytest.raises(FileNotFoundError):
         validate_file(tmp_path)  # a directory
+
+
+def test_duplicate_yaml_keys_are_errors_not_silently_merged(tmp_path: Path) -> None:
+    """``true`` and ``1`` are one Python key: a branch table must not lose a case quietly."""
+    flow = tmp_path / "dup.yaml"
+    flow.write_text(
+        "flow: dup\nnodes:\n  a:\n    task: Hi.\n    functions:\n"
+        "      - name: f\n        capture: true\n        description: d\n"
+        "        parameters: {type: object, properties: {ok: {type: boolean}}}\n"
+        "        transition_to: {field: ok, cases: {true: b, 1: c}}\n"
+        "  b: {type: end, task: Bye.}\n  c: {type: end, task: Bye.}\n")
+    report = validate_file(flow)
+    assert not report.ok and "duplicate key 1 (it is the same key as True)" in report.errors[0].message
+    flow.write_text("flow: dup\nnodes:\n  a: {type: end, task: Hi.}\n  a: {type: end, task: Again.}\n")
+    report = validate_file(flow)
+    assert not report.ok and "duplicate key 'a'" in report.errors[0].message
+
+
+def test_case_keys_equal_as_text_are_an_error() -> None:
+    data = {"flow": "x", "nodes": {
+        "a": {"task": "t", "functions": [{
+            "name": "f", "capture": True, "description": "d",
+            "parameters": {"type": "object", "properties": {}},
+            "transition_to": {"field": "s", "cases": {1: "b", "1": "b"}}}]},
+        "b": {"type": "end", "task": "bye"}}}
+    report = validate_data(data)
+    assert [e.path for e in report.errors] == ["nodes.a.functions[0].transition_to.cases"]
