@@ -215,6 +215,10 @@ def worker() -> None:
     from workflows.worker import prometheus_runtime, run_worker_forever
 
     settings = get_settings()
+    if settings.dispatcher == "livekit":  # dispatch_agent runs here: lost agents are re-dispatched
+        from agents.livekit_api import register_livekit_dispatcher
+
+        register_livekit_dispatcher()
 
     async def go() -> None:
         runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
