@@ -248,8 +248,12 @@ class FlowController:
         now = self.clock()
         step = self.engine.apply(self.state, UserIdle(at=now))
         self.state = step.state
-        self.outbox.put(CallEvent(event_id=self.event_id("idle"), seq=self.next_seq(), kind="user_idle",
-                                  at=now))
+        if not self.state.ended:
+            self.outbox.put(CallEvent(event_id=self.event_id("idle"), seq=self.next_seq(), kind="user_idle",
+                                      at=now))
+        # Giving up: the goodbye is said first and ``finish`` then sends the hangup (reason
+        # user_idle), as for max_duration. Sending the idle event now would end the workflow
+        # before the goodbye's turn reached it, and the record would lack the goodbye.
         await self.apply(step.effects)
 
     async def on_max_duration(self) -> None:

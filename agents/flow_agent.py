@@ -8,6 +8,7 @@ function tools built from the engine's tool specs, each forwarding to the contro
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -23,10 +24,21 @@ SUMMARY_PROMPT = ("Summarise the conversation so far in three sentences for whoe
                   "who the caller is, what they want, and what was agreed.")
 
 
+def result_text(result: Any) -> str | None:
+    """A result as the LLM reads it: JSON (livekit would otherwise send ``str()`` of a dict,
+    Python's repr with single quotes, ``True`` and ``None``)."""
+    if result is None or isinstance(result, str):
+        return result
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
 def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunctionTool:
     async def call(raw_arguments: dict[str, Any]) -> lk_llm.ToolResult:
         out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
-        return lk_llm.ToolResult(out.result, reply_required=out.reply_required)
+        text = result_text(out.result)
+        if out.error:  # the same {"status": "error", ...} text, flagged as an error output
+            raise lk_llm.ToolError(text or "error")
+        return lk_llm.ToolResult(text, reply_required=out.reply_required)
 
     schema: dict[str, Any] = {"name": spec.name, "description": spec.description,
                               "parameters": spec.parameters}
@@ -43,6 +55,14 @@ class FlowAgent(Agent):
         self.controller = controller
         tools = [build_tool(t, controller) for t in first.tools] if first else []
         super().__init__(instructions=first.prompt if first else "", tools=tools, chat_ctx=chat_ctx)
+        if first is not None:
+            self.set_interruptible(first.allow_interrupt)
+
+    def set_interruptible(self, allow: bool) -> None:
+        """The node's ``allow_interrupt`` as this agent's default: livekit reads it for every
+        speech it creates itself (replies to the caller, replies to tool results). It has no
+        public setter, hence the private attribute."""
+        self._allow_interruptions = allow
 
 
 class LiveKitPort:
@@ -55,16 +75,25 @@ class LiveKitPort:
         self.ending: asyncio.Task[None] | None = None
 
     async def set_node(self, eff: SetNode) -> None:
+        self.agent.set_interruptible(eff.allow_interrupt)
         await self.agent.update_instructions(eff.prompt)
         await self.agent.update_tools([build_tool(t, self.agent.controller) for t in eff.tools])
         if eff.context == "reset":
-            await self.agent.update_chat_ctx(lk_llm.ChatContext.empty())
+            await self.agent.update_chat_ctx(self.cleared())
         elif eff.context == "reset_with_summary":
             summary = await self.summarise()
-            ctx = lk_llm.ChatContext.empty()
             if summary:
+                ctx = self.cleared()
                 ctx.add_message(role="assistant", content=f"(Summary of the call so far: {summary})")
                 await self.agent.update_chat_ctx(ctx)
+
+    def cleared(self) -> lk_llm.ChatContext:
+        """An empty context but for the instructions, kept as the same item so they stay first:
+        livekit orders items by creation time, and with a fresh instructions message the
+        transition's own tool call (made earlier, inside which this runs) would precede it."""
+        ctx = lk_llm.ChatContext.empty()
+        ctx.items.extend(i for i in self.agent.chat_ctx.items if i.type == "message" and i.role == "system")
+        return ctx
 
     async def summarise(self) -> str | None:
         """``reset_with_summary``: the LLM summarises under a timeout; on failure, keep all."""
