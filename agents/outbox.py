@@ -20,7 +20,7 @@ Guarantees, and why they are enough:
   :class:`OutboxFull` and keeps what is queued. A full outbox means the workflow has been
   unreachable for a long time; the caller decides (usually: end the call), rather than the
   outbox silently dropping the oldest events or growing without limit.
-* **Hung sends are bounded.** Each ``send`` runs under ``asyncio.wait_for(send_timeout_s)``
+* **Hung sends are bounded.** Each ``send`` runs under ``asyncio.timeout(send_timeout_s)``
   and a timeout counts as a failure, so a half-open connection cannot stall the queue.
 
 Heartbeat coalescing: heartbeats carry no ``seq`` and only tell the workflow the agent is
@@ -62,6 +62,11 @@ class OutboxFull(RuntimeError):
 
 class OutboxClosed(RuntimeError):
     """``put`` after ``close``/``abandon``: nothing would ever send the event."""
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def backoff_delay(attempt: int, initial_s: float, max_s: float,
@@ -193,11 +198,13 @@ class Outbox:
             if not await self.flush(flush_timeout):
                 log.warning("outbox closed with %d events undelivered after %.1f s", self.pending,
                             flush_timeout)
+            self._stop()  # the sender also checks this, should a send swallow the cancel
             task.cancel()
             try:
                 await task
             except asyncio.CancelledError:
-                pass
+                if _cancelling():
+                    raise  # close() itself was cancelled: don't swallow that
         elif self._live:
             log.warning("outbox closed with %d events never sent (it was not running)", self._live)
         self._stop()
@@ -206,9 +213,9 @@ class Outbox:
         """Stop at once without flushing, as a crash would: pending events are never sent
         (``pending`` still counts them, to say what was lost)."""
         self._closed = True
+        self._stop()
         if self._task is not None:
             self._task.cancel()
-        self._stop()
 
     # --- observation --------------------------------------------------------------------
     @property
@@ -225,7 +232,7 @@ class Outbox:
     # --- sender task --------------------------------------------------------------------
     async def _run(self) -> None:
         attempt = 0
-        while True:
+        while not self._stopped:
             if not self._inflight:
                 self._take_batch()
                 if not self._inflight:
@@ -234,13 +241,16 @@ class Outbox:
                     continue
             batch = [s.event for s in self._inflight]
             try:
-                await asyncio.wait_for(self._send(batch), self.send_timeout_s)
+                # asyncio.timeout, not wait_for: on 3.11, wait_for returns (or raises) the send's
+                # own outcome when a cancel lands as the send finishes, swallowing the cancel,
+                # and close() then waits forever for a task that keeps retrying.
+                async with asyncio.timeout(self.send_timeout_s):
+                    await self._send(batch)
             except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
+                if self._stopped or _cancelling():
                     raise  # close/abandon
                 self._failed(asyncio.CancelledError("send was cancelled"), attempt)
-            except Exception as exc:
+            except Exception as exc:  # TimeoutError included: a hung send is a failed send
                 self._failed(exc, attempt)
             else:
                 if attempt:
@@ -248,6 +258,8 @@ class Outbox:
                 self._acknowledge()
                 attempt = 0
                 continue
+            if self._stopped:
+                return
             await asyncio.sleep(backoff_delay(attempt, self.initial_backoff_s, self.max_backoff_s))
             attempt += 1
 
