@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.visibility import Visibility
 
 TRANSCRIPT_TAIL = 50
+LATE_TIMER_S = 5.0
 
 
 @workflow.defn(name="CallWorkflow")
@@ -142,10 +143,16 @@ class CallWorkflow(CallCore):
             if self.state.ended:
                 break
             now = workflow.now().timestamp()
+            # A timer firing long after it was due means Temporal (or every worker) was down,
+            # not just the agent: its events could not arrive either, so it gets a fresh timeout.
+            fired_late = timer is not None and timer.done() and now - timer_at > LATE_TIMER_S
             if now >= deadline:
                 self.step(MaxDuration(at=now))
             elif self.status == "live" and now - self.last_seen >= inp.agent_timeout_s:
-                await self.agent_lost()
+                if fired_late:
+                    self.last_seen = now
+                else:
+                    await self.agent_lost()
             elif self.should_continue_as_new():
                 await self.continue_as_new()
         await self.final_turn()
