@@ -93,17 +93,17 @@ def _parse(text: str, name: str) -> Any:
         raise ValueError(" ".join(f"not valid YAML: {exc}".split())) from None
 
 
-def check_bounds(data: Any) -> str | None:
+def check_bounds(data: Any, max_depth: int = MAX_DEPTH, max_elements: int = MAX_ELEMENTS) -> str | None:
     """Refuse shapes no flow has: absurd depth or size (including alias expansion)."""
     stack: list[tuple[Any, int]] = [(data, 0)]
     seen = 0
     while stack:
         value, depth = stack.pop()
         seen += 1
-        if seen > MAX_ELEMENTS:
-            return f"more than {MAX_ELEMENTS} elements"
-        if depth > MAX_DEPTH:
-            return f"nested deeper than {MAX_DEPTH} levels"
+        if seen > max_elements:
+            return f"more than {max_elements} elements"
+        if depth > max_depth:
+            return f"nested deeper than {max_depth} levels"
         if isinstance(value, dict):
             stack.extend((v, depth + 1) for v in value.values())
             stack.extend((k, depth + 1) for k in value if not isinstance(k, str | int | float | bool))

@@ -16,6 +16,7 @@ from callflow.importers._yaml import to_yaml
 from callflow.importers.dograh import import_dograh
 from callflow.importers.pipecat_editor import import_pipecat_editor
 from callflow.importers.pipecat_legacy import import_pipecat_legacy
+from callflow.loader import check_bounds
 
 SOURCES = ("dograh", "pipecat", "pipecat-legacy")
 MAX_DEPTH = 60
@@ -50,20 +51,7 @@ def import_flow(source: str, data: object, *, name: str | None = None) -> Import
 def _too_big(data: object) -> str | None:
     """Refuse absurd nesting or size up front: no flow has it, and the converted flow
     must stay within what the validator accepts (it gains a level or two)."""
-    stack: list[tuple[object, int]] = [(data, 0)]
-    seen = 0
-    while stack:
-        value, depth = stack.pop()
-        seen += 1
-        if seen > MAX_ELEMENTS:
-            return f"more than {MAX_ELEMENTS} elements"
-        if depth > MAX_DEPTH:
-            return f"nested deeper than {MAX_DEPTH} levels"
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-    return None
+    return check_bounds(data, MAX_DEPTH, MAX_ELEMENTS)
 
 
 def detect_source(data: object) -> str | None:
