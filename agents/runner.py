@@ -24,6 +24,7 @@ from agents.controller import FlowController
 from agents.flow_agent import FlowAgent, LiveKitPort
 from agents.lease import AgentLease
 from agents.outbox import Outbox, workflow_sender
+from callflow.effects import Effect, LLMTurn, Say
 from workflows.client import CallHandle
 from workflows.messages import Snapshot, Turn
 
@@ -32,13 +33,41 @@ HEARTBEAT_S = 5.0
 MAX_DURATION_MARGIN_S = 5.0
 
 
-def chat_context(turns: list[Turn]) -> lk_llm.ChatContext:
-    """The conversation so far, for an agent that takes over mid-call."""
+def chat_context(turns: list[Turn], node: str | None = None) -> lk_llm.ChatContext:
+    """The conversation so far, for an agent that takes over mid-call; with ``node``, only
+    the turns since the call came to that node (one entered with a context reset)."""
+    if node is not None:
+        start = len(turns)
+        while start > 0 and turns[start - 1].node == node:
+            start -= 1
+        turns = turns[start:]
     ctx = lk_llm.ChatContext.empty()
     for t in turns:
         if t.role in ("user", "assistant") and t.text:
             ctx.add_message(role=t.role, content=t.text)
     return ctx
+
+
+def unsaid_last_turn(controller: FlowController, snap: Snapshot) -> list[Effect]:
+    """The end node's last turn, when the call reached it but nobody has said it yet.
+
+    Entering an end node ends the call at once in the engine, and the workflow then waits
+    for the agent to speak the node's turn (the goodbye, what the end node's extraction
+    reads) and hang up. An agent that died in between (after a node function routed the
+    call there, before the reply) leaves a call that is ended but unspoken: its successor
+    must say that turn before hanging up, not drop the caller in silence.
+    """
+    state = snap.state
+    if state.end_reason != "completed" or state.node is None:
+        return []
+    if any(t.role == "assistant" and t.node == state.node and t.text for t in snap.transcript_tail):
+        return []  # said already: only the hangup is missing
+    set_node = controller.engine.snapshot(state)
+    if set_node is None or controller.engine.flow.nodes[set_node.node].node.type != "end":
+        return []
+    turn: Effect = (Say(text=set_node.greeting, allow_interrupt=set_node.allow_interrupt)
+                    if set_node.greeting else LLMTurn())
+    return [set_node.model_copy(update={"context": "append"}), turn]
 
 
 @dataclass
@@ -56,6 +85,9 @@ class AgentRun:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def kill(self) -> None:
+        # Dead as a crashed process: what the closing session still emits (a reply that was
+        # under way) must not reach the controller, whose outbox is gone (OutboxClosed).
+        self.controller.dead = True
         self.outbox.abandon()
         for t in self.tasks:
             t.cancel()
@@ -91,7 +123,9 @@ async def attach_agent(
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)
     resumed = bool(snap.transcript_tail)
-    agent = FlowAgent(controller, controller.current_tools(), chat_context(snap.transcript_tail))
+    first = controller.current_tools()
+    since = first.node if first is not None and first.context != "append" else None
+    agent = FlowAgent(controller, first, chat_context(snap.transcript_tail, since))
     session = session_factory(snap)
     port = LiveKitPort(session, agent, close=close_room)
     controller.bind(port)
@@ -119,9 +153,10 @@ async def attach_agent(
         left = started + settings.max_duration_s - MAX_DURATION_MARGIN_S - clock()
         run.tasks.append(loop.create_task(_max_duration(controller, max(0.0, left))))
     if snap.ended:
+        await controller.apply(unsaid_last_turn(controller, snap))
         await port.end_call(snap.state.end_reason or "completed")
-    elif resumed:
-        await controller.apply([e for e in controller.entry_effects()
+    elif resumed:  # the context is rebuilt above as the node's strategy left it: no new reset
+        await controller.apply([e.model_copy(update={"context": "append"}) for e in controller.entry_effects()
                                 if e.type in ("set_node",)])
     else:
         await controller.apply(controller.start_effects())

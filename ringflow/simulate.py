@@ -166,6 +166,12 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
         if not real_llm:
             lane.replace_replies([t.llm for t in script.turns[i:] if t.llm is not None])
         killer.armed = kill_at == i and result.kills == 0
+        if killer.armed:
+            # Only turn i is replayed after the kill, so the turns before it must be in the
+            # workflow by then. In a real call they are (turns are seconds apart); here they
+            # are milliseconds apart, and a transition or transcript turn of turn i-1 still in
+            # the outbox would die with the agent and change the call.
+            await run.outbox.flush(timeout=TURN_TIMEOUT_S)
         try:
             await asyncio.wait_for(_play(run, turn, f"t{i}", idle_s), TURN_TIMEOUT_S)
         except Killed:
