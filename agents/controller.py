@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agents.outbox import Outbox
+from agents.outbox import DeferredTransition, Outbox
 from callflow.effects import (
     EFFECTS_ADAPTER,
     Effect,
@@ -42,20 +42,12 @@ from workflows.messages import (
     HangupEvent,
     Heartbeat,
     Snapshot,
-    TransitionEvent,
     Turn,
     TurnsEvent,
 )
 
 log = logging.getLogger(__name__)
 WRAP_UP = "The call has reached its time limit: wrap up in one short sentence and say goodbye."
-
-
-# Validated exactly as ``TransitionEvent(**fields)`` would be, without the Python-level
-# ``BaseModel.__init__`` wrapper around the same validator: a quarter of the event's cost,
-# on the path every transition takes (bench/agent.py, ``transition_hot_path``).
-_transition_event: Callable[[dict[str, Any]], TransitionEvent] = (
-    TransitionEvent.__pydantic_validator__.validate_python)
 
 
 class SessionPort(Protocol):
@@ -168,8 +160,7 @@ class FlowController:
             return ToolOutcome(result, reply_required=True, error=True)
         self.state = step.state
         self.point("after_local_transition")  # applied here, its signal not yet queued
-        self.outbox.put(_transition_event({"event_id": eid, "seq": self.next_seq(), "from_node": node or "",
-                                           "name": name, "args": args, "at": now}))
+        self.outbox.put(DeferredTransition(eid, self.next_seq(), node or "", name, args, now))  # type: ignore[arg-type]
         if runs:
             await self.settle()  # an action node: its function runs in the workflow
         else:

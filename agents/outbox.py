@@ -44,9 +44,10 @@ import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 from workflows.client import MAX_SIGNAL_BYTES, CallHandle
-from workflows.messages import MAX_BATCH, AgentEvent, EventBatch, Heartbeat
+from workflows.messages import MAX_BATCH, AgentEvent, EventBatch, Heartbeat, TransitionEvent
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +325,31 @@ class Outbox:
         self._stop()
 
 
+class DeferredTransition:
+    """A transition event whose model is built by the sender, not on the hot path.
+
+    The LLM's transition must cost the caller as little as an in-memory engine would; the
+    pydantic model of the signal is half of what durability adds there, so it is built
+    when the batch is sent. Its fields are already checked by the engine that accepted
+    the transition.
+    """
+
+    __slots__ = ("args", "at", "event_id", "from_node", "name", "seq")
+
+    def __init__(self, event_id: str, seq: int, from_node: str, name: str, args: dict[str, Any],
+                 at: float) -> None:
+        self.event_id, self.seq, self.from_node = event_id, seq, from_node
+        self.name, self.args, self.at = name, args, at
+
+    def build(self) -> TransitionEvent:
+        return TransitionEvent(event_id=self.event_id, seq=self.seq, from_node=self.from_node,
+                               name=self.name, args=self.args, at=self.at)
+
+
+def built(events: list[Any]) -> list[AgentEvent]:
+    return [e.build() if type(e) is DeferredTransition else e for e in events]
+
+
 def _chunks(events: list[AgentEvent], limit: int) -> Iterator[list[AgentEvent]]:
     """Consecutive runs of ``events`` whose EventBatch JSON stays under ``limit`` bytes, so
     a batch of long turns becomes several signals instead of one the client refuses."""
@@ -351,7 +377,7 @@ def workflow_sender(handle: CallHandle) -> Send:
     ``abandon`` the outbox (the call is over) rather than let it retry until close.
     """
     async def send(events: list[AgentEvent]) -> None:
-        for chunk in _chunks(events, MAX_SIGNAL_BYTES):
+        for chunk in _chunks(built(events), MAX_SIGNAL_BYTES):
             await handle.batch(EventBatch(events=chunk))
 
     return send
