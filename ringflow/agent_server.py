@@ -32,16 +32,26 @@ SIP_CALLER = "sip.phoneNumber"
 SIP_CALLED = "sip.trunkPhoneNumber"
 
 
+_OPENAI_CLIENTS: dict[tuple[str | None, str | None], Any] = {}
+
+
+def shared_openai_client(base_url: str | None, api_key: str | None) -> Any:
+    """One HTTP client per process: building one (its TLS context) costs ~50 ms, which a
+    resuming agent would otherwise pay on every attach while the caller waits."""
+    import openai
+
+    key = (base_url, api_key)
+    if key not in _OPENAI_CLIENTS:
+        _OPENAI_CLIENTS[key] = openai.AsyncClient(base_url=base_url, api_key=api_key or "unset")
+    return _OPENAI_CLIENTS[key]
+
+
 def make_session(settings: Settings, snap: Snapshot) -> AgentSession:
     """STT, LLM, TTS and VAD chosen by settings; the LLM is any OpenAI-compatible server."""
     from livekit.plugins import openai as lk_openai
 
-    extra: dict[str, Any] = {}
-    if settings.openai_base_url:
-        extra["base_url"] = settings.openai_base_url
-    if settings.openai_api_key:
-        extra["api_key"] = settings.openai_api_key.get_secret_value()
-    llm = lk_openai.LLM(model=settings.llm_model, **extra)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    llm = lk_openai.LLM(model=settings.llm_model, client=shared_openai_client(settings.openai_base_url, key))
     stt: Any = lk_openai.STT() if settings.stt == "openai" else settings.stt
     tts: Any = lk_openai.TTS() if settings.tts == "openai" else settings.tts
     vad: Any = None

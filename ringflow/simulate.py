@@ -34,6 +34,7 @@ from agents.controller import Killed
 from agents.local_dispatch import LOCAL, register_local_dispatcher
 from agents.runner import AgentRun, attach_agent
 from callflow.loader import load_flow
+from ringflow.agent_server import shared_openai_client
 from ringflow.devstack import DevStack
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import check, load_script
@@ -147,7 +148,7 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
         if real_llm:
             model = lk_openai.LLM(model=os.environ.get("RINGFLOW_LLM_MODEL", "gpt-4o-mini"))
         else:
-            model = lk_openai.LLM(model="scripted", base_url=llm.base_url, api_key="scripted",
+            model = lk_openai.LLM(model="scripted", client=shared_openai_client(llm.base_url, "scripted"),
                                   extra_headers={"X-Ringflow-Script": call_id})
         return AgentSession(llm=model, user_away_timeout=None)
 
