@@ -113,6 +113,7 @@ async def attach_agent(
     idle_from_session: bool = True,
     heartbeat_s: float = HEARTBEAT_S,
     own_max_duration: bool = True,
+    answer_pending: bool = True,
     lease: AgentLease | None = None,
 ) -> AgentRun:
     if lease is not None:
@@ -158,6 +159,10 @@ async def attach_agent(
     elif resumed:  # the context is rebuilt above as the node's strategy left it: no new reset
         await controller.apply([e.model_copy(update={"context": "append"}) for e in controller.entry_effects()
                                 if e.type in ("set_node",)])
+        last = snap.transcript_tail[-1]
+        if answer_pending and last.role == "user":
+            # The caller spoke and the dead agent never answered: answer now, not after a silence.
+            port.reply(None, agent.allow_interruptions is not False)
     else:
         await controller.apply(controller.start_effects())
     return run

@@ -156,6 +156,7 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
         return await attach_agent(client, call_id, f"sim-agent-{uuid.uuid4().hex[:6]}",
                                   session_factory=session_factory, kill_hook=killer,
                                   idle_from_session=False, own_max_duration=False,
+                                  answer_pending=False,  # the simulator replays the killed turn
                                   heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0)
 
     run = await new_agent()

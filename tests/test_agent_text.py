@@ -467,6 +467,22 @@ async def test_a_new_agent_resumes_where_the_killed_one_was_without_greeting_aga
     assert [t.text for t in transcript].count(GREETING) == 1
 
 
+async def test_a_resumed_agent_answers_the_caller_the_dead_one_left_unanswered(tc: TextCall) -> None:
+    """The caller spoke, the agent died before replying: its successor answers at once
+    instead of leaving the caller in silence until the idle timer."""
+    first = tc.run
+    first.controller.on_turn("user", "Hello, is anyone there?")
+    assert await first.outbox.flush(timeout=5)
+    await first.kill()
+    before = len(tc.speeches)
+    tc.reply(say("Yes, I'm here. How can I help?"))
+    second = await tc.attach()
+    assert second.resumed
+    assert [s.source for s in tc.speeches[before:]] == ["generate_reply"]
+    answer = tc.chats()[-1]
+    assert said(answer, "user")[-1] == "Hello, is anyone there?"
+
+
 async def test_resume_on_a_reset_node_keeps_only_that_nodes_conversation(tc: TextCall) -> None:
     """A node entered with ``context: reset`` does not see earlier nodes; an agent that
     takes over there must not either, but must keep what was said on the node itself."""
