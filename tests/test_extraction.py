@@ -9,7 +9,6 @@ the worker's environment; the worker runs in this process).
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -20,8 +19,7 @@ from temporalio.exceptions import ApplicationError
 from activities.extraction import ExtractionInput, extract_variables, response_schema
 from callflow.model import ExtractSpec
 from ringflow.scripted_llm import ScriptedLLM
-from tests.wfkit import Agent, running_worker, start, wait_state
-from workflows.messages import CallFunctionRequest
+from tests.wfkit import Agent, req, running_worker, start, wait_state
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")  # the endpoint and the worker share the test's loop
 
@@ -36,10 +34,6 @@ async def llm(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ScriptedLLM]:
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("RINGFLOW_LLM_MODEL", MODEL)
         yield server
-
-
-def req(node: str, name: str, **args: object) -> CallFunctionRequest:
-    return CallFunctionRequest(event_id=f"fn-{uuid.uuid4().hex[:8]}", node=node, name=name, args=args)
 
 
 # --- the activity on its own ------------------------------------------------------------

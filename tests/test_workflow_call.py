@@ -9,12 +9,8 @@ from temporalio.client import Client, WorkflowFailureError
 
 from activities.persistence import load_call
 from callflow.errors import FlowError
-from tests.wfkit import Agent, running_worker, start, wait_state
-from workflows.messages import CallFunctionRequest, Turn, TurnsEvent
-
-
-def req(node: str, name: str, **args: object) -> CallFunctionRequest:
-    return CallFunctionRequest(event_id=f"fn-{uuid.uuid4().hex[:8]}", node=node, name=name, args=args)
+from tests.wfkit import Agent, req, running_worker, start, wait_state
+from workflows.messages import Turn, TurnsEvent
 
 
 async def test_happy_path_transition_and_branch_table(temporal_client: Client, task_queue: str,

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import urllib.request
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
@@ -19,12 +18,7 @@ from temporalio.client import Client
 from activities.persistence import load_transcript
 from ringflow.devstack import DevStack
 from tests.conftest import free_port
-from tests.wfkit import Agent, running_worker, start, wait_state, wait_until
-from workflows.messages import CallFunctionRequest
-
-
-def req(node: str, name: str, **args: object) -> CallFunctionRequest:
-    return CallFunctionRequest(event_id=f"fn-{uuid.uuid4().hex[:8]}", node=node, name=name, args=args)
+from tests.wfkit import Agent, req, running_worker, start, wait_state, wait_until
 
 
 class WorkerProcess:

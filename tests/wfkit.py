@@ -16,7 +16,7 @@ from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.settings import Settings
 from workflows.client import CallHandle, start_call
-from workflows.messages import TransitionEvent, Turn, TurnsEvent
+from workflows.messages import CallFunctionRequest, TransitionEvent, Turn, TurnsEvent
 from workflows.worker import build_worker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wf"
@@ -24,6 +24,11 @@ FIXTURES = Path(__file__).parent / "fixtures" / "wf"
 
 def clinic() -> FlowDefinition:
     return load_flow(FIXTURES / "clinic.yaml")
+
+
+def req(node: str, name: str, **args: object) -> CallFunctionRequest:
+    """A ``call_function`` request with a fresh event id, as the agent sends for each tool call."""
+    return CallFunctionRequest(event_id=f"fn-{uuid.uuid4().hex[:8]}", node=node, name=name, args=args)
 
 
 def settings_for(database_url: str, **extra: Any) -> Settings:
