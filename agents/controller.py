@@ -32,7 +32,7 @@ from callflow.effects import (
     SetNode,
     ToolResponse,
 )
-from callflow.engine import Engine
+from callflow.engine import Engine, Step
 from callflow.events import CallStarted, FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
 from callflow.state import CallState
 from workflows.client import CallHandle
@@ -59,11 +59,38 @@ class SessionPort(Protocol):
     async def end_call(self, reason: str) -> None: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolOutcome:
     result: Any
     reply_required: bool
     error: bool = False
+
+
+def call_locally(engine: Engine, state: CallState, name: str, args: dict[str, Any],
+                 at: float) -> tuple[Step, ToolOutcome, bool]:
+    """A function the engine decides alone (transition, capture), as any engine answering an
+    LLM applies it: the step, what the LLM is told, and whether an action node was entered
+    (its function runs in the workflow). Nothing durable happens here: the agent bench's
+    baseline calls this too, so what it measures beside it is durability alone.
+
+    One pass over the effects with exact type tests: effects are final classes, and
+    pydantic's isinstance is slow."""
+    step = engine.apply(state, FunctionCalled(name=name, args=args, node=state.node, at=at))
+    resp: ToolResponse | None = None
+    runs = False
+    for e in step.effects:
+        kind = type(e)
+        if kind is ToolResponse:
+            if resp is None:
+                resp = e  # type: ignore[assignment]
+        elif kind is RunFunction:
+            runs = True
+    if resp is None:
+        reason = next((e.reason for e in step.effects if type(e) is Rejected), "not applied")  # type: ignore[attr-defined]
+        return step, ToolOutcome({"status": "error", "error": reason}, True, True), False
+    if resp.error:
+        return step, ToolOutcome(resp.result, True, True), False
+    return step, ToolOutcome(resp.result, resp.run_llm), runs
 
 
 class Killed(Exception):
@@ -87,6 +114,9 @@ class FlowController:
         self.step_no = 0
         self.end_reason: str | None = snapshot.state.end_reason if snapshot.ended else None
         self.dead = False
+        # (node, function) pairs that run in the workflow (handler and HTTP functions)
+        self.remote = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
+                                for fn_name, fn in cnode.functions.items() if fn.kind in ("handler", "http"))
 
     # --- plumbing ---------------------------------------------------------------------
     def bind(self, port: SessionPort) -> None:
@@ -131,41 +161,30 @@ class FlowController:
 
     # --- the hot path -----------------------------------------------------------------
     async def on_tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
-        self.point("tool_call")
-        eid = self.event_id(f"fn:{name}")
+        # This runs while the caller waits for the next node, so durability costs it as
+        # little as it can: kill points only when a hook is set, the event's id and model
+        # built later by the outbox sender, and a put that never awaits.
+        if self.kill_hook is not None or self.dead:
+            self.point("tool_call")
+        self.step_no += 1
         node = self.state.node
-        cnode = self.engine.flow.nodes.get(node or "")
-        fn = cnode.functions.get(name) if cnode is not None else None
-        if fn is not None and fn.kind in ("handler", "http"):
-            return await self.remote_function(eid, name, args)
+        if (node, name) in self.remote:
+            return await self.remote_function(f"{self.turn_key}:{self.step_no}:fn:{name}", name, args)
         now = self.clock()
-        step = self.engine.apply(self.state, FunctionCalled(name=name, args=args, node=node, at=now))
-        # One pass over the effects (this runs while the caller waits for the next node):
-        # the tool's response, the reason it was refused, whether an action node must run.
-        # Exact type tests: effects are final classes, and pydantic's isinstance is slow.
-        resp: ToolResponse | None = None
-        rejected: Rejected | None = None
-        runs = False
-        for e in step.effects:
-            kind = type(e)
-            if kind is ToolResponse and resp is None:
-                resp = e  # type: ignore[assignment]
-            elif kind is Rejected and rejected is None:
-                rejected = e  # type: ignore[assignment]
-            elif kind is RunFunction:
-                runs = True
-        if resp is None or resp.error:
-            result = resp.result if resp is not None else {
-                "status": "error", "error": rejected.reason if rejected else "not applied"}
-            return ToolOutcome(result, reply_required=True, error=True)
+        step, out, runs = call_locally(self.engine, self.state, name, args, now)
+        if out.error:
+            return out
         self.state = step.state
-        self.point("after_local_transition")  # applied here, its signal not yet queued
-        self.outbox.put(DeferredTransition(eid, self.next_seq(), node or "", name, args, now))  # type: ignore[arg-type]
+        if self.kill_hook is not None:
+            self.point("after_local_transition")  # applied here, its signal not yet queued
+        self.seq += 1
+        self.outbox.put(DeferredTransition(self.turn_key, self.step_no, self.seq, node or "", name, args,  # type: ignore[arg-type]
+                                           now))
         if runs:
             await self.settle()  # an action node: its function runs in the workflow
         else:
             await self.apply(step.effects)
-        return ToolOutcome(resp.result, reply_required=resp.run_llm)
+        return out
 
     async def remote_function(self, eid: str, name: str, args: dict[str, Any]) -> ToolOutcome:
         req = CallFunctionRequest(event_id=eid, node=self.state.node or "", name=name, args=args,

@@ -82,13 +82,12 @@ def backoff_delay(attempt: int, initial_s: float, max_s: float,
 class _Slot:
     """One queued event. ``ticket`` is its put order; ``cover`` is the oldest ticket whose
     delivery it stands for (lower than ``ticket`` only for a heartbeat that superseded older
-    ones), which is what ``flush`` waits on."""
+    ones, which sets it after construction), which is what ``flush`` waits on."""
 
     __slots__ = ("cover", "event", "live", "put_at", "ticket")
 
-    def __init__(self, ticket: int, event: AgentEvent, put_at: float, cover: int | None = None) -> None:
-        self.ticket = ticket
-        self.cover = ticket if cover is None else cover
+    def __init__(self, ticket: int, event: AgentEvent, put_at: float) -> None:
+        self.ticket = self.cover = ticket
         self.event = event
         self.put_at = put_at
         self.live = True
@@ -123,7 +122,7 @@ class Outbox:
         self._last_ticket = 0
         self._acked_ticket = 0  # every ticket up to this one is delivered (or superseded)
         self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
-        self._wake = asyncio.Event()
+        self._sleeper: asyncio.Future[None] | None = None  # the idle sender waits on it
         self._task: asyncio.Task[None] | None = None
         self._closed = False  # no more puts
         self._stopped = False  # no more sends
@@ -134,11 +133,26 @@ class Outbox:
     # --- producer side (the audio loop) -----------------------------------------------
     def put(self, event: AgentEvent) -> None:
         """Queue ``event``; never awaits. Raises :class:`OutboxFull` when ``max_events`` are
-        waiting (nothing queued is dropped) and :class:`OutboxClosed` after close/abandon."""
+        waiting (nothing queued is dropped) and :class:`OutboxClosed` after close/abandon.
+
+        This runs on the transition hot path, so it is an append and, when the sender is
+        asleep, one wake-up: no clock other than the slot's age, no isinstance on pydantic
+        classes (an exact type test; agent events are final classes)."""
         if self._closed:
             raise OutboxClosed("the outbox is closed")
+        if type(event) is Heartbeat:
+            self._put_heartbeat(event)
+            return
+        if self._live >= self.max_events:
+            raise OutboxFull(f"{self._live} events waiting for the workflow (max_events={self.max_events})")
+        self._last_ticket += 1
+        self._queue.append(_Slot(self._last_ticket, event, time.monotonic()))
+        self._live += 1
+        self._wake()
+
+    def _put_heartbeat(self, event: Heartbeat) -> None:
         hb = self._hb
-        if isinstance(event, Heartbeat) and hb is not None:
+        if hb is not None:
             self._last_ticket += 1
             if self._queue and self._queue[-1] is hb:
                 hb.event, hb.ticket = event, self._last_ticket  # newest already last: replace
@@ -146,19 +160,27 @@ class Outbox:
             # Supersede: the old one is skipped when reached, the new one stands for it in
             # flush and age. Dead slots are bounded by the live events between them.
             hb.live = False
-            self._hb = _Slot(self._last_ticket, event, hb.put_at, cover=hb.cover)
-            self._queue.append(self._hb)
-            self._wake.set()
+            slot = _Slot(self._last_ticket, event, hb.put_at)
+            slot.cover = hb.cover
+            self._hb = slot
+            self._queue.append(slot)
+            self._wake()
             return
         if self._live >= self.max_events:
             raise OutboxFull(f"{self._live} events waiting for the workflow (max_events={self.max_events})")
         self._last_ticket += 1
-        slot = _Slot(self._last_ticket, event, time.monotonic())
-        self._queue.append(slot)
+        self._hb = _Slot(self._last_ticket, event, time.monotonic())
+        self._queue.append(self._hb)
         self._live += 1
-        if isinstance(event, Heartbeat):
-            self._hb = slot
-        self._wake.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake the sender if it sleeps; puts while it is awake cost nothing more."""
+        sleeper = self._sleeper
+        if sleeper is not None:
+            self._sleeper = None
+            if not sleeper.done():
+                sleeper.set_result(None)
 
     # --- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -237,8 +259,12 @@ class Outbox:
             if not self._inflight:
                 self._take_batch()
                 if not self._inflight:
-                    self._wake.clear()  # no await since the queue was seen empty: no lost wake-up
-                    await self._wake.wait()
+                    # No await since the queue was seen empty, so no put can slip in between.
+                    self._sleeper = asyncio.get_running_loop().create_future()
+                    try:
+                        await self._sleeper
+                    finally:
+                        self._sleeper = None
                     continue
             batch = [s.event for s in self._inflight]
             try:
@@ -334,12 +360,17 @@ class DeferredTransition:
     the transition.
     """
 
-    __slots__ = ("args", "at", "event_id", "from_node", "name", "seq")
+    __slots__ = ("args", "at", "from_node", "name", "seq", "step", "turn")
 
-    def __init__(self, event_id: str, seq: int, from_node: str, name: str, args: dict[str, Any],
+    def __init__(self, turn: str, step: int, seq: int, from_node: str, name: str, args: dict[str, Any],
                  at: float) -> None:
-        self.event_id, self.seq, self.from_node = event_id, seq, from_node
+        self.turn, self.step, self.seq, self.from_node = turn, step, seq, from_node
         self.name, self.args, self.at = name, args, at
+
+    @property
+    def event_id(self) -> str:
+        """The controller's id for a function call: ``<turn>:<step>:fn:<name>``."""
+        return f"{self.turn}:{self.step}:fn:{self.name}"
 
     def build(self) -> TransitionEvent:
         return TransitionEvent(event_id=self.event_id, seq=self.seq, from_node=self.from_node,

@@ -8,9 +8,12 @@ Prints one JSON document (``_report.emit``). Metrics:
   on a session port, the ``transition`` event queued in the outbox. The port is a no-op
   stand-in that records calls, and the outbox's sender task never runs inside a timed
   call (it drains between samples, as it would between two transitions of a real call).
-  The baseline is the same transition with no durability at all: ``Engine.apply`` and
-  its effects applied to the same port, with no outbox, event ids or kill points (what
-  an in-memory, Pipecat-Flows-style engine pays). Target: ratio <= 1.1, p99 < 1000 µs.
+  The baseline is the same transition with no durability at all: ``call_locally`` (the
+  engine applied, the LLM's answer picked out of the effects, as any engine must) and the
+  effects applied to the same port, with no outbox, event ids, sequence numbers or kill
+  points (what an in-memory, Pipecat-Flows-style engine pays). The controller calls the
+  same ``call_locally``, so the difference is durability alone. Target: ratio <= 1.1,
+  p99 < 1000 µs.
 * ``resume`` (ms): an agent killed mid-call until its replacement is attached and ready on
   the same node (``attach_agent`` returned: snapshot fetched through the ``attach``
   update, controller, ``FlowAgent`` and a text-mode ``AgentSession`` started, the node's
@@ -56,12 +59,12 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from activities.persistence import dispose_engines
-from agents.controller import FlowController
+from agents.controller import FlowController, call_locally
 from agents.outbox import Outbox
 from agents.runner import AgentRun, attach_agent
 from callflow.effects import SetNode
 from callflow.engine import Engine
-from callflow.events import CallStarted, FunctionCalled
+from callflow.events import CallStarted
 from callflow.loader import load_flow, validate_data
 from callflow.state import CallState
 from ringflow.scripted_llm import LANE_HEADER
@@ -120,10 +123,12 @@ def run_now(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 async def plain_transition(engine: Engine, state: CallState, applier: FlowController, name: str) -> CallState:
-    """The baseline: the transition with no durability, as an in-memory engine does it. The
-    effects go to the port through the controller's own ``apply`` (on a controller that is
-    used for nothing else), so both sides apply them with the same code."""
-    step = engine.apply(state, FunctionCalled(name=name, args={}, node=state.node, at=time.time()))
+    """The baseline: the transition with no durability, as an in-memory engine does it: the
+    engine applied and the LLM's answer picked out (``call_locally``, which the controller
+    uses too), the effects applied to the port through the controller's own ``apply`` (on a
+    controller used for nothing else). So both sides share all but the durable part."""
+    step, out, _ = call_locally(engine, state, name, {}, time.time())
+    assert not out.error
     await applier.apply(step.effects)
     return step.state
 
