@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agents.outbox import DeferredTransition, Outbox
+from agents.outbox import Outbox
+from agents.signals import DeferredTransition
 from callflow.effects import (
     EFFECTS_ADAPTER,
     Effect,

@@ -11,7 +11,9 @@ Guarantees, and why they are enough:
 * **No loss while the process lives.** A failed ``send`` (any exception: ``RPCError``,
   connection refused, a timeout) is retried with the *same* batch, with exponential backoff
   and jitter capped at ``max_backoff_s``, forever, until ``close``/``abandon``. So a Temporal
-  outage of any length (the requirement is 60 s) costs latency, not events.
+  outage of any length (the requirement is 60 s) costs latency, not events. The one
+  exception is :class:`ReceiverGone` (the call's workflow has completed): no retry can
+  succeed, so the outbox stops and tells its owner through ``on_error``.
 * **Duplicates are harmless.** A ``send`` that timed out or failed after the server took the
   signal is sent again; the workflow's inbox applies each ``event_id`` once and sequenced
   events in ``seq`` order (``workflows/inbox.py``), so at-least-once delivery here becomes
@@ -38,16 +40,13 @@ workflow then re-dispatches an agent, which resumes from the workflow's ``Snapsh
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from workflows.client import MAX_SIGNAL_BYTES, CallHandle
-from workflows.messages import MAX_BATCH, AgentEvent, EventBatch, Heartbeat, TransitionEvent
+from workflows.messages import MAX_BATCH, AgentEvent, Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +62,12 @@ class OutboxFull(RuntimeError):
 
 class OutboxClosed(RuntimeError):
     """``put`` after ``close``/``abandon``: nothing would ever send the event."""
+
+
+class ReceiverGone(Exception):
+    """Raised by a ``send`` whose receiver no longer exists (the call's workflow has
+    completed): no retry can succeed, so the outbox stops and reports it through
+    ``on_error`` instead of retrying until it is closed."""
 
 
 def _cancelling() -> bool:
@@ -114,7 +119,8 @@ class Outbox:
         self.initial_backoff_s = initial_backoff_s
         self.max_backoff_s = max_backoff_s
         self.send_timeout_s = send_timeout_s
-        self._on_error = on_error
+        self.on_error = on_error  # settable later: the owner may exist only after its outbox
+        self.gone: ReceiverGone | None = None  # why the outbox stopped on its own, if it did
         self._queue: deque[_Slot] = deque()  # may hold dead (superseded) heartbeats
         self._inflight: list[_Slot] = []  # the batch being sent; kept identical across retries
         self._hb: _Slot | None = None  # the pending heartbeat a newer one would supersede
@@ -277,6 +283,9 @@ class Outbox:
                 if self._stopped or _cancelling():
                     raise  # close/abandon
                 self._failed(asyncio.CancelledError("send was cancelled"), attempt)
+            except ReceiverGone as exc:
+                self._give_up(exc)
+                return
             except Exception as exc:  # TimeoutError included: a hung send is a failed send
                 self._failed(exc, attempt)
             else:
@@ -296,9 +305,22 @@ class Outbox:
             log.warning("outbox send of %d events failed, retrying: %r", len(self._inflight), exc)
         else:
             log.debug("outbox send retry %d failed: %r", attempt, exc)
-        if self._on_error is not None:
+        self._report(exc)
+
+    def _give_up(self, exc: ReceiverGone) -> None:
+        """The receiver is gone: stop as ``abandon`` does (``pending`` says what was not
+        delivered), so that the owner hears of it once and can leave the call."""
+        self.send_errors += 1
+        self.gone = exc
+        log.warning("outbox stopped, %d events undelivered: %s", self._live, exc)
+        self._closed = True
+        self._stop()
+        self._report(exc)
+
+    def _report(self, exc: BaseException) -> None:
+        if self.on_error is not None:
             try:
-                self._on_error(exc)
+                self.on_error(exc)
             except Exception:  # a broken callback must not stop delivery
                 log.exception("outbox on_error callback failed")
 
@@ -342,73 +364,6 @@ class Outbox:
         exc = task.exception()
         if exc is not None:  # a bug, not a send failure: say so loudly, and release flushers
             log.error("outbox sender task died; %d events undelivered", self._live, exc_info=exc)
-            if self._on_error is not None:
-                try:
-                    self._on_error(exc)
-                except Exception:
-                    log.exception("outbox on_error callback failed")
+            self._report(exc)
         self._closed = True
         self._stop()
-
-
-class DeferredTransition:
-    """A transition event whose model is built by the sender, not on the hot path.
-
-    The LLM's transition must cost the caller as little as an in-memory engine would; the
-    pydantic model of the signal is half of what durability adds there, so it is built
-    when the batch is sent. Its fields are already checked by the engine that accepted
-    the transition.
-    """
-
-    __slots__ = ("args", "at", "from_node", "name", "seq", "step", "turn")
-
-    def __init__(self, turn: str, step: int, seq: int, from_node: str, name: str, args: dict[str, Any],
-                 at: float) -> None:
-        self.turn, self.step, self.seq, self.from_node = turn, step, seq, from_node
-        self.name, self.args, self.at = name, args, at
-
-    @property
-    def event_id(self) -> str:
-        """The controller's id for a function call: ``<turn>:<step>:fn:<name>``."""
-        return f"{self.turn}:{self.step}:fn:{self.name}"
-
-    def build(self) -> TransitionEvent:
-        return TransitionEvent(event_id=self.event_id, seq=self.seq, from_node=self.from_node,
-                               name=self.name, args=self.args, at=self.at)
-
-
-def built(events: list[Any]) -> list[AgentEvent]:
-    return [e.build() if type(e) is DeferredTransition else e for e in events]
-
-
-def _chunks(events: list[AgentEvent], limit: int) -> Iterator[list[AgentEvent]]:
-    """Consecutive runs of ``events`` whose EventBatch JSON stays under ``limit`` bytes, so
-    a batch of long turns becomes several signals instead of one the client refuses."""
-    chunk: list[AgentEvent] = []
-    size = len('{"events": []}')
-    for ev in events:
-        n = len(json.dumps(ev.model_dump(mode="json"))) + 2  # ", " between items
-        if chunk and size + n > limit:
-            yield chunk
-            chunk, size = [], len('{"events": []}')
-        chunk.append(ev)
-        size += n
-    if chunk:
-        yield chunk
-
-
-def workflow_sender(handle: CallHandle) -> Send:
-    """A ``send`` for :class:`Outbox` that delivers through ``handle.batch`` (the ``events``
-    signal), split into several signals in order when one would exceed the size limit.
-
-    The same handle serves across a Temporal restart: the SDK's client reconnects on its own
-    (a call while the server is down fails fast with ``RPCError``, which the outbox retries).
-    A single event too large for any signal, or a call whose workflow has completed
-    (``RPCError`` NOT_FOUND), fails every retry: ``on_error`` sees it, and the agent should
-    ``abandon`` the outbox (the call is over) rather than let it retry until close.
-    """
-    async def send(events: list[AgentEvent]) -> None:
-        for chunk in _chunks(built(events), MAX_SIGNAL_BYTES):
-            await handle.batch(EventBatch(events=chunk))
-
-    return send

@@ -23,7 +23,8 @@ from temporalio.client import Client
 from agents.controller import FlowController
 from agents.flow_agent import FlowAgent, LiveKitPort
 from agents.lease import AgentLease
-from agents.outbox import Outbox, workflow_sender
+from agents.outbox import Outbox, ReceiverGone
+from agents.signals import workflow_sender
 from callflow.effects import Effect, LLMTurn, Say
 from workflows.client import CallHandle
 from workflows.messages import Snapshot, Turn
@@ -82,7 +83,6 @@ class AgentRun:
     outbox: Outbox
     resumed: bool
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
-    done: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def kill(self) -> None:
         # Dead as a crashed process: what the closing session still emits (a reply that was
@@ -93,6 +93,19 @@ class AgentRun:
             t.cancel()
         with contextlib.suppress(Exception):
             await self.session.aclose()
+
+    def outbox_failed(self, exc: BaseException) -> None:
+        """The outbox's ``on_error``. On :class:`ReceiverGone` the workflow has completed
+        (an operator hung up, or its backstop ended the call): nothing this agent does can
+        reach the call's record any more, so it goes quiet and hangs up, as on an end node.
+        Other failures are retried by the outbox and need nothing here."""
+        if not isinstance(exc, ReceiverGone) or self.controller.dead:
+            return
+        log.warning("call %s ended without this agent (%s): leaving", self.call.call_id, exc)
+        self.controller.dead = True
+        port = self.controller.port
+        if port is not None:
+            self.tasks.append(asyncio.get_running_loop().create_task(port.end_call("ended")))
 
     async def close(self) -> None:
         for t in self.tasks:
@@ -131,6 +144,7 @@ async def attach_agent(
     port = LiveKitPort(session, agent, close=close_room)
     controller.bind(port)
     run = AgentRun(call, snap, controller, session, agent, outbox, resumed)
+    outbox.on_error = run.outbox_failed
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
         item = ev.item

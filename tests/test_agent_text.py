@@ -26,7 +26,7 @@ from agents.controller import WRAP_UP
 from callflow.engine import IDLE_INSTRUCTIONS
 from ringflow.scripted_llm import RecordedRequest, ScriptedLLM
 from tests.agentkit import TIMEOUT_S, TextCall, call, said, say, system_prompt, text_call
-from tests.wfkit import running_worker
+from tests.wfkit import running_worker, wait_until
 
 ROLE = "You are Sam at the Harbour front desk."
 GREETING = "Welcome to the Harbour desk. How can I help?"
@@ -246,6 +246,31 @@ async def test_end_node_gets_one_turn_then_the_call_completes_with_a_hangup(tc: 
     st = await tc.call.state()
     assert st["status"] == "ended"
     assert not [r for r in st["rejected"] if "no hangup" in r["reason"]]
+
+
+async def test_an_agent_whose_call_was_ended_elsewhere_leaves_at_its_next_event(tc: TextCall) -> None:
+    """An operator hangs up (or the workflow's backstop fires) while the agent is on the
+    line: the next thing the agent sends fails for good (the workflow has completed), and the
+    agent stops instead of retrying forever: it goes quiet and hangs up its side."""
+    tc.reply(say("Of course."))
+    await tc.user("Hello there.")
+    assert (await tc.synced())["status"] == "live"
+    await tc.call.hangup("user_hangup")  # what `ringflow call hangup` sends
+    record = await asyncio.wait_for(tc.call.handle.result(), TIMEOUT_S)
+    assert record.end_reason == "user_hangup"
+
+    tc.controller.heartbeat()  # the agent does not know yet
+    outbox = tc.controller.outbox
+
+    async def leaving() -> Any:
+        return getattr(tc.controller.port, "ending", None)
+
+    ending = await wait_until(leaving, TIMEOUT_S, "the agent to leave the call")
+    await asyncio.wait_for(ending, TIMEOUT_S)
+    assert outbox.gone is not None and outbox.send_errors == 1
+    assert tc.controller.dead
+    tc.controller.on_turn("user", "Hello? Anyone?")  # a late caller turn goes nowhere, quietly
+    assert outbox.pending == 1  # only the heartbeat that found the call gone
 
 
 # --- idle and max duration ------------------------------------------------------------------

@@ -29,14 +29,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client
 
-from agents.outbox import (
-    Outbox,
-    OutboxClosed,
-    OutboxFull,
-    _chunks,
-    backoff_delay,
-    workflow_sender,
-)
+from agents.outbox import Outbox, OutboxClosed, OutboxFull, ReceiverGone, backoff_delay
+from agents.signals import chunks, workflow_sender
 from ringflow.devstack import DevStack
 from tests.wfkit import Agent, running_worker, start, wait_state, wait_until
 from workflows.client import MAX_SIGNAL_BYTES
@@ -300,6 +294,47 @@ async def test_abandon_drops_pending_events_like_a_crash() -> None:
     assert not await outbox.flush(timeout=1)
 
 
+async def test_a_put_wakes_the_idle_sender_each_time() -> None:
+    """The sender sleeps while the queue is empty and every put wakes it: events put one by
+    one, each after the previous was delivered, all go out without another put behind them."""
+    send = FakeSend()
+    outbox = Outbox(send)
+    outbox.start()
+    for i in range(1, 6):
+        await until(lambda: outbox._sleeper is not None, "the sender asleep")
+        outbox.put(ev(i))
+        assert await outbox.flush(timeout=5)
+    assert send.calls == [[f"e{i}"] for i in range(1, 6)]
+    await outbox.close()
+
+
+async def test_a_gone_receiver_stops_the_outbox_at_once_and_says_so() -> None:
+    """A send raising ReceiverGone (the call's workflow has completed) is not retried: the
+    outbox stops, keeps count of what it could not deliver, refuses further puts, and its
+    owner hears of it once through on_error."""
+    calls: list[list[AgentEvent]] = []
+
+    async def send(events: list[AgentEvent]) -> None:
+        calls.append(events)
+        raise ReceiverGone("call x has ended")
+
+    errors: list[BaseException] = []
+    outbox = Outbox(send, on_error=errors.append, **FAST)
+    outbox.put(ev(1))
+    outbox.put(ev(2))
+    outbox.start()
+    assert not await outbox.flush(timeout=5)  # released by the stop, not by the timeout
+    assert outbox._task is not None
+    await asyncio.wait({outbox._task}, timeout=5)
+    assert outbox._task.done() and not outbox._task.cancelled()
+    assert len(calls) == 1 and outbox.send_errors == 1
+    assert isinstance(outbox.gone, ReceiverGone) and errors == [outbox.gone]
+    assert outbox.pending == 2 and outbox.sent_events == 0
+    with pytest.raises(OutboxClosed):
+        outbox.put(ev(3))
+    await outbox.close(0.1)  # closing a stopped outbox is quiet and quick
+
+
 async def test_close_flushes_then_refuses_puts() -> None:
     send = FakeSend()
     outbox = Outbox(send)
@@ -347,11 +382,11 @@ def test_bad_settings_are_refused() -> None:
 def test_big_batches_are_split_under_the_signal_limit() -> None:
     big = [TurnsEvent(event_id=f"t{i}", seq=i, items=[Turn(role="user", text="x" * MAX_TEXT_CHARS)] * 7)
            for i in range(1, 6)]
-    chunks = list(_chunks(big, MAX_SIGNAL_BYTES))
-    assert [e for c in chunks for e in c] == big and len(chunks) > 1
-    for c in chunks:
+    parts = list(chunks(big, MAX_SIGNAL_BYTES))
+    assert [e for c in parts for e in c] == big and len(parts) > 1
+    for c in parts:
         assert len(EventBatch(events=c).model_dump_json()) <= MAX_SIGNAL_BYTES
-    assert list(_chunks([ev(1), ev(2)], MAX_SIGNAL_BYTES)) == [[ev(1), ev(2)]]
+    assert list(chunks([ev(1), ev(2)], MAX_SIGNAL_BYTES)) == [[ev(1), ev(2)]]
 
 
 # Operations: ("ev",), ("hb",), ("yield",) to let the sender run; failures: which send calls fail.
@@ -513,6 +548,24 @@ async def test_lost_acks_create_duplicates_the_workflow_applies_once(
         assert outbox.send_errors == len(failed)
         await call.hangup()
         await call.handle.result()
+
+
+async def test_a_completed_call_makes_the_workflow_sender_raise_receiver_gone(
+        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    """Signals to a workflow that has completed fail with NOT_FOUND on every retry; the
+    sender turns that into ReceiverGone, and the outbox stops after one attempt."""
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        await call.hangup("user_hangup")
+        await call.handle.result()
+    errors: list[BaseException] = []
+    outbox = Outbox(workflow_sender(call), on_error=errors.append, **FAST)
+    outbox.start()
+    outbox.put(Heartbeat(agent_id="agent-1", at=time.time()))
+    await until(lambda: outbox.gone is not None, "the outbox to give up")
+    assert outbox.send_errors == 1 and len(errors) == 1
+    assert call.call_id in str(outbox.gone) and "completed" in str(outbox.gone)
+    await outbox.close(0.1)
 
 
 async def test_batches_over_the_signal_limit_are_split(temporal_client: Client, task_queue: str,

@@ -1,0 +1,88 @@
+"""What the outbox sends, and how: transition events built off the hot path, batches cut
+under the signal size limit, and the ``send`` that delivers them to the call's workflow.
+
+Kept apart from ``agents/outbox.py``, which knows nothing of Temporal: the queue's
+guarantees (order, retry, bounds) are tested with any ``send``; this is the one that
+reaches a ``CallWorkflow``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from temporalio.service import RPCError, RPCStatusCode
+
+from agents.outbox import ReceiverGone, Send
+from workflows.client import MAX_SIGNAL_BYTES, CallHandle
+from workflows.messages import AgentEvent, EventBatch, TransitionEvent
+
+
+class DeferredTransition:
+    """A transition event whose model is built by the sender, not on the hot path.
+
+    The LLM's transition must cost the caller as little as an in-memory engine would; the
+    pydantic model of the signal and its id string are most of what durability adds there,
+    so they are built when the batch is sent. Its fields are already checked by the
+    engine that accepted the transition.
+    """
+
+    __slots__ = ("args", "at", "from_node", "name", "seq", "step", "turn")
+
+    def __init__(self, turn: str, step: int, seq: int, from_node: str, name: str, args: dict[str, Any],
+                 at: float) -> None:
+        self.turn, self.step, self.seq, self.from_node = turn, step, seq, from_node
+        self.name, self.args, self.at = name, args, at
+
+    @property
+    def event_id(self) -> str:
+        """The controller's id for a function call: ``<turn>:<step>:fn:<name>``."""
+        return f"{self.turn}:{self.step}:fn:{self.name}"
+
+    def build(self) -> TransitionEvent:
+        return TransitionEvent(event_id=self.event_id, seq=self.seq, from_node=self.from_node,
+                               name=self.name, args=self.args, at=self.at)
+
+
+def built(events: list[Any]) -> list[AgentEvent]:
+    return [e.build() if type(e) is DeferredTransition else e for e in events]
+
+
+def chunks(events: list[AgentEvent], limit: int) -> Iterator[list[AgentEvent]]:
+    """Consecutive runs of ``events`` whose EventBatch JSON stays under ``limit`` bytes, so
+    a batch of long turns becomes several signals instead of one the client refuses."""
+    chunk: list[AgentEvent] = []
+    size = len('{"events": []}')
+    for ev in events:
+        n = len(json.dumps(ev.model_dump(mode="json"))) + 2  # ", " between items
+        if chunk and size + n > limit:
+            yield chunk
+            chunk, size = [], len('{"events": []}')
+        chunk.append(ev)
+        size += n
+    if chunk:
+        yield chunk
+
+
+def workflow_sender(handle: CallHandle) -> Send:
+    """A ``send`` for :class:`~agents.outbox.Outbox` that delivers through ``handle.batch``
+    (the ``events`` signal), split into several signals in order when one would exceed the
+    size limit.
+
+    The same handle serves across a Temporal restart: the SDK's client reconnects on its own
+    (a call while the server is down fails fast with ``RPCError``, which the outbox retries).
+    A call whose workflow has completed (``RPCError`` NOT_FOUND: ended by an operator's
+    hangup or the workflow's own backstop) raises :class:`ReceiverGone`, which stops the
+    outbox: the agent hears of it and leaves the call instead of retrying until close.
+    """
+    async def send(events: list[AgentEvent]) -> None:
+        for chunk in chunks(built(events), MAX_SIGNAL_BYTES):
+            try:
+                await handle.batch(EventBatch(events=chunk))
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:
+                    raise ReceiverGone(f"call {handle.call_id} has ended: {exc.message}") from exc
+                raise
+
+    return send
