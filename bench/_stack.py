@@ -8,7 +8,6 @@ use, so numbers reflect the real local setup (SQLite with WAL, the same dynamic 
 
 from __future__ import annotations
 
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -22,15 +21,8 @@ if str(ROOT) not in sys.path:  # `python bench/x.py` puts bench/, not the repo, 
 
 from temporalio.client import Client  # noqa: E402
 
-from ringflow.devstack import DevStack  # noqa: E402
+from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.temporal_setup import connect  # noqa: E402
-
-
-def free_port() -> int:
-    """A port the OS just handed out; free unless another process races us for it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

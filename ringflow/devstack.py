@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import random
 import shutil
 import signal
 import socket
@@ -202,6 +203,36 @@ class DevStack:
 
     async def __aexit__(self, *exc: object) -> None:
         self.stop()
+
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def free_port(ip: str = "127.0.0.1") -> int:
+    """A free TCP port for a dev server started in the background, below the OS's ephemeral
+    range.
+
+    Not a port-0 bind: the OS hands such ports out of the ephemeral range, and the dev server
+    gives its internal services (history, matching, worker) ports the same way as it starts.
+    A port taken from that range and released can be handed to one of them just before the
+    server's frontend binds it, and the server dies ("address already in use"); this was
+    seen in the test suite. Ports below the range are never handed out that way.
+    """
+    low = 32768
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    for _ in range(200):
+        port = random.randrange(10_000, max(low, 10_001))
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((ip, port))
+            except OSError:
+                continue
+            return port
+    raise DevStackError(f"no free port on {ip} between 10000 and {low}")
 
 
 def _ensure_port_free(ip: str, port: int) -> None:

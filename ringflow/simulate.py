@@ -35,7 +35,7 @@ from agents.local_dispatch import LOCAL, register_local_dispatcher
 from agents.runner import AgentRun, attach_agent
 from callflow.loader import load_flow
 from ringflow.agent_server import shared_openai_client
-from ringflow.devstack import DevStack
+from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import check, load_script
 from ringflow.settings import Settings
@@ -64,14 +64,6 @@ class SimulationResult(BaseModel):
     kills: int = 0
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @asynccontextmanager
 async def environment(address: str | None, data_dir: Path | None = None) -> AsyncIterator[
         tuple[Client, str, ScriptedLLM, DevStack | None]]:
@@ -80,7 +72,7 @@ async def environment(address: str | None, data_dir: Path | None = None) -> Asyn
     tmp = None
     if address is None:
         tmp = tempfile.TemporaryDirectory(prefix="ringflow-sim-")
-        stack = DevStack(port=_free_port(), ui_port=_free_port(), data_dir=data_dir or Path(tmp.name))
+        stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=data_dir or Path(tmp.name))
         await stack.start()
         address = stack.address
     llm = ScriptedLLM()

@@ -8,7 +8,6 @@ on free ports with its own data directory, so tests never touch a developer's
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from activities.persistence import dispose_engines
-from ringflow.devstack import DevStack
+from ringflow.devstack import DevStack, free_port
 from ringflow.temporal_setup import connect
 
 POSTGRES_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -28,13 +27,6 @@ POSTGRES_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 # (connection refused on the discard port) instead of waiting on DNS.
 os.environ.setdefault("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
 os.environ.setdefault("OPENAI_API_KEY", "test-key-not-secret")
-
-
-def free_port() -> int:
-    """A port the OS just handed out (bind to port 0); free unless someone races us."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -45,7 +44,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from activities.persistence import dispose_engines  # noqa: E402
 from callflow.loader import load_flow  # noqa: E402
 from callflow.model import FlowDefinition  # noqa: E402
-from ringflow.devstack import DevStack  # noqa: E402
+from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.scripted_llm import ScriptedLLM  # noqa: E402
 from ringflow.settings import Settings  # noqa: E402
 from workflows.client import CallHandle, start_call  # noqa: E402
@@ -65,12 +64,6 @@ EXAMPLES = Path("examples/flows")  # relative: it is recorded in the history as 
 CLINIC = Path("tests/fixtures/wf/clinic.yaml")
 IDENTITY = "make-histories"
 T0 = 1_767_000_000.0  # a fixed base for the agent's event times, so files differ less between runs
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def flow(name: str) -> FlowDefinition:

@@ -24,7 +24,7 @@ from activities.search_attributes import (
     RINGFLOW_STATUS,
     RINGFLOW_TRANSITIONS,
 )
-from ringflow.devstack import DevStack, DevStackError, find_temporal_binary
+from ringflow.devstack import DevStack, DevStackError, find_temporal_binary, free_port
 from ringflow.temporal_setup import (
     SearchAttributeConflict,
     connect,
@@ -128,14 +128,8 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
-    port, ui_port, metrics_port = _free_port(), _free_port(), _free_port()
+    port, ui_port, metrics_port = free_port(), free_port(), free_port()
     code = "import typer; from ringflow.cli_ops import dev; typer.run(dev)"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RINGFLOW_METRICS_PORT": str(metrics_port)}
     proc = await asyncio.create_subprocess_exec(
@@ -175,7 +169,19 @@ async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 async def test_start_refuses_a_port_someone_else_serves(temporal_server: DevStack, tmp_path: Path) -> None:
-    other = DevStack(port=temporal_server.port, ui_port=_free_port(), data_dir=tmp_path)
+    other = DevStack(port=temporal_server.port, ui_port=free_port(), data_dir=tmp_path)
     with pytest.raises(DevStackError, match="already in use"):
         await other.start()
     assert not other.running
+
+
+def test_free_ports_come_from_below_the_ephemeral_range() -> None:
+    """The dev server's internal services take ephemeral ports as it starts; a port handed to
+    its frontend from that range could be taken by one of them first (seen: the server
+    panicked with "address already in use")."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(10_000 <= p < low for p in ports) and len(ports) > 1
+    for p in ports:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", p))  # free indeed

@@ -291,8 +291,10 @@ async def test_sigkilled_agent_process_is_replaced_and_the_call_ends_the_same(en
     def session_factory(snap: Snapshot) -> AgentSession:
         return scripted_session(env.llm.base_url, call_id)
 
+    # answer_pending=False, as in the simulator: the turn is replayed below, and answering the
+    # dead agent's last caller turn as well would race that replay for the scripted replies.
     run = await attach_agent(env.client, call_id, f"sigkill-agent-{uuid.uuid4().hex[:6]}",
-                             session_factory=session_factory,
+                             session_factory=session_factory, answer_pending=False,
                              idle_from_session=False, heartbeat_s=0, own_max_duration=False)
     assert run.resumed
     record = await finish_call(run, script, definition, SIGKILL_TURN, handle.handle)

@@ -16,8 +16,7 @@ from aiohttp import web
 from temporalio.client import Client
 
 from activities.persistence import load_transcript
-from ringflow.devstack import DevStack
-from tests.conftest import free_port
+from ringflow.devstack import DevStack, free_port
 from tests.wfkit import Agent, req, running_worker, start, wait_state, wait_until
 
 
