@@ -8,11 +8,12 @@ function tools built from the engine's tool specs, each forwarding to the contro
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 from typing import Any
 
-from livekit.agents import Agent, AgentSession, function_tool
+from livekit.agents import Agent, AgentSession, FunctionToolsExecutedEvent, function_tool
 from livekit.agents import llm as lk_llm
 
 from agents.controller import FlowController
@@ -20,6 +21,8 @@ from callflow.effects import SetNode, ToolSpec
 
 log = logging.getLogger(__name__)
 SUMMARY_TIMEOUT_S = 5.0
+# True while a tool of ours runs (a context variable: only code the tool awaits sees it).
+IN_TOOL: contextvars.ContextVar[bool] = contextvars.ContextVar("ringflow_in_tool", default=False)
 SUMMARY_PROMPT = ("Summarise the conversation so far in three sentences for whoever takes over: "
                   "who the caller is, what they want, and what was agreed.")
 
@@ -34,7 +37,11 @@ def result_text(result: Any) -> str | None:
 
 def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunctionTool:
     async def call(raw_arguments: dict[str, Any]) -> lk_llm.ToolResult:
-        out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
+        token = IN_TOOL.set(True)
+        try:
+            out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
+        finally:
+            IN_TOOL.reset(token)
         text = result_text(out.result)
         if out.error:  # the same {"status": "error", ...} text, flagged as an error output
             raise lk_llm.ToolError(text or "error")
@@ -73,6 +80,9 @@ class LiveKitPort:
         self.agent = agent
         self.close = close  # async () -> None: hang up the room (a SIP caller is disconnected)
         self.ending: asyncio.Task[None] | None = None
+        self.deferred_reply: tuple[str | None, bool] | None = None  # an LLM turn asked for in a tool
+        self.released: asyncio.Future[None] | None = None  # done once that turn has started
+        session.on("function_tools_executed", self._tools_executed)
 
     async def set_node(self, eff: SetNode) -> None:
         self.agent.set_interruptible(eff.allow_interrupt)
@@ -121,6 +131,33 @@ class LiveKitPort:
         self.session.say(text, allow_interruptions=allow_interrupt, add_to_chat_ctx=True)
 
     def reply(self, instructions: str | None, allow_interrupt: bool) -> None:
+        """An LLM turn. Asked for from inside a tool (a transition into a node that responds
+        at once), it waits until the tool's output is in the chat context: started now, the
+        request would carry livekit's "still in progress" stand-in for the transition's
+        result, and the model could wait for, or re-issue, a call that already happened."""
+        if IN_TOOL.get():
+            self.deferred_reply = (instructions, allow_interrupt)
+            return
+        self._generate(instructions, allow_interrupt)
+
+    def _tools_executed(self, ev: FunctionToolsExecutedEvent) -> None:
+        """livekit emits this just before it commits the tools' calls and outputs to the
+        chat context, in the same synchronous step: the deferred turn starts on the next
+        loop iteration, after that commit."""
+        if self.deferred_reply is not None and self.released is None:
+            loop = asyncio.get_running_loop()
+            self.released = loop.create_future()
+            loop.call_soon(self._release)
+
+    def _release(self) -> None:
+        pending, self.deferred_reply = self.deferred_reply, None
+        released, self.released = self.released, None
+        if pending is not None:
+            self._generate(*pending)
+        if released is not None and not released.done():
+            released.set_result(None)
+
+    def _generate(self, instructions: str | None, allow_interrupt: bool) -> None:
         kwargs: dict[str, Any] = {"allow_interruptions": allow_interrupt, "tool_choice": "auto"}
         if instructions:
             kwargs["instructions"] = instructions
@@ -131,8 +168,16 @@ class LiveKitPort:
             self.ending = asyncio.get_running_loop().create_task(self._end(reason))
 
     async def _end(self, reason: str) -> None:
-        """Let the last turn be spoken, tell the workflow, then hang up the room."""
+        """Let the last turn be spoken, tell the workflow, then hang up the room. The last
+        turn may be one held back until its tool finished (an end node entered by a tool):
+        it is released, or released now if livekit never said the tools were done."""
         await self.session.wait_for_idle()
+        if self.released is not None or self.deferred_reply is not None:
+            if self.released is not None:
+                await self.released
+            else:
+                self._release()
+            await self.session.wait_for_idle()
         await self.agent.controller.finish(reason)
         if self.close is not None:
             await self.close()

@@ -92,6 +92,9 @@ async def test_transition_applies_the_new_node_in_place_and_the_workflow_follows
     assert system_prompt(second) == BOOKING_PROMPT
     assert second.tool_names == ["book", "wrap_up"]
     assert "I'd like a table tonight." in said(second, "user")  # context: append keeps the turn
+    # The new node's turn starts once the transition's output is in the context: the model
+    # reads the real result, not livekit's "still in progress" stand-in for a running tool.
+    assert [m.get("content") for m in second.messages if m.get("role") == "tool"] == ['{"status": "ok"}']
     assert tc.session.current_agent is agent and agent.instructions == BOOKING_PROMPT
     assert tc.controller.node == "booking"
 
