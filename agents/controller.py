@@ -256,7 +256,8 @@ class FlowController:
     # --- what the caller does ---------------------------------------------------------
     def on_turn(self, role: str, text: str, *, interrupted: bool = False,
                 started_at: float | None = None, ended_at: float | None = None) -> None:
-        """A final utterance (user) or a finished reply (assistant) goes to the transcript."""
+        """A final utterance (user), a finished reply (assistant), or the summary a node's
+        context was reset to (system) goes to the transcript."""
         if not text or self.dead:
             return
         try:

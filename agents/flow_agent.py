@@ -23,8 +23,15 @@ log = logging.getLogger(__name__)
 SUMMARY_TIMEOUT_S = 5.0
 # True while a tool of ours runs (a context variable: only code the tool awaits sees it).
 IN_TOOL: contextvars.ContextVar[bool] = contextvars.ContextVar("ringflow_in_tool", default=False)
+SUMMARY_PREFIX = "(Summary of the call so far: "
 SUMMARY_PROMPT = ("Summarise the conversation so far in three sentences for whoever takes over: "
                   "who the caller is, what they want, and what was agreed.")
+
+
+def summary_message(summary: str) -> str:
+    """The summary as the new node's context holds it (an assistant message), and as the
+    transcript keeps it (a system turn), so that an agent taking over rebuilds the same."""
+    return f"{SUMMARY_PREFIX}{summary})"
 
 
 def result_text(result: Any) -> str | None:
@@ -94,8 +101,10 @@ class LiveKitPort:
             summary = await self.summarise()
             if summary:
                 ctx = self.cleared()
-                ctx.add_message(role="assistant", content=f"(Summary of the call so far: {summary})")
+                text = summary_message(summary)
+                ctx.add_message(role="assistant", content=text)
                 await self.agent.update_chat_ctx(ctx)
+                self.agent.controller.on_turn("system", text)  # kept for a successor agent
 
     def cleared(self) -> lk_llm.ChatContext:
         """An empty context but for the instructions, kept as the same item so they stay first:

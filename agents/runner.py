@@ -21,7 +21,7 @@ from livekit.agents import llm as lk_llm
 from temporalio.client import Client
 
 from agents.controller import FlowController
-from agents.flow_agent import FlowAgent, LiveKitPort
+from agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
 from agents.lease import AgentLease
 from agents.outbox import Outbox, ReceiverGone
 from agents.signals import workflow_sender
@@ -36,7 +36,8 @@ MAX_DURATION_MARGIN_S = 5.0
 
 def chat_context(turns: list[Turn], node: str | None = None) -> lk_llm.ChatContext:
     """The conversation so far, for an agent that takes over mid-call; with ``node``, only
-    the turns since the call came to that node (one entered with a context reset)."""
+    the turns since the call came to that node (one entered with a context reset), the
+    summary a ``reset_with_summary`` node started from included, as its agent had it."""
     if node is not None:
         start = len(turns)
         while start > 0 and turns[start - 1].node == node:
@@ -46,6 +47,8 @@ def chat_context(turns: list[Turn], node: str | None = None) -> lk_llm.ChatConte
     for t in turns:
         if t.role in ("user", "assistant") and t.text:
             ctx.add_message(role=t.role, content=t.text)
+        elif t.role == "system" and t.text.startswith(SUMMARY_PREFIX):
+            ctx.add_message(role="assistant", content=t.text)
     return ctx
 
 

@@ -535,6 +535,34 @@ async def test_resume_on_a_reset_node_keeps_only_that_nodes_conversation(tc: Tex
     assert "I'm Ann." not in nxt.text and "Parking is free after six." in nxt.text
 
 
+async def test_resume_on_a_summarised_node_starts_from_the_same_summary(tc: TextCall) -> None:
+    """On a ``reset_with_summary`` node the agent's context is the summary plus the node's
+    own turns. The summary goes to the transcript (a system turn), so an agent taking over
+    there rebuilds that same context: it neither loses the summary nor sees the earlier
+    conversation the summary replaced."""
+    tc.reply(say("Hello Ann, a table for two, noted."))
+    await tc.user("I'm Ann, I want a table for two.")
+    tc.reply(call("to_summary"))
+    tc.reply(say("Ann wants a table for two."))  # the summary request's answer
+    await tc.user("Can someone else take over?")
+    summary = "(Summary of the call so far: Ann wants a table for two.)"
+    await tc.synced()
+    transcript = await tc.call.transcript()
+    assert [(t.role, t.text, t.node) for t in transcript if t.role == "system"] == [
+        ("system", summary, "summarised")]
+    before = messages_of(tc.run.agent.chat_ctx)
+    assert before[0] == ("assistant", summary)
+    await tc.run.kill()
+
+    second = await tc.attach()
+    assert second.controller.node == "summarised"
+    assert messages_of(second.agent.chat_ctx) == before
+    tc.reply(say("Of course."))
+    await tc.user("Still there?")
+    nxt = tc.chats()[-1]
+    assert summary in said(nxt, "assistant") and "I'm Ann, I want a table for two." not in nxt.text
+
+
 async def test_a_resumed_agent_keeps_the_nodes_interruption_setting(tc: TextCall) -> None:
     """The interruption setting is the node's, not the agent process's: an agent taking over
     on an ``allow_interrupt: false`` node answers the caller uninterruptibly too."""
