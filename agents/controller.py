@@ -38,6 +38,8 @@ from callflow.events import CallStarted, FunctionCalled, HangUp, MaxDuration, Us
 from callflow.state import CallState
 from workflows.client import CallHandle
 from workflows.messages import (
+    MAX_ARGS_BYTES,
+    MAX_TEXT_CHARS,
     CallEvent,
     CallFunctionRequest,
     HangupEvent,
@@ -171,6 +173,9 @@ class FlowController:
         node = self.state.node
         if (node, name) in self.remote:
             return await self.remote_function(f"{self.turn_key}:{self.step_no}:fn:{name}", name, args)
+        if args and len(str(args)) > MAX_ARGS_BYTES:  # its signal would be refused: say so now
+            return ToolOutcome({"status": "error", "error": f"the arguments of '{name}' are larger than "
+                                f"{MAX_ARGS_BYTES} bytes; call it again with shorter values"}, True, True)
         now = self.clock()
         step, out, runs = call_locally(self.engine, self.state, name, args, now)
         if out.error:
@@ -265,9 +270,13 @@ class FlowController:
         except Killed:
             return
         now = self.clock()
-        turn = Turn(role=role, text=text, node=self.state.node, interrupted=interrupted,  # type: ignore[arg-type]
-                    started_at=started_at or now, ended_at=ended_at or now)
-        self.outbox.put(TurnsEvent(event_id=self.event_id(role), seq=self.next_seq(), items=[turn], at=now))
+        # A turn longer than the workflow takes in one piece goes as consecutive turns of the
+        # same role, rather than being refused there and lost from the transcript.
+        for start in range(0, len(text), MAX_TEXT_CHARS):
+            turn = Turn(role=role, text=text[start:start + MAX_TEXT_CHARS], node=self.state.node,  # type: ignore[arg-type]
+                        interrupted=interrupted, started_at=started_at or now, ended_at=ended_at or now)
+            self.outbox.put(TurnsEvent(event_id=self.event_id(role), seq=self.next_seq(), items=[turn],
+                                       at=now))
         if role == "user":
             self.state = self.engine.apply(self.state, UserSpoke(at=now)).state
 

@@ -27,6 +27,7 @@ from callflow.engine import IDLE_INSTRUCTIONS
 from ringflow.scripted_llm import RecordedRequest, ScriptedLLM
 from tests.agentkit import TIMEOUT_S, TextCall, call, said, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until
+from workflows.messages import MAX_ARGS_BYTES, MAX_TEXT_CHARS
 
 ROLE = "You are Sam at the Harbour front desk."
 GREETING = "Welcome to the Harbour desk. How can I help?"
@@ -274,6 +275,31 @@ async def test_an_agent_whose_call_was_ended_elsewhere_leaves_at_its_next_event(
     assert tc.controller.dead
     tc.controller.on_turn("user", "Hello? Anyone?")  # a late caller turn goes nowhere, quietly
     assert outbox.pending == 1  # only the heartbeat that found the call gone
+
+
+async def test_a_turn_longer_than_the_workflow_takes_is_recorded_in_pieces_not_lost(tc: TextCall) -> None:
+    """The workflow refuses a turn over MAX_TEXT_CHARS; the agent sends a longer one as
+    consecutive turns of the same speaker, so the transcript keeps every character."""
+    long = "".join(f"{i:05d} " for i in range(7_000))  # 42,000 characters
+    tc.controller.on_turn("user", long)
+    st = await tc.synced()
+    assert st["rejected"] == []
+    pieces = [t for t in await tc.call.transcript() if t.role == "user"]
+    assert [len(t.text) for t in pieces] == [MAX_TEXT_CHARS, MAX_TEXT_CHARS, len(long) - 2 * MAX_TEXT_CHARS]
+    assert "".join(t.text for t in pieces) == long and {t.node for t in pieces} == {"welcome"}
+
+
+async def test_oversized_transition_arguments_are_refused_before_anything_moves(tc: TextCall) -> None:
+    """A transition whose arguments the workflow's signal could not carry is refused to the
+    LLM at once, with the limit named; the call stays where it was and nothing is queued."""
+    await tc.synced()
+    seq = tc.controller.seq
+    out = await tc.controller.on_tool_call("to_booking", {"note": "x" * (MAX_ARGS_BYTES + 1)})
+    assert out.error and out.reply_required
+    assert f"larger than {MAX_ARGS_BYTES} bytes" in out.result["error"]
+    assert tc.controller.node == "welcome" and tc.controller.seq == seq
+    assert tc.controller.outbox.pending == 0
+    assert (await tc.synced())["node"] == "welcome"
 
 
 # --- idle and max duration ------------------------------------------------------------------
