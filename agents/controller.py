@@ -38,7 +38,6 @@ from callflow.events import CallStarted, FunctionCalled, HangUp, MaxDuration, Us
 from callflow.state import CallState
 from workflows.client import CallHandle
 from workflows.messages import (
-    MAX_ARGS_BYTES,
     MAX_TEXT_CHARS,
     CallEvent,
     CallFunctionRequest,
@@ -47,6 +46,7 @@ from workflows.messages import (
     Snapshot,
     Turn,
     TurnsEvent,
+    oversized_args,
 )
 
 log = logging.getLogger(__name__)
@@ -173,9 +173,8 @@ class FlowController:
         node = self.state.node
         if (node, name) in self.remote:
             return await self.remote_function(f"{self.turn_key}:{self.step_no}:fn:{name}", name, args)
-        if args and len(str(args)) > MAX_ARGS_BYTES:  # its signal would be refused: say so now
-            return ToolOutcome({"status": "error", "error": f"the arguments of '{name}' are larger than "
-                                f"{MAX_ARGS_BYTES} bytes; call it again with shorter values"}, True, True)
+        if args and (problem := oversized_args(name, args)) is not None:  # its signal would be refused
+            return ToolOutcome({"status": "error", "error": problem}, True, True)
         now = self.clock()
         step, out, runs = call_locally(self.engine, self.state, name, args, now)
         if out.error:

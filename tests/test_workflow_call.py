@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
 from activities.persistence import load_call
 from callflow.errors import FlowError
 from tests.wfkit import Agent, req, running_worker, start, wait_state
-from workflows.messages import Turn, TurnsEvent
+from workflows.messages import MAX_ARGS_BYTES, Turn, TurnsEvent
 
 
 async def test_happy_path_transition_and_branch_table(temporal_client: Client, task_queue: str,
@@ -54,6 +54,24 @@ async def test_unknown_function_and_bad_args_come_back_as_llm_errors(
         await call.hangup()
         record = await call.handle.result()
     assert record.end_reason == "user_hangup"
+
+
+async def test_oversized_function_arguments_are_refused_by_the_validator(
+        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    """Arguments too large to keep in the history are refused before the update is accepted:
+    nothing runs, the error names the function and the limit, and the call goes on."""
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        agent = Agent(call)
+        await agent.transition("verify", "confirmed")
+        await wait_state(call, lambda s: s["node"] == "offer")
+        with pytest.raises(WorkflowUpdateFailedError) as err:
+            await call.call_function(req("offer", "book", slot="x" * (MAX_ARGS_BYTES + 1)))
+        assert f"'book' are larger than {MAX_ARGS_BYTES} bytes" in str(err.value.cause)
+        st = await call.state()
+        assert st["node"] == "offer" and st["status"] == "live" and st["state"] == {}
+        await call.hangup()
+        await call.handle.result()
 
 
 async def test_transition_for_unknown_function_is_recorded_and_ignored(

@@ -33,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.call_core import REJECTED_TAIL, CallCore
     from workflows.inbox import Inbox
     from workflows.messages import (
-        MAX_ARGS_BYTES,
         AttachRequest,
         CallEvent,
         CallFunctionRequest,
@@ -48,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         TransitionEvent,
         Turn,
         TurnsEvent,
+        oversized_args,
     )
     from workflows.record import build_record, compact_state, transcript_items
     from workflows.visibility import Visibility
@@ -290,8 +290,8 @@ class CallWorkflow(CallCore):
             return
         if self.state.ended and self.state.node not in self.end_nodes():
             raise ValueError("the call has ended")
-        if len(str(req.args)) > MAX_ARGS_BYTES:
-            raise ValueError(f"arguments larger than {MAX_ARGS_BYTES} bytes")
+        if (problem := oversized_args(req.name, req.args)) is not None:
+            raise ValueError(problem)
         if req.node != self.state.node and req.after_seq < self.inbox.next_seq:
             raise ValueError(f"the call is on node '{self.state.node}', not '{req.node}'")
 

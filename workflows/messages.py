@@ -20,6 +20,16 @@ MAX_ARGS_BYTES = 32_000
 MAX_BATCH = 200
 
 
+def oversized_args(name: str, args: dict[str, Any]) -> str | None:
+    """Why a function call's arguments are too large to carry, or None. One rule for the
+    workflow (``call_function``'s validator) and the agent (a transition's signal), so the
+    LLM hears the same refusal whichever side would have to carry them."""
+    if args and len(str(args)) > MAX_ARGS_BYTES:
+        return (f"the arguments of '{name}' are larger than {MAX_ARGS_BYTES} bytes; "
+                "call it again with shorter values")
+    return None
+
+
 class _Msg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
