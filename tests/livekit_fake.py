@@ -29,7 +29,11 @@ it reproduces, taken from the SDK (``livekit/api/twirp_client.py``, ``_service.p
   refused with 404 (``False``); real servers differ here by version and configuration,
   which is why callers that must not resurrect a finished call check the room first.
 
-Not modelled: media, webhooks, region failover (``/settings/regions``: the SDK only
+SIP (dialing, transfers, inbound trunks, dispatch rules) and signed webhooks live in
+``tests/livekit_fake_sip.py``; room and participant changes made through the API or the
+test controls below emit the webhooks the server would.
+
+Not modelled: media, region failover (``/settings/regions``: the SDK only
 fails over for LiveKit Cloud hosts, never for 127.0.0.1), dispatch jobs actually starting
 an agent (tests add participants themselves with :meth:`FakeLiveKit.add_participant`).
 """
@@ -51,6 +55,8 @@ from livekit.protocol import agent_dispatch as proto_dispatch
 from livekit.protocol import models as proto_models
 from livekit.protocol import room as proto_room
 
+from tests.livekit_fake_sip import SipFake
+
 PROTOBUF = "application/protobuf"
 JSON = "application/json"
 TWIRP_PREFIX = "/twirp/livekit."
@@ -70,12 +76,14 @@ STATUS_CODE = {400: "invalid_argument", 401: "unauthenticated", 403: "permission
 class TwirpError(Exception):
     """An error answered as Twirp error JSON (or plain text for auth rejections, if asked)."""
 
-    def __init__(self, code: str, msg: str, *, status: int | None = None, auth: bool = False) -> None:
+    def __init__(self, code: str, msg: str, *, status: int | None = None, auth: bool = False,
+                 meta: dict[str, str] | None = None) -> None:
         super().__init__(msg)
         self.code = code
         self.msg = msg
         self.status = status if status is not None else TWIRP_STATUS.get(code, 500)
         self.auth = auth
+        self.meta = meta
 
 
 def _denied() -> TwirpError:
@@ -135,13 +143,14 @@ class LoggedRequest:
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Message]]
 
 
-class FakeLiveKit:
+class FakeLiveKit(SipFake):
     """``async with FakeLiveKit() as lk:`` then point the SDK at ``lk.url`` with
     ``lk.api_key`` / ``lk.api_secret``. State is plain attributes for assertions:
-    ``rooms``, ``dispatches``, ``deleted_rooms``, ``requests``."""
+    ``rooms``, ``dispatches``, ``deleted_rooms``, ``requests`` (and the SIP ones)."""
 
     def __init__(self, *, api_key: str = "APIfake", api_secret: str | None = None,
-                 auto_create_rooms: bool = True, auth_errors_as_text: bool = False) -> None:
+                 auto_create_rooms: bool = True, auth_errors_as_text: bool = False,
+                 webhook_url: str | None = None) -> None:
         self.api_key = api_key
         self.api_secret = api_secret or secrets.token_urlsafe(32)
         self.auto_create_rooms = auto_create_rooms
@@ -151,6 +160,8 @@ class FakeLiveKit:
         self.deleted_rooms: list[str] = []
         self.requests: list[LoggedRequest] = []
         self._faults: list[tuple[str | None, int, str, str]] = []
+        self._lost_replies: list[str | None] = []
+        self._init_sip(webhook_url)
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._routes: dict[str, tuple[type[Message], Handler]] = {
@@ -158,6 +169,7 @@ class FakeLiveKit:
             "RoomService/ListRooms": (proto_room.ListRoomsRequest, self._list_rooms),
             "RoomService/DeleteRoom": (proto_room.DeleteRoomRequest, self._delete_room),
             "RoomService/ListParticipants": (proto_room.ListParticipantsRequest, self._list_participants),
+            "RoomService/GetParticipant": (proto_room.RoomParticipantIdentity, self._get_participant),
             "RoomService/RemoveParticipant": (proto_room.RoomParticipantIdentity, self._remove_participant),
             "AgentDispatchService/CreateDispatch": (proto_dispatch.CreateAgentDispatchRequest,
                                                     self._create_dispatch),
@@ -165,6 +177,7 @@ class FakeLiveKit:
                                                   self._list_dispatch),
             "AgentDispatchService/DeleteDispatch": (proto_dispatch.DeleteAgentDispatchRequest,
                                                     self._delete_dispatch),
+            **self._sip_routes(),
         }
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -179,6 +192,7 @@ class FakeLiveKit:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self._stop_sip()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -196,6 +210,19 @@ class FakeLiveKit:
         the server would answer. The Twirp code defaults to the one for that status."""
         self._faults.extend([(method, status, code or STATUS_CODE.get(status, "unknown"), msg)] * n)
 
+    def lose_next_reply(self, n: int = 1, *, method: str | None = None) -> None:
+        """The next ``n`` requests (to ``method`` only, if given) are carried out, then answered
+        with a 504 as if the reply had been lost on the way back: a client that retries must
+        find out what already happened instead of doing it again."""
+        self._lost_replies.extend([method] * n)
+
+    def _take_lost_reply(self, method: str) -> bool:
+        for i, only in enumerate(self._lost_replies):
+            if only is None or method == only or method.endswith("/" + only):
+                del self._lost_replies[i]
+                return True
+        return False
+
     def _take_fault(self, method: str) -> tuple[int, str, str] | None:
         for i, (only, status, code, msg) in enumerate(self._faults):
             if only is None or method == only or method.endswith("/" + only):
@@ -208,18 +235,40 @@ class FakeLiveKit:
         room = self.rooms.get(name)
         if room is None:
             room = self.rooms[name] = FakeRoom(name=name, sid=f"RM_{secrets.token_hex(6)}", metadata=metadata)
+            self._emit("room_started", room.to_proto())
         for identity in participants:
             self.add_participant(name, identity)
         return room
 
-    def add_participant(self, room: str, identity: str,
-                        kind: int = proto_models.ParticipantInfo.STANDARD) -> proto_models.ParticipantInfo:
+    def add_participant(self, room: str, identity: str, kind: int = proto_models.ParticipantInfo.STANDARD,
+                        attributes: dict[str, str] | None = None) -> proto_models.ParticipantInfo:
         """``identity`` joins ``room`` (created if need be), as a caller or an agent would."""
         info = proto_models.ParticipantInfo(
             sid=f"PA_{secrets.token_hex(6)}", identity=identity, kind=kind,  # type: ignore[arg-type]
-            state=proto_models.ParticipantInfo.State.ACTIVE, joined_at=int(time.time()))
-        self.add_room(room).participants[identity] = info
+            state=proto_models.ParticipantInfo.State.ACTIVE, joined_at=int(time.time()),
+            attributes=attributes or {})
+        found = self.add_room(room)
+        found.participants[identity] = info
+        self._emit("participant_joined", found.to_proto(), info)
         return info
+
+    def remove_participant(self, room: str, identity: str,
+                           reason: int = proto_models.CLIENT_INITIATED) -> bool:
+        """``identity`` leaves ``room`` (``reason``: a ``DisconnectReason``; an agent process
+        killed is ``SIGNAL_CLOSE``); False if it was not there."""
+        found = self.rooms.get(room)
+        info = found.participants.pop(identity, None) if found else None
+        if found is None or info is None:
+            return False
+        left = proto_models.ParticipantInfo()
+        left.CopyFrom(info)
+        left.state = proto_models.ParticipantInfo.State.DISCONNECTED
+        left.disconnect_reason = reason  # type: ignore[assignment]
+        self._emit("participant_left", found.to_proto(), left)
+        return True
+
+    def _twirp_error(self, code: str, msg: str, meta: dict[str, str] | None = None) -> Exception:
+        return TwirpError(code, msg, meta=meta)
 
     def calls(self, method: str) -> list[LoggedRequest]:
         """Logged requests to ``method`` ("CreateDispatch" or "AgentDispatchService/CreateDispatch")."""
@@ -266,12 +315,17 @@ class FakeLiveKit:
                 raise TwirpError("malformed", f"the request body could not be decoded: {err}") from None
             entry["body"] = body
             reply = await handler(body, claims or {})
+            if self._take_lost_reply(method):
+                raise TwirpError("deadline_exceeded", "the reply was lost (injected)")
         except TwirpError as err:
             self.requests.append(LoggedRequest(status=err.status, error_code=err.code,
                                                body=entry.pop("body", None), **entry))
             if err.auth and self.auth_errors_as_text:
                 return web.Response(status=err.status, text=err.msg, content_type="text/plain")
-            return web.json_response({"code": err.code, "msg": err.msg}, status=err.status)
+            error: dict[str, Any] = {"code": err.code, "msg": err.msg}
+            if err.meta:
+                error["meta"] = err.meta
+            return web.json_response(error, status=err.status)
         self.requests.append(LoggedRequest(status=200, body=entry.pop("body"), **entry))
         if content_type == JSON:
             return web.Response(body=json_format.MessageToJson(reply).encode(), content_type=JSON)
@@ -333,8 +387,11 @@ class FakeLiveKit:
         self._ensure(claims, "roomCreate")
         if req.room not in self.rooms:
             raise TwirpError("not_found", "room not found")
-        del self.rooms[req.room]
+        for identity in list(self.rooms[req.room].participants):
+            self.remove_participant(req.room, identity, proto_models.ROOM_DELETED)
+        room = self.rooms.pop(req.room)
         self.deleted_rooms.append(req.room)
+        self._emit("room_finished", room.to_proto())
         # The room's dispatches end with it, as its participants (the SIP caller) are disconnected.
         for dispatch_id in [d.id for d in self.dispatches.values() if d.room == req.room]:
             del self.dispatches[dispatch_id]
@@ -354,8 +411,16 @@ class FakeLiveKit:
         room = self.rooms.get(req.room)
         if room is None or req.identity not in room.participants:
             raise TwirpError("not_found", "participant not found")
-        del room.participants[req.identity]
+        self.remove_participant(req.room, req.identity, proto_models.PARTICIPANT_REMOVED)
         return proto_room.RemoveParticipantResponse()
+
+    async def _get_participant(self, req: proto_room.RoomParticipantIdentity,
+                               claims: dict[str, Any]) -> Message:
+        self._ensure_admin(claims, req.room)
+        room = self.rooms.get(req.room)
+        if room is None or req.identity not in room.participants:
+            raise TwirpError("not_found", "participant not found")
+        return room.participants[req.identity]
 
     # -- AgentDispatchService --------------------------------------------------------------
 
