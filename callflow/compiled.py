@@ -108,6 +108,18 @@ class CompiledFlow:
     run_functions: dict[str, CompiledFunction]  # action nodes' ``run``, by node id
 
 
+def closed(params: dict[str, Any]) -> dict[str, Any]:
+    """The schema the arguments are checked against: an object with declared ``properties``
+    takes no others unless its author said so (``additionalProperties``).
+
+    The LLM's strict schema already says this, but the workflow checks what arrives, and an
+    undeclared argument could otherwise reach a handler, a capture or an HTTP request.
+    """
+    if isinstance(params.get("properties"), dict) and "additionalProperties" not in params:
+        return {**params, "additionalProperties": False}
+    return params
+
+
 def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> CompiledFunction:
     spec = definition.handlers.get(fn.name) if fn.kind == "handler" else None
     if spec is not None:
@@ -132,7 +144,7 @@ def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> Compiled
         parameters=params,
         llm_parameters=llm_parameters,
         strict=strict is not None,
-        validator=jsonschema.Draft202012Validator(params),
+        validator=jsonschema.Draft202012Validator(closed(params)),
         timeout_s=timeout,
         cancel_on_interruption=cancel,
         render_description=renderer(template),

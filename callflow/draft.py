@@ -17,7 +17,7 @@ from callflow.conditions import BranchError, holds, resolve_branch
 from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
 from callflow.model import Action, HttpSpec, Transition
 from callflow.state import CallState, PendingRun
-from callflow.templating import Template, TemplateSyntaxError, compile_template, render_any
+from callflow.templating import Template, TemplateSyntaxError, compile_template, render_any, render_url
 
 MAX_CHAIN = 1000  # gates and actions entered in one step; max_node_visits stops loops first
 
@@ -78,11 +78,13 @@ class Draft:
                                     purpose=purpose))  # type: ignore[arg-type]
         http: HttpSpec | None = None
         if fn.entry.http is not None:
-            values = {**template_values(self.s), **args}
+            # The flow's values win: an argument named like one (``crm_base_url``) must not
+            # choose where the flow's credentials go.
+            values = {**args, **template_values(self.s)}
             spec = fn.entry.http
             http = HttpSpec(
                 method=spec.method,
-                url=compile_template(spec.url).render(values),
+                url=render_url(compile_template(spec.url), values),
                 headers=render_any(spec.headers, values) if spec.headers else None,
                 body=render_any(spec.body, values) if spec.body is not None else (
                     args if spec.method != "GET" else None),

@@ -11,9 +11,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 BUILTINS = frozenset({"current_time", "current_date", "caller_number", "called_number", "call_id"})
 
+RAW_PREFIX = "raw:"
 _PLACEHOLDER = re.compile(r"\{\{\s*(.*?)\s*\}\}", re.S)
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 
@@ -22,6 +24,7 @@ _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 class Placeholder:
     path: tuple[str, ...]
     fallback: str | None
+    raw: bool = False  # ``{{raw:name}}``: put into a URL as written, not percent-encoded
 
     @property
     def name(self) -> str:
@@ -66,9 +69,12 @@ def compile_template(text: str) -> Template:
         inner = m.group(1)
         name, sep, fallback = inner.partition("|")
         name = name.strip()
+        raw = name.startswith(RAW_PREFIX)
+        if raw:
+            name = name[len(RAW_PREFIX):].strip()
         if not _PATH.match(name):
             raise TemplateSyntaxError(f"bad placeholder '{{{{{inner}}}}}': expected a name or a dotted path")
-        parts.append(Placeholder(tuple(name.split(".")), fallback.strip() if sep else None))
+        parts.append(Placeholder(tuple(name.split(".")), fallback.strip() if sep else None, raw))
         pos = m.end()
     if pos < len(text):
         parts.append(text[pos:])
@@ -101,6 +107,43 @@ def _render_value(value: Any, fallback: str | None) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def render_url(template: Template, values: Mapping[str, Any]) -> str:
+    """Render an HTTP entry's URL, percent-encoding every value that lands in its path,
+    query or fragment.
+
+    Values come from the call and from LLM arguments: unencoded, ``../../admin?x=1#`` in a
+    path segment would reach another endpoint with the flow's credentials. A placeholder
+    before the path (``{{crm_base_url}}/companies``, ``https://{{host}}/``) is the URL's
+    base and goes in as written; so does ``{{raw:name}}`` anywhere, for a flow that means
+    its value to be a path or query string.
+    """
+    out: list[str] = []
+    literal = ""  # the template's own text so far: where it has reached decides the encoding
+    for part in template.parts:
+        if isinstance(part, str):
+            out.append(part)
+            literal += part
+            continue
+        text = _render_value(lookup(values, part.path), part.fallback)
+        if not part.raw and _in_path(literal):
+            text = _encode_component(text)
+        out.append(text)
+    return "".join(out)
+
+
+def _in_path(literal: str) -> bool:
+    """Whether text following ``literal`` is past the URL's scheme and authority."""
+    _scheme, sep, rest = literal.partition("://")
+    return any(c in (rest if sep else literal) for c in "/?#")
+
+
+def _encode_component(text: str) -> str:
+    """Everything but unreserved characters encoded; a bare dot segment too (``..``)."""
+    if text in (".", ".."):
+        return text.replace(".", "%2E")
+    return quote(text, safe="")
 
 
 def render_any(value: Any, values: Mapping[str, Any]) -> Any:

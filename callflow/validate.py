@@ -84,7 +84,8 @@ class _Checker:
             self.err(path, "a branch table needs at least one case or a default")
 
     # --- templates --------------------------------------------------------------------
-    def check_template(self, path: str, text: str | None, extra: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def check_template(self, path: str, text: str | None, extra: set[str] = frozenset(),  # type: ignore[assignment]
+                       url: bool = False) -> None:
         if not text:
             return
         try:
@@ -94,6 +95,8 @@ class _Checker:
             return
         for ph in tpl.placeholders:
             head = ph.path[0]
+            if ph.raw and not url:
+                self.err(path, f"'{{{{raw:{ph.name}}}}}': 'raw:' applies only in an http entry's url")
             if ph.fallback is not None or head == "state" or head in BUILTINS:
                 continue
             if head in self.known_names or head in extra:
@@ -187,7 +190,11 @@ class _Checker:
         self.check_template(f"{path}.description", fn.description)
         self.check_template(f"{path}.speech", fn.speech)
         if fn.http is not None:
-            self.check_template(f"{path}.http.url", fn.http.url, args)
+            self.check_template(f"{path}.http.url", fn.http.url, args, url=True)
+            for arg in sorted(args & (self.known_names | BUILTINS)):
+                self.err(f"{path}.parameters.properties.{arg}",
+                         f"parameter '{arg}' has the name of a flow value, which wins over an argument "
+                         "in the request's templates: rename the parameter")
             for k, v in (fn.http.headers or {}).items():
                 self.check_template(f"{path}.http.headers.{k}", v, args)
             for s in strings_in(fn.http.body):
