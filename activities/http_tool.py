@@ -11,13 +11,19 @@ Outcome policy, so the workflow's retry policy only retries what a retry can fix
 Each request carries ``Idempotency-Key: <call_id>:<seq>``, the same on every retry, so an
 API that honours it performs a retried POST once. Requests go to the address the SSRF guard
 vetted (TLS still verifies the certificate for the original host name via SNI), and
-redirects are followed by hand, each hop vetted again.
+redirects are followed by hand, each hop vetted again; credentials and a request body never
+follow a redirect to another origin. ``timeout_s`` bounds the whole request, redirects and a
+slowly dripping body included, not each read. The body is decompressed here, chunk by
+chunk, and the cap counts decompressed bytes, so a gzip bomb stops at the cap.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import ssl
+import zlib
 from typing import Any, Literal
 
 import httpx
@@ -33,7 +39,12 @@ MAX_REDIRECTS = 3
 PREVIEW_CHARS = 500
 HTTP_TOOL_UNAVAILABLE = "HttpToolUnavailable"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_STRIPPED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_STRIPPED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection",
+                               "accept-encoding"})
+# Only encodings decompressed here, under the size cap: a server may not pick another.
+ACCEPT_ENCODING = "gzip, deflate"
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
@@ -64,6 +75,10 @@ class ResponseTooLarge(Exception):
     pass
 
 
+class BadEncoding(Exception):
+    pass
+
+
 class HttpTool:
     """The HTTP tool activity, bound to the worker's network policy."""
 
@@ -86,6 +101,18 @@ class HttpTool:
         return result
 
     async def _call(self, req: HttpToolRequest) -> dict[str, Any]:
+        bad = _header_problem(req.headers)
+        if bad is not None:  # never sent, never retried: the same headers would fail again
+            return _error("invalid_header", bad)
+        try:
+            async with asyncio.timeout(req.timeout_s):
+                return await self._follow(req)
+        except TimeoutError:
+            raise ApplicationError(
+                f"request took longer than {req.timeout_s:g} s", type=HTTP_TOOL_UNAVAILABLE
+            ) from None
+
+    async def _follow(self, req: HttpToolRequest) -> dict[str, Any]:
         cap = min(req.max_response_bytes or self.max_response_bytes, self.max_response_bytes)
         method: str = req.method
         url = req.url
@@ -103,9 +130,14 @@ class HttpTool:
             origin = origin or hop_origin
             if hop_origin != origin:
                 user_headers = {}  # credentials meant for one API must not follow a redirect away
+                if body is not None:  # nor may the body (a 307/308 keeps method and body)
+                    return _error("redirect_refused", f"{origin[1]} redirected the {method} request "
+                                  f"to another origin ({target.host}); its body was not sent there")
             status, headers, content = await self._send(req, target, method, body, cap, user_headers)
             if isinstance(content, ResponseTooLarge):
                 return _error("response_too_large", f"response larger than {cap} bytes", http_status=status)
+            if isinstance(content, BadEncoding):
+                return _error("bad_encoding", f"{target.host} answered with {content}", http_status=status)
             if status in _REDIRECTS and "location" in headers:
                 url = str(target.url.join(headers["location"]))
                 if status == 303 or (status in (301, 302) and method not in ("GET", "HEAD")):
@@ -122,10 +154,11 @@ class HttpTool:
         body: Any,
         cap: int,
         user_headers: dict[str, str],
-    ) -> tuple[int, httpx.Headers, bytes | ResponseTooLarge]:
+    ) -> tuple[int, httpx.Headers, bytes | ResponseTooLarge | BadEncoding]:
         headers = {k: v for k, v in user_headers.items() if k.lower() not in _STRIPPED_HEADERS}
         headers["Host"] = target.host_header()
         headers["Idempotency-Key"] = f"{req.call_id}:{req.seq}"
+        headers["Accept-Encoding"] = ACCEPT_ENCODING
         kwargs: dict[str, Any] = {}
         if body is not None:
             if isinstance(body, str):
@@ -150,6 +183,10 @@ class HttpTool:
                         content = await _read_capped(response, cap)
                     finally:
                         await response.aclose()
+                except UnsupportedEncoding as err:
+                    return response.status_code, response.headers, BadEncoding(f"content-encoding {err}")
+                except zlib.error:
+                    return response.status_code, response.headers, BadEncoding("a corrupt compressed body")
                 except httpx.ConnectError as err:
                     failure = err
                     continue
@@ -162,18 +199,72 @@ class HttpTool:
         )
 
 
+def _header_problem(headers: dict[str, str]) -> str | None:
+    """Why these headers cannot be sent (a templated value may carry a line break)."""
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            return f"header name {name[:40]!r} is not a valid HTTP header name"
+        if _BAD_VALUE_CHARS.search(value):
+            return f"header {name!r} contains a line break or NUL; it was not sent"
+    return None
+
+
+class UnsupportedEncoding(Exception):
+    pass
+
+
+class _Inflater:
+    """gzip/deflate decompression that never produces more than it is asked for."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        # gzip: the gzip header; deflate: zlib-wrapped as the RFC says, raw as some servers send
+        self.obj = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
+        self.started = False
+
+    def feed(self, data: bytes, limit: int) -> tuple[bytes, bytes]:
+        """(up to ``limit`` decompressed bytes, input not consumed yet)."""
+        try:
+            out = self.obj.decompress(data, limit)
+        except zlib.error:
+            if self.encoding != "deflate" or self.started:
+                raise
+            self.obj = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = self.obj.decompress(data, limit)
+        self.started = True
+        return out, self.obj.unconsumed_tail
+
+
 async def _read_capped(response: httpx.Response, cap: int) -> bytes | ResponseTooLarge:
-    """The (decoded) body, or ResponseTooLarge as soon as it exceeds ``cap`` bytes."""
+    """The decoded body, or ResponseTooLarge as soon as it exceeds ``cap`` bytes.
+
+    Decompressed here rather than by httpx: its decoder expands a whole network chunk at
+    once, and 64 KiB of a gzip bomb is 64 MiB. Asking zlib for at most what the cap still
+    allows keeps memory under the cap, however dense the input.
+    """
     declared = response.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > cap:
         return ResponseTooLarge()
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        inflater = None
+    elif encoding in ("gzip", "x-gzip", "deflate"):
+        inflater = _Inflater("deflate" if encoding == "deflate" else "gzip")
+    else:
+        raise UnsupportedEncoding(encoding)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > cap:
-            return ResponseTooLarge()
-        chunks.append(chunk)
+    async for raw in response.aiter_raw():
+        pending = raw
+        while pending:
+            if inflater is None:
+                chunk, pending = pending, b""
+            else:
+                chunk, pending = inflater.feed(pending, cap - size + 1)
+            size += len(chunk)
+            if size > cap:
+                return ResponseTooLarge()
+            chunks.append(chunk)
     return b"".join(chunks)
 
 

@@ -51,8 +51,14 @@ class VettedTarget:
 
 def address_problem(ip: IPAddress) -> str | None:
     """Why this address is not public, or None when it is."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return address_problem(ip.ipv4_mapped)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return address_problem(ip.ipv4_mapped)
+        # 6to4 (2002::/16) and Teredo carry an IPv4 address that a relay may deliver to; a
+        # private one inside is a way round the checks below (6to4 counts as global).
+        for kind, inner in (("6to4", ip.sixtofour), *(("Teredo", v4) for v4 in ip.teredo or ())):
+            if inner is not None and (problem := address_problem(inner)):
+                return f"{kind} address embedding a {problem} IPv4 address"
     checks = (
         ("unspecified", ip.is_unspecified),
         ("loopback", ip.is_loopback),
