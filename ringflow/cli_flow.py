@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from callflow.errors import Issue
-from callflow.loader import ValidationReport, parse_text, validate_data, validate_file
+from callflow.loader import ValidationReport, read_file, validate_data, validate_file
 from callflow.render import mermaid, show
 
 flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", no_args_is_help=True)
@@ -84,22 +84,39 @@ def graph(file: Path = typer.Argument(..., help="Flow file.")) -> None:
 @flow_app.command("import")
 def import_cmd(
     file: Path = typer.Argument(..., help="The file to convert (JSON)."),
-    source: str = typer.Option(..., "--from", help="dograh, pipecat or pipecat-legacy."),
+    source: str | None = typer.Option(
+        None, "--from", help="dograh, pipecat (editor export) or pipecat-legacy (FlowConfig); "
+        "pipecat-editor and pipecat-config are accepted too. Default: detected from the file."),
     out: Path | None = typer.Option(None, "-o", "--out", help="Write the YAML here (default stdout)."),
+    lenient: bool = typer.Option(
+        False, "--lenient", help="Import a Dograh workflow that Dograh itself would refuse to "
+        "publish (an edge into the start node...), with a warning per broken rule."),
 ) -> None:
     """Convert a Dograh or Pipecat Flows file to a Ringflow flow, then validate it."""
-    from callflow.importers import SOURCES, FlowImportError, import_flow, to_yaml
+    from callflow.importers import (
+        ALIASES,
+        SOURCE_NAMES,
+        SOURCES,
+        FlowImportError,
+        detect_source,
+        import_flow,
+        to_yaml,
+    )
 
-    if source not in SOURCES:
-        typer.echo(f"error: --from must be one of {', '.join(SOURCES)}", err=True)
+    if source is not None and source not in SOURCES and source not in ALIASES:
+        typer.echo(f"error: --from must be one of {', '.join((*SOURCES, *ALIASES))}", err=True)
         raise typer.Exit(2)
+    data = _read_import(file)
+    if source is None:
+        source = detect_source(data)
+        if source is None:
+            typer.echo(f"error: {file}: not a Dograh workflow, Pipecat Flows editor export or "
+                       f"Pipecat Flows config that could be recognised; say which with --from "
+                       f"({', '.join(SOURCES)})", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"{file}: detected format: {SOURCE_NAMES[source]} (--from {source})", err=True)
     try:
-        data = parse_text(file.read_text(encoding="utf-8"), file.name)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        typer.echo(f"error: cannot read {file}: {exc}", err=True)
-        raise typer.Exit(2) from None
-    try:
-        result = import_flow(source, data)
+        result = import_flow(source, data, lenient=lenient)
     except FlowImportError as exc:
         typer.echo(f"error: {file}: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -115,6 +132,20 @@ def import_cmd(
     else:
         typer.echo(text, nl=False)
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _read_import(file: Path) -> object:
+    """The file parsed, within the loader's size limit: checked before reading it, so
+    a huge file is refused at once and not converted into a flow nothing accepts."""
+    try:
+        data, issues = read_file(file)
+    except FileNotFoundError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if issues:
+        typer.echo(f"error: cannot read {file}: {issues[0].message}", err=True)
+        raise typer.Exit(2)
+    return data
 
 
 def _print_issues(issues: list[Issue], kind: str) -> None:

@@ -481,7 +481,8 @@ def _maybe(d: dict[str, Any]) -> Any:
 dograh_node = st.fixed_dictionaries(
     {
         "id": ids,
-        "type": _mostly(["startCall", "agentNode", "endCall", "globalNode", "webhook", "qa", "x"]),
+        "type": _mostly(["startCall", "agentNode", "endCall", "globalNode", "webhook", "qa", "x"])
+        | json_values,
     },
     optional={
         "data": _maybe(
@@ -514,7 +515,8 @@ function = _maybe(
         "transition_to": ids,
         "properties": _maybe({"a": json_values, "b": _maybe({"type": word})}),
         "required": json_values,
-        "decision": json_values,
+        "decision": _maybe({"conditions": st.lists(_maybe({"next_node_id": ids}), max_size=2)
+                            | json_values, "default_next_node_id": ids}),
         "handler": _leaf,
     }
 )
@@ -533,7 +535,7 @@ editor_doc = st.fixed_dictionaries(
     {
         "nodes": st.lists(
             st.fixed_dictionaries(
-                {"id": ids, "type": _mostly(["initial", "node", "end", "x"])},
+                {"id": ids, "type": _mostly(["initial", "node", "end", "x"]) | json_values},
                 optional={"data": node_data},
             )
             | json_values,

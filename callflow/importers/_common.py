@@ -39,6 +39,28 @@ class FlowImportError(ValueError):
     """
 
 
+def wrong_type(path: Path, what: str, expected: str, value: Any) -> FlowImportError:
+    """A key holding a JSON value of the wrong kind (a list for a node's ``type``...).
+
+    Such a file was not written by the source tool, so guessing what it meant would
+    hide the problem: it is refused, naming the place and what was expected there.
+    """
+    where = join_path(path) or "the document"
+    return FlowImportError(f"{where}: {what} must be {expected}, not {_json_kind(value)}")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
 @dataclass
 class ImportResult:
     """A converted flow plus everything that could not be carried over.

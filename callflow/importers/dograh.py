@@ -25,6 +25,7 @@ from callflow.importers._common import (
     text,
     var_type,
     variables_from_defaults,
+    wrong_type,
 )
 from callflow.importers._finish import Draft, finish
 
@@ -109,6 +110,9 @@ class _Importer:
             self.w.add(path, f"node is {type(raw).__name__}, not an object; not carried")
             return
         kind, src_id = raw.get("type"), raw.get("id")
+        if kind is not None and not isinstance(kind, str):
+            raise wrong_type((*self.w.root, *path, "type"), "a node's type", "a string such as "
+                             "'agentNode'", kind)
         data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
         title = text(data.get("name"))
         who = f"node '{label(title or '')}' (id {label(src_id)}, type {label(kind)})"
@@ -231,7 +235,7 @@ class _Importer:
         self.nodes[source].setdefault("functions", []).append(fn)
 
 
-def import_dograh(data: Any) -> ImportResult:
+def import_dograh(data: Any, lenient: bool = False) -> ImportResult:
     """Convert a parsed Dograh workflow export (or a bare ``{nodes, edges}`` graph)."""
     if not isinstance(data, dict):
         raise FlowImportError(f"a Dograh workflow is a JSON object, not {type(data).__name__}")

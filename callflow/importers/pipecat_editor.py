@@ -22,6 +22,7 @@ from callflow.importers._common import (
     node_id,
     text,
     variables_from_defaults,
+    wrong_type,
 )
 from callflow.importers._finish import Draft, finish
 from callflow.importers._pipecat import (
@@ -91,6 +92,8 @@ class _Importer:
             self.w.add(path, f"node is {type(raw).__name__}, not an object; not carried")
             return
         src, kind = raw.get("id"), raw.get("type")
+        if kind is not None and not isinstance(kind, str):
+            raise wrong_type((*path, "type"), "a node's type", "a string such as 'node'", kind)
         data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
         if not isinstance(src, str) or src in self.ids:
             self.w.add(path, f"node {label(src)}: missing or repeated id; not carried")
@@ -158,7 +161,10 @@ class _Importer:
         name = entry["name"]
         decision = decision if isinstance(decision, dict) else {}
         routes: list[tuple[Any, str]] = []
-        for cond in decision.get("conditions") or []:
+        conditions = decision.get("conditions")
+        if conditions is not None and not isinstance(conditions, list):
+            raise wrong_type((*path, "conditions"), "a decision's conditions", "a list", conditions)
+        for cond in conditions or []:
             if isinstance(cond, dict):
                 rule = f"its result {label(cond.get('operator'))} {label(cond.get('value'))}"
                 routes.append((cond.get("next_node_id"), rule))
@@ -214,7 +220,7 @@ class _Importer:
                                          "is not backed by a function's next_node_id; not carried")
 
 
-def import_pipecat_editor(data: Any) -> ImportResult:
+def import_pipecat_editor(data: Any, lenient: bool = False) -> ImportResult:
     """Convert a parsed Pipecat Flows editor export."""
     if not isinstance(data, dict):
         raise FlowImportError(f"a Pipecat Flows export is a JSON object, not {type(data).__name__}")

@@ -157,7 +157,7 @@ class _Importer:
         return entry
 
 
-def import_pipecat_legacy(data: Any) -> ImportResult:
+def import_pipecat_legacy(data: Any, lenient: bool = False) -> ImportResult:
     """Convert a parsed Pipecat Flows FlowConfig (static flow) JSON file."""
     if not isinstance(data, dict):
         raise FlowImportError(f"a Pipecat FlowConfig is a JSON object, not {type(data).__name__}")
