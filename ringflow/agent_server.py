@@ -129,7 +129,8 @@ async def start_inbound(client: Any, settings: Settings, room: str, caller: rtc.
 def build_server(settings: Settings) -> AgentServer:
     server = AgentServer(ws_url=settings.livekit_url, api_key=settings.livekit_api_key,
                          api_secret=settings.livekit_api_secret.get_secret_value()
-                         if settings.livekit_api_secret else None)
+                         if settings.livekit_api_secret else None,
+                         drain_timeout=settings.agent_drain_timeout_s)
     server.rtc_session(entrypoint, agent_name=settings.agent_name)
     return server
 

@@ -211,24 +211,18 @@ def agent() -> None:
 
 
 def worker() -> None:
-    """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics."""
-    from workflows.worker import prometheus_runtime, run_worker_forever
+    """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics.
+
+    SIGTERM and SIGINT shut it down gracefully (see ``run_worker_forever``)."""
+    from ringflow.worker_main import serve
 
     settings = get_settings()
     if settings.dispatcher == "livekit":  # dispatch_agent runs here: lost agents are re-dispatched
         from agents.livekit_api import register_livekit_dispatcher
 
         register_livekit_dispatcher()
-
-    async def go() -> None:
-        runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
-        client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
-        typer.echo(f"worker on {settings.temporal_address}, task queue {settings.task_queue!r}, "
-                   f"metrics on {settings.metrics_host}:{settings.metrics_port}/metrics", err=True)
-        await run_worker_forever(client, settings)
-
     try:
-        asyncio.run(go())
+        asyncio.run(serve(settings))
     except KeyboardInterrupt:
         pass
 

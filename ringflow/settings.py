@@ -57,9 +57,18 @@ class Settings(BaseSettings):
     # Observability
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a pod, so Prometheus can scrape it
+    # /livez and /readyz of `ringflow worker` for Kubernetes probes, on metrics_host; 0 disables
+    health_port: int = Field(default=0, ge=0, le=65535)
+
+    # `ringflow worker` on SIGTERM: how long running activities may finish before they are
+    # cancelled. Keep it below the pod's terminationGracePeriodSeconds.
+    graceful_shutdown_s: float = Field(default=20.0, ge=0)
 
     # The realtime agent (`ringflow agent`): LiveKit keeps its conventional variable names.
     agent_name: str = "ringflow"
+    # On SIGTERM LiveKit stops taking jobs and waits up to this long for the calls in progress
+    # to end; the pod's terminationGracePeriodSeconds must be a little longer.
+    agent_drain_timeout_s: int = Field(default=1800, ge=0)
     livekit_url: str | None = Field(default=None, validation_alias=AliasChoices("LIVEKIT_URL", "livekit_url"))
     livekit_api_key: str | None = Field(
         default=None, validation_alias=AliasChoices("LIVEKIT_API_KEY", "livekit_api_key"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -45,7 +46,20 @@ def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
                                  durations_as_seconds=True)))
 
 
-async def run_worker_forever(client: Client, config: Any) -> None:
-    worker = build_worker(client, config)
+async def run_worker_forever(client: Client, config: Any, stop: asyncio.Event | None = None,
+                             on_start: Callable[[Worker], None] | None = None) -> None:
+    """Serve until ``stop`` is set, then shut down gracefully.
+
+    A graceful ``Worker.shutdown()`` (rather than the process dying on SIGTERM) tells the
+    server this worker's sticky queue is gone, so the next workflow task of each of its
+    calls goes straight to another worker instead of waiting out the sticky
+    schedule-to-start timeout (~10 s of dead air for the caller). Running activities get
+    ``graceful_shutdown_s`` to finish before they are cancelled; keep it inside the pod's
+    ``terminationGracePeriodSeconds``.
+    """
+    grace = timedelta(seconds=float(getattr(config, "graceful_shutdown_s", 0.0)))
+    worker = build_worker(client, config, graceful_shutdown_timeout=grace)
+    if on_start is not None:
+        on_start(worker)
     async with worker:
-        await asyncio.Event().wait()
+        await (stop or asyncio.Event()).wait()

@@ -1,0 +1,52 @@
+"""``ringflow worker`` as a pod runs it: signals, health endpoints, graceful shutdown.
+
+Kubernetes stops a pod with SIGTERM and waits ``terminationGracePeriodSeconds``. Left to
+Python's default, SIGTERM kills the process at once; the server then keeps routing each of
+its calls' next workflow task to the dead worker's sticky queue until the sticky timeout
+(~10 s) expires, and the caller hears nothing meanwhile. Here SIGTERM marks the worker
+unready and runs ``Worker.shutdown()``, which releases the sticky queues so another worker
+picks the calls up at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+
+from temporalio.worker import Worker
+
+from ringflow.health import HealthServer
+from ringflow.settings import Settings
+from ringflow.temporal_setup import connect
+
+
+async def serve(settings: Settings) -> None:
+    from workflows.worker import prometheus_runtime, run_worker_forever
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    started: list[Worker] = []
+
+    def ready() -> bool:
+        return bool(started) and started[0].is_running and not stop.is_set()
+
+    health = None
+    if settings.health_port:
+        health = HealthServer(settings.metrics_host, settings.health_port, ready)
+        await health.start()
+    try:
+        runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
+        client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
+        print(f"worker on {settings.temporal_address}, task queue {settings.task_queue!r}, "
+              f"metrics on {settings.metrics_host}:{settings.metrics_port}/metrics"
+              + (f", health on :{settings.health_port}" if health else ""), file=sys.stderr, flush=True)
+        await run_worker_forever(client, settings, stop=stop, on_start=started.append)
+        print("worker stopped gracefully", file=sys.stderr, flush=True)
+    finally:
+        if health is not None:
+            health.stop()

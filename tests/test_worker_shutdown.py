@@ -1,0 +1,145 @@
+"""SIGTERM to ``ringflow worker`` under live calls: no call waits out the sticky queue.
+
+Two real ``ringflow worker`` processes on a real dev server. Worker A serves some calls
+(so it holds them in its sticky cache), B joins, A gets SIGTERM as Kubernetes sends it.
+The next ``call_function`` update of each call must then be served by B without the
+server first timing out a workflow task on A's sticky queue (which is what a SIGKILLed
+or default-SIGTERMed worker costs: ~10 s of dead air). Asserted from the histories, not
+from a clock; ``bench/worker_shutdown.py`` measures the time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType, TimeoutType
+from temporalio.client import Client
+
+from ringflow.devstack import DevStack, free_port
+from tests.wfkit import Agent, req, start, wait_state, wait_until
+from workflows.client import CallHandle
+
+
+class Worker:
+    """``ringflow worker`` in its own process, with its health port."""
+
+    def __init__(self, address: str, task_queue: str, database_url: str, log: Path) -> None:
+        self.health_port = free_port()
+        self.log = log
+        env = {**os.environ, "RINGFLOW_TEMPORAL_ADDRESS": address, "RINGFLOW_TASK_QUEUE": task_queue,
+               "RINGFLOW_DATABASE_URL": database_url, "RINGFLOW_METRICS_PORT": str(free_port()),
+               "RINGFLOW_HEALTH_PORT": str(self.health_port), "RINGFLOW_GRACEFUL_SHUTDOWN_S": "5"}
+        with log.open("wb") as out:  # a file, not a pipe: a full pipe would block the worker
+            self.proc = subprocess.Popen([sys.executable, "-m", "ringflow.cli", "worker"], env=env,
+                                         stdout=subprocess.DEVNULL, stderr=out)
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    @property
+    def identity_prefix(self) -> str:
+        return f"{self.proc.pid}@"  # the SDK's default worker identity is pid@hostname
+
+    def probe(self, path: str) -> tuple[int, dict[str, object]] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=2) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+        except OSError:
+            return None
+
+    async def wait_ready(self) -> None:
+        async def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"worker exited: {self.stderr()}")
+            got = self.probe("/readyz")
+            return got is not None and got[0] == 200
+
+        await wait_until(ready, timeout=30, what="worker /readyz 200")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(temporal_server: DevStack, task_queue: str, sqlite_url: str,
+            tmp_path: Path) -> Iterator[Callable[[], Worker]]:
+    made: list[Worker] = []
+
+    def spawn() -> Worker:
+        log = tmp_path / f"worker{len(made)}.log"
+        made.append(Worker(temporal_server.address, task_queue, sqlite_url, log))
+        return made[-1]
+
+    yield spawn
+    for w in made:
+        w.stop()
+
+
+async def _completed_by(call: CallHandle) -> tuple[list[str], int]:
+    """Identities of the workers that completed workflow tasks, and how many workflow tasks
+    timed out waiting on a sticky queue (schedule-to-start)."""
+    identities: list[str] = []
+    sticky_timeouts = 0
+    async for ev in call.handle.fetch_history_events():
+        if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            identities.append(ev.workflow_task_completed_event_attributes.identity)
+        elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+            if ev.workflow_task_timed_out_event_attributes.timeout_type == \
+                    TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START:
+                sticky_timeouts += 1
+    return identities, sticky_timeouts
+
+
+async def test_sigterm_hands_live_calls_to_another_worker_at_once(
+        temporal_client: Client, task_queue: str, workers: Callable[[], Worker]) -> None:
+    a = workers()
+    await a.wait_ready()
+    calls = [await start(temporal_client, task_queue) for _ in range(3)]
+    for call in calls:
+        agent = Agent(call)
+        await agent.say(("user", "yes that's me"))
+        await agent.transition("verify", "confirmed")
+        await wait_state(call, lambda s: s["node"] == "offer", timeout=30, what="node offer")
+        assert (await call.call_function(req("offer", "list_slots"))).result == {"slots": ["Mon 9"]}
+    for call in calls:  # all of A's so far: A holds every call in its sticky cache
+        ids, _ = await _completed_by(call)
+        assert ids and all(i.startswith(a.identity_prefix) for i in ids)
+
+    b = workers()
+    await b.wait_ready()
+    a.proc.send_signal(signal.SIGTERM)
+
+    async def a_unready() -> bool:  # unready (or gone) once it is told to stop
+        return a.probe("/readyz") in (None, (503, {"ready": False}))
+
+    await wait_until(a_unready, timeout=10, what="A unready")
+
+    async def a_exited() -> bool:
+        return a.proc.poll() is not None
+
+    await wait_until(a_exited, timeout=30, what="A exits")
+    assert a.proc.returncode == 0, a.stderr()
+    assert "worker stopped gracefully" in a.stderr()
+
+    for call in calls:
+        booked = await call.call_function(req("offer", "book", slot="Mon 9"))
+        assert booked.decision == "end" and booked.result == {"status": "booked", "slot": "Mon 9"}
+        ids, sticky_timeouts = await _completed_by(call)
+        assert ids[-1].startswith(b.identity_prefix), ids
+        assert sticky_timeouts == 0, f"{call.call_id}: a task waited on the dead worker's sticky queue"
+        record = await wait_until(lambda c=call: c.handle.result(), timeout=30, what="call result")
+        assert record.disposition == "booked"
+        assert [t["text"] for t in record.transcript] == ["yes that's me"]
