@@ -29,6 +29,15 @@ with workflow.unsafe.imports_passed_through():
 REJECTED_TAIL = 50
 
 
+def _public(eff: Effect) -> Effect:
+    """An effect as it may go into an update's result, and so into the history: an HTTP
+    request's rendered URL, headers and body carry the flow's credentials (``Authorization``)
+    and are for the activity alone. The agent ignores ``run_function`` effects anyway."""
+    if isinstance(eff, RunFunction) and eff.http is not None:
+        return eff.model_copy(update={"http": None})
+    return eff
+
+
 class CallCore:
     """State and helpers shared by the workflow's handlers; set up by ``CallWorkflow.__init__``."""
 
@@ -179,7 +188,7 @@ class CallCore:
                                 result={"status": "error", "error": rejected.reason} if rejected else None)
         return CallFunctionResult(
             result=resp.result, error=resp.error, run_llm=resp.run_llm, decision=decision,
-            node=self.state.node, effects=[e.model_dump() for e in effects], state=self.state)
+            node=self.state.node, effects=[_public(e).model_dump() for e in effects], state=self.state)
 
     async def caught_up(self, after_seq: int, settle: bool = False) -> None:
         """Wait until the agent's events up to ``after_seq`` (and, with ``settle``, the
