@@ -143,6 +143,25 @@ def build_function(raw: dict[str, Any], target: Any, path: Path, w: Warnings, ow
     return entry
 
 
+def node_role(data: dict[str, Any], path: Path, w: Warnings, owner: str) -> tuple[str | None, Path]:
+    """A node's role and where it came from: ``role_message`` (a string, Pipecat Flows
+    0.0.24 and 1.x) or the deprecated ``role_messages`` list.
+
+    As in Pipecat Flows, ``role_message`` wins when a node has both.
+    """
+    single, legacy = data.get("role_message"), data.get("role_messages")
+    if single is not None:
+        role = text(single)
+        if role is None:
+            w.add((*path, "role_message"), f"{owner}: role_message is not text; not carried")
+        elif legacy is not None:
+            w.add((*path, "role_messages"), f"{owner}: both role_message and role_messages; "
+                                            "role_message is used, as Pipecat Flows does")
+        if role is not None:
+            return role, (*path, "role_message")
+    return join_messages(legacy, (*path, "role_messages"), w, owner), (*path, "role_messages")
+
+
 def fold_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: str, w: Warnings,
                where: Callable[[str], Path]) -> str | None:
     """The start node's role messages become the flow's role.
@@ -160,6 +179,6 @@ def fold_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: s
         node = nodes[nid]
         node["task"] = f"{own}\n\n{node['task']}"
         node["add_role"] = False
-        w.add(where(nid), f"node '{nid}': role_messages differ from the flow's role; put before "
+        w.add(where(nid), f"node '{nid}': its role differs from the flow's role; put before "
                           "its task, with add_role: false")
     return role

@@ -31,11 +31,12 @@ from callflow.importers._pipecat import (
     convert_actions,
     fold_roles,
     join_messages,
+    node_role,
 )
 
 TYPES = {"initial": "agent", "node": "agent", "llm_task": "agent", "end": "end"}
-DATA_KEYS = {"label", "role_messages", "task_messages", "functions", "pre_actions", "post_actions",
-             "context_strategy", "respond_immediately"}
+DATA_KEYS = {"label", "role_message", "role_messages", "task_messages", "functions", "pre_actions",
+             "post_actions", "context_strategy", "respond_immediately"}
 TOP_KEYS = {"$schema", "$id", "meta", "context", "global_functions", "nodes", "edges"}
 
 
@@ -62,10 +63,10 @@ class _Importer:
         if not self.raw:
             raise FlowImportError("the Pipecat Flows export has no usable nodes")
         roles: dict[str, str] = {}
+        role_paths: dict[str, Path] = {}
         for nid, (path, kind, data) in self.raw.items():
             self.nodes[nid] = self.node(nid, path, kind, data)
-            role = join_messages(data.get("role_messages"), (*path, "data", "role_messages"),
-                                 self.w, f"node '{nid}'")
+            role, role_paths[nid] = node_role(data, (*path, "data"), self.w, f"node '{nid}'")
             if role:
                 roles[nid] = role
         start = self.start or next(iter(self.nodes))
@@ -82,7 +83,7 @@ class _Importer:
             global_functions=self.global_functions(),
         )
         draft.role = fold_roles(self.nodes, roles, start, self.w, lambda n: self.origin[n])
-        draft.role_origin = (*self.origin[start], "data", "role_messages")
+        draft.role_origin = role_paths[start]
         return finish(draft)
 
     def declare(self, i: int, raw: Any, names: Names) -> None:

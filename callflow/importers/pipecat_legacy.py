@@ -1,10 +1,17 @@
-"""Pipecat Flows static FlowConfig JSON (``{initial_node, nodes: {id: NodeConfig}}``).
+"""Pipecat Flows config JSON (``{initial_node, global_functions, nodes: {id: NodeConfig}}``).
 
-Older Pipecat Flows apps kept the whole graph in one JSON file with functions in an
-LLM provider's format (OpenAI, Anthropic or Gemini) and ``transition_to`` naming the
-next node. The graph carries over; handlers and transition callbacks are Python code
-referenced by name, so they are reported instead. Pipecat has no end-node type: a
-node that ends the conversation and offers no transition is what Ringflow calls one.
+Pipecat Flows apps keep the whole graph in one JSON file: node configs with a role
+(``role_message``, or the older ``role_messages``), ``task_messages`` and functions,
+written flat (``{name, description, properties, required, handler, transition_to}``)
+or in an LLM provider's format (OpenAI, Anthropic or Gemini), plus functions offered
+on every node (``global_functions``). The graph carries over; handlers and transition
+callbacks are Python code referenced by name, so they are reported instead. Pipecat
+has no end-node type: a node that ends the conversation and offers no transition is
+what Ringflow calls one.
+
+Files from before Pipecat Flows 0.0.7 (its first editor's examples) have no
+``transition_to``: a function with no handler that is named after a node *is* the
+edge to that node, and is imported as one.
 """
 
 from __future__ import annotations
@@ -27,11 +34,12 @@ from callflow.importers._pipecat import (
     convert_actions,
     fold_roles,
     join_messages,
+    node_role,
 )
 
-NODE_KEYS = {"name", "role_messages", "task_messages", "messages", "functions", "pre_actions",
+NODE_KEYS = {"name", "role_message", "role_messages", "task_messages", "messages", "functions", "pre_actions",
              "post_actions", "context_strategy", "respond_immediately"}
-TOP_KEYS = {"initial_node", "nodes"}
+TOP_KEYS = {"initial_node", "nodes", "global_functions"}
 
 
 def _declarations(fn: dict[str, Any]) -> list[tuple[Any, Path]]:
@@ -77,6 +85,7 @@ class _Importer:
     def run(self) -> ImportResult:
         nodes: dict[str, dict[str, Any]] = {}
         roles: dict[str, str] = {}
+        role_paths: dict[str, Path] = {}
         for key, raw in self.data["nodes"].items():
             nid, path = self.ids[key], self.origin[self.ids[key]]
             if not isinstance(raw, dict):
@@ -84,22 +93,32 @@ class _Importer:
                                  "with a placeholder task")
                 raw = {}
             nodes[nid] = self.node(nid, path, raw)
-            role = join_messages(raw.get("role_messages"), (*path, "role_messages"), self.w,
-                                 f"node '{nid}'")
+            role, role_paths[nid] = node_role(raw, path, self.w, f"node '{nid}'")
             if role:
                 roles[nid] = role
         initial = self.data.get("initial_node")
         start = self.resolve(initial)
         if start is None:
             start = next(iter(nodes))
-            self.w.add(("initial_node",), f"initial_node {label(initial)} names no node; "
-                                          f"'{start}' is the start node")
+            why = "no initial_node" if initial is None else f"initial_node {label(initial)} names no node"
+            self.w.add(("initial_node",), f"{why}; '{start}' is the start node")
         for key in sorted(k for k in self.data if k not in TOP_KEYS):
             self.w.add((key,), f"top-level key '{label(key)}' not carried")
-        draft = Draft(name="imported", warnings=self.w, nodes=nodes, start=start, origin=self.origin)
+        draft = Draft(name="imported", warnings=self.w, nodes=nodes, start=start, origin=self.origin,
+                      global_functions=self.global_functions())
         draft.role = fold_roles(nodes, roles, start, self.w, lambda n: self.origin[n])
-        draft.role_origin = (*self.origin[start], "role_messages")
+        draft.role_origin = role_paths[start]
         return finish(draft)
+
+    def global_functions(self) -> list[dict[str, Any]]:
+        """Functions offered on every node (FlowManager's ``global_functions``)."""
+        raw = self.data.get("global_functions")
+        if raw is None:
+            return []
+        if not isinstance(raw, list):
+            self.w.add(("global_functions",), "global_functions is not a list; not carried")
+            return []
+        return self.entries("global", raw, ("global_functions",))
 
     def node(self, nid: str, path: Path, raw: dict[str, Any]) -> dict[str, Any]:
         owner = f"node '{nid}'"
@@ -130,23 +149,28 @@ class _Importer:
         if not isinstance(raw, list):
             self.w.add(path, f"node '{nid}': functions is not a list; not carried")
             return []
+        return self.entries(f"node '{nid}'", raw, path)
+
+    def entries(self, owner: str, raw: list[Any], path: Path) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for i, fn in enumerate(raw):
             decls = _declarations(fn) if isinstance(fn, dict) else [(fn, ())]
             for decl, sub in decls:
                 fpath = (*path, i, *sub)
                 if not isinstance(decl, dict):
-                    self.w.add(fpath, f"node '{nid}': function is not an object; not carried")
+                    self.w.add(fpath, f"{owner}: function is not an object; not carried")
                     continue
-                entry = self.function(nid, decl, fpath)
+                entry = self.function(owner, decl, fpath)
                 if entry is not None:
                     out.append(entry)
         return out
 
-    def function(self, nid: str, decl: dict[str, Any], path: Path) -> dict[str, Any] | None:
-        owner = f"node '{nid}'"
-        entry = build_function(_normalise(decl), decl.get("transition_to"), path, self.w, owner,
-                               self.resolve)
+    def function(self, owner: str, decl: dict[str, Any], path: Path) -> dict[str, Any] | None:
+        target = decl.get("transition_to")
+        if target is None and all(decl.get(k) is None for k in ("handler", "transition_callback")) \
+                and self.resolve(decl.get("name")) is not None:
+            target = decl["name"]  # the convention before transition_to: the name is the edge
+        entry = build_function(_normalise(decl), target, path, self.w, owner, self.resolve)
         if entry is None:
             return None
         for key, what in (("handler", "handler"), ("transition_callback", "transition callback")):
