@@ -1,15 +1,24 @@
 """The call-ended webhook: POST the call record to the operator's endpoint, signed.
 
-Temporal retries the activity, so everything that identifies a delivery (its id, its
-timestamp) comes from the input or the workflow run, never from the attempt: a receiver
-sees the same ``X-Ringflow-Delivery`` on every retry and can de-duplicate on it.
+Signed as the Standard Webhooks specification says (https://www.standardwebhooks.com):
+``webhook-signature: v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">``.
+The id and timestamp are inside the signature, so a captured delivery cannot be replayed
+with a fresh timestamp, and a receiver that refuses old timestamps and ids it has seen
+(the ``standardwebhooks`` package does the first) refuses a replay.
+
+The id comes from the workflow run, never from the attempt: a receiver sees the same
+``webhook-id`` on every retry and de-duplicates on it. The timestamp is the attempt's, so a
+retry after an outage is not refused as stale.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import time
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,10 +31,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.records import CallRecord
 
-SIGNATURE_HEADER = "X-Ringflow-Signature"
-DELIVERY_HEADER = "X-Ringflow-Delivery"
-TIMESTAMP_HEADER = "X-Ringflow-Timestamp"
+SIGNATURE_HEADER = "webhook-signature"
+DELIVERY_HEADER = "webhook-id"
+TIMESTAMP_HEADER = "webhook-timestamp"
 EVENT_HEADER = "X-Ringflow-Event"
+SECRET_PREFIX = "whsec_"
+TOLERANCE_S = 5 * 60  # how far from now a receiver accepts a timestamp (the spec's default)
 
 # Error types, so a workflow can tell a refused delivery from an unreachable receiver.
 WEBHOOK_REJECTED = "WebhookRejected"
@@ -58,14 +69,34 @@ def delivery_id(call_id: str, run_id: str, event: str) -> str:
     return str(uuid.uuid5(_DELIVERY_NAMESPACE, f"{call_id}\x1f{run_id}\x1f{event}"))
 
 
-def sign(body: bytes, secret: str) -> str:
-    """``sha256=<hex HMAC-SHA256 of the raw body>``, the value of X-Ringflow-Signature."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def secret_key(secret: str) -> bytes:
+    """The HMAC key: a ``whsec_<base64>`` secret (the spec's form) is decoded, any other
+    secret is used as its UTF-8 bytes (give a receiver's library those bytes)."""
+    if secret.startswith(SECRET_PREFIX):
+        return base64.b64decode(secret[len(SECRET_PREFIX):] + "==")
+    return secret.encode()
 
 
-def verify_signature(body: bytes, secret: str, header: str | None) -> bool:
-    """For receivers: constant-time check of an X-Ringflow-Signature header."""
-    return header is not None and hmac.compare_digest(sign(body, secret), header)
+def sign(msg_id: str, timestamp: int, body: bytes, secret: str) -> str:
+    """The ``webhook-signature`` value: ``v1,<base64 HMAC-SHA256 of id.timestamp.body>``."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def verify_signature(body: bytes, secret: str, headers: Mapping[str, str],
+                     now: float | None = None, tolerance_s: float = TOLERANCE_S) -> bool:
+    """For receivers (as the spec says): the signature covers id, timestamp and body, and
+    the timestamp is within ``tolerance_s`` of now. Also remember ``webhook-id``s seen and
+    refuse repeats: that stops a replay inside the tolerance."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    msg_id, stamp, given = (lower.get(h) for h in (DELIVERY_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER))
+    if not (msg_id and stamp and given and stamp.isdigit()):
+        return False
+    if abs((time.time() if now is None else now) - int(stamp)) > tolerance_s:
+        return False
+    expected = sign(msg_id, int(stamp), body, secret)
+    return any(hmac.compare_digest(expected, s) for s in given.split())
 
 
 def _retry_after(response: httpx.Response) -> timedelta | None:
@@ -96,18 +127,20 @@ class WebhookSender:
         self.timeout_s = timeout_s
 
     def build_request(self, delivery: WebhookDelivery) -> tuple[bytes, dict[str, str]]:
-        """Body and headers; a pure function of the input (hence identical on retries)."""
+        """Body and headers: the same body and id on every retry, the attempt's timestamp."""
         run_id = delivery.run_id or _current_run_id()
         body = delivery.record.model_dump_json().encode()
+        msg_id = delivery_id(delivery.record.call_id, run_id, delivery.event)
+        stamp = int(_attempt_time(delivery.sent_at).timestamp())
         headers = {
             "Content-Type": "application/json",
             "User-Agent": "ringflow-webhook/1",
-            DELIVERY_HEADER: delivery_id(delivery.record.call_id, run_id, delivery.event),
+            DELIVERY_HEADER: msg_id,
             EVENT_HEADER: delivery.event,
-            TIMESTAMP_HEADER: str(int(delivery.sent_at.timestamp())),
+            TIMESTAMP_HEADER: str(stamp),
         }
         if self._secret:
-            headers[SIGNATURE_HEADER] = sign(body, self._secret)
+            headers[SIGNATURE_HEADER] = sign(msg_id, stamp, body, self._secret)
         return body, headers
 
     @activity.defn(name="post_call_webhook")
@@ -146,3 +179,11 @@ def _current_run_id() -> str:
         return activity.info().workflow_run_id or ""
     except RuntimeError:  # not inside an activity (a direct call, e.g. from a test)
         return ""
+
+
+def _attempt_time(sent_at: datetime) -> datetime:
+    """When this attempt was scheduled (``sent_at`` outside an activity, e.g. in a test)."""
+    try:
+        return max(activity.info().current_attempt_scheduled_time, sent_at)
+    except (RuntimeError, TypeError):  # not in an activity; a naive sent_at
+        return sent_at

@@ -132,9 +132,8 @@ async def test_failed_deliveries_are_retried_with_one_delivery_id(
     assert result == {"status": "delivered", "delivery_id": expected_id, "http_status": 200}
     for headers, body in receiver.deliveries:
         assert headers[DELIVERY_HEADER] == expected_id
-        assert verify_signature(body, SECRET, headers[SIGNATURE_HEADER])
+        assert verify_signature(body, SECRET, headers)  # each attempt signs its own timestamp
         assert CallRecord.model_validate_json(body) == record
-    assert len({h[TIMESTAMP_HEADER] for h, _ in receiver.deliveries}) == 1
     assert len({b for _, b in receiver.deliveries}) == 1
 
 
@@ -192,11 +191,14 @@ async def test_unsigned_without_secret_and_run_id_from_activity_info(receiver: R
 
 def test_signature_helpers() -> None:
     body = b'{"call_id":"c"}'
-    header = sign(body, SECRET)
-    assert header.startswith("sha256=") and len(header) == 7 + 64
-    assert verify_signature(body, SECRET, header)
-    assert not verify_signature(body + b" ", SECRET, header)
-    assert not verify_signature(body, "other", header)
-    assert not verify_signature(body, SECRET, None)
-    assert delivery_id("c", "r", "call.ended") == delivery_id("c", "r", "call.ended")
-    assert delivery_id("c", "r", "call.ended") != delivery_id("c", "r2", "call.ended")
+    now = 1_750_000_000
+    header = sign("msg_1", now, body, SECRET)
+    assert header.startswith("v1,")
+    headers = {DELIVERY_HEADER: "msg_1", TIMESTAMP_HEADER: str(now), SIGNATURE_HEADER: header}
+    assert verify_signature(body, SECRET, headers, now=now + 60)
+    assert not verify_signature(body + b" ", SECRET, headers, now=now)
+    assert not verify_signature(body, "other", headers, now=now)
+    assert not verify_signature(body, SECRET, {**headers, DELIVERY_HEADER: "msg_2"}, now=now)
+    assert not verify_signature(body, SECRET, {**headers, TIMESTAMP_HEADER: str(now + 1)}, now=now)
+    assert not verify_signature(body, SECRET, headers, now=now + 301)  # too old
+    assert not verify_signature(body, SECRET, {}, now=now)
