@@ -33,8 +33,9 @@ from callflow.effects import (
     SetNode,
     ToolResponse,
 )
+from callflow.end_reasons import EndReason
 from callflow.engine import Engine, Step
-from callflow.events import CallStarted, FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
+from callflow.events import FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
 from callflow.state import CallState
 from workflows.client import CallHandle
 from workflows.messages import (
@@ -59,7 +60,7 @@ class SessionPort(Protocol):
     async def set_node(self, eff: SetNode) -> None: ...
     def say(self, text: str, allow_interrupt: bool) -> None: ...
     def reply(self, instructions: str | None, allow_interrupt: bool) -> None: ...
-    async def end_call(self, reason: str) -> None: ...
+    async def end_call(self, reason: EndReason) -> None: ...
 
 
 @dataclass(slots=True)
@@ -73,8 +74,9 @@ def call_locally(engine: Engine, state: CallState, name: str, args: dict[str, An
                  at: float) -> tuple[Step, ToolOutcome, bool]:
     """A function the engine decides alone (transition, capture), as any engine answering an
     LLM applies it: the step, what the LLM is told, and whether an action node was entered
-    (its function runs in the workflow). Nothing durable happens here: the agent bench's
-    baseline calls this too, so what it measures beside it is durability alone.
+    (its function runs in the workflow, which decides where the call goes next). Nothing
+    durable happens here: the agent bench's baseline calls this too, so what it measures
+    beside it is durability alone.
 
     One pass over the effects with exact type tests: effects are final classes, and
     pydantic's isinstance is slow."""
@@ -86,8 +88,8 @@ def call_locally(engine: Engine, state: CallState, name: str, args: dict[str, An
         if kind is ToolResponse:
             if resp is None:
                 resp = e  # type: ignore[assignment]
-        elif kind is RunFunction:
-            runs = True
+        elif kind is RunFunction and e.action:  # type: ignore[attr-defined]
+            runs = True  # a `function:` action only has side effects: nothing to wait for
     if resp is None:
         reason = next((e.reason for e in step.effects if type(e) is Rejected), "not applied")  # type: ignore[attr-defined]
         return step, ToolOutcome({"status": "error", "error": reason}, True, True), False
@@ -115,7 +117,7 @@ class FlowController:
         self.port: SessionPort | None = None
         self.turn_key = uuid.uuid4().hex[:10]
         self.step_no = 0
-        self.end_reason: str | None = snapshot.state.end_reason if snapshot.ended else None
+        self.end_reason: EndReason | None = snapshot.state.end_reason if snapshot.ended else None
         self.dead = False
         # (node, function) pairs that run in the workflow (handler and HTTP functions)
         self.remote = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
@@ -175,6 +177,8 @@ class FlowController:
             return await self.remote_function(f"{self.turn_key}:{self.step_no}:fn:{name}", name, args)
         if args and (problem := oversized_args(name, args)) is not None:  # its signal would be refused
             return ToolOutcome({"status": "error", "error": problem}, True, True)
+        if self.state.pending:
+            await self.settle()  # a `function:` action's writes may decide this transition (a gate)
         now = self.clock()
         step, out, runs = call_locally(self.engine, self.state, name, args, now)
         if out.error:
@@ -185,10 +189,9 @@ class FlowController:
         self.seq += 1
         self.outbox.put(DeferredTransition(self.turn_key, self.step_no, self.seq, node or "", name, args,  # type: ignore[arg-type]
                                            now))
+        await self.apply(step.effects)  # the transition's speech, or the whole new node
         if runs:
-            await self.settle()  # an action node: its function runs in the workflow
-        else:
-            await self.apply(step.effects)
+            await self.follow_actions()
         return out
 
     async def remote_function(self, eid: str, name: str, args: dict[str, Any]) -> ToolOutcome:
@@ -205,26 +208,36 @@ class FlowController:
         if res.state is not None:
             self.state = res.state
         effects = EFFECTS_ADAPTER.validate_python(res.effects)
-        await self.apply([e for e in effects if not isinstance(e, ToolResponse | RunFunction)])
+        await self.apply(effects)
+        if any(type(e) is RunFunction and e.action for e in effects):  # type: ignore[attr-defined]
+            await self.follow_actions()
         return ToolOutcome(res.result, reply_required=res.run_llm, error=res.error)
 
-    async def settle(self) -> None:
-        """Wait for the workflow to run what the engine ordered, then continue from its state."""
-        await self.outbox.flush(timeout=30)
-        snap = await self.call.attach(self.agent_id, after_seq=self.seq, settle=True)
+    async def settle(self) -> bool:
+        """Wait for the workflow to run what the engine ordered (an action node's function,
+        ``function:`` actions) and route on it, then continue from its state. False when the
+        workflow could not be reached: the agent stays where its own engine put it."""
+        try:
+            await self.outbox.flush(timeout=30)
+            snap = await self.call.attach(self.agent_id, after_seq=self.seq, settle=True)
+        except (WorkflowUpdateFailedError, RPCError) as exc:
+            log.warning("call %s: could not settle with the workflow: %s", self.call.call_id, exc)
+            return False
         self.state = snap.state
-        await self.apply(self.entry_effects())
+        return True
+
+    async def follow_actions(self) -> None:
+        """An action node was entered: its function runs in the workflow, which routes the
+        call on the result (possibly through more actions and gates). Once it has, the agent
+        arrives where the call went as if it had taken the step itself: the node's prompt and
+        tools, its pre-action speech, greeting or first turn, and an end node's last turn."""
+        if await self.settle():
+            await self.apply(self.engine.arrival(self.state))
 
     def start_effects(self) -> list[Effect]:
-        """A fresh call: exactly what the engine decided at start (the workflow ran the same
-        step), greeting and pre-actions included; otherwise the current node's entry."""
-        s = self.state
-        if s.transitions or len(s.path) != 1 or s.ended:
-            return self.entry_effects()
-        step = self.engine.start(CallStarted(call_id=s.call_id, variables=s.variables,
-                                             caller_number=s.caller_number, called_number=s.called_number,
-                                             at=s.started_at))
-        return [e for e in step.effects if isinstance(e, SetNode | Say | LLMTurn | EndCall)]
+        """A fresh call: what entering the node it is on says and shows, greeting and
+        pre-actions included (after a start on an action node, where that routed it)."""
+        return self.engine.arrival(self.state)
 
     def entry_effects(self) -> list[Effect]:
         """What entering the current node looks like, rebuilt from the state (after a resume)."""
@@ -311,12 +324,11 @@ class FlowController:
         self.end_reason = "user_hangup"
         await self.finish("user_hangup")
 
-    async def finish(self, reason: str, flush_timeout: float = 10.0) -> None:
+    async def finish(self, reason: EndReason, flush_timeout: float = 10.0) -> None:
         """Tell the workflow the call is over (after the last turn was spoken) and flush."""
         if self.dead:
             return
-        self.outbox.put(HangupEvent(event_id=self.event_id("hangup"), reason=reason,  # type: ignore[arg-type]
-                                    at=self.clock()))
+        self.outbox.put(HangupEvent(event_id=self.event_id("hangup"), reason=reason, at=self.clock()))
         await self.outbox.close(flush_timeout)
 
     def heartbeat(self) -> None:

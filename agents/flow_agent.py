@@ -18,6 +18,7 @@ from livekit.agents import llm as lk_llm
 
 from agents.controller import FlowController
 from callflow.effects import SetNode, ToolSpec
+from callflow.end_reasons import EndReason
 
 log = logging.getLogger(__name__)
 SUMMARY_TIMEOUT_S = 5.0
@@ -172,11 +173,11 @@ class LiveKitPort:
             kwargs["instructions"] = instructions
         self.session.generate_reply(**kwargs)
 
-    async def end_call(self, reason: str) -> None:
+    async def end_call(self, reason: EndReason) -> None:
         if self.ending is None:
             self.ending = asyncio.get_running_loop().create_task(self._end(reason))
 
-    async def _end(self, reason: str) -> None:
+    async def _end(self, reason: EndReason) -> None:
         """Let the last turn be spoken, tell the workflow, then hang up the room. The last
         turn may be one held back until its tool finished (an end node entered by a tool):
         it is released, or released now if livekit never said the tools were done."""

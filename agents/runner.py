@@ -25,7 +25,7 @@ from agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
 from agents.lease import AgentLease
 from agents.outbox import Outbox, ReceiverGone
 from agents.signals import workflow_sender
-from callflow.effects import Effect, LLMTurn, Say
+from callflow.effects import Effect, EndCall, SetNode
 from workflows.client import CallHandle
 from workflows.messages import Snapshot, Turn
 
@@ -66,12 +66,10 @@ def unsaid_last_turn(controller: FlowController, snap: Snapshot) -> list[Effect]
         return []
     if any(t.role == "assistant" and t.node == state.node and t.text for t in snap.transcript_tail):
         return []  # said already: only the hangup is missing
-    set_node = controller.engine.snapshot(state)
-    if set_node is None or controller.engine.flow.nodes[set_node.node].node.type != "end":
-        return []
-    turn: Effect = (Say(text=set_node.greeting, allow_interrupt=set_node.allow_interrupt)
-                    if set_node.greeting else LLMTurn())
-    return [set_node.model_copy(update={"context": "append"}), turn]
+    # what entering the node says (pre-action speech, greeting or LLM turn, a goodbye); the
+    # hangup is the caller's to add, and the context is the one the transcript rebuilt
+    return [e.model_copy(update={"context": "append"}) if isinstance(e, SetNode) else e
+            for e in controller.engine.arrival(state) if not isinstance(e, EndCall)]
 
 
 @dataclass
@@ -108,7 +106,9 @@ class AgentRun:
         self.controller.dead = True
         port = self.controller.port
         if port is not None:
-            self.tasks.append(asyncio.get_running_loop().create_task(port.end_call("ended")))
+            # the reason goes nowhere (a dead controller sends nothing): the workflow has its own
+            reason = self.controller.state.end_reason or "user_hangup"
+            self.tasks.append(asyncio.get_running_loop().create_task(port.end_call(reason)))
 
     async def close(self) -> None:
         for t in self.tasks:
@@ -136,6 +136,12 @@ async def attach_agent(
         await lease.acquire(call_id, agent_id)  # raises LeaseHeld: another agent is on the call
     call = CallHandle(client, call_id)
     snap = await call.attach(agent_id)
+    if not snap.ended and any(run.purpose == "action_node" for run in snap.state.pending.values()):
+        # On an action node (a start node that looks something up before the call, or one
+        # a dead agent's transition entered): the workflow is running its function and will
+        # route on the result. The agent starts where that goes, with that node's prompt,
+        # tools and greeting, not on a node where no LLM runs.
+        snap = await call.attach(agent_id, after_seq=snap.next_seq - 1, settle=True)
     outbox = Outbox(workflow_sender(call))
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)

@@ -15,6 +15,7 @@ from callflow.compiled import CompiledFlow, CompiledFunction
 from callflow.compose import compose, template_values
 from callflow.conditions import BranchError, holds, resolve_branch
 from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
+from callflow.end_reasons import EndReason
 from callflow.model import Action, HttpSpec, Transition
 from callflow.state import CallState, PendingRun
 from callflow.templating import Template, TemplateSyntaxError, compile_template, render_any, render_url
@@ -180,12 +181,12 @@ class Draft:
         if node.extract:
             self.effects.append(Extract(node=node_id, fields=list(node.extract)))
 
-    def end(self, reason: str, goodbye: str | None = None) -> None:
+    def end(self, reason: EndReason, goodbye: str | None = None) -> None:
         if self.s.ended:
             return
         node = self.flow.nodes[self.s.node].node if self.s.node in self.flow.nodes else None
         self.s.ended = True
-        self.s.end_reason = reason  # type: ignore[assignment]
+        self.s.end_reason = reason
         disposition = node.disposition if node is not None and node.type == "end" else None
         extracted = self.s.extracted.get("disposition")
         if not isinstance(extracted, str):

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from callflow.end_reasons import EndReason
 from callflow.model import ContextStrategy, ExtractSpec, HttpSpec, Retry
 
 
@@ -94,7 +95,7 @@ class Extract(_Effect):
 
 class EndCall(_Effect):
     type: Literal["end_call"] = "end_call"
-    reason: str
+    reason: EndReason
     disposition: str | None = None
     goodbye: str | None = None
 

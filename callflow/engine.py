@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from callflow.compiled import CompiledFlow, compiled_for
 from callflow.compose import compose
 from callflow.draft import Draft
-from callflow.effects import Effect, LLMTurn, Rejected, SetNode, ToolResponse
+from callflow.effects import Effect, EndCall, LLMTurn, Rejected, Say, SetNode, ToolResponse
+from callflow.end_reasons import EndReason
 from callflow.events import (
     EVENT_ADAPTER,
     CallStarted,
@@ -80,6 +81,28 @@ class Engine:
         if state.node is None or self.flow.nodes[state.node].node.type not in ("agent", "end"):
             return None
         return compose(self.flow, state, state.node)
+
+    def arrival(self, state: CallState) -> list[Effect]:
+        """What entering the call's current node says and shows, for an agent that did not
+        take that step itself: the workflow routed the call there through an action node
+        (a function only the workflow runs). It is the same ``show_node`` the step ran,
+        replayed from the state it left: node, tools, ``pre_actions`` speech, greeting or
+        LLM turn, ``post_actions``, and an end node's end. Nothing durable is ordered again
+        (the workflow ran the ``function:`` actions and extractions): only what the caller
+        hears and what the LLM gets. A call that ended any other way just ends.
+        """
+        if state.node is None:
+            return []
+        if state.ended and state.end_reason != "completed":
+            return [EndCall(reason=state.end_reason or "completed", disposition=state.disposition)]
+        if self.flow.nodes[state.node].node.type not in ("agent", "end"):
+            # still on an action node (its run has not settled): nothing to show yet
+            return [EndCall(reason=state.end_reason or "completed", disposition=state.disposition)] \
+                if state.ended else []
+        d = Draft(self.flow, state.model_copy(update={"ended": False, "end_reason": None}), None)
+        before = state.path[-2] if len(state.path) > 1 else None
+        d.show_node(state.node, before)
+        return [e for e in d.effects if type(e) in (SetNode, Say, LLMTurn, EndCall)]
 
     # --- events -----------------------------------------------------------------------
     def _reject(self, state: CallState, reason: str) -> Step:
@@ -235,7 +258,7 @@ class Engine:
     def _on_max_duration(self, state: CallState, ev: MaxDuration) -> Step:
         return self._finish(state, "max_duration", ev.at)
 
-    def _finish(self, state: CallState, reason: str, at: float | None) -> Step:
+    def _finish(self, state: CallState, reason: EndReason, at: float | None) -> Step:
         if state.ended:
             return self._reject(state, f"the call has already ended ({state.end_reason})")
         d = Draft(self.flow, state, at)

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from callflow.end_reasons import EndReason
+
 
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -66,8 +68,7 @@ class HangUp(_Event):
     """The call is over from outside: the caller hung up, the agent was lost, ..."""
 
     type: Literal["hangup"] = "hangup"
-    reason: Literal["user_hangup", "agent_lost", "error", "user_idle", "max_duration",
-                    "completed"] = "user_hangup"
+    reason: EndReason = "user_hangup"
 
 
 class MaxDuration(_Event):

@@ -10,11 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-EndReason = Literal[
-    "completed", "user_hangup", "user_idle", "max_duration", "max_transitions",
-    "loop_detected", "agent_lost", "error",
-]
-END_REASONS: tuple[str, ...] = EndReason.__args__  # type: ignore[attr-defined]
+from callflow.end_reasons import END_REASONS, EndReason
+
+__all__ = ["END_REASONS", "CallState", "EndReason", "PendingRun"]
 
 
 class PendingRun(BaseModel):

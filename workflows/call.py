@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.visibility import Visibility
 
 TRANSCRIPT_TAIL = 50
+PATCH_UNATTENDED_END = "final-turn-before-any-agent"
 LATE_TIMER_S = 5.0
 
 
@@ -163,8 +164,13 @@ class CallWorkflow(CallCore):
 
     async def final_turn(self) -> None:
         """An end node's last turn is still being spoken when the engine ends the call: wait
-        for the agent's hangup so that turn's transcript is recorded too."""
-        if self.agent_id is None or self.hangup_seen or self.state.end_reason != "completed":
+        for the agent's hangup so that turn's transcript is recorded too. A call whose start
+        action node routed it straight to an end node ends before any agent has attached:
+        it waits for one to say that turn, not hang up on a caller who heard nothing."""
+        if self.hangup_seen or self.state.end_reason != "completed":
+            return
+        unattended = self.status == "dialing" and workflow.patched(PATCH_UNATTENDED_END)
+        if self.agent_id is None and not unattended:
             return
         try:
             await workflow.wait_condition(lambda: self.hangup_seen,

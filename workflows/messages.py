@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from callflow.end_reasons import EndReason
 from callflow.model import FlowDefinition
 from callflow.state import CallState
 
@@ -92,8 +93,7 @@ class CallEvent(_Msg):
 class HangupEvent(_Msg):
     type: Literal["hangup"] = "hangup"
     event_id: str = Field(min_length=1, max_length=128)
-    reason: Literal["user_hangup", "agent_lost", "error", "completed", "user_idle",
-                    "max_duration"] = "user_hangup"
+    reason: EndReason = "user_hangup"
     at: float | None = None
 
 
