@@ -22,6 +22,7 @@ from agents.lease import AgentLease, LeaseHeld
 from agents.livekit_api import close_room, parse_job_metadata, register_livekit_dispatcher
 from agents.runner import attach_agent
 from callflow.loader import load_flow
+from ringflow.codec import CodecKeyError, require_keyring
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from workflows.client import start_or_attach
@@ -145,6 +146,10 @@ def run(settings: Settings | None = None) -> None:
     missing = [name for name, value in needed if not value]
     if missing:
         raise SystemExit(f"error: ringflow agent needs {', '.join(missing)}")
+    try:
+        require_keyring(settings)  # the agent's signals carry the transcript: never in clear by accident
+    except CodecKeyError as err:
+        raise SystemExit(f"error: {err}") from None
     if settings.dispatcher == "livekit":
         register_livekit_dispatcher()
     sys.argv = [sys.argv[0], "start"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from ringflow.cli_call import agent, call_app, worker
+from ringflow.cli_codec import codec_key, codec_server
 from ringflow.cli_flow import flow_app
 from ringflow.cli_ops import config, dev, temporal_app
 
@@ -21,6 +22,8 @@ app.command("dev")(dev)
 app.command("config")(config)
 app.command("worker")(worker)
 app.command("agent")(agent)
+app.command("codec-server")(codec_server)
+app.command("codec-key")(codec_key)
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from callflow.errors import FlowError
 from callflow.inputs import coerce_cli_value
 from callflow.loader import load_flow
+from ringflow.codec import CodecKeyError, require_keyring
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from workflows.client import CallHandle, start_call, workflow_id
@@ -33,8 +34,18 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 async def _client(settings: Settings) -> Client:
     try:
         return await asyncio.wait_for(connect(settings.temporal_address, settings.temporal_namespace), 10)
+    except CodecKeyError as exc:
+        raise _fail(str(exc)) from None
     except (RPCError, RuntimeError, TimeoutError, OSError) as exc:
         raise _fail(f"cannot reach Temporal at {settings.temporal_address}: {exc}") from None
+
+
+def _require_keys(settings: Settings) -> None:
+    """Processes that write call data into Temporal refuse to do so in clear by accident."""
+    try:
+        require_keyring(settings)
+    except CodecKeyError as exc:
+        raise _fail(str(exc), 2) from None
 
 
 def _parse_vars(pairs: list[str]) -> dict[str, Any]:
@@ -70,6 +81,7 @@ def start(
         raise _fail("--direction must be outbound or inbound", 2)
     variables = _parse_vars(var)
     settings = get_settings()
+    _require_keys(settings)
 
     async def go() -> CallHandle:
         client = await _client(settings)
@@ -217,6 +229,7 @@ def worker() -> None:
     from ringflow.worker_main import serve
 
     settings = get_settings()
+    _require_keys(settings)
     if settings.dispatcher == "livekit":  # dispatch_agent runs here: lost agents are re-dispatched
         from agents.livekit_api import register_livekit_dispatcher
 

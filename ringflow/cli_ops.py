@@ -9,14 +9,26 @@ import asyncio
 import contextlib
 import importlib
 import json
+import os
 import signal
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import typer
+from aiohttp import web
 from temporalio.runtime import Runtime
 
+from ringflow.codec import (
+    KEY_FILE_NAME,
+    CodecKeyError,
+    EncryptionCodec,
+    codec_from_settings,
+    create_key_file,
+    keyring_from_settings,
+)
+from ringflow.codec_server import build_app
+from ringflow.codec_server import start as start_codec_server
 from ringflow.devstack import DevStack, DevStackError
 from ringflow.settings import Settings, get_settings, masked
 from ringflow.temporal_setup import SearchAttributeConflict, connect, register_search_attributes
@@ -99,6 +111,11 @@ def dev(
     )
     overrides["temporal_address"] = stack.address
     try:
+        overrides.update(_dev_keys(settings.model_copy(update=overrides)))
+    except CodecKeyError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
+    try:
         asyncio.run(_run_dev(stack, settings.model_copy(update=overrides), demo, demo_kill_at))
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass  # Ctrl-C / SIGTERM: the server was stopped on the way out
@@ -114,10 +131,14 @@ async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None
     if main is not None:
         # SIGTERM (e.g. from a process manager) must still stop the server we started.
         loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    codec_runner = await _dev_codec_server(stack, settings)
     try:
         await stack.start()
         typer.echo(f"Temporal  {stack.address}  (namespace {stack.namespace})")
         typer.echo(f"Web UI    {stack.ui_address}")
+        if codec_runner is not None:
+            typer.echo(f"Codec     {stack.ui_codec_endpoint}  (payloads encrypted with "
+                       f"{settings.codec_key_file or 'RINGFLOW_CODEC_KEYS'}; the UI decodes through it)")
         typer.echo(f"Data      {stack.data_dir}  (server log: {stack.log_path})")
         worker = _worker_module()
         if worker is None:
@@ -127,7 +148,8 @@ async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None
             )
             await asyncio.Event().wait()
             return
-        client = await connect(stack.address, stack.namespace, _metrics_runtime(worker, settings))
+        client = await connect(stack.address, stack.namespace, _metrics_runtime(worker, settings),
+                               codec=codec_from_settings(settings))
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
         serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
         if demo is not None:
@@ -140,6 +162,39 @@ async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
         stack.stop()
+        if codec_runner is not None:
+            await codec_runner.cleanup()
+
+
+def _dev_keys(settings: Settings) -> dict[str, Any]:
+    """Encryption on by default: without configured keys, the dev stack makes (once) and uses a
+    local key in its data directory. The CLI in another shell finds it there, and the
+    environment carries it to everything this process runs (worker, demo call)."""
+    if not settings.encryption or settings.codec_keys is not None or settings.codec_key_file is not None:
+        keyring_from_settings(settings)  # configured keys: only checked here, so errors come early
+        return {}
+    path = settings.data_dir / KEY_FILE_NAME
+    create_key_file(path)  # or reads the one an earlier run made
+    os.environ["RINGFLOW_CODEC_KEY_FILE"] = str(path.resolve())
+    return {"codec_key_file": path}
+
+
+async def _dev_codec_server(stack: DevStack, settings: Settings) -> web.AppRunner | None:
+    """The codec server for the dev UI, on loopback without a token (the dev UI cannot send
+    one). A busy port costs the decoded view, not the dev session."""
+    ring = keyring_from_settings(settings)
+    if ring is None or stack.headless or not settings.codec_server_port:
+        return None
+    host = "127.0.0.1"
+    origins = [stack.ui_address, f"http://localhost:{stack.ui_port}"]
+    app = build_app(EncryptionCodec(ring), token=None, cors_origins=origins)
+    try:
+        runner = await start_codec_server(app, host, settings.codec_server_port)
+    except OSError as err:
+        typer.echo(f"Codec     disabled ({err.strerror or err}); the UI shows ciphertext", err=True)
+        return None
+    stack.ui_codec_endpoint = f"http://{host}:{settings.codec_server_port}"
+    return runner
 
 
 def _worker_module() -> ModuleType | None:

@@ -84,6 +84,7 @@ class DevStack:
         self.log_level = log_level
         self.headless = headless
         self._binary = binary
+        self.ui_codec_endpoint: str | None = None  # the UI decodes payloads through it (`ringflow dev`)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -118,6 +119,8 @@ class DevStack:
             "--log-level", self.log_level,
         ]  # fmt: skip
         cmd += ["--headless"] if self.headless else ["--ui-port", str(self.ui_port)]
+        if self.ui_codec_endpoint and not self.headless:
+            cmd += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for pragma in SQLITE_PRAGMAS:
             cmd += ["--sqlite-pragma", pragma]
         for key, value in DYNAMIC_CONFIG.items():

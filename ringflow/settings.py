@@ -82,6 +82,16 @@ class Settings(BaseSettings):
     inbound_flow: str | None = None  # flow file for inbound calls with no flow in the dispatch metadata
     inbound_flows: dict[str, str] = {}  # called number -> flow file (JSON in RINGFLOW_INBOUND_FLOWS)
 
+    # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
+    # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.
+    encryption: bool = True
+    codec_keys: SecretStr | None = None
+    codec_key_file: Path | None = None
+    codec_server_host: str = "127.0.0.1"
+    codec_server_port: int = Field(default=8081, ge=0, le=65535)
+    codec_server_token: SecretStr | None = None  # bearer token `ringflow codec-server` demands
+    codec_cors_origins: str = "http://localhost:8233,http://127.0.0.1:8233"  # Temporal UI origins
+
     # `ringflow dev` local stack
     dev_port: int = Field(default=7233, ge=1, le=65535)
     dev_ui_port: int = Field(default=8233, ge=1, le=65535)

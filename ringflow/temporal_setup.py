@@ -16,11 +16,13 @@ from temporalio.api.operatorservice.v1 import (
 )
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.search_attributes import ALL_SEARCH_ATTRIBUTES
+from ringflow.codec import codec_from_settings, data_converter
+from ringflow.settings import get_settings
 
 
 class SearchAttributeConflict(RuntimeError):
@@ -30,13 +32,16 @@ class SearchAttributeConflict(RuntimeError):
     """
 
 
-async def connect(address: str, namespace: str = "default", runtime: Runtime | None = None) -> Client:
-    """A client with the pydantic data converter, which every Ringflow payload needs.
+async def connect(address: str, namespace: str = "default", runtime: Runtime | None = None,
+                  codec: PayloadCodec | None = None) -> Client:
+    """A client with the pydantic data converter, which every Ringflow payload needs, and the
+    payload encryption codec (``codec``, else the keys in the settings; ``ringflow.codec``).
 
     ``runtime`` carries telemetry (e.g. Prometheus metrics) for workers built on the client.
     """
+    codec = codec if codec is not None else codec_from_settings(get_settings())
     return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter, runtime=runtime
+        address, namespace=namespace, data_converter=data_converter(codec), runtime=runtime
     )
 
 

@@ -18,6 +18,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from activities.persistence import dispose_engines
+from ringflow.codec import generate_key
 from ringflow.devstack import DevStack, free_port
 from ringflow.temporal_setup import connect
 
@@ -27,6 +28,9 @@ POSTGRES_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 # (connection refused on the discard port) instead of waiting on DNS.
 os.environ.setdefault("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
 os.environ.setdefault("OPENAI_API_KEY", "test-key-not-secret")
+# Every test's clients and workers (and their subprocesses) encrypt payloads, as production
+# does; the key is made for this run only.
+os.environ.setdefault("RINGFLOW_CODEC_KEYS", f"test-run:{generate_key()}")
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -24,7 +24,9 @@ from activities.search_attributes import (
     RINGFLOW_STATUS,
     RINGFLOW_TRANSITIONS,
 )
+from ringflow.codec import keyring_from_settings
 from ringflow.devstack import DevStack, DevStackError, find_temporal_binary, free_port
+from ringflow.settings import Settings
 from ringflow.temporal_setup import (
     SearchAttributeConflict,
     connect,
@@ -129,9 +131,11 @@ def _port_open(port: int) -> bool:
 
 
 async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
-    port, ui_port, metrics_port = free_port(), free_port(), free_port()
+    port, ui_port, metrics_port, codec_port = free_port(), free_port(), free_port(), free_port()
     code = "import typer; from ringflow.cli_ops import dev; typer.run(dev)"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "RINGFLOW_METRICS_PORT": str(metrics_port)}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "RINGFLOW_METRICS_PORT": str(metrics_port),
+           "RINGFLOW_CODEC_SERVER_PORT": str(codec_port)}
+    env.pop("RINGFLOW_CODEC_KEYS", None)  # no configured key: `ringflow dev` makes a local one
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", code,
         "--port", str(port), "--ui-port", str(ui_port), "--data-dir", str(tmp_path / "dev"),
@@ -152,6 +156,14 @@ async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
         client = await connect(f"127.0.0.1:{port}")
         attrs = await list_custom_search_attributes(client, "default")
         assert "RingflowStatus" in attrs
+        key_file = tmp_path / "dev" / "codec.keys"
+        assert key_file.stat().st_mode & 0o077 == 0, "the local key is readable by its owner only"
+        local = keyring_from_settings(Settings(codec_keys=None, data_dir=tmp_path / "dev"))
+        assert local is not None  # what the CLI beside the stack finds
+        assert f"Codec     http://127.0.0.1:{codec_port}".encode() in output
+        async with httpx.AsyncClient() as http:
+            health = await http.get(f"http://127.0.0.1:{codec_port}/healthz")
+        assert health.json()["keys"] == list(local.keys)  # the UI decodes with the same key
         if b"Metrics   http" in output:  # a worker with Prometheus metrics is running
             async with httpx.AsyncClient() as http:
                 resp = await http.get(f"http://127.0.0.1:{metrics_port}/metrics")

@@ -1,0 +1,73 @@
+"""``ringflow codec-server`` and ``ringflow codec-key``: reading encrypted calls, making keys."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import signal
+import socket
+from datetime import UTC, datetime
+
+import typer
+
+from ringflow.codec import KEY_ID_RE, CodecKeyError, EncryptionCodec, generate_key, keyring_from_settings
+from ringflow.codec_server import build_app, start
+from ringflow.settings import get_settings
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
+def codec_server(
+    host: str | None = typer.Option(None, "--host", help="Bind address (RINGFLOW_CODEC_SERVER_HOST)."),
+    port: int | None = typer.Option(None, "--port", help="Port (default RINGFLOW_CODEC_SERVER_PORT, 8081)."),
+    no_auth: bool = typer.Option(False, "--no-auth", help="Serve without a bearer token (loopback only)."),
+) -> None:
+    """Decode call payloads for the Temporal UI and CLI (Temporal's Codec Server protocol)."""
+    settings = get_settings()
+    host = host or settings.codec_server_host
+    port = settings.codec_server_port if port is None else port
+    token = settings.codec_server_token.get_secret_value() if settings.codec_server_token else None
+    if not token and not no_auth:
+        typer.echo("error: set RINGFLOW_CODEC_SERVER_TOKEN (clients send `Authorization: Bearer <token>`), "
+                   "or pass --no-auth on a loopback address", err=True)
+        raise typer.Exit(2)
+    if no_auth and not _loopback(host):
+        typer.echo(f"error: --no-auth only on a loopback address, not {host}", err=True)
+        raise typer.Exit(2)
+    try:
+        ring = keyring_from_settings(settings)
+    except CodecKeyError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    if ring is None:
+        typer.echo("error: no payload keys: set RINGFLOW_CODEC_KEYS or RINGFLOW_CODEC_KEY_FILE", err=True)
+        raise typer.Exit(2)
+    origins = settings.codec_cors_origins.split(",")
+    app = build_app(EncryptionCodec(ring), token=None if no_auth else token, cors_origins=origins)
+
+    async def serve() -> None:
+        runner = await start(app, host, port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        typer.echo(f"codec server on http://{host}:{port} (keys: {', '.join(ring.keys)}; "
+                   f"primary {ring.primary}); CORS for {', '.join(origins)}", err=True)
+        await stop.wait()
+        await runner.cleanup()
+
+    asyncio.run(serve())
+
+
+def codec_key(key_id: str | None = typer.Option(None, "--id", help="Key id (default: k<today>).")) -> None:
+    """Print a new AES-256 key entry (id:base64) to put in front of RINGFLOW_CODEC_KEYS."""
+    key_id = key_id or datetime.now(UTC).strftime("k%Y%m%d")
+    if not KEY_ID_RE.match(key_id):
+        typer.echo("error: --id takes letters, digits, '.', '_' or '-' (at most 64)", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"{key_id}:{generate_key()}")
