@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from callflow.errors import Issue
 from callflow.importers._common import (
     FlowImportError,
     ImportResult,
@@ -28,6 +29,7 @@ from callflow.importers._common import (
     wrong_type,
 )
 from callflow.importers._finish import Draft, finish
+from callflow.importers.dograh_rules import dograh_rule_breaks
 
 CONVERSATION = {"startCall": "agent", "agentNode": "agent", "endCall": "end"}
 NOT_CARRIED = {
@@ -58,7 +60,7 @@ def _template(value: str | None) -> str | None:
 
 
 class _Importer:
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], lenient: bool) -> None:
         graph: Any = data
         root: Path = ()
         if "workflow_definition" in data:
@@ -67,7 +69,7 @@ class _Importer:
             raise FlowImportError("a Dograh export's 'workflow_definition' must be an object")
         if not isinstance(graph.get("nodes"), list):
             raise FlowImportError("not a Dograh workflow: 'nodes' must be a list of nodes")
-        self.data, self.graph = data, graph
+        self.data, self.graph, self.lenient = data, graph, lenient
         self.w = Warnings(root)
         self.nodes: dict[str, dict[str, Any]] = {}
         self.origin: dict[str, Path] = {}
@@ -81,6 +83,7 @@ class _Importer:
     def run(self) -> ImportResult:
         for i, raw in enumerate(self.graph["nodes"]):
             self.node(i, raw)
+        self.rules()
         if not self.nodes:
             raise FlowImportError("the Dograh workflow has no conversation nodes "
                                   "(startCall, agentNode or endCall)")
@@ -103,6 +106,16 @@ class _Importer:
                                               ("template_context_variables",), Warnings()),
         )
         return finish(draft)
+
+    def rules(self) -> None:
+        """Dograh's publish rules: refused, or with ``lenient`` a warning each."""
+        breaks = dograh_rule_breaks(self.graph, self.w.root)
+        if breaks and not self.lenient:
+            lines = "\n  ".join(str(b) for b in breaks)
+            raise FlowImportError(f"Dograh refuses to publish this workflow, so it is not imported "
+                                  f"(--lenient imports it anyway):\n  {lines}")
+        for b in breaks:
+            self.w.items.append(Issue(b.path, f"Dograh refuses to publish this: {b.message}", "warning"))
 
     def node(self, i: int, raw: Any) -> None:
         path: Path = ("nodes", i)
@@ -239,4 +252,4 @@ def import_dograh(data: Any, lenient: bool = False) -> ImportResult:
     """Convert a parsed Dograh workflow export (or a bare ``{nodes, edges}`` graph)."""
     if not isinstance(data, dict):
         raise FlowImportError(f"a Dograh workflow is a JSON object, not {type(data).__name__}")
-    return _Importer(data).run()
+    return _Importer(data, lenient).run()
