@@ -214,6 +214,8 @@ class JobInfo(BaseModel):
     resume: bool = False
     flow: str | None = Field(default=None, min_length=1)
     variables: dict[str, Any] = Field(default_factory=dict)
+    # a dialed call: the callee's participant identity; the agent attaches once it joined
+    wait_for: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _resume_needs_call(self) -> JobInfo:

@@ -8,6 +8,7 @@ from ringflow.cli_call import agent, call_app, worker
 from ringflow.cli_codec import codec_key, codec_server
 from ringflow.cli_flow import flow_app
 from ringflow.cli_ops import config, dev, temporal_app
+from ringflow.cli_sip import dial
 
 app = typer.Typer(
     name="ringflow",
@@ -16,6 +17,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(flow_app, name="flow")
+call_app.command("dial")(dial)
 app.add_typer(call_app, name="call")
 app.add_typer(temporal_app, name="temporal")
 app.command("dev")(dev)

@@ -232,8 +232,13 @@ def worker() -> None:
     _require_keys(settings)
     if settings.dispatcher == "livekit":  # dispatch_agent runs here: lost agents are re-dispatched
         from agents.livekit_api import register_livekit_dispatcher
+        from agents.livekit_sip import LiveKitTelephony, register_livekit_telephony
 
         register_livekit_dispatcher()
+        register_livekit_telephony(LiveKitTelephony(
+            trunk_id=settings.sip_trunk_id, from_number=settings.sip_from,
+            ringing_timeout_s=settings.sip_ringing_timeout_s))
+
     try:
         asyncio.run(serve(settings))
     except KeyboardInterrupt:

@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     dispatcher: str = "none"  # how a lost agent is replaced: "livekit", "local" (simulation), "none"
     inbound_flow: str | None = None  # flow file for inbound calls with no flow in the dispatch metadata
     inbound_flows: dict[str, str] = {}  # called number -> flow file (JSON in RINGFLOW_INBOUND_FLOWS)
+    # Outbound phone calls (`ringflow call dial`): LiveKit outbound trunk, caller id, ring window
+    sip_trunk_id: str | None = None
+    sip_from: str | None = None
+    sip_ringing_timeout_s: float = Field(default=30.0, gt=0, le=300)
 
     # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
     # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.

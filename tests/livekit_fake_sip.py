@@ -172,27 +172,34 @@ class SipFake:
         ringing = req.ringing_timeout.seconds if req.HasField("ringing_timeout") else 30
         ring_s = min(self.ring_s, float(ringing))
 
-        def answered() -> None:
-            self.add_participant(req.room_name, identity, proto_models.ParticipantInfo.SIP, {
-                **dict(req.participant_attributes), "sip.callStatus": "active",
-                "sip.phoneNumber": req.sip_call_to, "sip.trunkID": req.sip_trunk_id,
-                "sip.callID": info.sip_call_id,
-                ANSWERED_BY: "machine" if answer == "voicemail" else "human"})
+        # The callee is a participant from the start, ``sip.callStatus`` "dialing" while the
+        # phone rings, "active" once answered; a failed call leaves the room.
+        participant = self.add_participant(req.room_name, identity, proto_models.ParticipantInfo.SIP, {
+            **dict(req.participant_attributes), "sip.callStatus": "dialing",
+            "sip.phoneNumber": req.sip_call_to, "sip.trunkID": req.sip_trunk_id,
+            "sip.callID": info.sip_call_id})
+
+        def settle() -> Exception | None:
+            error = self._dial_error(answer)
+            if error is not None:
+                self.remove_participant(req.room_name, identity, proto_models.USER_UNAVAILABLE)
+                return error
+            participant.attributes["sip.callStatus"] = "active"
+            participant.attributes[ANSWERED_BY] = "machine" if answer == "voicemail" else "human"
+            return None
 
         if req.wait_until_answered:
             if ring_s:
                 await asyncio.sleep(ring_s)
-            error = self._dial_error(answer)
+            error = settle()
             if error is not None:
                 raise error
-            answered()
             return info
 
         async def later() -> None:
             if ring_s:
                 await asyncio.sleep(ring_s)
-            if self._dial_error(answer) is None:
-                answered()
+            settle()
 
         task = asyncio.get_running_loop().create_task(later())
         self._background.add(task)

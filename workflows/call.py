@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from callflow.state import CallState
     from workflows import activity_calls as acts
     from workflows.call_core import REJECTED_TAIL, CallCore
+    from workflows.dialing import DIAL_PATCH, place_call
     from workflows.inbox import Inbox
     from workflows.messages import (
         AttachRequest,
@@ -119,6 +120,8 @@ class CallWorkflow(CallCore):
             raise ApplicationError(f"call {inp.call_id} cannot start: {self.start_error}",
                                    type="InvalidCallInput", non_retryable=True)
         self.apply_effects(self.startup)
+        if inp.dial is not None and inp.carry is None and workflow.patched(DIAL_PATCH):
+            self.spawn(place_call(self))
         self.vis.sync(self.state, self.status)
         settings = inp.definition.flow.settings
         deadline = self.started_at + settings.max_duration_s

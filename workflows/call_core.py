@@ -58,6 +58,7 @@ class CallCore:
     last_seen: float
     hangup_seen: bool
     wake: bool
+    ringing: bool = False  # an outbound dial is under way (workflows/dialing.py): not live yet
 
     def step(self, event: Any) -> Step:
         before = self.state.node
@@ -121,7 +122,7 @@ class CallCore:
         self.last_seen = workflow.now().timestamp()
         if agent_id:
             self.agent_id = agent_id
-        if self.status == "dialing" and not self.state.ended:
+        if self.status == "dialing" and not self.state.ended and not self.ringing:
             self.status = "live"
             self.wake = True
 

@@ -57,8 +57,12 @@ def _prepare(definition: FlowDefinition, call_id: str | None, variables: dict[st
     _, issues = resolve_variables(definition.flow, variables or {})
     if issues:
         raise FlowError(issues)
-    inp = CallInput(call_id=call_id or new_call_id(), definition=definition, variables=variables or {},
-                    **fields)
+    call_id = call_id or new_call_id()
+    dial = fields.get("dial")
+    if dial is not None:  # a phone call: its own room, named after the call; the number is the callee's
+        fields = {**fields, "room": fields.get("room") or call_id, "called_number": dial.to,
+                  "caller_number": dial.from_number}
+    inp = CallInput(call_id=call_id, definition=definition, variables=variables or {}, **fields)
     attrs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(RINGFLOW_STATUS, "dialing"),
         SearchAttributePair(RINGFLOW_FLOW, definition.flow.flow),

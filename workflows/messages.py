@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.telephony import Dial
 from callflow.end_reasons import EndReason
 from callflow.model import FlowDefinition
 from callflow.state import CallState
@@ -49,6 +50,7 @@ class CallInput(_Msg):
     max_history_events: int = Field(2000, ge=50)  # continue-as-new past this many events
     final_turn_grace_s: float = 30.0  # an end node's last turn: wait this long for the agent's hangup
     carry: Carry | None = None  # set only by continue-as-new
+    dial: Dial | None = None  # an outbound phone call to place (workflows/dialing.py)
 
 
 class Turn(_Msg):

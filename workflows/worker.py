@@ -21,11 +21,13 @@ from activities.dispatch import dispatch_agent
 from activities.extraction import extract_variables
 from activities.handler_run import run_handler
 from activities.registry import build_activities
+from activities.telephony import dial_call, hang_up_room, prepare_call
 from workflows.call import CallWorkflow
 
 
 def all_activities(config: Any) -> list[Callable[..., Any]]:
-    return [*build_activities(config), run_handler, extract_variables, dispatch_agent]
+    return [*build_activities(config), run_handler, extract_variables, dispatch_agent, prepare_call,
+            dial_call, hang_up_room]
 
 
 def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:

@@ -1,0 +1,143 @@
+"""Placing a phone call: the room, the agent, the dial; what the workflow orders for ``dial``.
+
+The order is LiveKit's own for outbound calls: create the room, dispatch the agent into it
+(so it is there when the callee picks up), then ``CreateSIPParticipant`` with
+``wait_until_answered``. Each is an activity; the telephony behind them is pluggable like
+the agent dispatcher (``RINGFLOW_DISPATCHER`` picks it: ``livekit`` registers the LiveKit
+one at worker start-up, the simulator registers its own), so this package needs no
+LiveKit code.
+
+A retried dial must never ring the callee twice, and LiveKit has no idempotency key for
+``CreateSIPParticipant``: the participant identity is derived from the call id, so before
+dialing the activity looks the participant up, and one that is there (ringing or answered)
+is that earlier dial, followed instead of repeated (LiveKit adds the callee to the room when
+it starts ringing). An attempt that lost its connection mid-request (the dial may have gone
+out) records that as heartbeat details: a retry that finds that mark and no participant
+reports the dial's outcome as unknown instead of dialing again. An HTTP answer without a
+SIP status means the server did not dial (or the participant would be there).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+from temporalio import activity
+
+Outcome = Literal["answered", "no_answer", "busy", "dial_failed"]
+DEFAULT_RINGING_TIMEOUT_S = 30.0
+
+
+class Dial(BaseModel):
+    """Whom an outbound call rings. Unset fields come from the worker's settings
+    (``RINGFLOW_SIP_TRUNK_ID``, ``RINGFLOW_SIP_FROM``, ``RINGFLOW_SIP_RINGING_TIMEOUT_S``)."""
+
+    to: str = Field(min_length=3, max_length=64, pattern=r"^\+?[0-9A-Za-z*#@.:_-]+$")
+    from_number: str | None = Field(None, max_length=64, pattern=r"^\+?[0-9A-Za-z*#@.:_-]+$")
+    trunk_id: str | None = Field(None, max_length=128)
+    ringing_timeout_s: float | None = Field(None, gt=0, le=300)
+
+
+class PrepareRequest(BaseModel):
+    call_id: str
+    room: str
+    agent_name: str | None = None
+
+
+class PrepareResult(BaseModel):
+    ok: bool
+    detail: str = ""
+
+
+class DialRequest(BaseModel):
+    call_id: str
+    room: str
+    dial: Dial
+    identity: str
+
+
+class DialResult(BaseModel):
+    outcome: Outcome
+    sip_code: int | None = None
+    sip_status: str | None = None
+    detail: str = ""
+    answered_by: str | None = None  # "machine" when the telephony knows (simulation)
+    followed: bool = False  # an earlier attempt had dialed: this one followed it, not a new dial
+
+
+def outcome_of(sip_code: int | None) -> Outcome:
+    """LiveKit's SIP status of a failed dial, as an end reason (issue 11): nobody picked up
+    (ringing timeout, 408 Request Timeout, 480 Temporarily Unavailable, 487 cancelled while
+    ringing), busy (486 Busy Here, 600 Busy Everywhere), anything else a failed dial."""
+    if sip_code in (408, 480, 487):
+        return "no_answer"
+    if sip_code in (486, 600):
+        return "busy"
+    return "dial_failed"
+
+
+def sip_identity(call_id: str) -> str:
+    """The callee's participant identity: one per call, so a retry can find an earlier dial."""
+    return f"sip-{call_id}"
+
+
+class Telephony(Protocol):
+    async def prepare(self, req: PrepareRequest) -> PrepareResult: ...
+
+    async def dial(self, req: DialRequest, dialed_before: bool) -> DialResult: ...
+
+    async def hang_up(self, room: str) -> bool: ...
+
+
+class NoTelephony:
+    """Until one is configured: a call that must dial fails, saying why."""
+
+    detail = "no telephony is configured (set RINGFLOW_DISPATCHER=livekit and LIVEKIT_*)"
+
+    async def prepare(self, req: PrepareRequest) -> PrepareResult:
+        return PrepareResult(ok=False, detail=self.detail)
+
+    async def dial(self, req: DialRequest, dialed_before: bool) -> DialResult:
+        return DialResult(outcome="dial_failed", detail=self.detail)
+
+    async def hang_up(self, room: str) -> bool:
+        return False
+
+
+_TELEPHONY: dict[str, Telephony] = {"none": NoTelephony()}
+
+
+def register_telephony(name: str, telephony: Telephony) -> None:
+    """Registered at worker start-up under the ``RINGFLOW_DISPATCHER`` name it serves."""
+    _TELEPHONY[name] = telephony
+
+
+def current() -> Telephony:
+    return _TELEPHONY.get(os.environ.get("RINGFLOW_DISPATCHER", "none"), _TELEPHONY["none"])
+
+
+@activity.defn(name="prepare_call")
+async def prepare_call(req: PrepareRequest) -> PrepareResult:
+    return await current().prepare(req)
+
+
+DIALED = "dialed"
+
+
+@activity.defn(name="dial_call")
+async def dial_call(req: DialRequest) -> DialResult:
+    details = activity.info().heartbeat_details
+    dialed_before = bool(details) and details[0] == DIALED
+    return await current().dial(req, dialed_before)
+
+
+@activity.defn(name="hang_up_room")
+async def hang_up_room(room: str) -> bool:
+    return await current().hang_up(room)
+
+
+def mark_dialed() -> None:
+    """Called by a telephony when a dial may have gone out unanswered (see the module docstring)."""
+    if activity.in_activity():
+        activity.heartbeat(DIALED)

@@ -1,0 +1,187 @@
+"""LiveKit telephony: the ``Telephony`` of ``activities.telephony`` on LiveKit's server APIs.
+
+``prepare`` creates the call's room (metadata ``{"call_id": ...}``, which is how the webhook
+receiver maps a room back to its call) and dispatches the agent into it, once: an existing
+dispatch for the call is found with ``ListDispatch`` and not repeated. ``dial`` is
+``CreateSIPParticipant`` with ``wait_until_answered`` and the ring window, after looking for
+the participant an earlier attempt may have created (see ``activities/telephony.py``).
+
+Failures follow ``agents/livekit_api.py``: transient ones (connection errors, 5xx/429
+*without* a SIP status) raise :class:`LiveKitUnavailable` for Temporal to retry; refusals are
+results. A SIP status in the error's metadata is the callee's answer, final whatever the HTTP
+status (LiveKit reports 486 Busy Here as Twirp ``resource_exhausted``, HTTP 429, and 408 as
+``deadline_exceeded``, HTTP 504), so it is read before the HTTP status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import aiohttp
+from google.protobuf.duration_pb2 import Duration
+from livekit.api import (
+    CreateAgentDispatchRequest,
+    CreateRoomRequest,
+    CreateSIPParticipantRequest,
+    RoomParticipantIdentity,
+    ServerError,
+    SipCallError,
+)
+
+from activities.telephony import (
+    DEFAULT_RINGING_TIMEOUT_S,
+    DialRequest,
+    DialResult,
+    PrepareRequest,
+    PrepareResult,
+    mark_dialed,
+    outcome_of,
+    register_telephony,
+    sip_identity,
+)
+from agents.livekit_api import (
+    DEFAULT_AGENT_NAME,
+    DEFAULT_TIMEOUT_S,
+    DISPATCHER_NAME,
+    LiveKitUnavailable,
+    _client,
+    _credentials,
+    _describe,
+    _is_transient,
+    close_room,
+)
+
+ANSWERED_BY = "ringflow.fake/answered_by"  # set by the test fake only; real AMD is the agent's
+POLL_S = 0.5
+
+
+def dial_metadata(call_id: str, identity: str) -> str:
+    """Job metadata of the first agent of a dialed call: attach once ``wait_for`` joined."""
+    return json.dumps({"call_id": call_id, "resume": False, "wait_for": identity})
+
+
+class LiveKitTelephony:
+    def __init__(self, url: str | None = None, api_key: str | None = None, api_secret: str | None = None,
+                 *, agent_name: str | None = None, trunk_id: str | None = None,
+                 from_number: str | None = None, ringing_timeout_s: float | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.url, self.api_key, self._api_secret = _credentials(url, api_key, api_secret)
+        self.agent_name = agent_name or os.environ.get("RINGFLOW_AGENT_NAME") or DEFAULT_AGENT_NAME
+        self.trunk_id = trunk_id or os.environ.get("RINGFLOW_SIP_TRUNK_ID") or None
+        self.from_number = from_number or os.environ.get("RINGFLOW_SIP_FROM") or None
+        self.ringing_timeout_s = ringing_timeout_s or float(
+            os.environ.get("RINGFLOW_SIP_RINGING_TIMEOUT_S") or DEFAULT_RINGING_TIMEOUT_S)
+        self.timeout_s = timeout_s
+
+    def __repr__(self) -> str:  # never the secret
+        return f"LiveKitTelephony(url={self.url!r}, api_key={self.api_key!r}, trunk_id={self.trunk_id!r})"
+
+    def _lk(self, timeout_s: float | None = None):  # type: ignore[no-untyped-def]
+        return _client(self.url, self.api_key, self._api_secret, timeout_s or self.timeout_s)
+
+    async def prepare(self, req: PrepareRequest) -> PrepareResult:
+        step = "CreateRoom"
+        try:
+            async with self._lk() as lk:
+                await lk.room.create_room(CreateRoomRequest(
+                    name=req.room, metadata=json.dumps({"call_id": req.call_id})))
+                step = "ListDispatch"
+                listed = await lk.agent_dispatch.list_dispatch(req.room)
+                if any(_call_of(d.metadata) == req.call_id for d in listed):
+                    return PrepareResult(ok=True, detail="room and agent dispatch were already there")
+                step = "CreateDispatch"
+                await lk.agent_dispatch.create_dispatch(CreateAgentDispatchRequest(
+                    agent_name=req.agent_name or self.agent_name, room=req.room,
+                    metadata=dial_metadata(req.call_id, sip_identity(req.call_id))))
+        except ServerError as err:
+            if _is_transient(err):
+                raise LiveKitUnavailable(f"LiveKit {step} for call {req.call_id}: {_describe(err)}") from err
+            return PrepareResult(ok=False, detail=f"LiveKit refused {step} for room '{req.room}' "
+                                                  f"({_describe(err)})")
+        except (TimeoutError, aiohttp.ClientError) as err:
+            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable during {step}: "
+                                     f"{type(err).__name__}: {err}") from err
+        return PrepareResult(ok=True, detail=f"room '{req.room}' created, agent dispatched")
+
+    async def dial(self, req: DialRequest, dialed_before: bool) -> DialResult:
+        ring_s = req.dial.ringing_timeout_s or self.ringing_timeout_s
+        trunk = req.dial.trunk_id or self.trunk_id
+        if not trunk:
+            return DialResult(outcome="dial_failed", detail="no SIP trunk: set RINGFLOW_SIP_TRUNK_ID or "
+                                                            "pass --trunk")
+        try:
+            earlier = await self._follow_earlier(req, ring_s)
+            if earlier is not None:
+                return earlier
+            if dialed_before:
+                return DialResult(outcome="dial_failed", detail=(
+                    "an earlier attempt sent the dial and its outcome is unknown; not dialing twice"))
+            create = CreateSIPParticipantRequest(
+                sip_trunk_id=trunk, sip_call_to=req.dial.to, room_name=req.room,
+                participant_identity=req.identity, participant_name="callee",
+                wait_until_answered=True, ringing_timeout=Duration(seconds=int(ring_s)),
+                play_dialtone=False)
+            if req.dial.from_number or self.from_number:
+                create.sip_number = req.dial.from_number or self.from_number or ""
+            async with self._lk(ring_s + 10) as lk:
+                await lk.sip.create_sip_participant(create, timeout=ring_s + 5)
+        except SipCallError as err:
+            code = err.sip_status_code
+            if code is not None:
+                return DialResult(outcome=outcome_of(code), sip_code=code, sip_status=err.sip_status,
+                                  detail=f"SIP {code} {err.sip_status or ''}".strip())
+            return self._server_error(req, err)
+        except ServerError as err:
+            return self._server_error(req, err)
+        except (TimeoutError, aiohttp.ClientError) as err:
+            mark_dialed()  # the dial may have gone out, and the call may be over by the retry
+            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable while dialing for call "
+                                     f"{req.call_id}: {type(err).__name__}: {err}") from err
+        return DialResult(outcome="answered", sip_code=200, sip_status="OK", detail="answered")
+
+    def _server_error(self, req: DialRequest, err: ServerError) -> DialResult:
+        if _is_transient(err):
+            raise LiveKitUnavailable(f"LiveKit CreateSIPParticipant for call {req.call_id}: "
+                                     f"{_describe(err)}") from err
+        return DialResult(outcome="dial_failed", detail=f"LiveKit refused the dial ({_describe(err)})")
+
+    async def _follow_earlier(self, req: DialRequest, ring_s: float) -> DialResult | None:
+        """The participant an earlier attempt dialed, followed to its outcome; None if none."""
+        deadline = asyncio.get_running_loop().time() + ring_s + 5
+        async with self._lk() as lk:
+            while True:
+                try:
+                    p = await lk.room.get_participant(RoomParticipantIdentity(room=req.room,
+                                                                              identity=req.identity))
+                except ServerError as err:
+                    if err.status == 404:
+                        return None  # nobody dialed it (or the earlier dial ended: see below)
+                    raise
+                status = p.attributes.get("sip.callStatus", "active")
+                if status == "active":
+                    return DialResult(outcome="answered", sip_code=200, sip_status="OK", followed=True,
+                                      answered_by=p.attributes.get(ANSWERED_BY),
+                                      detail="an earlier attempt's dial was answered")
+                if status == "hangup" or asyncio.get_running_loop().time() > deadline:
+                    return DialResult(outcome="no_answer", followed=True,
+                                      detail="an earlier attempt's dial ended unanswered")
+                await asyncio.sleep(POLL_S)
+
+    async def hang_up(self, room: str) -> bool:
+        return await close_room(room, url=self.url, api_key=self.api_key, api_secret=self._api_secret,
+                                timeout_s=self.timeout_s)
+
+
+def _call_of(metadata: str) -> str | None:
+    try:
+        data = json.loads(metadata or "{}")
+    except json.JSONDecodeError:
+        return None
+    return data.get("call_id") if isinstance(data, dict) else None
+
+
+def register_livekit_telephony(telephony: LiveKitTelephony | None = None) -> None:
+    """Make ``RINGFLOW_DISPATCHER=livekit`` route the dial activities here (worker start-up)."""
+    register_telephony(DISPATCHER_NAME, telephony or LiveKitTelephony())

@@ -1,0 +1,90 @@
+"""``ringflow call dial`` and ``ringflow sip ...``: real phone calls through LiveKit SIP.
+
+``call dial`` starts a call whose workflow places it (``workflows/dialing.py``); ``sip
+setup`` and ``sip list`` manage the inbound side: the trunk that receives a number's calls
+and the dispatch rule sending them to the Ringflow agent with the flow in the metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from temporalio.service import RPCError
+
+from activities.telephony import Dial
+from callflow.errors import FlowError
+from callflow.loader import load_flow
+from ringflow.cli_call import _client, _fail, _parse_vars
+from ringflow.settings import get_settings
+from workflows.client import CallHandle, start_call, workflow_id
+
+OPTION = {"to": "--to", "from_number": "--from", "trunk_id": "--trunk",
+          "ringing_timeout_s": "--ringing-timeout"}
+
+
+def dial(
+    flow: Path = typer.Argument(..., help="Flow file (YAML or JSON)."),
+    to: str = typer.Option(..., "--to", help="The number to call, e.g. +15550100."),
+    from_number: str | None = typer.Option(None, "--from", help="Caller id (default RINGFLOW_SIP_FROM)."),
+    trunk: str | None = typer.Option(None, "--trunk", help="Outbound trunk (default RINGFLOW_SIP_TRUNK_ID)."),
+    ringing_timeout: float | None = typer.Option(
+        None, "--ringing-timeout", help="Seconds to ring (default RINGFLOW_SIP_RINGING_TIMEOUT_S)."),
+    var: list[str] = typer.Option([], "--var", "-v", help="A call variable, NAME=VALUE (repeatable)."),
+    call_id: str | None = typer.Option(None, "--call-id", help="Default: a new random id."),
+    campaign: str | None = typer.Option(None, "--campaign", help="Campaign id (searchable)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the started call as JSON."),
+) -> None:
+    """Place a phone call running FLOW: the workflow creates the room, dispatches the agent and
+    dials through LiveKit SIP; the last line printed is the call id."""
+    settings = get_settings()
+    try:
+        target = Dial(to=to, from_number=from_number or settings.sip_from,
+                      trunk_id=trunk or settings.sip_trunk_id,
+                      ringing_timeout_s=settings.sip_ringing_timeout_s if ringing_timeout is None
+                      else ringing_timeout)
+    except ValidationError as exc:
+        raise _fail("; ".join(f"{OPTION.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}"
+                              for e in exc.errors()), 2) from None
+    if not target.trunk_id:
+        raise _fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
+    definition = _load(flow)
+    variables = _parse_vars(var)
+
+    async def go() -> CallHandle:
+        client = await _client(settings)
+        return await start_call(client, definition, task_queue=settings.task_queue, call_id=call_id,
+                                variables=variables, campaign_id=campaign, dial=target)
+
+    handle = _run_start(go)
+    if json_out:
+        typer.echo(json.dumps({"call_id": handle.call_id, "workflow_id": workflow_id(handle.call_id),
+                               "flow": definition.flow.flow, "to": target.to, "room": handle.call_id}))
+        return
+    typer.echo(f"dialing {target.to} for {definition.flow.flow} v{definition.flow.version} as workflow "
+               f"{workflow_id(handle.call_id)}")
+    typer.echo(handle.call_id)
+
+
+def _load(flow: Path) -> Any:
+    try:
+        return load_flow(flow)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc), 2) from None
+    except FlowError as exc:
+        for e in exc.errors:
+            typer.echo(f"{flow}: error: {e}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _run_start(go: Any) -> CallHandle:
+    try:
+        return asyncio.run(go())
+    except FlowError as exc:
+        raise _fail("; ".join(str(e) for e in exc.errors)) from None
+    except RPCError as exc:
+        raise _fail(f"Temporal refused the call: {exc}") from None

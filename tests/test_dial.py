@@ -1,0 +1,153 @@
+"""Outbound dialing end to end: a real CallWorkflow on a real Temporal server orders the dial
+activities, which reach the LiveKit fake (tests/livekit_fake.py) through the real livekit-api
+SDK. What is checked is what LiveKit receives (room, dispatch, then CreateSIPParticipant, in
+that order, never twice) and how each answer ends or starts the call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from activities import telephony
+from activities.telephony import Dial, sip_identity
+from agents.livekit_sip import LiveKitTelephony
+from tests.livekit_fake import FakeLiveKit
+from tests.wfkit import running_worker, start, wait_state
+from workflows.client import CallHandle
+
+TO = "+15550100"
+
+
+@pytest_asyncio.fixture
+async def lk(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKit]:
+    async with FakeLiveKit() as fake:
+        monkeypatch.setenv("RINGFLOW_DISPATCHER", "livekit-test")
+        phone = LiveKitTelephony(fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test",
+                                 trunk_id="ST_default", from_number="+15550111")
+        monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, "livekit-test": phone})
+        yield fake
+
+
+async def dial_call(client: Client, task_queue: str, **dial: object) -> CallHandle:
+    return await start(client, task_queue, dial=Dial(to=TO, **dial))  # type: ignore[arg-type]
+
+
+def transcript_system(record_or_turns: list[dict[str, object]]) -> list[str]:
+    return [str(t["text"]) for t in record_or_turns if t["role"] == "system"]
+
+
+async def test_an_answered_call_creates_room_then_dispatch_then_dials_and_goes_live(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await dial_call(temporal_client, task_queue, trunk_id="ST_call", ringing_timeout_s=20)
+        await wait_state(call, lambda s: s["status"] == "live", what="live after the answer")
+        order = [r.method.split("/")[1] for r in lk.requests if r.status == 200]
+        assert order[:3] == ["CreateRoom", "ListDispatch", "CreateDispatch"]
+        assert order[3:5] == ["GetParticipant", "CreateSIPParticipant"] or "CreateSIPParticipant" in order
+        room = lk.rooms[call.call_id]
+        assert json.loads(room.metadata) == {"call_id": call.call_id}
+        (dispatch,) = lk.dispatches.values()
+        assert dispatch.agent_name == "ringflow-test"
+        assert dispatch.metadata_json() == {"call_id": call.call_id, "resume": False,
+                                            "wait_for": sip_identity(call.call_id)}
+        (sent,) = lk.dials
+        assert (sent.sip_trunk_id, sent.sip_call_to, sent.sip_number) == ("ST_call", TO, "+15550111")
+        assert sent.room_name == call.call_id and sent.participant_identity == sip_identity(call.call_id)
+        assert sent.wait_until_answered and sent.ringing_timeout.seconds == 20
+        await call.hangup("user_hangup")
+        record = await call.handle.result()
+    assert record.end_reason == "user_hangup"
+    assert transcript_system(record.transcript) == ["dial: answered (SIP 200 OK)"]
+
+
+@pytest.mark.parametrize(("answer", "reason", "sip"), [
+    ("busy", "busy", "SIP 486 Busy Here"), ("busy_everywhere", "busy", "SIP 600"),
+    ("no_answer", "no_answer", "SIP 408"), ("unavailable", "no_answer", "SIP 480"),
+    ("failed", "dial_failed", "SIP 503 Service Unavailable"), ("declined", "dial_failed", "SIP 603")])
+async def test_an_unanswered_call_ends_with_the_dial_outcome_and_closes_the_room(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str,
+        answer: str, reason: str, sip: str) -> None:
+    lk.set_answer(TO, answer)
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await dial_call(temporal_client, task_queue)
+        record = await call.handle.result()
+    assert record.end_reason == reason and record.disposition == reason
+    (note,) = transcript_system(record.transcript)
+    assert note.startswith(f"dial: {reason} ({sip}")
+    assert len(lk.dials) == 1
+    assert call.call_id in lk.deleted_rooms  # the agent waiting in the room is let go
+
+
+async def test_a_retried_dial_whose_reply_was_lost_does_not_ring_twice(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk.lose_next_reply(method="CreateSIPParticipant")  # dialed and answered; the reply is a 504
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await dial_call(temporal_client, task_queue)
+        await wait_state(call, lambda s: s["status"] == "live", what="live after the retried dial")
+        await call.hangup("user_hangup")
+        record = await call.handle.result()
+    assert len(lk.dials) == 1
+    assert transcript_system(record.transcript) == [
+        "dial: answered (SIP 200 OK) [followed an earlier attempt's dial]"]
+
+
+async def test_a_dial_refused_before_it_was_sent_is_retried_and_rings_once(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk.fail_next(2, 503, method="CreateSIPParticipant")  # an overloaded node, no SIP status
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await dial_call(temporal_client, task_queue)
+        await wait_state(call, lambda s: s["status"] == "live", timeout=30, what="live after retries")
+        await call.hangup("user_hangup")
+        await call.handle.result()
+    assert len(lk.dials) == 1 and len(lk.calls("CreateSIPParticipant")) == 3
+
+
+async def test_an_agent_attaching_while_the_phone_rings_does_not_make_the_call_live(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk.ring_s = 3.0
+    lk.set_answer(TO, "no_answer")
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await dial_call(temporal_client, task_queue)
+        await wait_state(call, lambda s: bool(lk.dials), what="the dial sent")
+        await call.attach("agent-early")
+        assert (await call.state())["status"] == "dialing"
+        record = await call.handle.result()
+    assert record.end_reason == "no_answer"
+
+
+async def test_a_dial_without_a_trunk_fails_saying_so(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    phone = LiveKitTelephony(lk.url, lk.api_key, lk.api_secret)
+    monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, "livekit-test": phone})
+    monkeypatch.delenv("RINGFLOW_SIP_TRUNK_ID", raising=False)
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await dial_call(temporal_client, task_queue)
+        record = await call.handle.result()
+    assert record.end_reason == "dial_failed"
+    assert "RINGFLOW_SIP_TRUNK_ID" in transcript_system(record.transcript)[0]
+    assert lk.dials == []
+
+
+def test_call_dial_refuses_bad_input_before_reaching_temporal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from ringflow.cli import app
+    from tests.wfkit import FIXTURES
+
+    monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "127.0.0.1:9")  # nothing there: never reached
+    monkeypatch.delenv("RINGFLOW_SIP_TRUNK_ID", raising=False)
+    flow = str(FIXTURES / "clinic.yaml")
+    runner = CliRunner()
+    bad_number = runner.invoke(app, ["call", "dial", flow, "--to", "555 0100; rm", "--trunk", "ST_1"])
+    assert bad_number.exit_code == 2 and "--to:" in bad_number.output
+    no_trunk = runner.invoke(app, ["call", "dial", flow, "--to", TO])
+    assert no_trunk.exit_code == 2 and "RINGFLOW_SIP_TRUNK_ID" in no_trunk.output
+    bad_ring = runner.invoke(app, ["call", "dial", flow, "--to", TO, "--trunk", "ST_1",
+                                   "--ringing-timeout", "0"])
+    assert bad_ring.exit_code == 2 and "--ringing-timeout" in bad_ring.output
+    assert "Traceback" not in bad_number.output + no_trunk.output + bad_ring.output

@@ -1,0 +1,35 @@
+"""The agent's prewarm: plugins and the VAD are loaded once per job process, not per call."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from agents.livekit_api import parse_job_metadata
+from callflow.state import CallState
+from ringflow.agent_server import build_server, make_session, prewarm
+from ringflow.settings import Settings
+from tests.wfkit import clinic
+from workflows.messages import Snapshot
+
+
+def snapshot() -> Snapshot:
+    definition = clinic()
+    return Snapshot(call_id="c1", node=None, prompt=None, tools=[], state=CallState(), transcript_tail=[],
+                    ended=False, next_seq=1, definition=definition)
+
+
+def test_the_server_prewarms_and_a_session_uses_the_prewarmed_vad(monkeypatch: Any) -> None:
+    monkeypatch.setenv("RINGFLOW_VAD", "silero")
+    settings = Settings(livekit_url="ws://127.0.0.1:7880", livekit_api_key="k", livekit_api_secret="s" * 32)
+    assert build_server(settings).setup_fnc is prewarm
+    proc = SimpleNamespace(userdata={})
+    prewarm(proc)  # type: ignore[arg-type]
+    vad = proc.userdata["vad"]
+    session = make_session(settings, snapshot(), vad)
+    assert session.vad is vad  # the call did not load a VAD of its own
+
+
+def test_a_dialed_call_job_names_the_participant_to_wait_for() -> None:
+    info = parse_job_metadata('{"call_id": "c1", "resume": false, "wait_for": "sip-c1"}')
+    assert (info.call_id, info.resume, info.wait_for) == ("c1", False, "sip-c1")
