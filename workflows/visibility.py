@@ -23,14 +23,18 @@ with workflow.unsafe.imports_passed_through():
         RINGFLOW_STATUS,
         RINGFLOW_TRANSITIONS,
     )
+    from callflow.dispositions import declared_dispositions, public_disposition
     from callflow.state import CallState
     from workflows.messages import CallInput
+
+PUBLIC_DISPOSITION_PATCH = "public-disposition"
 
 
 class Visibility:
     def __init__(self, inp: CallInput) -> None:
         self.inp = inp
         self.last: dict[str, Any] = {}
+        self.declared = declared_dispositions(inp.definition.flow)
         meter = workflow.metric_meter()
         self.transitions = meter.create_counter("ringflow_transitions", "Node transitions applied.")
         self.ended = meter.create_counter("ringflow_calls_ended", "Calls ended, by reason.")
@@ -50,7 +54,7 @@ class Visibility:
         if state.ended:
             want["end_reason"] = state.end_reason or ""
             if status == "ended":
-                want["disposition"] = state.disposition or state.end_reason or ""
+                want["disposition"] = self.disposition(state.disposition or state.end_reason)
         keys = {"status": RINGFLOW_STATUS, "node": RINGFLOW_NODE, "flow": RINGFLOW_FLOW,
                 "direction": RINGFLOW_DIRECTION, "transitions": RINGFLOW_TRANSITIONS,
                 "campaign": RINGFLOW_CAMPAIGN, "end_reason": RINGFLOW_END_REASON,
@@ -69,7 +73,15 @@ class Visibility:
 
     def count_end(self, state: CallState) -> None:
         self.ended.add(1, {"flow": self.inp.definition.flow.flow, "end_reason": state.end_reason or "",
-                           "disposition": state.disposition or ""})
+                           "disposition": self.disposition(state.disposition)})
+
+    def disposition(self, value: str | None) -> str:
+        """What may be shown of a disposition (see ``callflow.dispositions``). Histories
+        from before the filter showed the value itself; they replay as they ran."""
+        shown = public_disposition(value, self.declared)
+        if shown != (value or "") and not workflow.patched(PUBLIC_DISPOSITION_PATCH):
+            return value or ""
+        return shown
 
     def observe_lag(self, at: float | None) -> None:
         if at is not None:
