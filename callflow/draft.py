@@ -14,6 +14,7 @@ from typing import Any
 from callflow.compiled import CompiledFlow, CompiledFunction
 from callflow.compose import compose, template_values
 from callflow.conditions import BranchError, holds, resolve_branch
+from callflow.disposition import disposition_of
 from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
 from callflow.end_reasons import EndReason
 from callflow.model import Action, HttpSpec, Transition
@@ -187,11 +188,7 @@ class Draft:
         node = self.flow.nodes[self.s.node].node if self.s.node in self.flow.nodes else None
         self.s.ended = True
         self.s.end_reason = reason
-        disposition = node.disposition if node is not None and node.type == "end" else None
-        extracted = self.s.extracted.get("disposition")
-        if not isinstance(extracted, str):
-            extracted = None
-        self.s.disposition = extracted or disposition or reason  # spec: an extracted one wins
+        self.s.disposition = disposition_of(self.s.extracted, node, reason)
         if self.s.node is not None:
             self.leave(self.s.node)
         if goodbye:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from callflow.compiled import CompiledFlow, compiled_for
 from callflow.compose import compose
+from callflow.disposition import disposition_of
 from callflow.draft import Draft
 from callflow.effects import Effect, EndCall, LLMTurn, Rejected, Say, SetNode, ToolResponse
 from callflow.end_reasons import EndReason
@@ -226,8 +227,9 @@ class Engine:
         dropped = sorted(set(ev.values) - set(kept))
         d = Draft(self.flow, state, ev.at)
         d.s.extracted = {**state.extracted, **kept}
-        if state.ended and isinstance(kept.get("disposition"), str) and kept["disposition"]:
-            d.s.disposition = kept["disposition"]  # an extracted outcome beats the end node's
+        if state.ended and state.node is not None:  # the last node's values may decide the outcome
+            d.s.disposition = disposition_of(d.s.extracted, self.flow.nodes[state.node].node,
+                                             state.end_reason)
         if dropped:
             d.effects.append(Rejected(reason=f"extraction for '{ev.node}': ignored undeclared or "
                                              f"ill-typed values {dropped}"))

@@ -16,10 +16,8 @@ def _ts(t: float | None) -> datetime | None:
 
 
 def disposition_of(state: CallState) -> str | None:
-    """Extracted ``call_disposition`` first, then the end node's, then the end reason."""
-    extracted = state.extracted.get("call_disposition")
-    if isinstance(extracted, str) and extracted:
-        return extracted
+    """The engine's, which it keeps by the one rule of ``callflow.disposition``; the end
+    reason for a call ended before the engine could decide (it never started)."""
     return state.disposition or state.end_reason
 
 
