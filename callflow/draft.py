@@ -14,7 +14,7 @@ from typing import Any
 from callflow.compiled import CompiledFlow, CompiledFunction
 from callflow.compose import compose, template_values
 from callflow.conditions import BranchError, holds, resolve_branch
-from callflow.disposition import disposition_of
+from callflow.dispositions import disposition_of
 from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
 from callflow.end_reasons import EndReason
 from callflow.model import Action, HttpSpec, Transition

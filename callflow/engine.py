@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from callflow.compiled import CompiledFlow, compiled_for
 from callflow.compose import compose
-from callflow.disposition import disposition_of
+from callflow.dispositions import disposition_of
 from callflow.draft import Draft
 from callflow.effects import Effect, EndCall, LLMTurn, Rejected, Say, SetNode, ToolResponse
 from callflow.end_reasons import EndReason

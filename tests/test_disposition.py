@@ -1,4 +1,4 @@
-"""One disposition rule (``callflow.disposition``) for the engine, the record and the state query.
+"""One disposition rule (``callflow.dispositions``) for the engine, the record and the state query.
 
 An extracted ``disposition`` wins, then the end node's ``disposition``, then the end
 reason. The engine decides it; the workflow's record and its ``state`` query only read

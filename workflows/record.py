@@ -16,7 +16,7 @@ def _ts(t: float | None) -> datetime | None:
 
 
 def disposition_of(state: CallState) -> str | None:
-    """The engine's, which it keeps by the one rule of ``callflow.disposition``; the end
+    """The engine's, which it keeps by the one rule of ``callflow.dispositions``; the end
     reason for a call ended before the engine could decide (it never started)."""
     return state.disposition or state.end_reason
 
