@@ -19,7 +19,14 @@ from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
 from callflow.end_reasons import EndReason
 from callflow.model import Action, HttpSpec, Transition
 from callflow.state import CallState, PendingRun
-from callflow.templating import Template, TemplateSyntaxError, compile_template, render_any, render_url
+from callflow.templating import (
+    Template,
+    TemplateSyntaxError,
+    compile_template,
+    render_any,
+    render_json,
+    render_url,
+)
 
 MAX_CHAIN = 1000  # gates and actions entered in one step; max_node_visits stops loops first
 
@@ -88,7 +95,7 @@ class Draft:
                 method=spec.method,
                 url=render_url(compile_template(spec.url), values),
                 headers=render_any(spec.headers, values) if spec.headers else None,
-                body=render_any(spec.body, values) if spec.body is not None else (
+                body=render_json(spec.body, values) if spec.body is not None else (
                     args if spec.method != "GET" else None),
                 timeout_s=spec.timeout_s,
             )

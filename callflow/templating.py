@@ -147,13 +147,33 @@ def _encode_component(text: str) -> str:
 
 
 def render_any(value: Any, values: Mapping[str, Any]) -> Any:
-    """Render every string inside a JSON-like value (an HTTP body, headers)."""
+    """Render every string inside a JSON-like value as text (HTTP headers)."""
     if isinstance(value, str):
         return compile_template(value).render(values)
     if isinstance(value, list):
         return [render_any(v, values) for v in value]
     if isinstance(value, dict):
         return {k: render_any(v, values) for k, v in value.items()}
+    return value
+
+
+def render_json(value: Any, values: Mapping[str, Any]) -> Any:
+    """Render every string inside a JSON value (an HTTP body). A string that is exactly one
+    placeholder (``"{{count}}"``) becomes the value itself, with its JSON type: an API
+    wants ``4``, ``true`` or a list, not ``"4"``, ``"yes"`` or their text. A missing value
+    is the fallback (text) if there is one, else ``null``; any other string is text."""
+    if isinstance(value, str):
+        tpl = compile_template(value)
+        if len(tpl.parts) == 1 and isinstance(ref := tpl.parts[0], Placeholder):
+            found = lookup(values, ref.path)
+            if found is None or found == "":
+                return ref.fallback if ref.fallback is not None else found
+            return found
+        return tpl.render(values)
+    if isinstance(value, list):
+        return [render_json(v, values) for v in value]
+    if isinstance(value, dict):
+        return {k: render_json(v, values) for k, v in value.items()}
     return value
 
 
