@@ -31,7 +31,13 @@ from ringflow.codec_server import build_app
 from ringflow.codec_server import start as start_codec_server
 from ringflow.devstack import DevStack, DevStackError
 from ringflow.settings import Settings, get_settings, masked
-from ringflow.temporal_setup import SearchAttributeConflict, connect, register_search_attributes
+from ringflow.temporal_setup import (
+    ManagedElsewhere,
+    SearchAttributeConflict,
+    connect,
+    register_search_attributes,
+    set_retention,
+)
 
 temporal_app = typer.Typer(help="Prepare a Temporal server for Ringflow.", no_args_is_help=True)
 
@@ -53,30 +59,51 @@ def config(
 @temporal_app.command("setup")
 def setup(
     address: str | None = typer.Option(
-        None, "--address", help="HOST:PORT of the frontend (default RINGFLOW_TEMPORAL_ADDRESS)."
+        None, "--address", help="HOST:PORT of the frontend (default RINGFLOW_TEMPORAL_ADDRESS, "
+        "else TEMPORAL_ADDRESS or the Temporal config profile)."
     ),
     namespace: str | None = typer.Option(
-        None, "--namespace", help="Namespace (default RINGFLOW_TEMPORAL_NAMESPACE)."
+        None, "--namespace", help="Namespace (default RINGFLOW_TEMPORAL_NAMESPACE, else TEMPORAL_NAMESPACE)."
+    ),
+    retention_days: int | None = typer.Option(
+        None, "--retention-days", min=1,
+        help="Also set the namespace's retention of closed calls (where the server allows it)."
     ),
 ) -> None:
-    """Register Ringflow's search attributes on a namespace (idempotent)."""
+    """Register Ringflow's search attributes on a namespace (idempotent).
+
+    TLS, mTLS and API keys come from Temporal's client config (TEMPORAL_* variables or a
+    TEMPORAL_CONFIG_FILE profile). On Temporal Cloud, search attributes and retention are
+    managed with Cloud's own tools (tcld or the Cloud UI): this command says so.
+    """
     settings = get_settings()
     address = address or settings.temporal_address
     namespace = namespace or settings.temporal_namespace
 
-    async def run() -> None:
+    async def run() -> str | None:
         client = await connect(address, namespace)
         await register_search_attributes(client, namespace)
+        if retention_days is not None:
+            return await set_retention(client, namespace, retention_days)
+        return None
 
     try:
-        asyncio.run(run())
+        refused = asyncio.run(run())
     except SearchAttributeConflict as err:
         typer.echo(f"error: search attribute type conflict: {err}", err=True)
+        raise typer.Exit(1) from None
+    except ManagedElsewhere as err:
+        typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
     except Exception as err:
         typer.echo(f"error: cannot set up {namespace} at {address}: {err}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"search attributes registered on namespace {namespace!r} at {address}")
+    if retention_days is not None:
+        if refused:
+            typer.echo(f"retention not changed: {refused}", err=True)
+        else:
+            typer.echo(f"retention of namespace {namespace!r} set to {retention_days} days")
 
 
 def dev(
@@ -149,7 +176,8 @@ async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None
             await asyncio.Event().wait()
             return
         client = await connect(stack.address, stack.namespace, _metrics_runtime(worker, settings),
-                               codec=codec_from_settings(settings))
+                               codec=codec_from_settings(settings),
+                               envconfig=False)  # local plain gRPC even in a shell set up for Cloud
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
         serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
         if demo is not None:

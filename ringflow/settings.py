@@ -14,6 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ringflow.temporal_env import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
+
 MASK = "***"
 
 
@@ -26,9 +28,11 @@ class Settings(BaseSettings):
         populate_by_name=True,
     )
 
-    # Temporal
-    temporal_address: str = "127.0.0.1:7233"
-    temporal_namespace: str = "default"
+    # Temporal. Unset, these come from Temporal's own client config (TEMPORAL_ADDRESS,
+    # TEMPORAL_NAMESPACE, a TEMPORAL_CONFIG_FILE profile), which also carries TLS and the API
+    # key: see ringflow/temporal_env.py.
+    temporal_address: str = Field(default_factory=lambda: _profile_value("address", DEFAULT_ADDRESS))
+    temporal_namespace: str = Field(default_factory=lambda: _profile_value("namespace", DEFAULT_NAMESPACE))
     task_queue: str = "ringflow"
 
     # Storage. A relative SQLite path is relative to the working directory, like data_dir.
@@ -99,6 +103,11 @@ class Settings(BaseSettings):
     # `ringflow dev` local stack
     dev_port: int = Field(default=7233, ge=1, le=65535)
     dev_ui_port: int = Field(default=8233, ge=1, le=65535)
+
+
+def _profile_value(name: str, default: str) -> str:
+    value = getattr(load_profile(), name)
+    return str(value) if value else default
 
 
 def get_settings(**overrides: Any) -> Settings:

@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from google.protobuf.duration_pb2 import Duration
 from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.namespace.v1 import NamespaceConfig
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
+from temporalio.api.workflowservice.v1 import UpdateNamespaceRequest
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.converter import PayloadCodec
@@ -23,6 +26,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.search_attributes import ALL_SEARCH_ATTRIBUTES
 from ringflow.codec import codec_from_settings, data_converter
 from ringflow.settings import get_settings
+from ringflow.temporal_env import connect_options
+
+
+class ManagedElsewhere(RuntimeError):
+    """The server refuses operator calls (Temporal Cloud): use Cloud's own tools instead."""
 
 
 class SearchAttributeConflict(RuntimeError):
@@ -32,17 +40,18 @@ class SearchAttributeConflict(RuntimeError):
     """
 
 
-async def connect(address: str, namespace: str = "default", runtime: Runtime | None = None,
-                  codec: PayloadCodec | None = None) -> Client:
+async def connect(address: str | None = None, namespace: str | None = None, runtime: Runtime | None = None,
+                  codec: PayloadCodec | None = None, *, envconfig: bool = True) -> Client:
     """A client with the pydantic data converter, which every Ringflow payload needs, and the
     payload encryption codec (``codec``, else the keys in the settings; ``ringflow.codec``).
 
-    ``runtime`` carries telemetry (e.g. Prometheus metrics) for workers built on the client.
+    TLS, mTLS, API key and gRPC metadata come from Temporal's client config (a profile file
+    and ``TEMPORAL_*``, see ``ringflow.temporal_env``); ``address``/``namespace`` win over
+    the profile's. ``runtime`` carries telemetry (e.g. Prometheus metrics) for workers.
     """
     codec = codec if codec is not None else codec_from_settings(get_settings())
-    return await Client.connect(
-        address, namespace=namespace, data_converter=data_converter(codec), runtime=runtime
-    )
+    options = connect_options(address, namespace, envconfig=envconfig)
+    return await Client.connect(**options, data_converter=data_converter(codec), runtime=runtime)
 
 
 async def list_custom_search_attributes(client: Client, namespace: str) -> dict[str, int]:
@@ -84,5 +93,26 @@ async def register_search_attributes(
             )
         )
     except RPCError as err:
+        if err.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
+            raise ManagedElsewhere(
+                f"the server refused to add search attributes ({err.message}); on Temporal Cloud "
+                f"add them with tcld or the Cloud UI: "
+                + ", ".join(f"{n} ({IndexedValueType.Name(k)})" for n, k in sorted(missing.items()))  # type: ignore[arg-type]
+            ) from None
         if err.status != RPCStatusCode.ALREADY_EXISTS:
             raise
+
+
+async def set_retention(client: Client, namespace: str, days: int) -> str | None:
+    """Set how long closed calls stay in the namespace; the refusal's reason if the server
+    does not allow it (Temporal Cloud manages retention itself), else None."""
+    try:
+        await client.workflow_service.update_namespace(UpdateNamespaceRequest(
+            namespace=namespace,
+            config=NamespaceConfig(workflow_execution_retention_ttl=Duration(seconds=days * 86400))))
+    except RPCError as err:
+        if err.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED,
+                          RPCStatusCode.INVALID_ARGUMENT):
+            return f"{err.message} (on Temporal Cloud set retention with tcld or the Cloud UI)"
+        raise
+    return None

@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 
 from ringflow.health import HealthServer
 from ringflow.settings import Settings
+from ringflow.temporal_env import connect_options, describe
 from ringflow.temporal_setup import connect
 
 
@@ -42,7 +43,8 @@ async def serve(settings: Settings) -> None:
     try:
         runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
         client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
-        print(f"worker on {settings.temporal_address}, task queue {settings.task_queue!r}, "
+        target = describe(connect_options(settings.temporal_address, settings.temporal_namespace))
+        print(f"worker on {target}, task queue {settings.task_queue!r}, "
               f"metrics on {settings.metrics_host}:{settings.metrics_port}/metrics"
               + (f", health on :{settings.health_port}" if health else ""), file=sys.stderr, flush=True)
         await run_worker_forever(client, settings, stop=stop, on_start=started.append)
