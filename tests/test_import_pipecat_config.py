@@ -174,3 +174,44 @@ def test_cli_import_then_validate(fixture: str, tmp_path: Path) -> None:
     assert "detected format: Pipecat Flows config" in imported.stderr
     checked = runner.invoke(app, ["flow", "validate", str(out)])
     assert checked.exit_code == 0, checked.output
+
+
+# --- a role stays in force until a node sets another --------------------------------
+
+
+def _node(task: str, to: list[str], role: str | None = None, end: bool = False) -> dict[str, Any]:
+    node: dict[str, Any] = {"task_messages": [{"role": "developer", "content": task}],
+                            "functions": [{"name": f"to_{t}", "description": f"Go to {t}.", "properties": {},
+                                           "required": [], "transition_to": t} for t in to]}
+    if role:
+        node["role_message"] = role
+    if end:
+        node["post_actions"] = [{"type": "end_conversation"}]
+    return node
+
+
+def test_a_role_set_on_a_node_carries_on_to_the_nodes_after_it() -> None:
+    data = {"initial_node": "front", "nodes": {
+        "front": _node("Greet.", ["billing"], role="You are the receptionist."),
+        "billing": _node("Ask for the invoice.", ["explain"], role="You are the billing clerk."),
+        "explain": _node("Explain the invoice.", ["bye"]),
+        "bye": _node("Say goodbye.", [], end=True)}}
+    result = import_flow("pipecat-config", data)
+    nodes = result.flow["nodes"]
+    assert result.flow["role"] == "You are the receptionist."
+    assert "add_role" not in nodes["front"]
+    for nid in ("billing", "explain", "bye"):
+        assert nodes[nid]["add_role"] is False
+        assert nodes[nid]["task"].startswith("You are the billing clerk.\n\n")
+    assert "node 'explain': the role a node before it set differs" in warnings(result)
+    assert_valid(result.flow)
+
+
+def test_a_node_reached_with_two_roles_keeps_the_flows_and_says_so() -> None:
+    data = {"initial_node": "front", "nodes": {
+        "front": _node("Greet.", ["billing", "bye"], role="You are the receptionist."),
+        "billing": _node("Ask for the invoice.", ["bye"], role="You are the billing clerk."),
+        "bye": _node("Say goodbye.", [], end=True)}}
+    result = import_flow("pipecat-config", data)
+    assert "add_role" not in result.flow["nodes"]["bye"]
+    assert "node 'bye': reached after nodes with different roles" in warnings(result)

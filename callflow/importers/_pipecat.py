@@ -162,23 +162,65 @@ def node_role(data: dict[str, Any], path: Path, w: Warnings, owner: str) -> tupl
     return join_messages(legacy, (*path, "role_messages"), w, owner), (*path, "role_messages")
 
 
-def fold_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: str, w: Warnings,
-               where: Callable[[str], Path]) -> str | None:
-    """The start node's role messages become the flow's role.
+def _targets(fn: dict[str, Any]) -> list[str]:
+    t = fn.get("transition_to")
+    return [t] if isinstance(t, str) else []
 
-    Pipecat keeps role messages in the context once set, which is what a flow-level
-    role does. A node whose role messages differ gets them in front of its task and
-    ``add_role: false``, so its persona is exactly the source's.
+
+def inherited_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: str,
+                    global_functions: list[dict[str, Any]]) -> dict[str, set[str | None]]:
+    """For each node, the roles the call can have when it gets there.
+
+    Pipecat keeps a node's role until a later node sets one, so a node without its own
+    role speaks with whichever role was set last on the way to it: found by walking
+    from each node that sets one (and from the start) through nodes that do not.
+    """
+    shared = [t for fn in global_functions for t in _targets(fn)]
+    nexts = {nid: {t for fn in node.get("functions", []) for t in _targets(fn)} | set(shared)
+             for nid, node in nodes.items()}
+    reach: dict[str, set[str | None]] = {nid: set() for nid in nodes}
+    for origin in {start, *roles}:
+        role = roles.get(origin)
+        todo, seen = [origin], {origin}
+        while todo:
+            for nxt in nexts.get(todo.pop(), ()):
+                if nxt in nodes and nxt not in seen and nxt not in roles:
+                    seen.add(nxt)
+                    reach[nxt].add(role)
+                    todo.append(nxt)
+    return reach
+
+
+def fold_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: str, w: Warnings,
+               where: Callable[[str], Path],
+               global_functions: list[dict[str, Any]] | None = None) -> str | None:
+    """The start node's role becomes the flow's role.
+
+    Pipecat keeps a role in force once set, which is what a flow-level role does. A
+    node whose role differs (its own, or the one a node before it set) gets it in
+    front of its task and ``add_role: false``, so its persona is exactly the source's.
     """
     if not roles:
         return None
     role = roles.get(start) or next(iter(roles.values()))
-    for nid, own in roles.items():
-        if own == role:
+    reach = inherited_roles(nodes, roles, start, global_functions or [])
+    for nid, node in nodes.items():
+        own = roles.get(nid)
+        if own is None:
+            possible = {r for r in reach[nid] if r is not None} | ({role} if None in reach[nid] else set())
+            if len(possible) > 1:
+                w.add(where(nid), f"node '{nid}': reached after nodes with different roles; it keeps "
+                                  "the flow's role, check its persona")
+            if len(possible) != 1 or possible == {role}:
+                continue
+            own = next(iter(possible))
+            why = "the role a node before it set differs"
+        elif own == role:
             continue
-        node = nodes[nid]
+        else:
+            why = "its role differs"
         node["task"] = f"{own}\n\n{node['task']}"
         node["add_role"] = False
-        w.add(where(nid), f"node '{nid}': its role differs from the flow's role; put before "
-                          "its task, with add_role: false")
+        w.add(where(nid), f"node '{nid}': {why} from the flow's role; put before its task, with "
+                          "add_role: false")
     return role

@@ -82,7 +82,8 @@ class _Importer:
             variables=variables_from_defaults(self.data.get("context"), ("context",), self.w),
             global_functions=self.global_functions(),
         )
-        draft.role = fold_roles(self.nodes, roles, start, self.w, lambda n: self.origin[n])
+        draft.role = fold_roles(self.nodes, roles, start, self.w, lambda n: self.origin[n],
+                                draft.global_functions)
         draft.role_origin = role_paths[start]
         return finish(draft)
 

@@ -106,7 +106,8 @@ class _Importer:
             self.w.add((key,), f"top-level key '{label(key)}' not carried")
         draft = Draft(name="imported", warnings=self.w, nodes=nodes, start=start, origin=self.origin,
                       global_functions=self.global_functions())
-        draft.role = fold_roles(nodes, roles, start, self.w, lambda n: self.origin[n])
+        draft.role = fold_roles(nodes, roles, start, self.w, lambda n: self.origin[n],
+                                draft.global_functions)
         draft.role_origin = role_paths[start]
         return finish(draft)
 
