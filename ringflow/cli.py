@@ -8,7 +8,7 @@ from ringflow.cli_call import agent, call_app, worker
 from ringflow.cli_codec import codec_key, codec_server
 from ringflow.cli_flow import flow_app
 from ringflow.cli_ops import config, dev, temporal_app
-from ringflow.cli_sip import dial
+from ringflow.cli_sip import dial, webhooks
 
 app = typer.Typer(
     name="ringflow",
@@ -24,6 +24,7 @@ app.command("dev")(dev)
 app.command("config")(config)
 app.command("worker")(worker)
 app.command("agent")(agent)
+app.command("webhooks")(webhooks)
 app.command("codec-server")(codec_server)
 app.command("codec-key")(codec_key)
 

@@ -88,3 +88,53 @@ def _run_start(go: Any) -> CallHandle:
         raise _fail("; ".join(str(e) for e in exc.errors)) from None
     except RPCError as exc:
         raise _fail(f"Temporal refused the call: {exc}") from None
+
+
+async def start_relay(settings: Any, client: Any, host: str, port: int) -> Any:
+    """The LiveKit webhook receiver on ``host:port`` (``ringflow webhooks``, or inside
+    ``ringflow worker`` when ``RINGFLOW_LIVEKIT_WEBHOOK_PORT`` is set); returns its runner."""
+    from agents.webhooks import WebhookRelay, serve
+
+    if not settings.livekit_api_key or not settings.livekit_api_secret:
+        raise _fail("the LiveKit webhook receiver needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify "
+                    "signatures)", 2)
+    lease = None
+    if settings.redis_url:
+        from redis.asyncio import Redis
+
+        from agents.lease import AgentLease
+
+        lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.agent_timeout_s)
+    relay = WebhookRelay(client, settings.livekit_api_key, settings.livekit_api_secret.get_secret_value(),
+                         lease=lease)
+    return await serve(relay, host, port)
+
+
+def webhooks(
+    port: int = typer.Option(8090, "--port", help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 in a pod)."),
+) -> None:
+    """Receive LiveKit's webhooks (POST /livekit/webhook) and relay them to the calls' workflows:
+    a lost agent is replaced at once, a caller who hangs up ends the call."""
+    from agents.webhooks import WEBHOOK_PATH
+
+    settings = get_settings()
+    if not settings.livekit_api_key or not settings.livekit_api_secret:
+        raise _fail("ringflow webhooks needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify "
+                    "signatures)", 2)
+
+    async def go() -> None:
+        client = await _client(settings)
+        runner = await start_relay(settings, client, host, port)
+        typer.echo(f"LiveKit webhooks on http://{host}:{port}{WEBHOOK_PATH}", err=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        raise _fail(f"cannot listen on {host}:{port}: {exc}") from None

@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     sip_trunk_id: str | None = None
     sip_from: str | None = None
     sip_ringing_timeout_s: float = Field(default=30.0, gt=0, le=300)
+    livekit_webhook_port: int = Field(default=0, ge=0, le=65535)  # >0: the worker also receives webhooks
 
     # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
     # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.

@@ -47,7 +47,16 @@ async def serve(settings: Settings) -> None:
         print(f"worker on {target}, task queue {settings.task_queue!r}, "
               f"metrics on {settings.metrics_host}:{settings.metrics_port}/metrics"
               + (f", health on :{settings.health_port}" if health else ""), file=sys.stderr, flush=True)
-        await run_worker_forever(client, settings, stop=stop, on_start=started.append)
+        relay = None
+        if settings.livekit_webhook_port:  # LiveKit's webhooks, mounted in the worker (ringflow/cli_sip.py)
+            from ringflow.cli_sip import start_relay
+
+            relay = await start_relay(settings, client, settings.metrics_host, settings.livekit_webhook_port)
+        try:
+            await run_worker_forever(client, settings, stop=stop, on_start=started.append)
+        finally:
+            if relay is not None:
+                await relay.cleanup()
         print("worker stopped gracefully", file=sys.stderr, flush=True)
     finally:
         if health is not None:

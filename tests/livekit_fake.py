@@ -267,6 +267,14 @@ class FakeLiveKit(SipFake):
         self._emit("participant_left", found.to_proto(), left)
         return True
 
+    def finish_room(self, name: str) -> None:
+        """The room closes (deleted, or emptied out): everyone in it is disconnected."""
+        for identity in list(self.rooms[name].participants):
+            self.remove_participant(name, identity, proto_models.ROOM_DELETED)
+        room = self.rooms.pop(name)
+        self.deleted_rooms.append(name)
+        self._emit("room_finished", room.to_proto())
+
     def _twirp_error(self, code: str, msg: str, meta: dict[str, str] | None = None) -> Exception:
         return TwirpError(code, msg, meta=meta)
 
@@ -387,11 +395,7 @@ class FakeLiveKit(SipFake):
         self._ensure(claims, "roomCreate")
         if req.room not in self.rooms:
             raise TwirpError("not_found", "room not found")
-        for identity in list(self.rooms[req.room].participants):
-            self.remove_participant(req.room, identity, proto_models.ROOM_DELETED)
-        room = self.rooms.pop(req.room)
-        self.deleted_rooms.append(req.room)
-        self._emit("room_finished", room.to_proto())
+        self.finish_room(req.room)
         # The room's dispatches end with it, as its participants (the SIP caller) are disconnected.
         for dispatch_id in [d.id for d in self.dispatches.values() if d.room == req.room]:
             del self.dispatches[dispatch_id]

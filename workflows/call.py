@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         oversized_args,
     )
     from workflows.record import build_record, compact_state, transcript_items
+    from workflows.room_events import RoomEvent, on_room_event
     from workflows.visibility import Visibility
 
 TRANSCRIPT_TAIL = 50
@@ -68,6 +69,7 @@ class CallWorkflow(CallCore):
         self.tasks: set[asyncio.Task[Any]] = set()
         self.fn_results: dict[str, CallFunctionResult] = {}
         self.fn_running: set[str] = set()
+        self.room_events_seen: list[str] = []  # LiveKit webhooks applied (workflows/room_events.py)
         self.startup: list[Effect] = []
         self.wake = False
         c = inp.carry
@@ -261,6 +263,10 @@ class CallWorkflow(CallCore):
     @workflow.signal
     def heartbeat(self, hb: Heartbeat) -> None:
         self.seen_agent(hb.agent_id)
+
+    @workflow.signal
+    def room_event(self, ev: RoomEvent) -> None:
+        on_room_event(self, ev, self.room_events_seen)
 
     # --- updates ----------------------------------------------------------------------
     @workflow.update

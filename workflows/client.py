@@ -40,6 +40,7 @@ from workflows.messages import (
     Turn,
     TurnsEvent,
 )
+from workflows.room_events import RoomEvent
 
 MAX_SIGNAL_BYTES = 256 * 1024
 
@@ -139,6 +140,10 @@ class CallHandle:
 
     async def heartbeat(self, agent_id: str) -> None:
         await self.handle.signal(CallWorkflow.heartbeat, Heartbeat(agent_id=agent_id))
+
+    async def room_event(self, ev: RoomEvent) -> None:
+        """What LiveKit said about the call's room (``agents/webhooks.py``)."""
+        await self.handle.signal(CallWorkflow.room_event, ev)
 
     async def call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
         return await self.handle.execute_update(CallWorkflow.call_function, req)

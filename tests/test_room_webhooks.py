@@ -1,0 +1,98 @@
+"""LiveKit webhooks reach the call's workflow: a lost agent is replaced at once, a caller
+leaving ends the call. The LiveKit fake (tests/livekit_fake.py) posts webhooks signed as the
+server signs them to the real receiver (agents/webhooks.py), which signals a real
+CallWorkflow on a real Temporal server; the replacement dispatch goes back to the fake
+through the real LiveKitDispatcher. The agent timeout is a minute, so only the webhook can
+have caused a replacement within the test's wait."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from livekit.protocol import models as proto_models
+from temporalio.client import Client
+
+from activities import dispatch
+from agents.livekit_api import LiveKitDispatcher
+from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
+from tests.livekit_fake import FakeLiveKit
+from tests.wfkit import running_worker, start, wait_state, wait_until
+from workflows.client import CallHandle
+
+AGENT = proto_models.ParticipantInfo.AGENT
+SIP = proto_models.ParticipantInfo.SIP
+
+
+@pytest_asyncio.fixture
+async def lk(monkeypatch: pytest.MonkeyPatch, temporal_client: Client) -> AsyncIterator[FakeLiveKit]:
+    async with FakeLiveKit() as fake:
+        runner = await serve(WebhookRelay(temporal_client, fake.api_key, fake.api_secret), "127.0.0.1", 0)
+        fake.webhook_url = f"http://127.0.0.1:{bound_port(runner)}{WEBHOOK_PATH}"
+        monkeypatch.setenv("RINGFLOW_DISPATCHER", "livekit-test")
+        monkeypatch.setitem(dispatch._DISPATCHERS, "livekit-test", LiveKitDispatcher(
+            fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test"))
+        try:
+            yield fake
+        finally:
+            await runner.cleanup()
+
+
+async def live_call(client: Client, task_queue: str, lk: FakeLiveKit, call_id: str) -> CallHandle:
+    call = await start(client, task_queue, call_id=call_id, room=call_id, agent_timeout_s=60.0)
+    await call.attach("agent-1")
+    lk.add_participant(call_id, "agent-1", AGENT)
+    lk.add_participant(call_id, "sip-caller", SIP)
+    await wait_state(call, lambda s: s["status"] == "live")
+    return call
+
+
+def resume_dispatches(lk: FakeLiveKit) -> list[dict[str, object]]:
+    return [d.metadata_json() for d in lk.dispatches.values() if d.metadata_json().get("resume")]
+
+
+async def test_a_killed_agent_is_replaced_at_once_and_late_or_forged_webhooks_change_nothing(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await live_call(temporal_client, task_queue, lk, "wh-call-1")
+        lk.remove_participant("wh-call-1", "agent-1", proto_models.SIGNAL_CLOSE)  # the process died
+
+        async def dispatched() -> list[dict[str, object]]:
+            return resume_dispatches(lk)
+
+        assert await wait_until(dispatched, timeout=10, what="a replacement dispatched") == [
+            {"call_id": "wh-call-1", "resume": True}]
+        st = await call.state()
+        assert any("agent-1 left the room (SIGNAL_CLOSE)" in r["reason"] for r in st["rejected"])
+        await call.attach("agent-2")
+        left = next(w.event for w in lk.webhooks if w.event.event == "participant_left")
+        assert await lk.post_webhook(left) == 200  # LiveKit retrying it: applied once
+        forged = type(left)()
+        forged.CopyFrom(left)
+        forged.id, forged.participant.identity = "EV_forged", "agent-2"
+        assert await lk.post_webhook(forged, secret="not-the-api-secret-but-just-as-long") == 401
+        await wait_state(call, lambda s: s["agent_id"] == "agent-2")
+        assert len(resume_dispatches(lk)) == 1
+        lk.remove_participant("wh-call-1", "sip-caller", proto_models.CLIENT_INITIATED)  # the caller hung up
+        record = await call.handle.result()
+    assert record.end_reason == "user_hangup"
+    assert len(resume_dispatches(lk)) == 1
+
+
+async def test_an_agent_that_hung_up_leaving_is_not_lost_and_a_finished_room_ends_the_call(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await live_call(temporal_client, task_queue, lk, "wh-call-2")
+        lk.remove_participant("wh-call-2", "someone-else", proto_models.SIGNAL_CLOSE)  # not there: no event
+        lk.add_participant("wh-call-2", "agent-0", AGENT)
+        lk.remove_participant("wh-call-2", "agent-0", proto_models.SIGNAL_CLOSE)  # not the call's agent
+        await lk.webhooks_sent()
+        lk.finish_room("wh-call-2")
+        record = await call.handle.result()
+        assert record.end_reason == "user_hangup"
+        assert resume_dispatches(lk) == []
+        # the call is over: LiveKit's late webhooks about it are accepted and ignored
+        late = next(w.event for w in lk.webhooks if w.event.event == "room_finished")
+        late.id = "EV_late"
+        assert await lk.post_webhook(late) == 200

@@ -1,0 +1,67 @@
+"""What LiveKit says about a call's room (its webhooks, relayed by ``agents/webhooks.py``).
+
+The agent's heartbeats notice a dead agent only after ``agent_timeout_s`` of silence, which
+the caller hears as silence. LiveKit knows at once: the agent's participant leaves the room.
+So:
+
+* ``agent_left`` for the call's current agent, while the call is live and the agent never
+  said it was hanging up, makes the workflow replace it now (the main loop finds the agent
+  overdue and runs ``agent_lost``). An earlier agent leaving (a late or reordered webhook
+  after its replacement attached) changes nothing.
+* ``caller_left`` (the SIP participant left) ends a live call ``user_hangup``; while the
+  phone rings it is the dial's outcome, which the dial activity reports.
+* ``room_finished`` ends a call that is still going (``user_hangup``: nobody is left).
+
+Each event is applied once (LiveKit retries webhooks: duplicates are expected); an event
+about a call that has ended is ignored. Heartbeats stay as the backstop when webhooks are
+not configured. Deterministic workflow code.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from callflow.events import HangUp
+
+if TYPE_CHECKING:
+    from workflows.call_core import CallCore
+
+SEEN_MAX = 200
+
+
+class RoomEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    event_id: str = Field(min_length=1, max_length=128)
+    kind: Literal["agent_left", "caller_left", "room_finished"]
+    identity: str | None = Field(None, max_length=256)
+    reason: str | None = Field(None, max_length=64)  # LiveKit's DisconnectReason name
+    at: float | None = Field(None, allow_inf_nan=False)
+
+
+def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
+    if ev.event_id in seen:
+        return
+    seen.append(ev.event_id)
+    if len(seen) > SEEN_MAX:
+        del seen[: len(seen) - SEEN_MAX]
+    if wf.state.ended:
+        return
+    now = workflow.now().timestamp()
+    if ev.kind == "agent_left":
+        if wf.status != "live" or wf.hangup_seen or ev.identity != wf.agent_id:
+            return  # not live yet, hanging up anyway, or not the agent serving the call now
+        wf.record_rejected(ev.event_id, f"note: agent {ev.identity} left the room ({ev.reason or 'unknown'}) "
+                                        "without hanging up: replacing it now")
+        wf.last_seen = now - wf.inp.agent_timeout_s  # overdue: the main loop runs agent_lost()
+        wf.wake = True
+    elif ev.kind == "caller_left":
+        if wf.ringing:
+            return
+        wf.step(HangUp(reason="user_hangup", at=ev.at or now))
+    elif ev.kind == "room_finished":
+        wf.step(HangUp(reason="user_hangup", at=ev.at or now))
