@@ -189,6 +189,8 @@ class FlowController:
         self.seq += 1
         self.outbox.put(DeferredTransition(self.turn_key, self.step_no, self.seq, node or "", name, args,  # type: ignore[arg-type]
                                            now))
+        log.info("transition %s -> %s by %s", node, self.state.node, name,
+                 extra={"event": "transition", "from_node": node, "function": name})
         await self.apply(step.effects)  # the transition's speech, or the whole new node
         if runs:
             await self.follow_actions()

@@ -23,10 +23,11 @@ from temporalio.client import Client
 from agents.controller import FlowController
 from agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
 from agents.lease import AgentLease
+from agents.logcontext import bind_call
 from agents.outbox import Outbox, ReceiverGone
 from agents.signals import workflow_sender
 from callflow.effects import Effect, EndCall, SetNode
-from workflows.client import CallHandle
+from workflows.client import CallHandle, workflow_id
 from workflows.messages import Snapshot, Turn
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,7 @@ async def attach_agent(
     outbox = Outbox(workflow_sender(call))
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)
+    bind_call(call_id, workflow_id(call_id), lambda: controller.node)  # every log line from here on
     resumed = bool(snap.transcript_tail)
     first = controller.current_tools()
     since = first.node if first is not None and first.context != "append" else None
@@ -188,6 +190,8 @@ async def attach_agent(
             port.reply(None, agent.allow_interruptions is not False)
     else:
         await controller.apply(controller.start_effects())
+    log.info("agent %s attached (resumed=%s)", agent_id, resumed,
+             extra={"event": "agent_attached", "agent_id": agent_id, "resumed": resumed})
     return run
 
 

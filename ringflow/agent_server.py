@@ -23,6 +23,7 @@ from agents.livekit_api import close_room, parse_job_metadata, register_livekit_
 from agents.runner import attach_agent
 from callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
+from ringflow.logs import install_record_factory
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from workflows.client import start_or_attach
@@ -78,6 +79,7 @@ def make_session(settings: Settings, snap: Snapshot, vad: Any = None) -> AgentSe
 
 
 async def entrypoint(ctx: JobContext) -> None:
+    install_record_factory()  # this job's lines (livekit's JSON handler) carry the call's id and node
     settings = get_settings()
     info = parse_job_metadata(ctx.job.metadata)
     client = await connect(settings.temporal_address, settings.temporal_namespace)
@@ -170,5 +172,6 @@ def run(settings: Settings | None = None) -> None:
         raise SystemExit(f"error: {err}") from None
     if settings.dispatcher == "livekit":
         register_livekit_dispatcher()
-    sys.argv = [sys.argv[0], "start"]
+    level = {"WARNING": "WARN"}.get(settings.log_level.upper(), settings.log_level.upper())
+    sys.argv = [sys.argv[0], "start", "--log-level", level]  # start mode logs JSON lines
     cli.run_app(build_server(settings))

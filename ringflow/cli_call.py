@@ -19,6 +19,7 @@ from callflow.errors import FlowError
 from callflow.inputs import coerce_cli_value
 from callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
+from ringflow.logs import configure_logging
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from workflows.client import CallHandle, start_call, workflow_id
@@ -230,6 +231,7 @@ def worker() -> None:
 
     settings = get_settings()
     _require_keys(settings)
+    configure_logging(settings.log_level, settings.log_format)
     if settings.dispatcher == "livekit":  # dispatch_agent runs here: lost agents are re-dispatched
         from agents.livekit_api import register_livekit_dispatcher
         from agents.livekit_sip import LiveKitTelephony, register_livekit_telephony
@@ -278,6 +280,9 @@ def simulate(
             raise _fail(f"{path}: {exc}", 2) from None
         except FlowError as exc:
             raise _fail(f"{path}: flow is invalid: {exc}", 1) from None
+    sim_settings = get_settings()
+    configure_logging(sim_settings.log_level if "log_level" in sim_settings.model_fields_set else "WARNING",
+                      sim_settings.log_format)  # the results are the output; logs only when asked
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # a simulated kill is not an error
     results = asyncio.run(run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm))
     for r in results:

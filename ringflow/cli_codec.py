@@ -12,6 +12,7 @@ import typer
 
 from ringflow.codec import KEY_ID_RE, CodecKeyError, EncryptionCodec, generate_key, keyring_from_settings
 from ringflow.codec_server import build_app, start
+from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
 
 
@@ -47,6 +48,7 @@ def codec_server(
     if ring is None:
         typer.echo("error: no payload keys: set RINGFLOW_CODEC_KEYS or RINGFLOW_CODEC_KEY_FILE", err=True)
         raise typer.Exit(2)
+    configure_logging(settings.log_level, settings.log_format)
     origins = settings.codec_cors_origins.split(",")
     app = build_app(EncryptionCodec(ring), token=None if no_auth else token, cors_origins=origins)
 

@@ -30,6 +30,7 @@ from ringflow.codec import (
 from ringflow.codec_server import build_app
 from ringflow.codec_server import start as start_codec_server
 from ringflow.devstack import DevStack, DevStackError
+from ringflow.logs import configure_logging
 from ringflow.settings import Settings, get_settings, masked
 from ringflow.temporal_setup import (
     ManagedElsewhere,
@@ -137,6 +138,9 @@ def dev(
         namespace=settings.temporal_namespace,
     )
     overrides["temporal_address"] = stack.address
+    # the terminal shows the stack's own lines; logs (stderr) only from warnings on, unless asked
+    configure_logging(settings.log_level if "log_level" in settings.model_fields_set else "WARNING",
+                      settings.log_format)
     try:
         overrides.update(_dev_keys(settings.model_copy(update=overrides)))
     except CodecKeyError as err:

@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     agent_timeout_s: float = Field(default=15.0, gt=0)
 
     # Observability
+    log_level: str = "INFO"
+    log_format: str = Field(default="json", pattern="^(json|text)$")  # JSON lines, or text for a terminal
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a pod, so Prometheus can scrape it
     # /livez and /readyz of `ringflow worker` for Kubernetes probes, on metrics_host; 0 disables

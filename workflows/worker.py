@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 from activities.dispatch import dispatch_agent
 from activities.extraction import extract_variables
 from activities.handler_run import run_handler
+from activities.observability import ActivityLogInterceptor
 from activities.registry import build_activities
 from activities.telephony import dial_call, hang_up_room, prepare_call
 from workflows.call import CallWorkflow
@@ -31,12 +32,14 @@ def all_activities(config: Any) -> list[Callable[..., Any]]:
 
 
 def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:
+    interceptors = [ActivityLogInterceptor(), *kwargs.pop("interceptors", ())]
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,
         workflows=[CallWorkflow],
         activities=all_activities(config),
         activity_executor=ThreadPoolExecutor(8),
+        interceptors=interceptors,
         **kwargs,
     )
 
