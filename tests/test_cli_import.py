@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from callflow.importers import FlowImportError, import_flow
+from callflow.importers import FlowImportError, detect_source, import_flow
 from callflow.loader import MAX_FILE_BYTES, validate_data
 from ringflow.cli import app
 
@@ -85,15 +85,15 @@ def test_from_accepts_the_format_names(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("source", "data", "message"),
+    ("source", "data", "message"),  # source None: detected from the file
     [
-        ("dograh", {"nodes": [{"id": "a", "type": ["startCall"], "data": {"prompt": "Hi."}}], "edges": []},
+        (None, {"nodes": [{"id": "a", "type": ["startCall"], "data": {"prompt": "Hi."}}], "edges": []},
          "nodes[0].type: a node's type must be a string such as 'agentNode', not a list"),
         ("dograh", {"workflow_definition": {"nodes": [{"id": "a", "type": {"t": 1}, "data": {}}],
                                             "edges": []}},
          "workflow_definition.nodes[0].type: a node's type must be a string such as 'agentNode', "
          "not an object"),
-        ("pipecat", {"meta": {"name": "x"}, "nodes": [{"id": "a", "type": ["initial"], "data": {}}]},
+        (None, {"meta": {"name": "x"}, "nodes": [{"id": "a", "type": ["initial"], "data": {}}]},
          "nodes[0].type: a node's type must be a string such as 'node', not a list"),
         ("pipecat", {"meta": {"name": "x"}, "nodes": [{"id": "a", "type": 7, "data": {}}]},
          "nodes[0].type: a node's type must be a string such as 'node', not a number (7)"),
@@ -127,3 +127,9 @@ def test_huge_text_in_parsed_data_is_refused() -> None:
                        "data": {"name": "Start", "prompt": "x" * (MAX_FILE_BYTES + 1)}}], "edges": []}
     with pytest.raises(FlowImportError, match=r"more than \d+ characters of text"):
         import_flow("dograh", data, lenient=True)
+
+
+def test_a_graph_without_telling_types_is_detected_by_what_its_nodes_hold() -> None:
+    assert detect_source({"nodes": [{"id": "1", "type": 3, "data": {"prompt": "Hi."}}]}) == "dograh"
+    assert detect_source({"nodes": [{"id": "a", "data": {"task_messages": []}}], "edges": []}) == "pipecat"
+    assert detect_source({"nodes": [{"id": "a", "data": {"prompt": "x", "functions": []}}]}) is None

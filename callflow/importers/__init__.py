@@ -102,6 +102,13 @@ def detect_source(data: object) -> str | None:
             return "dograh"
         if "meta" in data or types & {"initial", "node", "llm_task", "end"}:
             return "pipecat"
+        # no telling type: what the nodes hold (a node whose type is broken still has it)
+        keys = {k for n in nodes if isinstance(n, dict) and isinstance(n.get("data"), dict)
+                for k in n["data"]}
+        if "prompt" in keys and not keys & _NODE_CONFIG_KEYS:
+            return "dograh"
+        if keys & _NODE_CONFIG_KEYS and "prompt" not in keys:
+            return "pipecat"
     return None
 
 

@@ -70,7 +70,8 @@ class _Check:
             nid, kind = _key(node.get("id")), node.get("type")
             if nid is not None and nid not in self.types and isinstance(kind, str):
                 self.types[nid] = kind
-                data = node.get("data") if isinstance(node.get("data"), dict) else {}
+                data = node.get("data")
+                data = data if isinstance(data, dict) else {}
                 name = text(data.get("name"))
                 self.where[nid] = (("nodes", i), f"node '{label(name or '')}' (id {label(nid)})", data)
 
@@ -116,7 +117,8 @@ class _Check:
                 self.add(path, what, f"Edge references missing node {', '.join(missing)}")
             elif src is not None and dst is not None:
                 pairs.add((src, dst))
-            data = edge.get("data") if isinstance(edge.get("data"), dict) else {}
+            data = edge.get("data")
+            data = data if isinstance(data, dict) else {}
             for key in ("label", "condition"):
                 if not isinstance(data.get(key), str) or not data[key]:
                     self.add((*path, "data", key), what, f"an edge needs a {key} (text)")
