@@ -8,7 +8,7 @@ from ringflow.cli_call import agent, call_app, worker
 from ringflow.cli_codec import codec_key, codec_server
 from ringflow.cli_flow import flow_app
 from ringflow.cli_ops import config, dev, temporal_app
-from ringflow.cli_sip import dial, webhooks
+from ringflow.cli_sip import dial, sip_app, webhooks
 
 app = typer.Typer(
     name="ringflow",
@@ -20,6 +20,7 @@ app.add_typer(flow_app, name="flow")
 call_app.command("dial")(dial)
 app.add_typer(call_app, name="call")
 app.add_typer(temporal_app, name="temporal")
+app.add_typer(sip_app, name="sip")
 app.command("dev")(dev)
 app.command("config")(config)
 app.command("worker")(worker)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,68 @@ def webhooks(
         pass
     except OSError as exc:
         raise _fail(f"cannot listen on {host}:{port}: {exc}") from None
+
+
+sip_app = typer.Typer(help="Inbound numbers on LiveKit SIP: trunks and dispatch rules.", no_args_is_help=True)
+_NUMBER = re.compile(r"^\+?[0-9]{3,20}$")
+
+
+def _inbound(settings: Any) -> Any:
+    from agents.livekit_inbound import LiveKitInbound
+
+    try:
+        return LiveKitInbound(settings.livekit_url, settings.livekit_api_key,
+                              settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret
+                              else None, agent_name=settings.agent_name)
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+
+
+def _livekit_call(coro: Any) -> Any:
+    from agents.livekit_api import LiveKitError
+
+    try:
+        return asyncio.run(coro)
+    except LiveKitError as exc:
+        raise _fail(str(exc)) from None
+
+
+@sip_app.command()
+def setup(
+    number: str = typer.Option(..., "--number", help="The phone number callers dial, e.g. +15550100."),
+    flow: str = typer.Option(..., "--flow", help="Flow file the agent runs (its path there)."),
+    trunk: str | None = typer.Option(None, "--trunk", help="An existing inbound trunk to add the number to."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object."),
+) -> None:
+    """Create or update (idempotently) the inbound trunk and the dispatch rule that sends the
+    number's calls to the Ringflow agent with FLOW."""
+    if not _NUMBER.match(number):
+        raise _fail(f"--number: expected digits with an optional leading +, got {number!r}", 2)
+    if Path(flow).exists():
+        _load(Path(flow))  # a flow with errors is refused here, not at the first call
+    else:
+        typer.echo(f"note: {flow} is not here; the agent must find it (RINGFLOW_FLOWS_DIR)", err=True)
+    done = _livekit_call(_inbound(get_settings()).setup(number, flow, trunk))
+    if json_out:
+        typer.echo(json.dumps(done.__dict__))
+        return
+    what = ", ".join([f"created {x}" for x in done.created] + [f"updated {x}" for x in done.updated]) \
+        or "already set up"
+    typer.echo(f"{number} -> {flow}: trunk {done.trunk_id}, dispatch rule {done.rule_id} ({what})")
+
+
+@sip_app.command("list")
+def list_numbers(json_out: bool = typer.Option(False, "--json", help="One JSON array.")) -> None:
+    """Inbound trunks, their numbers, and the flow each number's calls run."""
+    rows = _livekit_call(_inbound(get_settings()).list())
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    if not rows:
+        typer.echo("no inbound trunks")
+        return
+    cols = ["number", "trunk_id", "rule_id", "flow", "agent"]
+    table = [cols] + [[str(r.get(c) or "-") for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    for row in table:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
