@@ -115,8 +115,10 @@ def import_cmd(
                        f"({', '.join(SOURCES)})", err=True)
             raise typer.Exit(1)
         typer.echo(f"{file}: detected format: {SOURCE_NAMES[source]} (--from {source})", err=True)
+    # A Pipecat Flows config holds no name of its own: the file's name is the flow's.
+    named = file.stem if ALIASES.get(source, source) == "pipecat-legacy" else None
     try:
-        result = import_flow(source, data, lenient=lenient)
+        result = import_flow(source, data, lenient=lenient, name=named)
     except FlowImportError as exc:
         typer.echo(f"error: {file}: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -174,6 +174,9 @@ def test_cli_import_then_validate(fixture: str, tmp_path: Path) -> None:
     assert "detected format: Pipecat Flows config" in imported.stderr
     checked = runner.invoke(app, ["flow", "validate", str(out)])
     assert checked.exit_code == 0, checked.output
+    # a config holds no name: the flow is named after the file
+    assert f"{out}: valid" in checked.stdout
+    assert out.read_text().startswith(f"flow: {fixture.removesuffix('.json')}\n")
 
 
 # --- a role stays in force until a node sets another --------------------------------
