@@ -126,7 +126,8 @@ def gated() -> Engine:
         "check": gate([({"var": "state.order.total", "op": ">", "value": 50}, "big")], default="fetch"),
         "fetch": action({"name": "check"}, table({"found": "big", "error": "small"}), save_as="rec"),
         "big": end(disposition="big"), "small": end(disposition="small")},
-        handlers=HANDLERS, variables={"vip": {"type": "boolean", "default": False}}))
+        handlers=HANDLERS,
+        variables={"vip": {"type": "boolean", "default": False}, "mood": {"type": "string"}}))
 
 
 # --- driving a call ----------------------------------------------------------------------
@@ -214,7 +215,8 @@ def flows(draw: st.DrawFn) -> Data:
     return flow({n: nodes[n] for n in draw(st.permutations(every))}, start=order[0], handlers=HANDLERS,
                 role="You are Ava{{ tier | }}.", settings=settings, global_functions=globals_,
                 variables={"tier": {"type": "string", "default": "gold"},
-                           "n": {"type": "integer", "default": 3}})
+                           "n": {"type": "integer", "default": 3},
+                           "missing": {"type": "object"}})  # declared, never given: a missing path
 
 
 def _agent(draw: st.DrawFn, nid: str, forward: str, anywhere: st.SearchStrategy[str]) -> Data:
