@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from callflow.importers import SOURCES, FlowImportError, detect_source, import_flow, to_yaml
+from callflow.importers._common import Names, node_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "import"
@@ -527,6 +528,7 @@ node_data = _maybe(
     {
         "task_messages": messages,
         "role_messages": messages,
+        "role_message": prose | json_values,
         "functions": st.lists(function, max_size=3) | json_values,
         "pre_actions": st.lists(_maybe({"type": word, "text": prose}), max_size=2),
         "post_actions": st.lists(_maybe({"type": st.just("end_conversation")}), max_size=2),
@@ -553,7 +555,8 @@ editor_doc = st.fixed_dictionaries(
     },
 )
 legacy_doc = st.fixed_dictionaries(
-    {"nodes": st.dictionaries(ids.map(str), node_data, max_size=5)}, optional={"initial_node": ids}
+    {"nodes": st.dictionaries(ids.map(str), node_data, max_size=5)},
+    optional={"initial_node": ids, "global_functions": st.lists(function, max_size=2) | json_values},
 )
 
 
@@ -577,6 +580,9 @@ def graphs(draw: Any, source: str) -> tuple[str, Any]:
         return source, {"name": "Random", "workflow_definition": {"nodes": nodes, "edges": edges}}
     funcs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
     for a, b, lb in links:
+        if source == "pipecat-legacy" and draw(st.booleans()):  # the early convention: named after b
+            funcs[a].append({"name": b, "description": "Move."})
+            continue
         funcs[a].append({"name": lb or "go", "description": "Move.", "next_node_id": b,
                          "transition_to": b})
     task = [{"role": "system", "content": "Do it."}]
@@ -642,3 +648,31 @@ def test_shared_fixtures_validate(name: str, source: str) -> None:
     assert_valid(result.flow)
     if source == "dograh":
         assert any("webhook" in w.message for w in result.warnings)
+
+
+def _links(source: str, doc: Any) -> set[tuple[str, str]]:
+    """The source's edges that Ringflow can carry: all but those out of end nodes."""
+    if source == "dograh":
+        graph = doc["workflow_definition"]
+        ends = {n["id"] for n in graph["nodes"] if n["type"] == "endCall"}
+        return {(e["source"], e["target"]) for e in graph["edges"] if e["source"] not in ends}
+    if source == "pipecat":
+        return {(n["id"], f["next_node_id"]) for n in doc["nodes"] if n["type"] != "end"
+                for f in n["data"]["functions"]}
+    return {(k, f.get("transition_to", f["name"])) for k, n in doc["nodes"].items() for f in n["functions"]}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.sampled_from(SOURCES).flatmap(graphs))
+def test_every_edge_is_kept(data: tuple[str, Any]) -> None:
+    source, doc = data
+    result = import_flow(source, doc, lenient=True)
+    kept = {(nid, f["transition_to"]) for nid, node in result.flow["nodes"].items()
+            for f in node.get("functions", []) if isinstance(f.get("transition_to"), str)}
+    want = _links(source, doc)
+    if source == "dograh":  # node ids come from the nodes' names, made unique in order
+        taken = Names()
+        ids = {n["id"]: taken.claim(node_id(n["data"]["name"]))
+               for n in doc["workflow_definition"]["nodes"]}
+        want = {(ids[a], ids[b]) for a, b in want}
+    assert want <= kept, (want - kept, [str(w) for w in result.warnings])
