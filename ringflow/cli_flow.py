@@ -123,7 +123,7 @@ def import_cmd(
         typer.echo(f"error: {file}: {exc}", err=True)
         raise typer.Exit(1) from None
     for w in result.warnings:
-        typer.echo(f"{file}: warning: not carried over: {w}", err=True)
+        typer.echo(f"{file}: warning: {w}", err=True)  # each says what became of the part
     text = to_yaml(result.flow)
     base = out.parent if out is not None else file.parent
     report = validate_data(result.flow, base_dir=base, source=str(out or file))

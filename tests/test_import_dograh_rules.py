@@ -160,6 +160,6 @@ def test_cli_refuses_then_lenient_imports(tmp_path: Path) -> None:
     out = tmp_path / "flow.yaml"
     taken = runner.invoke(app, ["flow", "import", "--lenient", str(src), "-o", str(out)])
     assert taken.exit_code == 0, taken.output
-    assert "warning: not carried over: workflow_definition.nodes[4]: Dograh refuses to publish this: " \
+    assert "warning: workflow_definition.nodes[4]: Dograh refuses to publish this: " \
         "node 'CRM' (id w): Webhook cannot have incoming edges" in taken.stderr
     assert runner.invoke(app, ["flow", "validate", str(out)]).exit_code == 0
