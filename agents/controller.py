@@ -35,7 +35,7 @@ from callflow.effects import (
 )
 from callflow.end_reasons import EndReason
 from callflow.engine import Engine, Step
-from callflow.events import FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
+from callflow.events import DtmfEntered, FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
 from callflow.state import CallState
 from workflows.client import CallHandle
 from workflows.messages import (
@@ -183,6 +183,9 @@ class FlowController:
         step, out, runs = call_locally(self.engine, self.state, name, args, now)
         if out.error:
             return out
+        if (send := getattr(self.port, "send_dtmf", None)) is not None and \
+                self.engine.flow.nodes[node].functions[name].kind == "send_dtmf":  # type: ignore[index]
+            await send(str(args.get("digits", "")))
         self.state = step.state
         if self.kill_hook is not None:
             self.point("after_local_transition")  # applied here, its signal not yet queued
@@ -293,6 +296,29 @@ class FlowController:
                                        at=now))
         if role == "user":
             self.state = self.engine.apply(self.state, UserSpoke(at=now)).state
+
+    async def on_dtmf(self, digits: str) -> None:
+        """Keys the caller pressed (collected by ``agents/dtmf.py``): applied here at once by
+        the engine (a node with ``dtmf`` routes on them), sent to the workflow in order, and
+        shown to the LLM when they move nothing."""
+        if self.state.ended or self.dead or not digits:
+            return
+        self.point("dtmf")
+        now = self.clock()
+        node = self.state.node
+        step = self.engine.apply(self.state, DtmfEntered(digits=digits, node=node, at=now))
+        if any(type(e) is Rejected for e in step.effects):
+            log.warning("keys on node %s not applied: %s", node, step.effects[0])
+            return
+        self.state = step.state
+        self.outbox.put(CallEvent(event_id=self.event_id("dtmf"), seq=self.next_seq(), kind="dtmf",
+                                  data={"digits": digits, "node": node}, at=now))
+        if (heard := getattr(self.port, "heard_keys", None)) is not None:
+            await heard(digits)
+        if any(type(e) is SetNode for e in step.effects):
+            await self.apply(step.effects)
+        elif self.port is not None:
+            self.port.reply(None, True)
 
     async def on_idle(self) -> None:
         """The caller said nothing for ``idle.timeout_s``: re-prompt, or give up."""

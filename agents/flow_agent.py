@@ -90,7 +90,22 @@ class LiveKitPort:
         self.ending: asyncio.Task[None] | None = None
         self.deferred_reply: tuple[str | None, bool] | None = None  # an LLM turn asked for in a tool
         self.released: asyncio.Future[None] | None = None  # done once that turn has started
+        # async (digits) -> None: press keys on the line (LiveKit: publish_dtmf); unset in text mode
+        self.dtmf_sender: Any = None
+        self.sent_dtmf: list[str] = []  # what the bot pressed, in order (simulation, tests)
         session.on("function_tools_executed", self._tools_executed)
+
+    async def heard_keys(self, digits: str) -> None:
+        """The caller's keys, as a user message in the LLM's context (what it answers next)."""
+        ctx = self.agent.chat_ctx.copy()
+        ctx.add_message(role="user", content=f"[keys {digits}]")
+        await self.agent.update_chat_ctx(ctx)
+
+    async def send_dtmf(self, digits: str) -> None:
+        """A ``send_dtmf`` entry's keys, pressed on the SIP line (to navigate an IVR)."""
+        self.sent_dtmf.append(digits)
+        if self.dtmf_sender is not None:
+            await self.dtmf_sender(digits)
 
     async def set_node(self, eff: SetNode) -> None:
         self.agent.set_interruptible(eff.allow_interrupt)

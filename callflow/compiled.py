@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 
 from callflow.effects import ToolSpec
-from callflow.model import FlowDefinition, FunctionEntry, Node
+from callflow.model import SEND_DTMF_PARAMETERS, FlowDefinition, FunctionEntry, Node
 from callflow.schema import drop_nulls, to_strict
 from callflow.templating import Template, _render_value, compile_template, lookup
 
@@ -125,7 +125,8 @@ def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> Compiled
     if spec is not None:
         description, params = spec.description, spec.parameters
     else:
-        description, params = fn.description or "", fn.parameters or _EMPTY_PARAMS
+        default = SEND_DTMF_PARAMETERS if fn.kind == "send_dtmf" else _EMPTY_PARAMS
+        description, params = fn.description or "", fn.parameters or default
     strict = to_strict(params)
     timeout = fn.timeout_s or (spec.timeout_s if spec else None) or 10.0
     cancel = fn.cancel_on_interruption

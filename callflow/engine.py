@@ -22,6 +22,7 @@ from callflow.end_reasons import EndReason
 from callflow.events import (
     EVENT_ADAPTER,
     CallStarted,
+    DtmfEntered,
     Event,
     ExtractionResult,
     FunctionCalled,
@@ -42,7 +43,7 @@ IDLE_INSTRUCTIONS = ("The caller has been silent for a while. Briefly and polite
 
 # a tuple, not a union built per call: this check runs on every event
 _EVENT_TYPES = (CallStarted, FunctionCalled, FunctionResult, ExtractionResult, UserSpoke, UserIdle, HangUp,
-                MaxDuration)
+                MaxDuration, DtmfEntered)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ class Engine:
         if fn.kind == "capture":
             d.put_state(entry.name, args)
         result = {"status": "ok", "captured": args} if fn.kind == "capture" else {"status": "ok"}
+        if fn.kind == "send_dtmf":  # the agent presses them on the line; nothing moves
+            result = {"status": "ok", "pressed": args.get("digits")}
         marker = len(d.effects)
         moved, error = d.transition_after(entry.transition_to, args, state.node, entry.speech)
         if error:
@@ -256,6 +259,26 @@ class Engine:
 
     def _on_hangup(self, state: CallState, ev: HangUp) -> Step:
         return self._finish(state, ev.reason, ev.at)
+
+    def _on_dtmf_entered(self, state: CallState, ev: DtmfEntered) -> Step:
+        """Keys the caller pressed, collected by the agent on ``ev.node``. On a node with a
+        ``dtmf`` spec they are its result ``{field: digits}``, kept in the state under
+        ``field`` and routed by ``transition_to`` like a capture's arguments; elsewhere they
+        change nothing here (the agent shows them to the LLM)."""
+        if state.node is None or state.ended:
+            return self._reject(state, "keys pressed outside a live call")
+        if ev.node is not None and ev.node != state.node:
+            return self._reject(state, f"keys collected on node '{ev.node}' but the call is on "
+                                       f"'{state.node}'")
+        spec = self.flow.nodes[state.node].node.dtmf
+        if spec is None:
+            return Step(state, [])
+        d = Draft(self.flow, state, ev.at)
+        d.put_state(spec.field, ev.digits)
+        _moved, error = d.transition_after(spec.transition_to, {spec.field: ev.digits}, state.node, None)
+        if error:
+            return self._reject(state, f"keys {ev.digits!r}: {error}")
+        return Step(d.s, d.effects)
 
     def _on_max_duration(self, state: CallState, ev: MaxDuration) -> Step:
         return self._finish(state, "max_duration", ev.at)

@@ -71,13 +71,21 @@ class HangUp(_Event):
     reason: EndReason = "user_hangup"
 
 
+class DtmfEntered(_Event):
+    """The caller's key presses, collected on ``node`` as its ``dtmf`` spec says."""
+
+    type: Literal["dtmf_entered"] = "dtmf_entered"
+    digits: str = Field(max_length=64, pattern=r"^[0-9*#A-Da-d]*$")
+    node: str | None = None
+
+
 class MaxDuration(_Event):
     type: Literal["max_duration"] = "max_duration"
 
 
 Event = Annotated[
     CallStarted | FunctionCalled | FunctionResult | ExtractionResult | UserSpoke | UserIdle
-    | HangUp | MaxDuration,
+    | HangUp | MaxDuration | DtmfEntered,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

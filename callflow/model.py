@@ -59,12 +59,19 @@ class IdleSettings(Strict):
     goodbye: str = "Sorry, I can't hear you. Goodbye."
 
 
+class VoicemailSettings(Strict):
+    """Where a call a machine answered goes (an end node whose greeting or task is the message)."""
+
+    node: str
+
+
 class Settings(Strict):
     max_duration_s: float = Field(600, gt=0)
     max_transitions: int = Field(100, ge=1)
     max_node_visits: int = Field(10, ge=1)
     idle: IdleSettings = IdleSettings()
     context: ContextStrategy = "append"
+    voicemail: VoicemailSettings | None = None
 
 
 class Retry(Strict):
@@ -106,7 +113,24 @@ class HttpSpec(Strict):
         return v.upper() if isinstance(v, str) else v
 
 
-FunctionKind = Literal["handler", "transition_only", "capture", "http"]
+FunctionKind = Literal["handler", "transition_only", "capture", "http", "send_dtmf"]
+DTMF_KEYS = r"^[0-9*#A-Da-d]+$"
+SEND_DTMF_PARAMETERS: dict[str, Any] = {
+    "type": "object", "required": ["digits"],
+    "properties": {"digits": {"type": "string", "pattern": r"^[0-9*#]{1,32}$",
+                              "description": "The keys to press, in order, e.g. '1' or '1234#'."}}}
+
+
+class DtmfSpec(Strict):
+    """Key presses an agent node collects: complete at ``max_digits``, at the ``terminator``
+    (not part of the digits) or ``timeout_s`` after the last key; then ``{field: digits}`` is
+    the node's result and routes like a capture function's."""
+
+    field: str = Field("digits", pattern=FUNCTION_NAME_PATTERN)
+    max_digits: int = Field(4, ge=1, le=32)
+    terminator: str | None = Field("#", pattern=r"^[0-9*#]$")
+    timeout_s: float = Field(5, gt=0, le=60)
+    transition_to: Transition | None = None
 
 
 class FunctionEntry(Strict):
@@ -121,9 +145,12 @@ class FunctionEntry(Strict):
     timeout_s: float | None = Field(None, gt=0)
     retry: Retry | None = None
     cancel_on_interruption: bool | None = None
+    send_dtmf: bool = False  # the LLM presses keys on the line (to navigate an IVR)
 
     @property
     def kind(self) -> FunctionKind:
+        if self.send_dtmf:
+            return "send_dtmf"
         if self.transition_only:
             return "transition_only"
         if self.capture:
@@ -203,6 +230,7 @@ class Node(Strict):
     run: FunctionEntry | None = None
     save_as: str | None = None
     transition_to: Transition | None = None
+    dtmf: DtmfSpec | None = None
 
 
 class Flow(Strict):

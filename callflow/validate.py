@@ -219,11 +219,22 @@ class _Checker:
 
     def check_function(self, path: str, fn: FunctionEntry, node: Node | None, is_run: bool = False) -> None:
         kinds = [k for k, on in (("transition_only", fn.transition_only), ("capture", fn.capture),
-                                 ("http", fn.http is not None)) if on]
+                                 ("http", fn.http is not None), ("send_dtmf", fn.send_dtmf)) if on]
         if len(kinds) > 1:
             self.err(path, f"an entry is one kind only, not {' and '.join(kinds)}")
             return
         kind = fn.kind
+        if kind == "send_dtmf":
+            if not fn.description:
+                self.err(f"{path}.description", "a send_dtmf entry needs a description")
+            if fn.parameters is not None:
+                self.err(f"{path}.parameters", "a send_dtmf entry takes one argument, 'digits', given by "
+                                               "Ringflow: remove parameters")
+            if fn.transition_to is not None:
+                self.err(f"{path}.transition_to", "pressing keys moves nothing: remove transition_to")
+            if is_run:
+                self.err(path, "an action node runs a handler or an http entry")
+            return
         if is_run and kind not in ("handler", "http"):
             self.err(path, "an action node runs a handler or an http entry")
         if is_run and fn.transition_to is not None:
@@ -311,6 +322,14 @@ class _Checker:
             if node.transition_to is None:
                 self.err(f"{path}.transition_to", "an action node needs transition_to")
             self.check_transition(f"{path}.transition_to", node.transition_to)
+        if node.dtmf is not None:
+            if node.type != "agent":
+                self.err(f"{path}.dtmf", "only an agent node collects key presses")
+            t = node.dtmf.transition_to
+            if t is not None and not isinstance(t, str) and t.field != node.dtmf.field:
+                self.err(f"{path}.dtmf.transition_to.field", f"the keys are the result's "
+                                                             f"'{node.dtmf.field}': branch on that field")
+            self.check_transition(f"{path}.dtmf.transition_to", t)
         self.check_template(f"{path}.task", node.task)
         self.check_template(f"{path}.greeting", node.greeting)
         seen: dict[str, str] = {}
@@ -384,6 +403,12 @@ class _Checker:
                 self.err("handlers", str(exc))
         self.check_template("role", flow.role)
         self.check_template("settings.idle.goodbye", flow.settings.idle.goodbye)
+        voicemail = flow.settings.voicemail
+        if voicemail is not None:
+            self.check_target("settings.voicemail.node", voicemail.node)
+            if voicemail.node in flow.nodes and flow.nodes[voicemail.node].type != "end":
+                self.err("settings.voicemail.node", "the voicemail node is an end node: its greeting or "
+                                                    "task is the message left after the beep")
         for name, var in flow.variables.items():
             if var.enum is not None and var.default is not None and var.default not in var.enum:
                 self.err(f"variables.{name}.default", f"default {var.default!r} is not one of its enum")

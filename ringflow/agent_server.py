@@ -18,6 +18,7 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 
+from agents.dtmf import KeyCollector
 from agents.lease import AgentLease, LeaseHeld
 from agents.livekit_api import close_room, parse_job_metadata, register_livekit_dispatcher
 from agents.runner import attach_agent
@@ -113,6 +114,13 @@ async def entrypoint(ctx: JobContext) -> None:
         ctx.shutdown("another agent holds the call")
         return
     finished = asyncio.Event()
+    keys = KeyCollector(run.controller)
+
+    @ctx.room.on("sip_dtmf_received")
+    def _key(ev: rtc.SipDTMF) -> None:  # the caller pressed a key
+        asyncio.get_running_loop().create_task(keys.press(ev.digit))
+
+    run.controller.port.dtmf_sender = lambda digits: press_keys(ctx.room, digits)  # type: ignore[union-attr]
 
     @ctx.room.on("participant_disconnected")
     def _gone(p: rtc.RemoteParticipant) -> None:
@@ -129,6 +137,16 @@ async def entrypoint(ctx: JobContext) -> None:
         await asyncio.wait({asyncio.ensure_future(finished.wait())}, timeout=1.0)
     await run.close()
     ctx.shutdown("call ended")
+
+
+DTMF_CODES = {**{str(d): d for d in range(10)}, "*": 10, "#": 11, "A": 12, "B": 13, "C": 14, "D": 15}
+
+
+async def press_keys(room: rtc.Room, digits: str) -> None:
+    """The bot presses keys on the call (LiveKit sends them as SIP DTMF to the line)."""
+    for digit in digits.upper():
+        if digit in DTMF_CODES:
+            await room.local_participant.publish_dtmf(code=DTMF_CODES[digit], digit=digit)
 
 
 async def start_inbound(client: Any, settings: Settings, room: str, caller: rtc.RemoteParticipant,

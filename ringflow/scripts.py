@@ -16,11 +16,13 @@ class ScriptTurn(BaseModel):
     user: str | None = None
     llm: list[dict[str, Any]] | None = None
     silence: float | None = Field(None, gt=0)
+    dtmf: str | None = Field(None, pattern=r"^[0-9*#A-Da-d]{1,64}$")  # the caller presses keys
 
     @model_validator(mode="after")
     def _one(self) -> ScriptTurn:
-        if (self.user is None) == (self.silence is None):
-            raise ValueError("a turn has either 'user' (with optional 'llm') or 'silence'")
+        if sum(x is not None for x in (self.user, self.silence, self.dtmf)) != 1:
+            raise ValueError("a turn has either 'user' (with optional 'llm'), 'dtmf' (keys pressed, "
+                             "with optional 'llm') or 'silence'")
         if self.silence is not None and self.llm:
             raise ValueError("a silence has no 'llm' replies: the idle re-prompt is generated")
         return self

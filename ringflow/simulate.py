@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from agents.controller import Killed
+from agents.dtmf import KeyCollector
 from agents.local_dispatch import LOCAL, register_local_dispatcher
 from agents.runner import AgentRun, attach_agent
 from callflow.loader import load_flow
@@ -62,6 +63,7 @@ class SimulationResult(BaseModel):
     failures: list[str] = []
     transcript: list[dict[str, Any]] = []
     kills: int = 0
+    sent_dtmf: list[str] = []  # keys the bot pressed (send_dtmf entries), across agents
 
 
 @asynccontextmanager
@@ -173,6 +175,7 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
         if killer.fired is not None and result.kills == 0:
             result.kills = 1
             killer.armed = False
+            result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
             await run.kill()
             if dispatches is not None:  # the workflow notices the silence and sends an agent
                 await asyncio.wait_for(dispatches.get(), TURN_TIMEOUT_S)
@@ -185,6 +188,7 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
     if ending is not None:
         await asyncio.wait_for(ending, TURN_TIMEOUT_S)
     record = await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)
+    result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
     await run.close()
     LOCAL.forget(call_id)
     result.path = record.path
@@ -201,6 +205,15 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
 
 async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
     ctrl = run.controller
+    if turn.dtmf is not None:  # one key at a time, as LiveKit delivers them; the end flushes
+        ctrl.begin_turn(key)
+        keys = KeyCollector(ctrl)
+        for k in turn.dtmf:
+            await keys.press(k)
+        await keys.flush()
+        keys.close()
+        await run.session.wait_for_idle()
+        return
     if turn.user is not None:
         ctrl.begin_turn(key)
         res = run.session.run(user_input=turn.user)

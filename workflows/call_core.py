@@ -19,7 +19,15 @@ with workflow.unsafe.imports_passed_through():
     from activities.extraction import ExtractionInput
     from callflow.effects import Effect, EndCall, Extract, Rejected, RunFunction, SetNode, ToolResponse
     from callflow.engine import Engine, Step
-    from callflow.events import ExtractionResult, FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
+    from callflow.events import (
+        DtmfEntered,
+        ExtractionResult,
+        FunctionCalled,
+        HangUp,
+        MaxDuration,
+        UserIdle,
+        UserSpoke,
+    )
     from callflow.state import CallState
     from workflows import activity_calls as acts
     from workflows.inbox import Inbox
@@ -27,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.visibility import Visibility
 
 REJECTED_TAIL = 50
+DTMF_PATCH = "dtmf-keys-v1"  # before it, a dtmf event was only carried, not applied
 
 
 def _public(eff: Effect) -> Effect:
@@ -170,11 +179,23 @@ class CallCore:
                 self.step(UserSpoke(at=at))
             elif ev["kind"] == "agent_detached":
                 self.record_rejected(event_id, "note: agent detached")
+            elif ev["kind"] == "dtmf" and workflow.patched(DTMF_PATCH):
+                self.keys_pressed(ev.get("data") or {}, at, event_id)
         elif kind == "hangup":
             reason = ev.get("reason") or "user_hangup"
             self.hangup_seen = True
             if not self.state.ended:
                 self.step(MaxDuration(at=at) if reason == "max_duration" else HangUp(reason=reason, at=at))
+
+    def keys_pressed(self, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
+        """The caller's keys, collected by the agent: a transcript turn, then the engine
+        (a node with ``dtmf`` routes on them). Malformed keys raise ValidationError: rejected."""
+        event = DtmfEntered(digits=str(data.get("digits", "")), node=data.get("node"), at=at)
+        self.transcript.append(Turn(role="user", text=f"[keys {event.digits}]", node=self.state.node,
+                                    started_at=at, ended_at=at))
+        for eff in self.step(event).effects:
+            if isinstance(eff, Rejected):
+                self.record_rejected(event_id, eff.reason)
 
     def end_nodes(self) -> set[str]:
         return {n for n, cn in self.engine.flow.nodes.items() if cn.node.type == "end"}
