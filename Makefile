@@ -1,18 +1,29 @@
-# Every target works on a fresh machine with Python 3.11+: `setup` builds the venv.
+# Every target works on a fresh machine with Python 3.11+: `setup` builds the venv from the
+# hashed lock (requirements/dev.txt: exact versions, every file's hash checked), then installs
+# Ringflow itself on top without touching those pins.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements/dev.txt
+COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: setup test lint run bench clean
+.PHONY: setup test lint run bench clean lock
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --require-hashes -r requirements/dev.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
+
+# After changing dependencies in pyproject.toml: re-resolve the locks (the worker and agent
+# images' locks are constrained to the dev lock's versions, so all three agree).
+lock: setup
+	$(COMPILE) --extra dev -o requirements/dev.txt
+	$(COMPILE) --extra worker -c requirements/dev.txt -o requirements/worker.txt
+	$(COMPILE) --extra agent -c requirements/dev.txt -o requirements/agent.txt
 
 lint: setup
 	$(BIN)/ruff check .

@@ -32,14 +32,15 @@ from workflows.client import CallHandle
 class Worker:
     """``ringflow worker`` in its own process, with its health port."""
 
-    def __init__(self, address: str, task_queue: str, database_url: str, log: Path) -> None:
+    def __init__(self, address: str, task_queue: str, database_url: str, log: Path,
+                 argv: list[str] | None = None) -> None:
         self.health_port = free_port()
         self.log = log
         env = {**os.environ, "RINGFLOW_TEMPORAL_ADDRESS": address, "RINGFLOW_TASK_QUEUE": task_queue,
                "RINGFLOW_DATABASE_URL": database_url, "RINGFLOW_METRICS_PORT": str(free_port()),
                "RINGFLOW_HEALTH_PORT": str(self.health_port), "RINGFLOW_GRACEFUL_SHUTDOWN_S": "5"}
         with log.open("wb") as out:  # a file, not a pipe: a full pipe would block the worker
-            self.proc = subprocess.Popen([sys.executable, "-m", "ringflow.cli", "worker"], env=env,
+            self.proc = subprocess.Popen(argv or [sys.executable, "-m", "ringflow.cli", "worker"], env=env,
                                          stdout=subprocess.DEVNULL, stderr=out)
 
     def stderr(self) -> str:
