@@ -11,6 +11,7 @@ import asyncio
 import copy
 import json
 import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,24 @@ async def call_handler(inp: HandlerInput) -> HandlerOutput:
 @activity.defn(name="run_handler")
 async def run_handler(inp: HandlerInput) -> HandlerOutput:
     with timed("function", "handler") as outcome:
-        out = await call_handler(inp)
+        beat = _heartbeats() if activity.info().heartbeat_timeout else None
+        try:
+            out = await call_handler(inp)
+        finally:
+            if beat is not None:
+                beat.cancel()
         outcome["ok"] = out.error is None
     return out
+
+
+def _heartbeats() -> asyncio.Task[None]:
+    """A run the workflow may cancel (``cancel_on_interruption``) heartbeats while the
+    handler runs: a cancellation reaches an activity only in a heartbeat's answer, and then
+    cancels the handler's coroutine here."""
+    async def beat() -> None:
+        interval = (activity.info().heartbeat_timeout or timedelta(seconds=2)).total_seconds() / 4
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    return asyncio.get_running_loop().create_task(beat())

@@ -122,6 +122,10 @@ class FlowController:
         # (node, function) pairs that run in the workflow (handler and HTTP functions)
         self.remote = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
                                 for fn_name, fn in cnode.functions.items() if fn.kind in ("handler", "http"))
+        self.cancellable = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
+                                     for fn_name, fn in cnode.functions.items()
+                                     if fn.kind in ("handler", "http") and fn.cancel_on_interruption)
+        self.in_flight: dict[str, bool] = {}  # cancellable calls running, by event id: cancel asked?
 
     # --- plumbing ---------------------------------------------------------------------
     def bind(self, port: SessionPort) -> None:
@@ -203,13 +207,22 @@ class FlowController:
         req = CallFunctionRequest(event_id=eid, node=self.state.node or "", name=name, args=args,
                                   at=self.clock(), after_seq=self.seq)
         self.point("during_function")
+        cancellable = (req.node, name) in self.cancellable
+        if cancellable:
+            self.in_flight[eid] = False
         try:
             res = await self.call.call_function(req)
         except (WorkflowUpdateFailedError, RPCError) as exc:
             cause = getattr(exc, "cause", None) or exc
             return ToolOutcome({"status": "error", "error": str(getattr(cause, "message", cause))},
                                reply_required=True, error=True)
+        finally:
+            cancelled = self.in_flight.pop(eid, False) if cancellable else False
         self.point("after_function")
+        if cancelled and res.error:  # the caller talked over it: their new turn is what to answer
+            if res.state is not None:
+                self.state = res.state
+            return ToolOutcome(res.result, reply_required=False, error=True)
         if res.state is not None:
             self.state = res.state
         effects = EFFECTS_ADAPTER.validate_python(res.effects)
@@ -319,6 +332,20 @@ class FlowController:
             await self.apply(step.effects)
         elif self.port is not None:
             self.port.reply(None, True)
+
+    def on_barge_in(self) -> None:
+        """The caller started talking: the functions running for the LLM that are marked
+        ``cancel_on_interruption`` are cancelled. The workflow cancels their activity and
+        answers their update with the cancellation, which the LLM is told without replying
+        to it (the caller's new turn is what it answers)."""
+        if self.dead or not self.in_flight:
+            return
+        now = self.clock()
+        for eid, asked in list(self.in_flight.items()):
+            if not asked:
+                self.in_flight[eid] = True
+                self.outbox.put(CallEvent(event_id=f"{eid}:cancel", kind="interruption", data={"cancel": eid},
+                                          at=now))
 
     async def on_idle(self) -> None:
         """The caller said nothing for ``idle.timeout_s``: re-prompt, or give up."""

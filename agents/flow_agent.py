@@ -51,8 +51,9 @@ def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunction
         finally:
             IN_TOOL.reset(token)
         text = result_text(out.result)
-        if out.error:  # the same {"status": "error", ...} text, flagged as an error output
+        if out.error and out.reply_required:  # the same {"status": "error", ...} text, flagged as an error
             raise lk_llm.ToolError(text or "error")
+        # (an error needing no reply: a run cancelled because the caller talked over it)
         return lk_llm.ToolResult(text, reply_required=out.reply_required)
 
     schema: dict[str, Any] = {"name": spec.name, "description": spec.description,

@@ -166,7 +166,12 @@ async def attach_agent(
         if ev.new_state == "away" and not controller.ended:
             run.tasks.append(asyncio.get_running_loop().create_task(controller.on_idle()))
 
+    def on_barge_in(ev: UserStateChangedEvent) -> None:
+        if ev.new_state == "speaking":
+            controller.on_barge_in()
+
     session.on("conversation_item_added", on_item)
+    session.on("user_state_changed", on_barge_in)
     if idle_from_session:
         session.on("user_state_changed", on_user_state)
     await session.start(agent, room=room) if room is not None else await session.start(agent)

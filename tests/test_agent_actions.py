@@ -13,17 +13,20 @@ workflow's transcript, i.e. what the caller heard as the record keeps it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from livekit.agents import UserStateChangedEvent
 from temporalio.client import Client
 
+from callflow.handlers import load_module
 from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
-from tests.agentkit import FIXTURES, TextCall, call, desk, say, system_prompt, text_call
+from tests.agentkit import FIXTURES, TIMEOUT_S, TextCall, call, desk, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until
 
 ROLE = "You are Ada at the Lakeside clinic."
@@ -69,13 +72,13 @@ async def test_start_action_node_routes_the_call_before_the_agent_takes_it(tc: T
     assert tc.controller.node == "welcome"
     assert tc.run.agent.instructions == f"{ROLE}\n\nFind out what the caller needs."
     assert sorted(t.id for t in tc.run.agent.tools) == [
-        "ask_price", "note_reason", "open_notes", "pay_balance"]
+        "ask_price", "note_reason", "open_notes", "pay_balance", "slow_lookup"]
     assert await assistant_said(tc) == [HELLO]
     tc.reply(say("Sure."))
     await tc.user("Hi.")
     req = await tc.request(0)
     assert system_prompt(req) == f"{ROLE}\n\nFind out what the caller needs."
-    assert req.tool_names == ["ask_price", "note_reason", "pay_balance", "open_notes"]
+    assert req.tool_names == ["ask_price", "note_reason", "pay_balance", "slow_lookup", "open_notes"]
     st = await tc.synced()
     assert st["path"] == ["find", "welcome"] and st["state"]["patient"]["name"] == "Dana"
 
@@ -180,3 +183,48 @@ async def test_a_limit_hit_on_the_agent_ends_the_call_with_its_reason(
     assert tc.controller.end_reason == reason
     assert record.end_reason == reason and record.path == path
     assert not [r for r in st["rejected"] if "hangup" in r["reason"]]
+
+
+# --- cancel_on_interruption ------------------------------------------------------------------
+async def test_a_caller_barging_in_cancels_a_function_marked_cancel_on_interruption(tc: TextCall) -> None:
+    """A slow handler marked ``cancel_on_interruption``: the caller starts talking while it
+    runs (livekit's ``user_state_changed`` to ``speaking``). The agent asks the workflow to
+    cancel, the workflow cancels the activity (the handler sees the cancellation), the LLM is
+    told the call was cancelled without being asked to reply, and the log records it; the
+    call carries on, on the same node."""
+    handlers = load_module("lookup_handlers", FIXTURES)
+    tc.reply(call("slow_lookup"))
+    tc.controller.begin_turn("t-slow")
+    running = tc.session.run(user_input="Can you find my old records?")
+    started = handlers.RUNNING.setdefault(tc.call.call_id, asyncio.Event())
+    await asyncio.wait_for(started.wait(), TIMEOUT_S)  # the handler is running in the worker
+
+    tc.session.emit("user_state_changed", UserStateChangedEvent(old_state="listening", new_state="speaking"))
+    result = await asyncio.wait_for(running, TIMEOUT_S)  # well before the handler's 7 s
+
+    result.expect.next_event().is_function_call(name="slow_lookup")
+    out = result.expect.next_event().is_function_call_output()
+    assert "cancelled" in out.event().item.output
+    result.expect.no_more_events()  # no reply to the cancelled call
+    async def handler_cancelled() -> bool:  # it hears of it at its next heartbeat
+        return tc.call.call_id in handlers.CANCELLED
+
+    await wait_until(handler_cancelled, TIMEOUT_S, "the handler to be cancelled")
+    st = await tc.synced()
+    assert any("cancelled: the caller interrupted" in r["reason"] for r in st["rejected"])
+    assert st["node"] == "welcome" and "archive" not in st["state"] and st["pending_functions"] == 0
+
+    tc.reply(say("Of course, what else can I do?"))  # the call goes on
+    await tc.user("Never mind that.")
+    assert (await assistant_said(tc))[-1] == "Of course, what else can I do?"
+
+
+async def test_a_function_not_marked_cancel_on_interruption_runs_to_the_end(tc: TextCall) -> None:
+    """Talking over a function that is not marked does not cancel it."""
+    tc.reply(call("pay_balance"))
+    tc.controller.begin_turn("t-pay")
+    running = tc.session.run(user_input="Pay my balance.")
+    tc.session.emit("user_state_changed", UserStateChangedEvent(old_state="listening", new_state="speaking"))
+    await asyncio.wait_for(running, TIMEOUT_S)
+    record = await tc.ended()
+    assert record.path[-1] == "paid" and record.state["paying"] is True

@@ -9,12 +9,14 @@ mid-run and can retry for longer than a workflow task.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.dispatch import DispatchRequest, DispatchResult
@@ -29,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
     from callflow.state import CallState
 
 LOCAL_MAX_TIMEOUT_S = 10.0
+HEARTBEAT_TIMEOUT_S = 2.0  # a cancellable handler heartbeats (activities/handler_run.py)
+CANCELLED = "was cancelled: the caller started talking (cancel_on_interruption)"
 _DURABLE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 
 
@@ -38,19 +42,39 @@ def _retry(r: Retry | None) -> RetryPolicy:
                        backoff_coefficient=r.backoff, maximum_attempts=r.max_attempts)
 
 
-async def _execute(name: str, arg: Any, result_type: type, timeout_s: float, retry: RetryPolicy) -> Any:
-    if timeout_s <= LOCAL_MAX_TIMEOUT_S:
-        return await workflow.execute_local_activity(
+async def _execute(name: str, arg: Any, result_type: type, timeout_s: float, retry: RetryPolicy,
+                   on_start: Callable[[asyncio.Task[Any]], None] | None = None) -> Any:
+    """Start the activity (``execute_*`` is start then await: the same commands).
+
+    With ``on_start`` (a run the caller may cancel) it gets the handle, and the activity is
+    a normal one that heartbeats: a local activity holds the workflow task open while it
+    runs, so the signal asking to cancel it would only be read once it had finished, and
+    only a heartbeating activity hears that it was cancelled."""
+    handle: asyncio.Task[Any]
+    if timeout_s <= LOCAL_MAX_TIMEOUT_S and on_start is None:
+        handle = workflow.start_local_activity(
             name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s + 1),
             schedule_to_close_timeout=timedelta(seconds=(timeout_s + 1) * 4), retry_policy=retry)
-    return await workflow.execute_activity(
-        name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s + 1),
-        retry_policy=retry)
+    else:
+        handle = workflow.start_activity(
+            name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s + 1),
+            retry_policy=retry,
+            heartbeat_timeout=timedelta(seconds=HEARTBEAT_TIMEOUT_S) if on_start is not None else None)
+    if on_start is not None:
+        on_start(handle)
+    return await handle
+
+
+def cancelled(eff: RunFunction) -> FunctionResult:
+    """The result of a run cancelled because the caller started talking (cancel_on_interruption)."""
+    return FunctionResult(run_id=eff.run_id, error=f"{eff.name} {CANCELLED}")
 
 
 async def run_function(eff: RunFunction, definition: FlowDefinition, state: CallState,
-                       current: Callable[[], dict[str, Any]] | None = None) -> FunctionResult:
-    """Run a handler or HTTP entry; failures after retries become an error result.
+                       current: Callable[[], dict[str, Any]] | None = None,
+                       on_start: Callable[[asyncio.Task[Any]], None] | None = None) -> FunctionResult:
+    """Run a handler or HTTP entry; failures after retries become an error result, and so
+    does a cancellation (through the handle given to ``on_start``).
 
     ``current`` gives the call's state when the result arrives: the handler's changes are
     merged into it, so writes made meanwhile (another handler, a capture) survive."""
@@ -59,14 +83,14 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
             req = HttpToolRequest(call_id=state.call_id, seq=eff.run_id, method=eff.http.method,
                                   url=eff.http.url, headers=eff.http.headers or {}, body=eff.http.body,
                                   timeout_s=eff.timeout_s)
-            out = await _execute("http_tool", req, dict, eff.timeout_s, _retry(eff.retry))
+            out = await _execute("http_tool", req, dict, eff.timeout_s, _retry(eff.retry), on_start)
             return FunctionResult(run_id=eff.run_id, result=out)
         inp = HandlerInput(call_id=state.call_id, node=eff.node, name=eff.name,
                            module=definition.flow.handlers or "", flow_source=definition.source,
                            args=eff.args, variables=state.variables, state=state.state,
                            timeout_s=eff.timeout_s)
         hout: HandlerOutput = await _execute("run_handler", inp, HandlerOutput, eff.timeout_s,
-                                             _retry(eff.retry))
+                                             _retry(eff.retry), on_start)
         merged = None
         if hout.error is None:
             base = current() if current is not None else state.state
@@ -75,6 +99,8 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
                               error=hout.error, state=merged)
     except Exception as exc:  # ActivityError after retries: the LLM hears about it, the call goes on
         cause = getattr(exc, "cause", None) or exc
+        if isinstance(cause, CancelledError):
+            return cancelled(eff)
         return FunctionResult(run_id=eff.run_id, error=f"{eff.name} failed: {cause}")
 
 

@@ -69,6 +69,8 @@ class CallWorkflow(CallCore):
         self.tasks: set[asyncio.Task[Any]] = set()
         self.fn_results: dict[str, CallFunctionResult] = {}
         self.fn_running: set[str] = set()
+        self.fn_handles: dict[str, asyncio.Task[Any]] = {}  # cancellable runs, by event id
+        self.cancel_requested: set[str] = set()
         self.room_events_seen: list[str] = []  # LiveKit webhooks applied (workflows/room_events.py)
         self.startup: list[Effect] = []
         self.wake = False
@@ -290,8 +292,7 @@ class CallWorkflow(CallCore):
         self.apply_effects(step.effects, skip_run=run.run_id if run else None)
         effects = list(step.effects)
         if run is not None:
-            result = await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state)
-            effects += self.step(result).effects
+            effects += self.step(await self.run_tool(req.event_id, run)).effects
         out = self.function_result(effects)
         self.fn_results[req.event_id] = out
         if len(self.fn_results) > 200:

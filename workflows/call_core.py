@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         DtmfEntered,
         ExtractionResult,
         FunctionCalled,
+        FunctionResult,
         HangUp,
         MaxDuration,
         UserIdle,
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
 
 REJECTED_TAIL = 50
 DTMF_PATCH = "dtmf-keys-v1"  # before it, a dtmf event was only carried, not applied
+PATCH_CANCEL_ON_INTERRUPTION = "cancel-on-interruption"
 
 
 def _public(eff: Effect) -> Effect:
@@ -67,6 +69,9 @@ class CallCore:
     last_seen: float
     hangup_seen: bool
     wake: bool
+    fn_results: dict[str, CallFunctionResult]
+    fn_handles: dict[str, asyncio.Task[Any]]
+    cancel_requested: set[str]
     ringing: bool = False  # an outbound dial is under way (workflows/dialing.py): not live yet
 
     def step(self, event: Any) -> Step:
@@ -181,6 +186,8 @@ class CallCore:
                 self.record_rejected(event_id, "note: agent detached")
             elif ev["kind"] == "dtmf" and workflow.patched(DTMF_PATCH):
                 self.keys_pressed(ev.get("data") or {}, at, event_id)
+            elif ev["kind"] == "interruption":
+                self.interrupted(event_id, (ev.get("data") or {}).get("cancel"))
         elif kind == "hangup":
             reason = ev.get("reason") or "user_hangup"
             self.hangup_seen = True
@@ -196,6 +203,38 @@ class CallCore:
         for eff in self.step(event).effects:
             if isinstance(eff, Rejected):
                 self.record_rejected(event_id, eff.reason)
+
+    async def run_tool(self, event_id: str, run: RunFunction) -> FunctionResult:
+        """Run the function the LLM called. One marked ``cancel_on_interruption`` can be
+        cancelled by the agent's ``interruption`` event while it runs (see ``interrupted``),
+        or is not run at all when that event came first."""
+        if not run.cancel_on_interruption or not workflow.patched(PATCH_CANCEL_ON_INTERRUPTION):
+            return await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state)
+        if event_id in self.cancel_requested:
+            self.record_rejected(event_id, f"note: '{run.name}' was not run: the caller interrupted first")
+            return acts.cancelled(run)
+        try:
+            return await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state,
+                                           on_start=lambda h: self.fn_handles.__setitem__(event_id, h))
+        finally:
+            self.fn_handles.pop(event_id, None)
+
+    def interrupted(self, event_id: str | None, target: Any) -> None:
+        """The caller started talking while the LLM's call ``target`` (an event id) of a
+        function marked ``cancel_on_interruption`` ran: cancel its activity. The run's
+        result is then an error the LLM is told, and the log says what was cancelled. A
+        cancel that arrives before the update it names is remembered (see ``run_tool``)."""
+        if not isinstance(target, str) or not target:
+            self.record_rejected(event_id, "an interruption event names no function call to cancel")
+            return
+        handle = self.fn_handles.get(target)
+        if handle is None:
+            if target not in self.fn_results and len(self.cancel_requested) < 200:
+                self.cancel_requested.add(target)
+            return
+        if workflow.patched(PATCH_CANCEL_ON_INTERRUPTION) and not handle.done():
+            handle.cancel()
+            self.record_rejected(event_id, f"note: function call {target} cancelled: the caller interrupted")
 
     def end_nodes(self) -> set[str]:
         return {n for n, cn in self.engine.flow.nodes.items() if cn.node.type == "end"}
