@@ -15,12 +15,14 @@ from typing import Any
 
 from livekit.agents import Agent, AgentSession, FunctionToolsExecutedEvent, function_tool
 from livekit.agents import llm as lk_llm
+from opentelemetry import trace
 
 from agents.controller import FlowController
 from callflow.effects import SetNode, ToolSpec
 from callflow.end_reasons import EndReason
 
 log = logging.getLogger(__name__)
+TRACER = trace.get_tracer("ringflow.agent")  # a no-op until ringflow.tracing installs a provider
 SUMMARY_TIMEOUT_S = 5.0
 # True while a tool of ours runs (a context variable: only code the tool awaits sees it).
 IN_TOOL: contextvars.ContextVar[bool] = contextvars.ContextVar("ringflow_in_tool", default=False)
@@ -47,7 +49,10 @@ def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunction
     async def call(raw_arguments: dict[str, Any]) -> lk_llm.ToolResult:
         token = IN_TOOL.set(True)
         try:
-            out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
+            with TRACER.start_as_current_span("ringflow.agent.tool_call", attributes={
+                    "ringflow.call_id": controller.call.call_id, "ringflow.function": spec.name,
+                    "ringflow.node": controller.node or ""}):
+                out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
         finally:
             IN_TOOL.reset(token)
         text = result_text(out.result)

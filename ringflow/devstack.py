@@ -144,6 +144,9 @@ class DevStack:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # the server reads OTEL_* too (and refuses some values Python accepts): tracing
+            # settings are meant for Ringflow's processes, not for the embedded server
+            env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
         )
         atexit.register(self.stop)
         try:

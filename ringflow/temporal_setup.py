@@ -27,6 +27,7 @@ from activities.search_attributes import ALL_SEARCH_ATTRIBUTES
 from ringflow.codec import codec_from_settings, data_converter
 from ringflow.settings import get_settings
 from ringflow.temporal_env import connect_options
+from ringflow.tracing import tracing_interceptors
 
 
 class ManagedElsewhere(RuntimeError):
@@ -51,7 +52,8 @@ async def connect(address: str | None = None, namespace: str | None = None, runt
     """
     codec = codec if codec is not None else codec_from_settings(get_settings())
     options = connect_options(address, namespace, envconfig=envconfig)
-    return await Client.connect(**options, data_converter=data_converter(codec), runtime=runtime)
+    return await Client.connect(**options, data_converter=data_converter(codec), runtime=runtime,
+                                interceptors=tracing_interceptors())  # [] unless OTEL_* turns tracing on
 
 
 async def list_custom_search_attributes(client: Client, namespace: str) -> dict[str, int]:

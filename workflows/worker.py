@@ -16,6 +16,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.dispatch import dispatch_agent
 from activities.extraction import extract_variables
@@ -33,6 +34,10 @@ def all_activities(config: Any) -> list[Callable[..., Any]]:
 
 def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:
     interceptors = [ActivityLogInterceptor(), *kwargs.pop("interceptors", ())]
+    # OpenTelemetry passes through the sandbox: Temporal's TracingInterceptor, when tracing
+    # is on (ringflow.tracing), opens spans inside the workflow with the real module.
+    kwargs.setdefault("workflow_runner", SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("opentelemetry")))
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,

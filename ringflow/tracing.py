@@ -1,0 +1,94 @@
+"""OpenTelemetry tracing, off unless the standard ``OTEL_*`` variables turn it on.
+
+Turned on by ``OTEL_TRACES_EXPORTER`` (``otlp`` or ``console``) or an OTLP endpoint
+(``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``; the protocol from
+``OTEL_EXPORTER_OTLP_PROTOCOL``, ``grpc`` by default as the spec says), and off again by
+``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``. The service name comes from
+``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` (default ``ringflow``).
+
+When on, every client gets Temporal's ``TracingInterceptor``, which also traces the workers
+built on it: a trace runs from the agent's tool call (``agents`` opens spans on its hot
+path) through the update or signal into the workflow and its activities. Span attributes
+hold names and ids, never call data.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from opentelemetry import trace
+
+_lock = threading.Lock()
+_provider: Any = None
+
+
+def tracing_configured(env: dict[str, str] | None = None) -> bool:
+    env = dict(os.environ) if env is None else env
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
+    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+def _exporter() -> Any:
+    kind = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower().split(",")[0]
+    if kind == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter()
+    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
+    if protocol.startswith("http"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter  # type: ignore[assignment]
+    return OTLPSpanExporter()  # endpoint, headers, timeout: from the OTEL_EXPORTER_OTLP_* variables
+
+
+def setup_tracing() -> bool:
+    """Install the global tracer provider once per process, if configured; True when tracing."""
+    global _provider
+    if not tracing_configured():
+        return False
+    with _lock:
+        if _provider is None:
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+            resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "ringflow")})
+            providers = []
+            for _ in range(2):
+                provider = TracerProvider(resource=resource)  # flushed and shut down at exit
+                provider.add_span_processor(BatchSpanProcessor(_exporter()))
+                providers.append(provider)
+            trace.set_tracer_provider(providers[0])
+            _provider = providers
+            try:
+                from livekit.agents.telemetry import set_tracer_provider
+
+                # livekit-agents' own spans (LLM, TTS, tool execution) go to the same place, with
+                # the conversation redacted. A provider of their own: livekit's redacting span
+                # processor imports livekit, which must not happen inside a workflow's sandbox.
+                set_tracer_provider(providers[1], allow_pii=False)
+            except ImportError:
+                pass
+    return True
+
+
+def tracing_interceptors() -> list[Any]:
+    """``[TracingInterceptor()]`` for ``Client.connect`` when tracing is on, else nothing."""
+    if not setup_tracing():
+        return []
+    from temporalio.contrib.opentelemetry import TracingInterceptor
+
+    return [TracingInterceptor()]
+
+
+def flush(timeout_ms: int = 5000) -> None:
+    for provider in _provider or ():
+        provider.force_flush(timeout_ms)
