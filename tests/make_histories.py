@@ -307,6 +307,12 @@ def main() -> None:
     args = parser.parse_args()
     os.chdir(ROOT)  # flow sources, and so handler modules, are found relative to the repository
     asyncio.run(record_all(Options(force=args.force, only=args.only)))
+    if args.force and not args.only:  # a release's recording: the upgrade rule's new baseline
+        import tomllib
+
+        from tests.workflow_fingerprint import write_manifest
+
+        write_manifest(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 
 
 if __name__ == "__main__":
