@@ -1,4 +1,4 @@
-"""The SIP service and signed webhooks of the LiveKit fake (``tests/livekit_fake.py``).
+"""The SIP service and signed webhooks of the LiveKit fake (``ringflow/livekit_fake.py``).
 
 Split from the fake's core so each reads in one sitting; :class:`FakeLiveKit` mixes this in.
 What it reproduces, from livekit-api (``sip_service.py``, ``twirp_client.py``,
