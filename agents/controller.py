@@ -35,7 +35,15 @@ from callflow.effects import (
 )
 from callflow.end_reasons import EndReason
 from callflow.engine import Engine, Step
-from callflow.events import DtmfEntered, FunctionCalled, HangUp, MaxDuration, UserIdle, UserSpoke
+from callflow.events import (
+    DtmfEntered,
+    FunctionCalled,
+    HangUp,
+    MachineAnswered,
+    MaxDuration,
+    UserIdle,
+    UserSpoke,
+)
 from callflow.state import CallState
 from workflows.client import CallHandle
 from workflows.messages import (
@@ -346,6 +354,21 @@ class FlowController:
                 self.in_flight[eid] = True
                 self.outbox.put(CallEvent(event_id=f"{eid}:cancel", kind="interruption", data={"cancel": eid},
                                           at=now))
+
+    async def on_machine(self, category: str) -> None:
+        """Answering-machine detection said a machine picked up: the flow's voicemail node
+        (its message is said, then the call ends) or, without one, hang up ``voicemail``."""
+        if self.state.ended or self.dead:
+            return
+        self.point("machine")
+        now = self.clock()
+        step = self.engine.apply(self.state, MachineAnswered(category=category[:40], at=now))
+        if any(type(e) is Rejected for e in step.effects):
+            return
+        self.state = step.state
+        self.outbox.put(CallEvent(event_id=self.event_id("machine"), seq=self.next_seq(),
+                                  kind="answering_machine", data={"category": category[:40]}, at=now))
+        await self.apply(step.effects)
 
     async def on_idle(self) -> None:
         """The caller said nothing for ``idle.timeout_s``: re-prompt, or give up."""

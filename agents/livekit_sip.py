@@ -130,8 +130,7 @@ class LiveKitTelephony:
         except SipCallError as err:
             code = err.sip_status_code
             if code is not None:
-                return DialResult(outcome=outcome_of(code), sip_code=code, sip_status=err.sip_status,
-                                  detail=f"SIP {code} {err.sip_status or ''}".strip())
+                return DialResult(outcome=outcome_of(code), sip_code=code, sip_status=err.sip_status)
             return self._server_error(req, err)
         except ServerError as err:
             return self._server_error(req, err)

@@ -131,6 +131,7 @@ async def attach_agent(
     heartbeat_s: float = HEARTBEAT_S,
     own_max_duration: bool = True,
     answer_pending: bool = True,
+    greet: bool = True,
     lease: AgentLease | None = None,
 ) -> AgentRun:
     if lease is not None:
@@ -147,7 +148,9 @@ async def attach_agent(
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)
     bind_call(call_id, workflow_id(call_id), lambda: controller.node)  # every log line from here on
-    resumed = bool(snap.transcript_tail)
+    # Someone spoke: a resume. Notes about the line (the dial's outcome: system turns on no
+    # node) are not conversation, and a dialed call's first agent still greets.
+    resumed = any(t.role != "system" or t.node is not None for t in snap.transcript_tail)
     first = controller.current_tools()
     since = first.node if first is not None and first.context != "append" else None
     agent = FlowAgent(controller, first, chat_context(snap.transcript_tail, since))
@@ -193,7 +196,7 @@ async def attach_agent(
         if answer_pending and last.role == "user":
             # The caller spoke and the dead agent never answered: answer now, not after a silence.
             port.reply(None, agent.allow_interruptions is not False)
-    else:
+    elif greet:  # not greeting: who answered is not known yet (answering-machine detection)
         await controller.apply(controller.start_effects())
     log.info("agent %s attached (resumed=%s)", agent_id, resumed,
              extra={"event": "agent_attached", "agent_id": agent_id, "resumed": resumed})

@@ -28,6 +28,7 @@ from callflow.events import (
     FunctionCalled,
     FunctionResult,
     HangUp,
+    MachineAnswered,
     MaxDuration,
     UserIdle,
     UserSpoke,
@@ -43,7 +44,7 @@ IDLE_INSTRUCTIONS = ("The caller has been silent for a while. Briefly and polite
 
 # a tuple, not a union built per call: this check runs on every event
 _EVENT_TYPES = (CallStarted, FunctionCalled, FunctionResult, ExtractionResult, UserSpoke, UserIdle, HangUp,
-                MaxDuration, DtmfEntered)
+                MaxDuration, DtmfEntered, MachineAnswered)
 
 
 @dataclass(frozen=True)
@@ -278,6 +279,20 @@ class Engine:
         _moved, error = d.transition_after(spec.transition_to, {spec.field: ev.digits}, state.node, None)
         if error:
             return self._reject(state, f"keys {ev.digits!r}: {error}")
+        return Step(d.s, d.effects)
+
+    def _on_machine_answered(self, state: CallState, ev: MachineAnswered) -> Step:
+        """A machine answered: the flow's ``settings.voicemail.node`` (an end node: its greeting
+        or task is the message), else the call ends ``voicemail``."""
+        if state.node is None or state.ended:
+            return self._reject(state, "an answering machine outside a live call")
+        d = Draft(self.flow, state, ev.at)
+        d.put_state("answered_by", "machine")
+        voicemail = self.definition.flow.settings.voicemail
+        if voicemail is None:
+            d.end("voicemail")
+        else:
+            d.enter(voicemail.node, state.node)
         return Step(d.s, d.effects)
 
     def _on_max_duration(self, state: CallState, ev: MaxDuration) -> Step:

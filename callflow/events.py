@@ -79,13 +79,20 @@ class DtmfEntered(_Event):
     node: str | None = None
 
 
+class MachineAnswered(_Event):
+    """An answering machine picked up (the agent's detection, or the simulated dial)."""
+
+    type: Literal["machine_answered"] = "machine_answered"
+    category: str = Field("machine-vm", max_length=40)
+
+
 class MaxDuration(_Event):
     type: Literal["max_duration"] = "max_duration"
 
 
 Event = Annotated[
     CallStarted | FunctionCalled | FunctionResult | ExtractionResult | UserSpoke | UserIdle
-    | HangUp | MaxDuration | DtmfEntered,
+    | HangUp | MaxDuration | DtmfEntered | MachineAnswered,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

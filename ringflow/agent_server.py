@@ -121,6 +121,8 @@ async def entrypoint(ctx: JobContext) -> None:
         asyncio.get_running_loop().create_task(keys.press(ev.digit))
 
     run.controller.port.dtmf_sender = lambda digits: press_keys(ctx.room, digits)  # type: ignore[union-attr]
+    if info.wait_for and not run.resumed:  # a call we dialed: who (or what) picked up?
+        run.tasks.append(asyncio.get_running_loop().create_task(detect_machine(run)))
 
     @ctx.room.on("participant_disconnected")
     def _gone(p: rtc.RemoteParticipant) -> None:
@@ -137,6 +139,27 @@ async def entrypoint(ctx: JobContext) -> None:
         await asyncio.wait({asyncio.ensure_future(finished.wait())}, timeout=1.0)
     await run.close()
     ctx.shutdown("call ended")
+
+
+MACHINE = ("machine-vm", "machine-unavailable")
+
+
+async def detect_machine(run: Any) -> None:
+    """livekit-agents' answering-machine detection on the callee's first words; a machine
+    sends the call to the flow's voicemail node (or ends it ``voicemail``). Its verdict is
+    recorded with the call either way (a machine: by the workflow; a human: in the log)."""
+    from livekit.agents.voice.amd import AMD
+
+    try:
+        async with AMD(run.session) as detector:
+            verdict = await detector.execute()
+    except Exception as exc:  # no verdict: carry on as with a human, say why
+        log.warning("answering-machine detection failed on call %s: %s", run.call.call_id, exc)
+        return
+    log.info("call %s answered by %s (%s)", run.call.call_id, verdict.category.value, verdict.reason,
+             extra={"event": "amd"})
+    if verdict.category.value in MACHINE:
+        await run.controller.on_machine(verdict.category.value)
 
 
 DTMF_CODES = {**{str(d): d for d in range(10)}, "*": 10, "#": 11, "A": 12, "B": 13, "C": 14, "D": 15}

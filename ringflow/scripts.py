@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from callflow.loader import parse_text
+from ringflow.sim_phone import ScriptDial
 
 
 class ScriptTurn(BaseModel):
@@ -42,6 +43,7 @@ class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     flow: str
+    dial: ScriptDial | None = None  # placed as a phone call first; without it already connected
     variables: dict[str, Any] = {}
     turns: list[ScriptTurn] = []
     extract: dict[str, dict[str, Any]] = {}

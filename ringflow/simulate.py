@@ -30,6 +30,7 @@ from livekit.plugins import openai as lk_openai
 from pydantic import BaseModel
 from temporalio.client import Client
 
+from activities.telephony import Dial
 from agents.controller import Killed
 from agents.dtmf import KeyCollector
 from agents.local_dispatch import LOCAL, register_local_dispatcher
@@ -40,6 +41,7 @@ from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import check, load_script
 from ringflow.settings import Settings
+from ringflow.sim_phone import answered, phone_line
 from ringflow.temporal_setup import connect
 from workflows.client import start_call, workflow_id
 from workflows.messages import Snapshot
@@ -124,8 +126,17 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
                      real_llm: bool = False, resume: str = "attach") -> SimulationResult:
     """``resume="dispatch"`` waits, after a kill, for the workflow to notice the silent agent
     and dispatch a new one (through the local dispatcher), as in production; ``"attach"``
-    attaches the new agent at once (the kill tests, which exclude dispatch time)."""
+    attaches the new agent at once (the kill tests, which exclude dispatch time). A script
+    with ``dial:`` is placed as a phone call first (``ringflow/sim_phone.py``)."""
     script, flow_path = load_script(path)
+    async with phone_line(script.dial) as dial:
+        return await _run_script(path, script, flow_path, dial, client, task_queue, llm, kill_at=kill_at,
+                                 kill_point=kill_point, real_llm=real_llm, resume=resume)
+
+
+async def _run_script(path: Path, script: Any, flow_path: Path, dial: Dial | None, client: Client,
+                      task_queue: str, llm: ScriptedLLM, *, kill_at: int | None, kill_point: str | None,
+                      real_llm: bool, resume: str) -> SimulationResult:
     definition = load_flow(flow_path)
     call_id = f"sim-{uuid.uuid4().hex[:10]}"
     lane = llm.lane(call_id)
@@ -134,9 +145,13 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
     dispatches = LOCAL.watch(call_id) if resume == "dispatch" else None
     handle = await start_call(client, definition, task_queue=task_queue, call_id=call_id,
                               variables=script.variables,
-                              agent_timeout_s=DISPATCH_AGENT_TIMEOUT_S if dispatches else 15.0)
+                              agent_timeout_s=DISPATCH_AGENT_TIMEOUT_S if dispatches else 15.0,
+                              **({"dial": dial} if dial is not None else {}))
     killer = _Killer(kill_point)
     result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id))
+    if dial is not None and not await answered(handle, TURN_TIMEOUT_S):  # nobody to talk to
+        LOCAL.forget(call_id)
+        return _finish(result, script, await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S))
 
     def session_factory(snap: Snapshot) -> AgentSession:
         if real_llm:
@@ -146,14 +161,17 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
                                   extra_headers={"X-Ringflow-Script": call_id})
         return AgentSession(llm=model, user_away_timeout=None)
 
-    async def new_agent() -> AgentRun:
-        return await attach_agent(client, call_id, f"sim-agent-{uuid.uuid4().hex[:6]}",
+    async def new_agent(greet: bool = True) -> AgentRun:
+        return await attach_agent(client, call_id, f"sim-agent-{uuid.uuid4().hex[:6]}", greet=greet,
                                   session_factory=session_factory, kill_hook=killer,
                                   idle_from_session=False, own_max_duration=False,
                                   answer_pending=False,  # the simulator replays the killed turn
                                   heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0)
 
-    run = await new_agent()
+    machine = script.dial is not None and script.dial.answer == "voicemail"
+    run = await new_agent(greet=not machine)  # AMD holds the greeting until it knows who answered
+    if machine:
+        await run.controller.on_machine("machine-vm")  # the agent's detection, as AMD would say
     await run.session.wait_for_idle()  # the greeting is spoken before the caller answers
     idle_s = definition.flow.settings.idle.timeout_s
     i = 0
@@ -191,6 +209,10 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
     result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
     await run.close()
     LOCAL.forget(call_id)
+    return _finish(result, script, record)
+
+
+def _finish(result: SimulationResult, script: Any, record: Any) -> SimulationResult:
     result.path = record.path
     result.end_reason = record.end_reason
     result.disposition = record.disposition

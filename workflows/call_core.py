@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         FunctionCalled,
         FunctionResult,
         HangUp,
+        MachineAnswered,
         MaxDuration,
         UserIdle,
         UserSpoke,
@@ -188,6 +189,8 @@ class CallCore:
                 self.keys_pressed(ev.get("data") or {}, at, event_id)
             elif ev["kind"] == "interruption":
                 self.interrupted(event_id, (ev.get("data") or {}).get("cancel"))
+            elif ev["kind"] == "answering_machine":
+                self.machine_answered(ev.get("data") or {}, at, event_id)
         elif kind == "hangup":
             reason = ev.get("reason") or "user_hangup"
             self.hangup_seen = True
@@ -235,6 +238,16 @@ class CallCore:
         if workflow.patched(PATCH_CANCEL_ON_INTERRUPTION) and not handle.done():
             handle.cancel()
             self.record_rejected(event_id, f"note: function call {target} cancelled: the caller interrupted")
+
+    def machine_answered(self, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
+        """The agent's answering-machine detection: recorded, then the flow's voicemail node
+        (or the end, ``voicemail``), the same engine step the agent took."""
+        event = MachineAnswered(category=str(data.get("category", "machine-vm"))[:40], at=at)
+        self.transcript.append(Turn(role="system", text=f"answering machine detected ({event.category})",
+                                    node=None, started_at=at))
+        for eff in self.step(event).effects:
+            if isinstance(eff, Rejected):
+                self.record_rejected(event_id, eff.reason)
 
     def end_nodes(self) -> set[str]:
         return {n for n, cn in self.engine.flow.nodes.items() if cn.node.type == "end"}

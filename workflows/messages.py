@@ -87,7 +87,7 @@ class CallEvent(_Msg):
     event_id: str = Field(min_length=1, max_length=128)
     seq: int | None = Field(None, ge=1)
     kind: Literal["user_idle", "user_spoke", "interruption", "dtmf", "agent_attached",
-                  "agent_detached", "note"]
+                  "agent_detached", "note", "answering_machine"]
     data: dict[str, Any] = {}
     at: float | None = None
 

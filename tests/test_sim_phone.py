@@ -1,0 +1,40 @@
+"""Scripts with ``dial:`` play phone calls: the real workflow dials through the real LiveKit
+telephony code against the LiveKit fake, and the real agent (text mode) takes the call when
+it is answered. Checked: where each call went and what the callee heard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ringflow.devstack import DevStack
+from ringflow.simulate import environment, run_script
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"
+
+
+def heard(result: object) -> list[str]:
+    return [t["text"] for t in result.transcript if t["role"] == "assistant"]  # type: ignore[attr-defined]
+
+
+def notes(result: object) -> list[str]:
+    return [t["text"] for t in result.transcript if t["role"] == "system"]  # type: ignore[attr-defined]
+
+
+async def test_every_dial_outcome_and_what_the_callee_heard(temporal_server: DevStack) -> None:
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        run = {name: await run_script(SCRIPTS / f"outbound_reminder_{name}.yaml", client, task_queue, llm)
+               for name in ("will_pay", "voicemail", "busy", "no_answer", "dial_failed")}
+        killed = await run_script(SCRIPTS / "outbound_reminder_will_pay.yaml", client, task_queue, llm,
+                                  kill_at=0)
+    assert {n: r.failures for n, r in run.items() if not r.ok} == {}
+    assert heard(run["will_pay"]) == ["Hi Dana, this is Ava from Northside Energy with a quick reminder.",
+                                      "Thank you, Dana. Goodbye!"]
+    assert notes(run["will_pay"])[0] == "dial: answered (SIP 200 OK)"
+    assert heard(run["voicemail"]) == [
+        "Hi Dana, this is Ava from Northside Energy: a reminder that your payment is due on Friday. "
+        "Please call us back at 555 0100. Goodbye."]  # the message, and no greeting to a machine
+    assert "answering machine detected (machine-vm)" in notes(run["voicemail"])
+    assert notes(run["busy"]) == ["dial: busy (SIP 486 Busy Here)"] and heard(run["busy"]) == []
+    assert notes(run["no_answer"]) == ["dial: no_answer (SIP 408 Request Timeout)"]
+    assert notes(run["dial_failed"])[0].startswith("dial: dial_failed (SIP 503 Service Unavailable)")
+    assert killed.ok and killed.kills == 1 and heard(killed) == heard(run["will_pay"])
