@@ -40,6 +40,7 @@ an agent (tests add participants themselves with :meth:`FakeLiveKit.add_particip
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -161,6 +162,7 @@ class FakeLiveKit(SipFake):
         self.requests: list[LoggedRequest] = []
         self._faults: list[tuple[str | None, int, str, str]] = []
         self._lost_replies: list[str | None] = []
+        self.dispatched: asyncio.Queue[FakeDispatch] = asyncio.Queue()  # each CreateDispatch, as it lands
         self._init_sip(webhook_url)
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -440,6 +442,7 @@ class FakeLiveKit(SipFake):
         dispatch = FakeDispatch(id=f"AD_{secrets.token_hex(6)}", agent_name=req.agent_name, room=req.room,
                                 metadata=req.metadata, created_at=time.time())
         self.dispatches[dispatch.id] = dispatch
+        self.dispatched.put_nowait(dispatch)
         return dispatch.to_proto()
 
     async def _list_dispatch(self, req: proto_dispatch.ListAgentDispatchRequest,

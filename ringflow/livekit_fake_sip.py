@@ -89,6 +89,7 @@ class SipFake:
         self.default_answer = "human"
         self.ring_s = 0.0  # how long the phone rings before the answer (bounded by ringing_timeout)
         self.dials: list[proto_sip.CreateSIPParticipantRequest] = []
+        self.dial_times: list[float] = []  # perf_counter() when each dial arrived (benches)
         self.transfers: list[proto_sip.TransferSIPParticipantRequest] = []
         self.transfer_answers: dict[str, str] = {}
         self.inbound_trunks: dict[str, proto_sip.SIPInboundTrunkInfo] = {}
@@ -164,6 +165,7 @@ class SipFake:
         if not req.room_name:
             raise self._twirp_error("invalid_argument", "missing room name")
         self.dials.append(req)
+        self.dial_times.append(time.perf_counter())
         identity = req.participant_identity or f"sip_{req.sip_call_to}"
         info = proto_sip.SIPParticipantInfo(participant_id=f"PA_{secrets.token_hex(6)}",
                                             participant_identity=identity, room_name=req.room_name,
