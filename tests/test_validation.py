@@ -349,8 +349,8 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
         if var.get("required") and "default" not in var:
             assert name in (doc.get("variables") or {}), f"required variable {name} missing"
     functions = _functions_of(flow)
-    assert doc["turns"]
-    for turn in doc["turns"]:
+    # no turns: a call that ends at its first node's greeting (order_status_no_order)
+    for turn in doc.get("turns") or []:
         assert len({"user", "silence"} & set(turn)) == 1, turn
         assert set(turn) <= {"user", "llm", "silence"}
         for item in turn.get("llm") or []:
