@@ -56,6 +56,20 @@ def resolve_variables(flow: Flow, given: dict[str, Any]) -> tuple[dict[str, Any]
     return values, issues
 
 
+def undeclared_variables(flow: Flow, given: dict[str, Any]) -> list[Issue]:
+    """An issue per given name the flow does not declare under ``variables``.
+
+    A call keeps its variables in its history, state, record and webhook, so a value
+    nobody declared (an SSN pasted into ``--var``) must be refused, not stored. Only the
+    name is repeated in the message, never the value.
+    """
+    declared = sorted(flow.variables)
+    hint = f"; declared: {', '.join(declared)}" if declared else "; the flow declares none"
+    return [Issue(f"variables.{str(name)[:64]}", f"'{str(name)[:64]}' is not a declared variable of "
+                                                 f"flow '{flow.flow}'{hint}")
+            for name in given if name not in flow.variables]
+
+
 def coerce_cli_value(text: str) -> Any:
     """``--var k=v`` values: JSON where it parses (numbers, booleans), else the string."""
     import json

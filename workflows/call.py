@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         HangUp,
         MaxDuration,
     )
+    from callflow.inputs import undeclared_variables
     from callflow.state import CallState
     from workflows import activity_calls as acts
     from workflows.call_core import REJECTED_TAIL, CallCore
@@ -55,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.visibility import Visibility
 
 TRANSCRIPT_TAIL = 50
+REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
 PATCH_UNATTENDED_END = "final-turn-before-any-agent"
 LATE_TIMER_S = 5.0
 
@@ -122,6 +124,11 @@ class CallWorkflow(CallCore):
     async def run(self, inp: CallInput) -> CallRecord:
         if self.start_error is not None:
             raise ApplicationError(f"call {inp.call_id} cannot start: {self.start_error}",
+                                   type="InvalidCallInput", non_retryable=True)
+        undeclared = undeclared_variables(inp.definition.flow, inp.variables) if inp.carry is None else []
+        if undeclared and workflow.patched(REFUSE_UNDECLARED_PATCH):  # a client that skipped the check
+            raise ApplicationError(f"call {inp.call_id} cannot start: "
+                                   + "; ".join(str(i) for i in undeclared[:10]),
                                    type="InvalidCallInput", non_retryable=True)
         self.apply_effects(self.startup)
         if inp.dial is not None and inp.carry is None and workflow.patched(DIAL_PATCH):

@@ -22,7 +22,7 @@ from activities.search_attributes import (
     RINGFLOW_TRANSITIONS,
 )
 from callflow.errors import FlowError
-from callflow.inputs import resolve_variables
+from callflow.inputs import resolve_variables, undeclared_variables
 from callflow.model import FlowDefinition
 from workflows.call import CallWorkflow
 from workflows.messages import (
@@ -56,6 +56,7 @@ def new_call_id() -> str:
 def _prepare(definition: FlowDefinition, call_id: str | None, variables: dict[str, Any] | None,
              fields: dict[str, Any]) -> tuple[CallInput, TypedSearchAttributes]:
     _, issues = resolve_variables(definition.flow, variables or {})
+    issues += undeclared_variables(definition.flow, variables or {})
     if issues:
         raise FlowError(issues)
     call_id = call_id or new_call_id()
