@@ -7,9 +7,10 @@ from ``ringflow`` downwards); the worker hands them the plain values they need.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -122,19 +123,35 @@ def get_settings(**overrides: Any) -> Settings:
     return Settings(**overrides)
 
 
+_SECRET_KEY = re.compile(r"token|pass|pwd|secret|key|auth|sig|credential|session", re.I)
+
+
 def mask_url(url: str | None) -> str | None:
-    """Hide the password in a URL's userinfo (database and webhook URLs may carry one)."""
+    """Hide a URL's secrets: the password in its userinfo and the value of every query
+    parameter whose name looks secret (``?token=``, ``sslpassword=``, ``api_key=``...).
+
+    Database, Redis, webhook and LLM URLs may carry either; ``ringflow config`` and logs
+    show the rest of the URL so a wrong host or database is still visible.
+    """
     if not url:
         return url
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return MASK
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+    original = parts
+    if password is not None:
+        host = parts.netloc.rsplit("@", 1)[1]
+        parts = parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
+    if parts.query:
+        pairs = [p.partition("=") for p in parts.query.split("&")]
+        parts = parts._replace(query="&".join(
+            f"{k}{eq}{MASK if eq and _SECRET_KEY.search(unquote_plus(k)) else v}" for k, eq, v in pairs))
+    if parts.fragment and "=" in parts.fragment:  # some tools put tokens in the fragment
+        parts = parts._replace(fragment=MASK)
+    # rebuilt only when something was hidden: urlunsplit drops the '//' of sqlite:///x
+    return url if parts == original else urlunsplit(parts)
 
 
 def masked(settings: Settings) -> dict[str, Any]:
@@ -143,6 +160,9 @@ def masked(settings: Settings) -> dict[str, Any]:
     for name, value in settings:
         if isinstance(value, SecretStr):
             out[name] = MASK if value.get_secret_value() else ""
-    for name in ("database_url", "webhook_url", "openai_base_url", "redis_url"):
-        out[name] = mask_url(out.get(name))
+    for name, value in out.items():  # every URL, not only the known ones
+        if isinstance(value, str) and "://" in value:
+            out[name] = mask_url(value)
+        elif isinstance(value, dict):
+            out[name] = {k: mask_url(v) if isinstance(v, str) and "://" in v else v for k, v in value.items()}
     return out

@@ -108,3 +108,34 @@ def test_config_command(monkeypatch: pytest.MonkeyPatch) -> None:
     assert as_text.exit_code == 0
     assert "sk-secret" not in as_text.output and "pw@" not in as_text.output
     assert "task_queue" in as_text.output
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("https://hooks.example.com/in?token=abc123&source=rf",
+     f"https://hooks.example.com/in?token={MASK}&source=rf"),
+    ("postgresql://u:pw@db/calls?sslmode=verify-full&sslpassword=keypass",
+     f"postgresql://u:{MASK}@db/calls?sslmode=verify-full&sslpassword={MASK}"),
+    ("redis://:redispw@cache:6379/0", f"redis://:{MASK}@cache:6379/0"),
+    ("https://api.example.com/v1?api_key=sk-1&Secret=s&AUTH=a&x=1",
+     f"https://api.example.com/v1?api_key={MASK}&Secret={MASK}&AUTH={MASK}&x=1"),
+    ("https://example.com/p?access%5Ftoken=t0k", f"https://example.com/p?access%5Ftoken={MASK}"),
+])
+def test_mask_url_hides_passwords_and_secret_query_values(url: str, shown: str) -> None:
+    assert mask_url(url) == shown
+
+
+def test_config_masks_secrets_in_every_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RINGFLOW_WEBHOOK_URL", "https://hooks.example.com/in?token=hooktok")
+    monkeypatch.setenv("RINGFLOW_DATABASE_URL", "postgresql://u:dbpw@h/db?sslpassword=sslpw")
+    monkeypatch.setenv("RINGFLOW_REDIS_URL", "redis://user:redpw@r:6379")
+    monkeypatch.setenv("LIVEKIT_URL", "wss://lk.example.com?access_token=lktok")
+    app = typer.Typer()
+    app.command("config")(config)
+    app.command("noop")(lambda: None)
+    runner = CliRunner()
+    for args in (["config", "--json"], ["config"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        for secret in ("hooktok", "dbpw", "sslpw", "redpw", "lktok"):
+            assert secret not in result.output, (args, secret)
+        assert "hooks.example.com" in result.output and "lk.example.com" in result.output
