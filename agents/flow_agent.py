@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import time
 from typing import Any
 
 from livekit.agents import Agent, AgentSession, FunctionToolsExecutedEvent, function_tool
@@ -18,6 +19,7 @@ from livekit.agents import llm as lk_llm
 from opentelemetry import trace
 
 from agents.controller import FlowController
+from agents.metrics import observe_tool_call
 from callflow.effects import SetNode, ToolSpec
 from callflow.end_reasons import EndReason
 
@@ -49,10 +51,14 @@ def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunction
     async def call(raw_arguments: dict[str, Any]) -> lk_llm.ToolResult:
         token = IN_TOOL.set(True)
         try:
+            node, before = controller.node, controller.state.transitions
             with TRACER.start_as_current_span("ringflow.agent.tool_call", attributes={
                     "ringflow.call_id": controller.call.call_id, "ringflow.function": spec.name,
-                    "ringflow.node": controller.node or ""}):
+                    "ringflow.node": node or ""}):
+                started = time.perf_counter()
                 out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
+            observe_tool_call(controller.engine.definition.flow.flow, before, controller.state.transitions,
+                              (node, spec.name) not in controller.remote, time.perf_counter() - started)
         finally:
             IN_TOOL.reset(token)
         text = result_text(out.result)

@@ -18,8 +18,10 @@ from typing import Any
 
 from livekit.agents import AgentSession, ConversationItemAddedEvent, UserStateChangedEvent
 from livekit.agents import llm as lk_llm
+from opentelemetry import trace
 from temporalio.client import Client
 
+from agents import metrics as agent_metrics
 from agents.controller import FlowController
 from agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
 from agents.lease import AgentLease
@@ -31,6 +33,7 @@ from workflows.client import CallHandle, workflow_id
 from workflows.messages import Snapshot, Turn
 
 log = logging.getLogger(__name__)
+TRACER = trace.get_tracer("ringflow.agent")
 HEARTBEAT_S = 5.0
 MAX_DURATION_MARGIN_S = 5.0
 
@@ -120,7 +123,21 @@ class AgentRun:
             await self.session.aclose()
 
 
-async def attach_agent(
+async def attach_agent(client: Client, call_id: str, agent_id: str, **options: Any) -> AgentRun:
+    """Attach ``agent_id`` to the call and start serving it (see ``_attach_agent`` for the
+    options), traced and timed: attach/resume time is what a resumed caller waits through."""
+    started = time.perf_counter()
+    attrs = {"ringflow.call_id": call_id}
+    with TRACER.start_as_current_span("ringflow.agent.attach", attributes=attrs) as span:
+        run = await _attach_agent(client, call_id, agent_id, **options)
+        span.set_attribute("ringflow.resumed", run.resumed)
+    resumed = "true" if run.resumed else "false"
+    agent_metrics.ATTACH_SECONDS.labels(resumed).observe(time.perf_counter() - started)
+    agent_metrics.track(run)
+    return run
+
+
+async def _attach_agent(
     client: Client, call_id: str, agent_id: str, *,
     session_factory: Callable[[Snapshot], AgentSession],
     room: Any = None,

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
+import tempfile
 import uuid
 from typing import Any
 
@@ -191,7 +193,13 @@ def build_server(settings: Settings) -> AgentServer:
     server = AgentServer(ws_url=settings.livekit_url, api_key=settings.livekit_api_key,
                          api_secret=settings.livekit_api_secret.get_secret_value()
                          if settings.livekit_api_secret else None,
-                         drain_timeout=settings.agent_drain_timeout_s)
+                         drain_timeout=settings.agent_drain_timeout_s,
+                         # LiveKit's metrics server, which also serves Ringflow's (agents.metrics),
+                         # collected from every job process (multiprocess mode)
+                         prometheus_port=settings.agent_metrics_port or None,
+                         prometheus_multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+                         or tempfile.mkdtemp(prefix="ringflow-agent-metrics-")
+                         if settings.agent_metrics_port else None)
     server.setup_fnc = prewarm
     server.rtc_session(entrypoint, agent_name=settings.agent_name)
     return server

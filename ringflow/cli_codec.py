@@ -25,7 +25,7 @@ def _loopback(host: str) -> bool:
 
 def codec_server(
     host: str | None = typer.Option(None, "--host", help="Bind address (RINGFLOW_CODEC_SERVER_HOST)."),
-    port: int | None = typer.Option(None, "--port", help="Port (default RINGFLOW_CODEC_SERVER_PORT, 8081)."),
+    port: int | None = typer.Option(None, "--port", help="Port (default RINGFLOW_CODEC_SERVER_PORT, 8234)."),
     no_auth: bool = typer.Option(False, "--no-auth", help="Serve without a bearer token (loopback only)."),
 ) -> None:
     """Decode call payloads for the Temporal UI and CLI (Temporal's Codec Server protocol)."""

@@ -64,6 +64,7 @@ class Settings(BaseSettings):
     log_format: str = Field(default="json", pattern="^(json|text)$")  # JSON lines, or text for a terminal
     metrics_port: int = Field(default=9464, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"  # 0.0.0.0 in a pod, so Prometheus can scrape it
+    agent_metrics_port: int = Field(default=9465, ge=0, le=65535)  # `ringflow agent` (LiveKit's server)
     # /livez and /readyz of `ringflow worker` for Kubernetes probes, on metrics_host; 0 disables
     health_port: int = Field(default=0, ge=0, le=65535)
 
@@ -100,7 +101,7 @@ class Settings(BaseSettings):
     codec_keys: SecretStr | None = None
     codec_key_file: Path | None = None
     codec_server_host: str = "127.0.0.1"
-    codec_server_port: int = Field(default=8081, ge=0, le=65535)
+    codec_server_port: int = Field(default=8234, ge=0, le=65535)  # not 8081: the LiveKit agent health port
     codec_server_token: SecretStr | None = None  # bearer token `ringflow codec-server` demands
     codec_cors_origins: str = "http://localhost:8233,http://127.0.0.1:8233"  # Temporal UI origins
 
