@@ -54,3 +54,21 @@ def did_you_mean(word: str, options: Iterable[str]) -> str:
 def short_repr(value: Any, limit: int = 40) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def safe_reason(exc: BaseException, limit: int = 300) -> str:
+    """Why a payload was refused, without quoting it: a pydantic error's locations and
+    error kinds (its message repeats the input, a caller's words or an SSN); for anything
+    else only the exception's type, since its message may quote the payload too."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            items = errors(include_url=False, include_input=False, include_context=False)
+        except TypeError:
+            items = None
+        if isinstance(items, list):
+            parts = [f"{'.'.join(str(p) for p in e.get('loc', ())) or '(root)'}: {e.get('type', '?')}"
+                     for e in items[:5]]
+            more = f" (+{len(items) - 5} more)" if len(items) > 5 else ""
+            return f"{type(exc).__name__}: {'; '.join(parts)}{more}"[:limit]
+    return type(exc).__name__

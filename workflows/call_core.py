@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.extraction import ExtractionInput
     from callflow.effects import Effect, EndCall, Extract, Rejected, RunFunction, SetNode, ToolResponse
     from callflow.engine import Engine, Step
+    from callflow.errors import safe_reason
     from callflow.events import (
         DtmfEntered,
         ExtractionResult,
@@ -154,7 +155,7 @@ class CallCore:
             try:
                 self.apply_event(ev)
             except (ValidationError, ValueError) as exc:
-                self.record_rejected(ev.get("event_id"), f"malformed event: {exc}")
+                self.record_rejected(ev.get("event_id"), f"malformed event: {safe_reason(exc)}")
 
     def apply_event(self, ev: dict[str, Any]) -> None:
         kind, at, event_id = ev["type"], ev.get("at"), ev.get("event_id")

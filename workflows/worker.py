@@ -24,6 +24,7 @@ from activities.handler_run import run_handler
 from activities.observability import ActivityLogInterceptor
 from activities.registry import build_activities
 from activities.telephony import dial_call, hang_up_room, prepare_call
+from workflows import log_redaction
 from workflows.call import CallWorkflow
 
 
@@ -33,6 +34,7 @@ def all_activities(config: Any) -> list[Callable[..., Any]]:
 
 
 def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:
+    log_redaction.install()  # before any workflow can log a payload it dropped
     interceptors = [ActivityLogInterceptor(), *kwargs.pop("interceptors", ())]
     # OpenTelemetry passes through the sandbox: Temporal's TracingInterceptor, when tracing
     # is on (ringflow.tracing), opens spans inside the workflow with the real module.
