@@ -127,12 +127,13 @@ class FlowController:
         self.step_no = 0
         self.end_reason: EndReason | None = snapshot.state.end_reason if snapshot.ended else None
         self.dead = False
-        # (node, function) pairs that run in the workflow (handler and HTTP functions)
+        # (node, function) pairs that run in the workflow (handler, HTTP and MCP functions)
         self.remote = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
-                                for fn_name, fn in cnode.functions.items() if fn.kind in ("handler", "http"))
+                                for fn_name, fn in cnode.functions.items()
+                                if fn.kind in ("handler", "http", "mcp"))
         self.cancellable = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
                                      for fn_name, fn in cnode.functions.items()
-                                     if fn.kind in ("handler", "http") and fn.cancel_on_interruption)
+                                     if fn.kind in ("handler", "http", "mcp") and fn.cancel_on_interruption)
         self.in_flight: dict[str, bool] = {}  # cancellable calls running, by event id: cancel asked?
 
     # --- plumbing ---------------------------------------------------------------------

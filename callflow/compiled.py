@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 
 from callflow.effects import ToolSpec
+from callflow.mcp_tools import expand
 from callflow.model import SEND_DTMF_PARAMETERS, FlowDefinition, FunctionEntry, Node
 from callflow.schema import drop_nulls, to_strict
 from callflow.templating import Template, _render_value, compile_template, lookup
@@ -171,14 +172,27 @@ def _compile_node(nid: str, node: Node, role: Template | None,
     )
 
 
+def _compile_functions(entries: list[FunctionEntry], definition: FlowDefinition) -> list[CompiledFunction]:
+    """Each entry compiled; an ``mcp`` entry stands for the server tools pinned for the call
+    (``callflow/mcp_tools.py``), which never displace a function the flow names itself."""
+    plain = [_compile_function(f, definition) for f in entries if f.mcp is None]
+    taken = {f.entry.name for f in plain}
+    for f in entries:
+        for entry in expand(f, definition) if f.mcp is not None else []:
+            if entry.name not in taken:
+                taken.add(entry.name)
+                plain.append(_compile_function(entry, definition))
+    return plain
+
+
 def compile_flow(definition: FlowDefinition) -> CompiledFlow:
     flow = definition.flow
-    globals_ = [_compile_function(f, definition) for f in flow.global_functions]
+    globals_ = _compile_functions(flow.global_functions, definition)
     role = compile_template(flow.role) if flow.role else None
     nodes: dict[str, CompiledNode] = {}
     runs: dict[str, CompiledFunction] = {}
     for nid, node in flow.nodes.items():
-        fns = {f.name: _compile_function(f, definition) for f in node.functions}
+        fns = {f.entry.name: f for f in _compile_functions(node.functions, definition)}
         if node.type == "agent":
             for g in globals_:
                 fns.setdefault(g.entry.name, g)

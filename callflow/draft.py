@@ -99,11 +99,15 @@ class Draft:
                     args if spec.method != "GET" else None),
                 timeout_s=spec.timeout_s,
             )
+        mcp = fn.entry.mcp
         self.effects.append(RunFunction(
-            run_id=run_id, node=node, name=fn.entry.name, kind="http" if http else "handler",
+            run_id=run_id, node=node, name=fn.entry.name,
+            kind="mcp" if mcp is not None else "http" if http else "handler",
             args=args, timeout_s=(http.timeout_s if http and http.timeout_s else fn.timeout_s),
             retry=fn.entry.retry, http=http, action=purpose == "action_node",
             cancel_on_interruption=fn.cancel_on_interruption,
+            mcp_server=mcp.server if mcp is not None else None,
+            mcp_tool=mcp.tool if mcp is not None else None,
         ))
 
     def run_side_effect(self, name: str, node: str) -> None:

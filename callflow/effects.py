@@ -68,13 +68,15 @@ class RunFunction(_Effect):
     run_id: int
     node: str
     name: str
-    kind: Literal["handler", "http"]
+    kind: Literal["handler", "http", "mcp"]
     args: dict[str, Any] = {}
     timeout_s: float = 10
     retry: Retry | None = None
     http: HttpSpec | None = None  # rendered with the call's values and the arguments
     action: bool = False
     cancel_on_interruption: bool = False
+    mcp_server: str | None = None  # an MCP tool: the declared server and the tool's name there
+    mcp_tool: str | None = None
 
 
 class ToolResponse(_Effect):

@@ -150,7 +150,7 @@ class Engine:
             return Step(state, [_llm_error(ev.name, problem or "invalid arguments")])
         d = Draft(self.flow, state, ev.at)
         entry = fn.entry
-        if fn.kind in ("handler", "http"):
+        if fn.kind in ("handler", "http", "mcp"):
             d.run_function(fn, state.node, args, "tool")
             return Step(d.s, d.effects)
         if fn.kind == "capture":

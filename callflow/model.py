@@ -7,9 +7,12 @@ that every problem can be reported at once with its path, not just the first.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from callflow.mcp_spec import McpPinned, McpRef, McpServer
 
 FLOW_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 NODE_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -113,7 +116,7 @@ class HttpSpec(Strict):
         return v.upper() if isinstance(v, str) else v
 
 
-FunctionKind = Literal["handler", "transition_only", "capture", "http", "send_dtmf"]
+FunctionKind = Literal["handler", "transition_only", "capture", "http", "send_dtmf", "mcp"]
 DTMF_KEYS = r"^[0-9*#A-Da-d]+$"
 SEND_DTMF_PARAMETERS: dict[str, Any] = {
     "type": "object", "required": ["digits"],
@@ -141,14 +144,27 @@ class FunctionEntry(Strict):
     transition_only: bool = False
     capture: bool = False
     http: HttpSpec | None = None
+    mcp: McpRef | None = None
     speech: str | None = None
     timeout_s: float | None = Field(None, gt=0)
     retry: Retry | None = None
     cancel_on_interruption: bool | None = None
     send_dtmf: bool = False  # the LLM presses keys on the line (to navigate an IVR)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _mcp_group_name(cls, data: Any) -> Any:
+        # ``mcp: {tools: [...]}`` offers each tool under its own name: the entry needs none.
+        mcp = data.get("mcp") if isinstance(data, dict) else None
+        if (isinstance(mcp, dict) and "name" not in data and mcp.get("tools") is not None
+                and isinstance(mcp.get("server"), str)):
+            return {**data, "name": re.sub(r"\W", "_", f"mcp_{mcp['server']}")[:64]}
+        return data
+
     @property
     def kind(self) -> FunctionKind:
+        if self.mcp is not None:
+            return "mcp"
         if self.send_dtmf:
             return "send_dtmf"
         if self.transition_only:
@@ -231,6 +247,7 @@ class Node(Strict):
     save_as: str | None = None
     transition_to: Transition | None = None
     dtmf: DtmfSpec | None = None
+    device_tools: bool | list[str] = False
 
 
 class Flow(Strict):
@@ -242,6 +259,7 @@ class Flow(Strict):
     handlers: str | None = None
     settings: Settings = Settings()
     global_functions: list[FunctionEntry] = []
+    mcp_servers: dict[str, McpServer] = {}
     start: str | None = None
     nodes: dict[str, Node] = Field(min_length=1)
 
@@ -269,3 +287,5 @@ class FlowDefinition(Strict):
     flow: Flow
     handlers: dict[str, HandlerSpec] = {}
     source: str | None = None
+    # MCP servers' tools, listed when the call started (callflow/mcp_spec.py); None: not yet
+    mcp: McpPinned | None = None

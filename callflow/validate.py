@@ -18,6 +18,7 @@ from callflow.graph import adjacency, ends_by_action, reachable, strongly_connec
 from callflow.handlers import HandlerModuleError, SignatureError, get_handler, handler_spec, load_module
 from callflow.model import NODE_ID_PATTERN, Condition, Flow, FunctionEntry, HandlerSpec, Node, Transition
 from callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
+from callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 _VAR_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
@@ -219,7 +220,8 @@ class _Checker:
 
     def check_function(self, path: str, fn: FunctionEntry, node: Node | None, is_run: bool = False) -> None:
         kinds = [k for k, on in (("transition_only", fn.transition_only), ("capture", fn.capture),
-                                 ("http", fn.http is not None), ("send_dtmf", fn.send_dtmf)) if on]
+                                 ("http", fn.http is not None), ("send_dtmf", fn.send_dtmf),
+                                 ("mcp", fn.mcp is not None)) if on]
         if len(kinds) > 1:
             self.err(path, f"an entry is one kind only, not {' and '.join(kinds)}")
             return
@@ -256,6 +258,8 @@ class _Checker:
             if fn.parameters is not None:
                 self.err(f"{path}.parameters", "a transition-only entry takes no parameters "
                                                "(use capture: true to record arguments)")
+        elif kind == "mcp":
+            check_mcp_entry(self, path, fn)
         else:
             if not fn.description:
                 article = "an" if kind == "http" else "a"
@@ -423,6 +427,7 @@ class _Checker:
             self.check_function(path, fn, None)
         for nid, node in flow.nodes.items():
             self.check_node(nid, node)
+        check_mcp_flow(self, flow)
         self.check_graph()
 
 

@@ -23,10 +23,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.extraction import ExtractionInput, ExtractionOutput
     from activities.handler_run import HandlerInput, HandlerOutput
     from activities.http_tool import HttpToolRequest
+    from activities.mcp_tools import McpCallRequest, McpCallResult, McpListRequest
     from activities.records import CallRecord, TranscriptAppend
     from activities.webhook import WEBHOOK_RETRY_POLICY, WebhookDelivery
     from callflow.effects import RunFunction
     from callflow.events import FunctionResult
+    from callflow.mcp_spec import McpServerTools
     from callflow.model import FlowDefinition, Retry
     from callflow.state import CallState
 
@@ -79,6 +81,8 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
     ``current`` gives the call's state when the result arrives: the handler's changes are
     merged into it, so writes made meanwhile (another handler, a capture) survive."""
     try:
+        if eff.kind == "mcp":
+            return await call_mcp_tool(eff, definition, state)
         if eff.kind == "http" and eff.http is not None:
             req = HttpToolRequest(call_id=state.call_id, seq=eff.run_id, method=eff.http.method,
                                   url=eff.http.url, headers=eff.http.headers or {}, body=eff.http.body,
@@ -102,6 +106,31 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
         if isinstance(cause, CancelledError):
             return cancelled(eff)
         return FunctionResult(run_id=eff.run_id, error=f"{eff.name} failed: {cause}")
+
+
+async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: CallState) -> FunctionResult:
+    server = definition.flow.mcp_servers.get(eff.mcp_server or "")
+    if server is None or not eff.mcp_tool:
+        return FunctionResult(run_id=eff.run_id, error=f"{eff.name}: MCP server '{eff.mcp_server}' is not "
+                                                       "declared")
+    req = McpCallRequest(call_id=state.call_id, seq=eff.run_id, server_name=eff.mcp_server or "",
+                         server=server, tool=eff.mcp_tool, args=eff.args)
+    out: McpCallResult = await _execute("mcp_call_tool", req, McpCallResult, eff.timeout_s, _retry(eff.retry))
+    return FunctionResult(run_id=eff.run_id, result=out.result, error=out.error)
+
+
+async def list_mcp_tools(req: McpListRequest) -> McpServerTools:
+    """A server's tools for the call being started; after retries, the failure in words."""
+    timeout = req.server.timeout_s * 3 + 5  # a few pages, each bounded by the server's timeout
+    try:
+        out: McpServerTools = await workflow.execute_activity(
+            "mcp_list_tools", req, result_type=McpServerTools,
+            start_to_close_timeout=timedelta(seconds=timeout),
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3))
+        return out
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc
+        return McpServerTools(error=str(cause)[:300])
 
 
 async def extract(inp: ExtractionInput) -> ExtractionOutput:

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.call_core import REJECTED_TAIL, CallCore
     from workflows.dialing import DIAL_PATCH, place_call
     from workflows.inbox import Inbox
+    from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
     from workflows.messages import (
         AttachRequest,
         CallEvent,
@@ -115,6 +116,7 @@ class CallWorkflow(CallCore):
             self.started_at = c.started_at or workflow.now().timestamp()
             self.startup = [Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
                             for n in c.pending_extractions]
+        self.tools_ready = not needs_pin(inp)  # MCP tools are pinned first (workflows/mcp_pin.py)
         self.pending_extractions: list[str] = []
         self.final_extracts: list[Extract] = []
         self.last_seen = workflow.now().timestamp()
@@ -130,6 +132,9 @@ class CallWorkflow(CallCore):
             raise ApplicationError(f"call {inp.call_id} cannot start: "
                                    + "; ".join(str(i) for i in undeclared[:10]),
                                    type="InvalidCallInput", non_retryable=True)
+        if not self.tools_ready and workflow.patched(PIN_PATCH):
+            await pin_tools(self)
+        self.tools_ready = True
         self.apply_effects(self.startup)
         if inp.dial is not None and inp.carry is None and workflow.patched(DIAL_PATCH):
             self.spawn(place_call(self))
@@ -291,6 +296,8 @@ class CallWorkflow(CallCore):
             self.fn_running.discard(req.event_id)
 
     async def run_call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
+        if not self.tools_ready:
+            await workflow.wait_condition(lambda: self.tools_ready)
         await self.caught_up(req.after_seq)
         step = self.engine.apply(self.state, FunctionCalled(name=req.name, args=req.args, node=req.node,
                                                             at=req.at))
@@ -320,6 +327,8 @@ class CallWorkflow(CallCore):
 
     @workflow.update
     async def attach(self, req: AttachRequest) -> Snapshot:
+        if not self.tools_ready:  # the agent must offer the tools the workflow will run
+            await workflow.wait_condition(lambda: self.tools_ready)
         if req.after_seq or req.settle:
             await self.caught_up(req.after_seq, req.settle)
         self.seen_agent(req.agent_id)

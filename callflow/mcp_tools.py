@@ -1,0 +1,81 @@
+"""From a flow's ``mcp`` entries and the tools pinned at call start to plain function entries.
+
+Each tool an ``mcp`` entry offers becomes an ordinary :class:`FunctionEntry` whose
+description and parameters are the server's, so the engine checks its arguments and routes
+its result like any other function's; only running it differs (an MCP ``tools/call``).
+Kept apart from ``compiled.py`` so the compiler only asks "which entries does this stand for".
+"""
+
+from __future__ import annotations
+
+import re
+
+from callflow.mcp_spec import McpPinned, McpRef, McpServerTools, McpTool, all_entries
+from callflow.model import FUNCTION_NAME_PATTERN, FlowDefinition, FunctionEntry
+
+_NAME = re.compile(FUNCTION_NAME_PATTERN)
+
+
+def expand(fn: FunctionEntry, definition: FlowDefinition) -> list[FunctionEntry]:
+    """The function entries an ``mcp`` entry stands for on this call; none before the tools
+    are pinned, for a server that could not be listed, or for a tool the server lacks."""
+    ref = fn.mcp
+    pinned = definition.mcp
+    if ref is None or pinned is None:
+        return []
+    listed = pinned.servers.get(ref.server)
+    server = definition.flow.mcp_servers.get(ref.server)
+    if listed is None or server is None:
+        return []
+    timeout = fn.timeout_s or server.timeout_s
+    by_name = {t.name: t for t in listed.tools}
+    if ref.tool is not None:
+        tool = by_name.get(ref.tool)
+        if tool is None:
+            return []
+        return [_entry(fn, fn.name, fn.description or tool.description, tool, timeout)]
+    wanted = ref.wanted()
+    names = [t.name for t in listed.tools] if wanted is None else [n for n in wanted if n in by_name]
+    return [_entry(fn, name, by_name[name].description, by_name[name], timeout)
+            for name in names if _NAME.match(name)]
+
+
+def _entry(fn: FunctionEntry, name: str, description: str, tool: McpTool, timeout: float) -> FunctionEntry:
+    assert fn.mcp is not None
+    # model_copy keeps the author's other keys (transition_to, speech, retry...) as given.
+    return fn.model_copy(update={
+        "name": name, "description": description, "parameters": tool.input_schema, "timeout_s": timeout,
+        "mcp": McpRef(server=fn.mcp.server, tool=tool.name),
+    })
+
+
+def missing_tools(definition: FlowDefinition) -> list[str]:
+    """What a pinned call cannot offer, in words: servers that could not be listed and named
+    tools they lack. The workflow records each as a note; the call goes on without them."""
+    pinned = definition.mcp
+    if pinned is None:
+        return []
+    out: list[str] = []
+    for name, listed in pinned.servers.items():
+        if listed.error:
+            out.append(f"MCP server '{name}' could not be listed: {listed.error}; its tools are not offered")
+        if listed.left_out:
+            out.append(f"MCP server '{name}': tools not offered: {', '.join(listed.left_out)}")
+    for fn in all_entries(definition.flow):
+        ref = fn.mcp
+        if ref is None:
+            continue
+        listed = pinned.servers.get(ref.server)
+        if listed is None or listed.error:
+            continue
+        have = {t.name for t in listed.tools}
+        for tool in ref.wanted() or []:
+            if tool not in have:
+                out.append(f"MCP server '{ref.server}' has no tool '{tool}' (function '{fn.name}'): "
+                           "not offered")
+    return out
+
+
+def pinned_definition(definition: FlowDefinition, servers: dict[str, McpServerTools]) -> FlowDefinition:
+    """The call's definition with the servers' tools fixed into it."""
+    return definition.model_copy(update={"mcp": McpPinned(servers=servers)})

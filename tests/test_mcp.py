@@ -1,0 +1,298 @@
+"""MCP tools against a real MCP server on loopback (``tests/mcp_server.py``, the ``mcp``
+package's own server over Streamable HTTP, in a subprocess).
+
+The whole-call tests run a real ``CallWorkflow`` (worker in this process, dev server) and
+the production agent code in livekit-agents text mode, its LLM the scripted endpoint; only
+the LLM is scripted. What is checked: the tools the LLM is offered (description and schema
+from the server's ``tools/list``, pinned at call start), what reached the server (arguments,
+the idempotency key in ``_meta``, the flow's headers) and what the LLM got back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from activities.mcp_client import IDEMPOTENCY_META_KEY, list_tools
+from callflow.loader import validate_data
+from callflow.mcp_spec import McpServer
+from callflow.model import FlowDefinition
+from ringflow.scripted_llm import ScriptedLLM
+from tests.agentkit import call, say, text_call
+from tests.wfkit import running_worker, wait_until
+from workflows.call import CallWorkflow
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).parent.parent
+TOKEN = "Bearer test-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, port: int, log: Path) -> None:
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.log = log
+
+    def calls(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+
+@pytest.fixture(scope="module")
+def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = _free_port()
+    log = tmp_path_factory.mktemp("mcp") / "calls.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", str(port), str(log)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = Server(port, log)
+    try:
+        async def ready() -> bool:
+            try:
+                await list_tools(McpServer(url=server.url, timeout_s=2))
+                return True
+            except Exception:
+                return proc.poll() is not None  # died: stop waiting, the assert below says so
+
+        asyncio.run(wait_until(ready, timeout=30, what="the MCP server to answer"))
+        assert proc.poll() is None, "the MCP server exited"
+        yield server
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def crm_flow(url: str) -> FlowDefinition:
+    data = {
+        "flow": "crm-desk",
+        "role": "You are Ava at the help desk.",
+        "mcp_servers": {"crm": {"url": url, "headers": {"Authorization": TOKEN}, "timeout_s": 5}},
+        "nodes": {
+            "start": {
+                "task": "Identify the caller and help them.",
+                "greeting": "Hello, this is Ava.",
+                "functions": [
+                    {"name": "find_customer", "description": "Look the caller up by phone number.",
+                     "mcp": {"server": "crm", "tool": "lookup_customer"}},
+                    {"mcp": {"server": "crm", "tools": ["open_ticket", "failing_tool"]}},
+                    {"name": "not_there", "mcp": {"server": "crm", "tool": "no_such_tool"}},
+                    {"name": "done", "description": "The caller is helped.", "transition_only": True,
+                     "transition_to": "bye"},
+                ],
+            },
+            "bye": {"type": "end", "task": "Say goodbye."},
+        },
+    }
+    report = validate_data(data)
+    assert report.definition is not None, report.errors
+    return report.definition
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def scripted_llm() -> AsyncIterator[ScriptedLLM]:
+    async with ScriptedLLM() as llm:
+        yield llm
+
+
+@pytest_asyncio.fixture
+async def worker(temporal_client: Client, task_queue: str, sqlite_url: str) -> AsyncIterator[None]:
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        yield
+
+
+def output_of(ev: Any) -> Any:
+    return json.loads(ev.event().item.output)
+
+
+# --- a whole call ---------------------------------------------------------------------------
+async def test_llm_calls_an_mcp_tool_and_gets_its_result(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
+        mcp_server: Server) -> None:
+    """The server's tools are listed (every page) when the call starts and offered with the
+    server's schemas; the LLM's call runs as an activity against the server, with the call's
+    idempotency key in ``_meta`` and the flow's headers, and the result reaches the LLM."""
+    definition = crm_flow(mcp_server.url)
+    async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
+        tc.reply(call("find_customer", phone="+15550100"), say("Hello Dana, how can I help?"))
+        result = await tc.user("Hi, my number is 555 0100.")
+
+        first = await tc.request(0)
+        assert first.tool_names == ["done", "find_customer", "open_ticket", "failing_tool"]
+        tools = {t["function"]["name"]: t["function"] for t in first.tools}
+        assert tools["find_customer"]["description"] == "Look the caller up by phone number."  # the flow's
+        assert tools["open_ticket"]["description"] == "Open a support ticket for a customer."  # the server's
+        assert set(tools["open_ticket"]["parameters"]["properties"]) == {"customer", "summary", "priority"}
+        assert tools["find_customer"]["parameters"]["required"] == ["phone"]
+
+        result.expect.next_event().is_function_call(name="find_customer", arguments={"phone": "+15550100"})
+        out = result.expect.next_event().is_function_call_output(is_error=False)
+        assert output_of(out) == {"found": True, "name": "Dana Reyes", "tier": "gold"}
+        answer = (await tc.request(1)).messages
+        tool_msg = next(m for m in answer if m.get("role") == "tool")
+        assert json.loads(tool_msg["content"])["name"] == "Dana Reyes"  # what the LLM read
+
+        seen = [c for c in mcp_server.calls() if c["tool"] == "lookup_customer"
+                and c["meta"].get(IDEMPOTENCY_META_KEY, "").startswith(tc.call.call_id + ":")]
+        assert len(seen) == 1, mcp_server.calls()
+        assert seen[0]["args"] == {"phone": "+15550100"} and seen[0]["auth"] == TOKEN
+
+        st = await tc.synced()
+        notes = [r["reason"] for r in st["rejected"]]
+        assert any("no tool 'no_such_tool'" in n for n in notes), notes
+        assert any("not offered: 'bad-name'" in n for n in notes), notes
+
+
+async def test_bad_arguments_never_reach_the_server_and_tool_errors_reach_the_llm(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
+        mcp_server: Server) -> None:
+    """Arguments are checked against the pinned schema before anything runs; a tool's own
+    error (``isError``) is an answer for the LLM, not a failed call, and is not retried."""
+    definition = crm_flow(mcp_server.url)
+    async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
+        tc.reply(call("open_ticket", customer="Dana"), say("Sorry, what is the problem?"))
+        bad = await tc.user("Open a ticket for me.")
+        bad.expect.next_event().is_function_call(name="open_ticket")
+        err = output_of(bad.expect.next_event().is_function_call_output(is_error=True))
+        assert "summary" in err["error"]
+
+        tc.reply(call("failing_tool"), say("That did not work."))
+        failed = await tc.user("Try the other thing.")
+        failed.expect.next_event().is_function_call(name="failing_tool")
+        out = output_of(failed.expect.next_event().is_function_call_output(is_error=True))
+        assert "read-only" in out["error"]
+
+        mine = [c for c in mcp_server.calls()
+                if c["meta"].get(IDEMPOTENCY_META_KEY, "").startswith(tc.call.call_id + ":")]
+        assert [c["tool"] for c in mine] == ["failing_tool"]  # once: not retried; open_ticket never sent
+        st = await tc.synced()
+        assert st["node"] == "start" and st["status"] == "live"
+
+
+async def test_tools_are_pinned_once_a_new_agent_and_a_replay_never_list_again(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
+        mcp_server: Server) -> None:
+    """An agent attached after a crash is offered the very tools the call started with, from
+    the workflow's pinned definition; the history lists each server once, and replays."""
+    definition = crm_flow(mcp_server.url)
+    async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
+        await tc.run.kill()
+        await tc.attach()
+        tc.reply(call("find_customer", phone="+1999"), say("I could not find you."))
+        result = await tc.user("My number is 1999.")
+        result.expect.next_event().is_function_call(name="find_customer")
+        assert output_of(result.expect.next_event().is_function_call_output()) == {"found": False}
+        req = tc.chats(with_tools=True)[-1]
+        assert req.tool_names == ["done", "find_customer", "open_ticket", "failing_tool"]
+        tc.reply(call("done"), say("Goodbye."))
+        await tc.user("Thanks, bye.")
+        await tc.synced()
+        history = await tc.call.handle.fetch_history()
+
+    listed = [e for e in history.events
+              if e.HasField("activity_task_scheduled_event_attributes")
+              and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools"]
+    assert len(listed) == 1
+    replayer = Replayer(workflows=[CallWorkflow], data_converter=temporal_client.data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, repr(result.replay_failure)
+
+
+async def test_an_unreachable_server_leaves_its_tools_out_and_the_call_goes_on(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None) -> None:
+    definition = crm_flow(f"http://127.0.0.1:{_free_port()}/mcp")
+    async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
+        tc.reply(say("How can I help?"))
+        await tc.user("Hello?")
+        req = tc.chats(with_tools=True)[-1]
+        assert req.tool_names == ["done"]
+        st = await tc.synced()
+        assert st["status"] == "live"
+        assert any("could not be listed" in r["reason"] for r in st["rejected"]), st["rejected"]
+
+
+# --- the client on its own ------------------------------------------------------------------
+async def test_list_tools_follows_every_page_and_leaves_out_unusable_tools(mcp_server: Server) -> None:
+    listed = await list_tools(McpServer(url=mcp_server.url, timeout_s=5))
+    names = [t.name for t in listed.tools]
+    assert names == ["lookup_customer", "open_ticket", "failing_tool", "order_status"]
+    assert listed.error is None and listed.left_out == ["'bad-name' (not a valid function name)"]
+
+
+# --- validation -----------------------------------------------------------------------------
+def _errors(flow: dict[str, Any]) -> list[str]:
+    return [f"{e.path}: {e.message}" for e in validate_data(flow).errors]
+
+
+def test_validation_names_each_mcp_mistake() -> None:
+    flow = yaml.safe_load("""
+flow: crm
+mcp_servers:
+  crm: {url: "https://crm.example/mcp"}
+  Bad-Name: {url: "https://x.example/mcp"}
+nodes:
+  start:
+    task: Help.
+    functions:
+      - {name: a, mcp: {server: crn, tool: lookup}}
+      - {name: b, mcp: {server: crm, tool: lookup}, parameters: {type: object}}
+      - {mcp: {server: crm, tools: [x, x, "no-good"]}, description: Nope.}
+      - {name: done, description: Done., transition_only: true, transition_to: bye}
+  act:
+    type: action
+    run: {name: c, mcp: {server: crm, tool: lookup}}
+    transition_to: bye
+  bye: {type: end, task: Bye.}
+""")
+    errors = _errors(flow)
+    expected = [
+        "nodes.start.functions[0].mcp.server: unknown MCP server 'crn' (did you mean 'crm'?)",
+        "nodes.start.functions[1].parameters: an mcp entry takes its parameters from the server",
+        "nodes.start.functions[2].description: with 'tools', each tool keeps the server's description",
+        "nodes.start.functions[2].mcp.tools[1]: 'x' is listed twice",
+        "nodes.start.functions[2].mcp.tools[2]: 'no-good' cannot be offered to the LLM",
+        "nodes.act.run: an action node runs a handler or an http entry",
+        "mcp_servers.Bad-Name: MCP server name 'Bad-Name' must be lower-case",
+    ]
+    for want in expected:
+        assert any(e.startswith(want) for e in errors), (want, errors)
+
+
+def test_validation_refuses_bad_server_shapes() -> None:
+    base = {"flow": "f", "nodes": {"s": {"task": "t", "functions": [
+        {"name": "x", "mcp": {"server": "crm", "tool": "t"}},
+        {"name": "done", "description": "d", "transition_only": True, "transition_to": "e"}]},
+        "e": {"type": "end", "task": "bye"}}}
+    cases = {
+        "exactly one of 'url' (Streamable HTTP) or 'command'": {"timeout_s": 5},
+        "must be an http:// or https:// address": {"url": "ftp://crm/mcp"},
+        "'headers' apply only to a server with a 'url'": {"command": ["srv"], "headers": {"a": "b"}},
+        "greater than 0": {"url": "https://crm/mcp", "timeout_s": 0},
+    }
+    for message, server in cases.items():
+        errors = _errors({**base, "mcp_servers": {"crm": server}})
+        assert any(message in e and e.startswith("mcp_servers.crm") for e in errors), (message, errors)
+    both = {**base, "mcp_servers": {"crm": {"url": "https://crm/mcp"}}}
+    both["nodes"]["s"]["functions"][0] = {"name": "x", "mcp": {"server": "crm", "tool": "t", "tools": "all"}}
+    assert any("exactly one of 'tool'" in e for e in _errors(both))
+    ok = {**base, "mcp_servers": {"crm": {"url": "https://crm/mcp", "headers": {"X-Key": "k"}}}}
+    ok["nodes"]["s"]["functions"][0] = {"name": "x", "mcp": {"server": "crm", "tool": "t"}}
+    report = validate_data(ok)
+    assert report.ok and not report.warnings, (report.errors, report.warnings)

@@ -1,0 +1,47 @@
+"""Pinning a call's MCP tools when it starts: one ``tools/list`` per server the flow uses, run
+as activities, fixed into the call's definition for the rest of the call.
+
+The engine, the agent's snapshot and every later run (continue-as-new carries the pinned
+definition) then offer exactly these tools; a replay reads the activities' results from the
+history and never asks a server again. A server that cannot be listed, or lacks a named
+tool, is a note in the call's rejected list and the call goes on without those tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.mcp_tools import McpListRequest
+    from callflow.engine import Engine
+    from callflow.mcp_spec import used_servers
+    from callflow.mcp_tools import missing_tools, pinned_definition
+    from workflows import activity_calls as acts
+    from workflows.messages import CallInput
+
+PIN_PATCH = "mcp-pin-tools"
+
+
+def needs_pin(inp: CallInput) -> bool:
+    """A call whose flow uses MCP servers and whose tools are not pinned yet (a first run)."""
+    return inp.definition.mcp is None and bool(used_servers(inp.definition.flow))
+
+
+async def pin_tools(wf: Any) -> None:
+    """List the servers, then swap the call's definition and engine for the pinned ones. The
+    state is kept: entering the start node computed nothing that depends on MCP tools (an
+    action node cannot run one)."""
+    definition = wf.inp.definition
+    names = used_servers(definition.flow)
+    listed = await asyncio.gather(*(
+        acts.list_mcp_tools(McpListRequest(call_id=wf.inp.call_id, server_name=name,
+                                           server=definition.flow.mcp_servers[name]))
+        for name in names))
+    pinned = pinned_definition(definition, dict(zip(names, listed, strict=True)))
+    wf.inp = wf.inp.model_copy(update={"definition": pinned})
+    wf.engine = Engine(pinned)
+    for note in missing_tools(pinned):
+        wf.record_rejected(None, note)
