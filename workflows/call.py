@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         TransitionEvent,
         Turn,
         TurnsEvent,
+        call_input_problems,
         oversized_args,
     )
     from workflows.record import build_record, compact_state, transcript_items
@@ -58,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
 
 TRANSCRIPT_TAIL = 50
 REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
+BOUNDED_INPUT_PATCH = "bounded-call-input-text"
 PATCH_UNATTENDED_END = "final-turn-before-any-agent"
 LATE_TIMER_S = 5.0
 
@@ -131,6 +133,10 @@ class CallWorkflow(CallCore):
         if undeclared and workflow.patched(REFUSE_UNDECLARED_PATCH):  # a client that skipped the check
             raise ApplicationError(f"call {inp.call_id} cannot start: "
                                    + "; ".join(str(i) for i in undeclared[:10]),
+                                   type="InvalidCallInput", non_retryable=True)
+        too_long = call_input_problems(inp) if inp.carry is None else []
+        if too_long and workflow.patched(BOUNDED_INPUT_PATCH):
+            raise ApplicationError(f"call {inp.call_id} cannot start: " + "; ".join(too_long),
                                    type="InvalidCallInput", non_retryable=True)
         if not self.tools_ready and workflow.patched(PIN_PATCH):
             await pin_tools(self)

@@ -34,7 +34,14 @@ with workflow.unsafe.imports_passed_through():
     from callflow.state import CallState
     from workflows import activity_calls as acts
     from workflows.inbox import Inbox
-    from workflows.messages import MAX_TEXT_CHARS, CallFunctionResult, CallInput, RejectedEvent, Turn
+    from workflows.messages import (
+        MAX_ID_CHARS,
+        MAX_TEXT_CHARS,
+        CallFunctionResult,
+        CallInput,
+        RejectedEvent,
+        Turn,
+    )
     from workflows.visibility import Visibility
 
 REJECTED_TAIL = 50
@@ -136,8 +143,11 @@ class CallCore:
 
     def seen_agent(self, agent_id: str | None = None) -> None:
         self.last_seen = workflow.now().timestamp()
-        if agent_id:
+        if isinstance(agent_id, str) and 0 < len(agent_id) <= MAX_ID_CHARS:
             self.agent_id = agent_id
+        elif agent_id:  # a raw payload's: still a sign of life, but not a name worth keeping
+            self.record_rejected(None, f"agent id of {len(str(agent_id))} characters ignored; "
+                                       f"the limit is {MAX_ID_CHARS}")
         if self.status == "dialing" and not self.state.ended and not self.ringing:
             self.status = "live"
             self.wake = True

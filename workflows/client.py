@@ -21,7 +21,7 @@ from activities.search_attributes import (
     RINGFLOW_STATUS,
     RINGFLOW_TRANSITIONS,
 )
-from callflow.errors import FlowError
+from callflow.errors import FlowError, Issue
 from callflow.inputs import resolve_variables, undeclared_variables
 from callflow.model import FlowDefinition
 from workflows.call import CallWorkflow
@@ -39,6 +39,7 @@ from workflows.messages import (
     TransitionEvent,
     Turn,
     TurnsEvent,
+    call_input_problems,
 )
 from workflows.room_events import RoomEvent
 
@@ -65,6 +66,8 @@ def _prepare(definition: FlowDefinition, call_id: str | None, variables: dict[st
         fields = {**fields, "room": fields.get("room") or call_id, "called_number": dial.to,
                   "caller_number": dial.from_number}
     inp = CallInput(call_id=call_id, definition=definition, variables=variables or {}, **fields)
+    if problems := call_input_problems(inp):
+        raise FlowError([Issue("", p) for p in problems])
     attrs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(RINGFLOW_STATUS, "dialing"),
         SearchAttributePair(RINGFLOW_FLOW, definition.flow.flow),

@@ -20,6 +20,11 @@ from callflow.state import CallState
 MAX_TEXT_CHARS = 16_000  # one turn's text; a longer one is refused, not truncated silently
 MAX_ARGS_BYTES = 32_000
 MAX_BATCH = 200
+# Free text that is not conversation: ids, node and function names, rooms and numbers. Each
+# is copied into state, logs or search attributes, so none may be arbitrarily long.
+MAX_ID_CHARS = 128
+MAX_NAME_CHARS = 128  # node ids and function names are at most 64 in a valid flow
+MAX_ROUTE_CHARS = 256  # rooms, campaign ids, phone numbers and SIP URIs
 
 
 def oversized_args(name: str, args: dict[str, Any]) -> str | None:
@@ -30,6 +35,21 @@ def oversized_args(name: str, args: dict[str, Any]) -> str | None:
         return (f"the arguments of '{name}' are larger than {MAX_ARGS_BYTES} bytes; "
                 "call it again with shorter values")
     return None
+
+
+def call_input_problems(inp: CallInput) -> list[str]:
+    """The call input's free-text fields over their limits, named with their length only.
+
+    Checked by the client and again by the workflow (a plain ``Field`` limit would make the
+    workflow's own input undecodable, which fails its task instead of the call)."""
+    limits = {"room": MAX_ROUTE_CHARS, "campaign_id": MAX_ROUTE_CHARS,
+              "caller_number": MAX_ROUTE_CHARS, "called_number": MAX_ROUTE_CHARS}
+    problems = [f"{name} has {len(value)} characters; the limit is {limit}"
+                for name, limit in limits.items()
+                if isinstance(value := getattr(inp, name), str) and len(value) > limit]
+    problems += [f"variable '{k[:64]}' has {len(v)} characters; the limit is {MAX_TEXT_CHARS}"
+                 for k, v in inp.variables.items() if isinstance(v, str) and len(v) > MAX_TEXT_CHARS]
+    return problems
 
 
 class _Msg(BaseModel):
@@ -59,15 +79,15 @@ class Turn(_Msg):
     started_at: float | None = None
     ended_at: float | None = None
     interrupted: bool = False
-    node: str | None = None
+    node: str | None = Field(None, max_length=MAX_NAME_CHARS)
 
 
 class TransitionEvent(_Msg):
     type: Literal["transition"] = "transition"
     event_id: str = Field(min_length=1, max_length=128)
     seq: int = Field(ge=1)
-    from_node: str
-    name: str
+    from_node: str = Field(max_length=MAX_NAME_CHARS)
+    name: str = Field(max_length=MAX_NAME_CHARS)
     args: dict[str, Any] = {}
     at: float | None = None
 
@@ -101,7 +121,7 @@ class HangupEvent(_Msg):
 
 class Heartbeat(_Msg):
     type: Literal["heartbeat"] = "heartbeat"
-    agent_id: str
+    agent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     at: float | None = None
 
 
@@ -115,8 +135,8 @@ class EventBatch(_Msg):
 
 class CallFunctionRequest(_Msg):
     event_id: str = Field(min_length=1, max_length=128)
-    node: str
-    name: str
+    node: str = Field(max_length=MAX_NAME_CHARS)
+    name: str = Field(max_length=MAX_NAME_CHARS)
     args: dict[str, Any] = {}
     at: float | None = None
     # The agent's last sequenced event before this call: the workflow applies it first, so
@@ -137,7 +157,7 @@ class CallFunctionResult(_Msg):
 
 
 class AttachRequest(_Msg):
-    agent_id: str = Field(min_length=1, max_length=128)
+    agent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     at: float | None = None
     # With ``settle``: answer once events up to ``after_seq`` are applied and no function the
     # engine ordered (an action node) is still running, so the agent resumes on a settled node.
