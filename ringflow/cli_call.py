@@ -15,9 +15,11 @@ import typer
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from callflow.errors import FlowError
-from callflow.inputs import coerce_cli_value
+from callflow.errors import FlowError, did_you_mean
+from callflow.inputs import coerce_cli_value, resolve_variables
 from callflow.loader import load_flow
+from callflow.model import FlowDefinition
+from ringflow.cli_run import START_TEMPORAL_HINT, run_async
 from ringflow.codec import CodecKeyError, require_keyring
 from ringflow.logs import configure_logging
 from ringflow.settings import Settings, get_settings
@@ -38,7 +40,21 @@ async def _client(settings: Settings) -> Client:
     except CodecKeyError as exc:
         raise _fail(str(exc)) from None
     except (RPCError, RuntimeError, TimeoutError, OSError) as exc:
-        raise _fail(f"cannot reach Temporal at {settings.temporal_address}: {exc}") from None
+        raise _fail(f"cannot reach Temporal at {settings.temporal_address}: {exc or 'timed out'}; "
+                    f"{START_TEMPORAL_HINT}") from None
+
+
+def _check_vars(flow: Path, definition: FlowDefinition, variables: dict[str, Any]) -> None:
+    """Before connecting: a misspelt ``--var`` would otherwise start a call whose template
+    falls back silently, and a missing one would cost a round trip to learn it."""
+    declared = definition.flow.variables
+    errors = [f"--var {name}: the flow declares no variable '{name}'{did_you_mean(name, declared)}"
+              for name in variables if name not in declared]
+    errors += [str(issue) for issue in resolve_variables(definition.flow, variables)[1]]
+    if errors:
+        for e in errors:
+            typer.echo(f"{flow}: error: {e}", err=True)
+        raise typer.Exit(1)
 
 
 def _require_keys(settings: Settings) -> None:
@@ -81,6 +97,7 @@ def start(
     if direction not in ("outbound", "inbound"):
         raise _fail("--direction must be outbound or inbound", 2)
     variables = _parse_vars(var)
+    _check_vars(flow, definition, variables)
     settings = get_settings()
     _require_keys(settings)
 
@@ -90,7 +107,7 @@ def start(
                                 variables=variables, campaign_id=campaign, direction=direction, room=room)
 
     try:
-        handle = asyncio.run(go())
+        handle = run_async(go)
     except FlowError as exc:
         raise _fail("; ".join(str(e) for e in exc.errors)) from None
     except RPCError as exc:
@@ -148,7 +165,7 @@ def list_cmd(
             })
         return rows
 
-    rows = asyncio.run(go())
+    rows = run_async(go)
     if json_out:
         typer.echo(json.dumps(rows))
         return
@@ -184,7 +201,7 @@ def show(
                 from None
         return state, transcript
 
-    state, transcript = asyncio.run(go())
+    state, transcript = run_async(go)
     if json_out:
         typer.echo(json.dumps({**state, "transcript": transcript}, default=str))
         return
@@ -212,7 +229,7 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
         except RPCError as exc:
             raise _fail(f"call {call_id}: {exc.message}") from None
 
-    asyncio.run(go())
+    run_async(go)
     typer.echo(f"hangup sent to call {call_id}")
 
 
@@ -242,7 +259,7 @@ def worker() -> None:
             ringing_timeout_s=settings.sip_ringing_timeout_s))
 
     try:
-        asyncio.run(serve(settings))
+        run_async(lambda: serve(settings))
     except KeyboardInterrupt:
         pass
 
@@ -284,7 +301,7 @@ def simulate(
     configure_logging(sim_settings.log_level if "log_level" in sim_settings.model_fields_set else "WARNING",
                       sim_settings.log_format)  # the results are the output; logs only when asked
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # a simulated kill is not an error
-    results = asyncio.run(run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm))
+    results = run_async(lambda: run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm))
     for r in results:
         if json_out:
             typer.echo(r.model_dump_json(exclude={"transcript"}))

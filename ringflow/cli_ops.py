@@ -19,6 +19,7 @@ import typer
 from aiohttp import web
 from temporalio.runtime import Runtime
 
+from ringflow.cli_run import START_TEMPORAL_HINT, run_async
 from ringflow.codec import (
     KEY_FILE_NAME,
     CodecKeyError,
@@ -82,20 +83,26 @@ def setup(
     namespace = namespace or settings.temporal_namespace
 
     async def run() -> str | None:
-        client = await connect(address, namespace)
+        try:
+            client = await connect(address, namespace)
+        except Exception as err:
+            typer.echo(f"error: cannot reach Temporal at {address}: {err}; {START_TEMPORAL_HINT}", err=True)
+            raise typer.Exit(1) from None
         await register_search_attributes(client, namespace)
         if retention_days is not None:
             return await set_retention(client, namespace, retention_days)
         return None
 
     try:
-        refused = asyncio.run(run())
+        refused = run_async(run)
     except SearchAttributeConflict as err:
         typer.echo(f"error: search attribute type conflict: {err}", err=True)
         raise typer.Exit(1) from None
     except ManagedElsewhere as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
+    except typer.Exit:
+        raise
     except Exception as err:
         typer.echo(f"error: cannot set up {namespace} at {address}: {err}", err=True)
         raise typer.Exit(1) from None
@@ -147,7 +154,7 @@ def dev(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
     try:
-        asyncio.run(_run_dev(stack, settings.model_copy(update=overrides), demo, demo_kill_at))
+        run_async(lambda: _run_dev(stack, settings.model_copy(update=overrides), demo, demo_kill_at))
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass  # Ctrl-C / SIGTERM: the server was stopped on the way out
     except DevStackError as err:

@@ -21,6 +21,7 @@ from activities.telephony import Dial
 from callflow.errors import FlowError
 from callflow.loader import load_flow
 from ringflow.cli_call import _client, _fail, _parse_vars
+from ringflow.cli_run import run_async
 from ringflow.settings import get_settings
 from workflows.client import CallHandle, start_call, workflow_id
 
@@ -84,7 +85,7 @@ def _load(flow: Path) -> Any:
 
 def _run_start(go: Any) -> CallHandle:
     try:
-        return asyncio.run(go())
+        return run_async(go)
     except FlowError as exc:
         raise _fail("; ".join(str(e) for e in exc.errors)) from None
     except RPCError as exc:
@@ -134,7 +135,7 @@ def webhooks(
             await runner.cleanup()
 
     try:
-        asyncio.run(go())
+        run_async(go)
     except KeyboardInterrupt:
         pass
     except OSError as exc:

@@ -1,0 +1,54 @@
+"""How a CLI command runs its async part so the process never aborts at exit.
+
+A Temporal client owns Rust objects (a gRPC connection on the SDK's Tokio runtime). The
+client is caught in reference cycles, so without help it is only freed by the collector
+during interpreter finalization; dropping it then races the Tokio threads against the
+interpreter's teardown, and about half the runs of a short command died with exit 134,
+``Fatal Python error: PyGILState_Release`` (temporalio/sdk-python#300, open upstream).
+The workaround: free every client while the interpreter and the event loop are still
+fully alive. ``run_async`` does that whatever way the command ends: it clears the locals
+of the frames an exception carries (the traceback stays printable) and collects garbage
+before the loop closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import traceback
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+START_TEMPORAL_HINT = ("start a local one with `make run` or `ringflow dev`, or point "
+                       "RINGFLOW_TEMPORAL_ADDRESS at your cluster")
+
+
+def _clear_exception_frames(exc: BaseException) -> None:
+    """Drop the locals (clients among them) that ``exc`` and its chain keep alive."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.__traceback__ is not None:
+            traceback.clear_frames(e.__traceback__)
+        todo += [e.__cause__, e.__context__]
+
+
+def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``asyncio.run(main())`` for a command that connects to Temporal (see module doc)."""
+
+    async def guarded() -> T:
+        try:
+            return await main()
+        except BaseException as exc:
+            _clear_exception_frames(exc)
+            raise
+        finally:
+            gc.collect()
+
+    return asyncio.run(guarded())

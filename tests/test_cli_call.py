@@ -1,0 +1,83 @@
+"""``ringflow call ...`` and ``ringflow temporal setup`` as real processes: no crash at exit,
+variables checked before connecting, and an unreachable server explained."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+from typer.testing import CliRunner
+
+from ringflow.cli import app
+from ringflow.devstack import DevStack
+from tests.wfkit import FIXTURES, running_worker
+
+ROOT = Path(__file__).resolve().parent.parent
+CLINIC = FIXTURES / "clinic.yaml"
+ROUNDS = 5  # before the fix, from one run in two (`call list`) to one in thirty aborted
+
+
+async def _ringflow(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ringflow.cli", *args, env=env, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_no_command_aborts_at_exit(temporal_server: DevStack, temporal_client: Client,
+                                         task_queue: str, sqlite_url: str) -> None:
+    """Every command that connects to Temporal, run repeatedly as the user runs it: each
+    exits with its own code, never 134 with ``Fatal Python error: PyGILState_Release``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,
+           "RINGFLOW_TASK_QUEUE": task_queue}
+    seen: list[tuple[str, int, str]] = []
+
+    async def run(*args: str) -> str:
+        code, out, err = await _ringflow(env, *args)
+        seen.append((" ".join(args[:2]), code, err[-300:]))
+        return out
+
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        for _ in range(ROUNDS):
+            started = await run("call", "start", str(CLINIC), "--var", "patient=Sam Roe")
+            call_id = started.strip().splitlines()[-1]
+            await run("call", "show", call_id)
+            await run("call", "list", "--limit", "5")
+            await run("call", "hangup", call_id)
+            await run("call", "show", "no-such-call")  # an error path, exit 1
+            await run("temporal", "setup")
+    crashed = [s for s in seen if s[1] not in (0, 1) or "Fatal Python error" in s[2]]
+    assert not crashed, crashed
+    assert [code for what, code, _ in seen if what != "call show"] == [0] * (4 * ROUNDS)
+
+
+def test_start_checks_variables_before_connecting(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "127.0.0.1:9")  # nothing listens there
+    runner = CliRunner()
+    typo = runner.invoke(app, ["call", "start", str(CLINIC), "--var", "patient=Sam",
+                               "--var", "patiant_nme=x"])
+    assert typo.exit_code == 1
+    assert "no variable 'patiant_nme' (did you mean 'patient'?)" in typo.output
+    assert "cannot reach" not in typo.output
+    missing = runner.invoke(app, ["call", "start", str(CLINIC), "--var", "clinic_name=X"])
+    assert missing.exit_code == 1 and "required variable 'patient'" in missing.output
+    assert "cannot reach" not in missing.output
+    wrong_type = runner.invoke(app, ["call", "start", str(CLINIC), "--var", "patient=12"])
+    assert wrong_type.exit_code == 1 and "variables.patient: expected string" in wrong_type.output
+
+
+def test_unreachable_temporal_says_how_to_start_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "127.0.0.1:9")
+    runner = CliRunner()
+    for args in (["call", "list"], ["call", "show", "x"], ["call", "hangup", "x"],
+                 ["call", "start", str(CLINIC), "--var", "patient=Sam"], ["temporal", "setup"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 1, (args, res.output)
+        assert "cannot reach Temporal at 127.0.0.1:9" in res.output, (args, res.output)
+        assert "`make run` or `ringflow dev`" in res.output, (args, res.output)
+        assert "Traceback" not in res.output
