@@ -101,24 +101,25 @@ def start(
     settings = get_settings()
     _require_keys(settings)
 
-    async def go() -> CallHandle:
+    async def go() -> str:  # the id, not the handle: a handle would keep the client alive
         client = await _client(settings)
-        return await start_call(client, definition, task_queue=settings.task_queue, call_id=call_id,
-                                variables=variables, campaign_id=campaign, direction=direction, room=room)
+        handle = await start_call(client, definition, task_queue=settings.task_queue, call_id=call_id,
+                                  variables=variables, campaign_id=campaign, direction=direction, room=room)
+        return handle.call_id
 
     try:
-        handle = run_async(go)
+        started = run_async(go)
     except FlowError as exc:
         raise _fail("; ".join(str(e) for e in exc.errors)) from None
     except RPCError as exc:
         raise _fail(f"Temporal refused the call: {exc}") from None
     if json_out:
-        typer.echo(json.dumps({"call_id": handle.call_id, "workflow_id": workflow_id(handle.call_id),
+        typer.echo(json.dumps({"call_id": started, "workflow_id": workflow_id(started),
                                "flow": definition.flow.flow, "version": definition.flow.version}))
         return
     typer.echo(f"started {definition.flow.flow} v{definition.flow.version} as workflow "
-               f"{workflow_id(handle.call_id)}")
-    typer.echo(handle.call_id)
+               f"{workflow_id(started)}")
+    typer.echo(started)
 
 
 def _quote(value: str) -> str:

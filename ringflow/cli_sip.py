@@ -23,7 +23,7 @@ from callflow.loader import load_flow
 from ringflow.cli_call import _client, _fail, _parse_vars
 from ringflow.cli_run import run_async
 from ringflow.settings import get_settings
-from workflows.client import CallHandle, start_call, workflow_id
+from workflows.client import start_call, workflow_id
 
 OPTION = {"to": "--to", "from_number": "--from", "trunk_id": "--trunk",
           "ringing_timeout_s": "--ringing-timeout"}
@@ -57,19 +57,20 @@ def dial(
     definition = _load(flow)
     variables = _parse_vars(var)
 
-    async def go() -> CallHandle:
+    async def go() -> str:  # the id, not the handle: a handle would keep the client alive
         client = await _client(settings)
-        return await start_call(client, definition, task_queue=settings.task_queue, call_id=call_id,
-                                variables=variables, campaign_id=campaign, dial=target)
+        handle = await start_call(client, definition, task_queue=settings.task_queue, call_id=call_id,
+                                  variables=variables, campaign_id=campaign, dial=target)
+        return handle.call_id
 
-    handle = _run_start(go)
+    started = _run_start(go)
     if json_out:
-        typer.echo(json.dumps({"call_id": handle.call_id, "workflow_id": workflow_id(handle.call_id),
-                               "flow": definition.flow.flow, "to": target.to, "room": handle.call_id}))
+        typer.echo(json.dumps({"call_id": started, "workflow_id": workflow_id(started),
+                               "flow": definition.flow.flow, "to": target.to, "room": started}))
         return
     typer.echo(f"dialing {target.to} for {definition.flow.flow} v{definition.flow.version} as workflow "
-               f"{workflow_id(handle.call_id)}")
-    typer.echo(handle.call_id)
+               f"{workflow_id(started)}")
+    typer.echo(started)
 
 
 def _load(flow: Path) -> Any:
@@ -83,7 +84,7 @@ def _load(flow: Path) -> Any:
         raise typer.Exit(1) from None
 
 
-def _run_start(go: Any) -> CallHandle:
+def _run_start(go: Any) -> str:
     try:
         return run_async(go)
     except FlowError as exc:
