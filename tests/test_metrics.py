@@ -117,3 +117,18 @@ def test_the_worker_exports_its_series(scrapes: Scrapes) -> None:
         assert scrapes.samples(scrapes.worker, name), f"{name} missing from the worker's metrics"
     ended = scrapes.samples(scrapes.worker, "ringflow_calls_ended_total")
     assert any('end_reason="completed"' in labels for labels, _ in ended)
+
+
+# Counters the Temporal SDK creates at their first increment, so absent from a healthy run.
+SDK_ON_FAILURE = {"temporal_workflow_task_execution_failed_total"}
+
+
+def test_dashboard_and_alerts_name_only_series_ringflow_exports(scrapes: Scrapes) -> None:
+    from tests.test_observability_infra import alert_expressions, dashboard_expressions, series_in
+
+    exported = scrapes.names() | SDK_ON_FAILURE
+    for where, expr in {**alert_expressions(), **dashboard_expressions()}.items():
+        named = series_in(expr)
+        assert named, f"{where}: no series in {expr!r}"
+        unknown = named - exported
+        assert not unknown, f"{where}: {sorted(unknown)} not exported by the agent or the worker"
