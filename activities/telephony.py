@@ -20,7 +20,7 @@ SIP status means the server did not dial (or the participant would be there).
 from __future__ import annotations
 
 import os
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 from temporalio import activity
@@ -57,6 +57,12 @@ class DialRequest(BaseModel):
     identity: str
 
 
+class TransferRequest(BaseModel):
+    call_id: str
+    room: str
+    to: str = Field(min_length=3, max_length=128)
+
+
 class DialResult(BaseModel):
     outcome: Outcome
     sip_code: int | None = None
@@ -89,6 +95,8 @@ class Telephony(Protocol):
 
     async def hang_up(self, room: str) -> bool: ...
 
+    async def transfer(self, req: TransferRequest, retry: bool) -> dict[str, Any]: ...
+
 
 class NoTelephony:
     """Until one is configured: a call that must dial fails, saying why."""
@@ -103,6 +111,9 @@ class NoTelephony:
 
     async def hang_up(self, room: str) -> bool:
         return False
+
+    async def transfer(self, req: TransferRequest, retry: bool) -> dict[str, Any]:
+        return {"status": "failed", "detail": self.detail}
 
 
 _TELEPHONY: dict[str, Telephony] = {"none": NoTelephony()}
@@ -130,6 +141,13 @@ async def dial_call(req: DialRequest) -> DialResult:
     details = activity.info().heartbeat_details
     dialed_before = bool(details) and details[0] == DIALED
     return await current().dial(req, dialed_before)
+
+
+@activity.defn(name="transfer_call")
+async def transfer_call(req: TransferRequest) -> dict[str, Any]:
+    """``retry``: an earlier attempt may have transferred the caller already; the telephony
+    then reports a caller no longer on the line as transferred instead of failing."""
+    return await current().transfer(req, activity.info().attempt > 1)
 
 
 @activity.defn(name="hang_up_room")

@@ -78,10 +78,11 @@ class FlowController:
         self.step_no = 0
         self.end_reason: EndReason | None = snapshot.state.end_reason if snapshot.ended else None
         self.dead = False
-        # (node, function) pairs that run in the workflow (handler, HTTP and MCP functions)
+        self.transferring = False
+        # (node, function) pairs that run in the workflow (handler, HTTP, MCP and transfer functions)
         self.remote = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
                                 for fn_name, fn in cnode.functions.items()
-                                if fn.kind in ("handler", "http", "mcp"))
+                                if fn.kind in ("handler", "http", "mcp", "transfer"))
         self.cancellable = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
                                      for fn_name, fn in cnode.functions.items()
                                      if fn.kind in ("handler", "http", "mcp") and fn.cancel_on_interruption)
@@ -138,7 +139,14 @@ class FlowController:
         self.step_no += 1
         node = self.state.node
         if (node, name) in self.remote:
-            return await self.remote_function(f"{self.turn_key}:{self.step_no}:fn:{name}", name, args)
+            eid = f"{self.turn_key}:{self.step_no}:fn:{name}"
+            if self.engine.flow.nodes[node].functions[name].kind != "transfer":  # type: ignore[index]
+                return await self.remote_function(eid, name, args)
+            self.transferring = True  # the caller leaving the room now is the transfer working
+            try:
+                return await self.remote_function(eid, name, args)
+            finally:
+                self.transferring = False
         if args and (problem := oversized_args(name, args)) is not None:  # its signal would be refused
             return ToolOutcome({"status": "error", "error": problem}, True, True)
         if self.state.pending:
@@ -348,7 +356,7 @@ class FlowController:
         await self.apply(step.effects)
 
     async def on_caller_hangup(self) -> None:
-        if self.state.ended:
+        if self.state.ended or self.transferring:
             return
         self.state = self.engine.apply(self.state, HangUp(reason="user_hangup", at=self.clock())).state
         self.end_reason = "user_hangup"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from typing import Any
 
 import aiohttp
 from google.protobuf.duration_pb2 import Duration
@@ -25,9 +26,12 @@ from livekit.api import (
     CreateAgentDispatchRequest,
     CreateRoomRequest,
     CreateSIPParticipantRequest,
+    ListParticipantsRequest,
+    ParticipantInfo,
     RoomParticipantIdentity,
     ServerError,
     SipCallError,
+    TransferSIPParticipantRequest,
 )
 
 from activities.telephony import (
@@ -36,6 +40,7 @@ from activities.telephony import (
     DialResult,
     PrepareRequest,
     PrepareResult,
+    TransferRequest,
     mark_dialed,
     outcome_of,
     register_telephony,
@@ -168,9 +173,49 @@ class LiveKitTelephony:
                                       detail="an earlier attempt's dial ended unanswered")
                 await asyncio.sleep(POLL_S)
 
+    async def transfer(self, req: TransferRequest, retry: bool) -> dict[str, Any]:
+        """Cold transfer (SIP REFER) of the call's SIP participant to ``req.to``. A retry that
+        finds no caller left takes it that an earlier attempt transferred them: never twice."""
+        to = req.to if req.to.startswith(("tel:", "sip:")) else f"tel:{req.to}"
+        try:
+            async with self._lk(60) as lk:
+                listed = await lk.room.list_participants(ListParticipantsRequest(room=req.room))
+                callers = [p for p in listed.participants if p.kind == ParticipantInfo.SIP]
+                if not callers:
+                    return _gone(req, retry)
+                await lk.sip.transfer_sip_participant(TransferSIPParticipantRequest(
+                    room_name=req.room, participant_identity=callers[0].identity, transfer_to=to,
+                    play_dialtone=False), timeout=45)
+        except SipCallError as err:
+            if err.sip_status_code is not None or err.sip_transfer_reason:
+                return {"status": "failed", "to": req.to, "sip_code": err.sip_status_code,
+                        "detail": str(err)[:300]}
+            return self._transfer_error(req, err, retry)
+        except ServerError as err:
+            return self._transfer_error(req, err, retry)
+        except (TimeoutError, aiohttp.ClientError) as err:
+            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable during a transfer: "
+                                     f"{type(err).__name__}: {err}") from err
+        return {"status": "transferred", "to": req.to}
+
+    def _transfer_error(self, req: TransferRequest, err: ServerError, retry: bool) -> dict[str, Any]:
+        if _is_transient(err):
+            raise LiveKitUnavailable(f"LiveKit transfer for call {req.call_id}: {_describe(err)}") from err
+        if err.status == 404:
+            return _gone(req, retry)
+        return {"status": "failed", "to": req.to,
+                "detail": f"LiveKit refused the transfer ({_describe(err)})"}
+
     async def hang_up(self, room: str) -> bool:
         return await close_room(room, url=self.url, api_key=self.api_key, api_secret=self._api_secret,
                                 timeout_s=self.timeout_s)
+
+
+def _gone(req: TransferRequest, retry: bool) -> dict[str, Any]:
+    if retry:
+        return {"status": "transferred", "to": req.to,
+                "detail": "the caller had left the room: an earlier attempt transferred them"}
+    return {"status": "failed", "to": req.to, "detail": "no caller on the line to transfer"}
 
 
 def _call_of(metadata: str) -> str | None:

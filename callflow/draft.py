@@ -17,7 +17,7 @@ from callflow.conditions import BranchError, holds, resolve_branch
 from callflow.dispositions import disposition_of
 from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
 from callflow.end_reasons import EndReason
-from callflow.model import Action, HttpSpec, Transition
+from callflow.model import Action, HttpSpec, TransferSpec, Transition
 from callflow.state import CallState, PendingRun
 from callflow.templating import (
     Template,
@@ -100,14 +100,21 @@ class Draft:
                 timeout_s=spec.timeout_s,
             )
         mcp = fn.entry.mcp
+        transfer: TransferSpec | None = None
+        if fn.entry.transfer is not None:
+            values = template_values(self.s)
+            spec = fn.entry.transfer
+            transfer = spec.model_copy(update={
+                "to": compile_template(spec.to).render(values).strip(),
+                "announce": compile_template(spec.announce).render(values) if spec.announce else None})
         self.effects.append(RunFunction(
             run_id=run_id, node=node, name=fn.entry.name,
-            kind="mcp" if mcp is not None else "http" if http else "handler",
+            kind="mcp" if mcp is not None else "transfer" if transfer else "http" if http else "handler",
             args=args, timeout_s=(http.timeout_s if http and http.timeout_s else fn.timeout_s),
             retry=fn.entry.retry, http=http, action=purpose == "action_node",
             cancel_on_interruption=fn.cancel_on_interruption,
             mcp_server=mcp.server if mcp is not None else None,
-            mcp_tool=mcp.tool if mcp is not None else None,
+            mcp_tool=mcp.tool if mcp is not None else None, transfer=transfer,
         ))
 
     def run_side_effect(self, name: str, node: str) -> None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from callflow.end_reasons import EndReason
-from callflow.model import ContextStrategy, ExtractSpec, HttpSpec, Retry
+from callflow.model import ContextStrategy, ExtractSpec, HttpSpec, Retry, TransferSpec
 
 
 class _Effect(BaseModel):
@@ -68,11 +68,12 @@ class RunFunction(_Effect):
     run_id: int
     node: str
     name: str
-    kind: Literal["handler", "http", "mcp"]
+    kind: Literal["handler", "http", "mcp", "transfer"]
     args: dict[str, Any] = {}
     timeout_s: float = 10
     retry: Retry | None = None
     http: HttpSpec | None = None  # rendered with the call's values and the arguments
+    transfer: TransferSpec | None = None  # ``to`` and ``announce`` rendered with the call's values
     action: bool = False
     cancel_on_interruption: bool = False
     mcp_server: str | None = None  # an MCP tool: the declared server and the tool's name there

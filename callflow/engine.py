@@ -150,7 +150,7 @@ class Engine:
             return Step(state, [_llm_error(ev.name, problem or "invalid arguments")])
         d = Draft(self.flow, state, ev.at)
         entry = fn.entry
-        if fn.kind in ("handler", "http", "mcp"):
+        if fn.kind in ("handler", "http", "mcp", "transfer"):
             d.run_function(fn, state.node, args, "tool")
             return Step(d.s, d.effects)
         if fn.kind == "capture":
@@ -192,6 +192,8 @@ class Engine:
             return Step(d.s, d.effects)
         fn = self.flow.nodes[run.node].functions.get(run.name)
         entry = fn.entry if fn is not None else None
+        if entry is not None and entry.transfer is not None:
+            return self._transfer_result(d, run.node, run.name, entry.transfer.fallback, ev.result)
         marker = len(d.effects)
         moved, error = (False, None) if entry is None else d.transition_after(
             entry.transition_to, ev.result, run.node, entry.speech)
@@ -199,6 +201,20 @@ class Engine:
             d.effects.append(_llm_error(run.name, error))
             return Step(d.s, d.effects)
         d.effects.insert(marker, ToolResponse(name=run.name, result=ev.result, run_llm=speak and not moved))
+        return Step(d.s, d.effects)
+
+    def _transfer_result(self, d: Draft, node: str, name: str, fallback: str | None, result: Any) -> Step:
+        """A transfer ran: handed over, the call is over (``transferred``); not, the caller
+        goes to ``fallback`` (or the LLM hears why and carries on)."""
+        done = isinstance(result, dict) and result.get("status") == "transferred"
+        if done:
+            d.effects.append(ToolResponse(name=name, result=result, run_llm=False))
+            d.end("transferred")
+        elif fallback is not None:
+            d.effects.append(ToolResponse(name=name, result=result, run_llm=False))
+            d.enter(fallback, node)
+        else:
+            d.effects.append(ToolResponse(name=name, result=result, run_llm=True))
         return Step(d.s, d.effects)
 
     def _action_result(self, d: Draft, node_id: str, ev: FunctionResult) -> Step:

@@ -61,6 +61,8 @@ def edges(flow: Flow) -> list[Edge]:
             for fn, is_global in node_functions(flow, node):
                 for label, dst in targets(fn.transition_to):
                     out.append(Edge(nid, dst, f"{fn.name} {label}".strip(), is_global))
+                if fn.transfer is not None and fn.transfer.fallback is not None:
+                    out.append(Edge(nid, fn.transfer.fallback, f"{fn.name} failed", is_global))
             if node.dtmf is not None:
                 for label, dst in targets(node.dtmf.transition_to):
                     out.append(Edge(nid, dst, f"keys {label}".strip()))

@@ -116,7 +116,18 @@ class HttpSpec(Strict):
         return v.upper() if isinstance(v, str) else v
 
 
-FunctionKind = Literal["handler", "transition_only", "capture", "http", "send_dtmf", "mcp"]
+FunctionKind = Literal["handler", "transition_only", "capture", "http", "send_dtmf", "mcp", "transfer"]
+
+
+class TransferSpec(Strict):
+    """Hand the caller to a person. ``cold``: a SIP REFER (LiveKit TransferSIPParticipant), the
+    call ends ``transferred``; when the transfer fails the call goes to ``fallback`` (else the
+    LLM is told). ``warm`` (announce first) is reserved: refused by the validator for now."""
+
+    to: str
+    mode: Literal["cold", "warm"] = "cold"
+    announce: str | None = None
+    fallback: str | None = None
 DTMF_KEYS = r"^[0-9*#A-Da-d]+$"
 SEND_DTMF_PARAMETERS: dict[str, Any] = {
     "type": "object", "required": ["digits"],
@@ -150,6 +161,7 @@ class FunctionEntry(Strict):
     retry: Retry | None = None
     cancel_on_interruption: bool | None = None
     send_dtmf: bool = False  # the LLM presses keys on the line (to navigate an IVR)
+    transfer: TransferSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -163,6 +175,8 @@ class FunctionEntry(Strict):
 
     @property
     def kind(self) -> FunctionKind:
+        if self.transfer is not None:
+            return "transfer"
         if self.mcp is not None:
             return "mcp"
         if self.send_dtmf:

@@ -150,11 +150,28 @@ class _Checker(GateChecks):
     def check_function(self, path: str, fn: FunctionEntry, node: Node | None, is_run: bool = False) -> None:
         kinds = [k for k, on in (("transition_only", fn.transition_only), ("capture", fn.capture),
                                  ("http", fn.http is not None), ("send_dtmf", fn.send_dtmf),
-                                 ("mcp", fn.mcp is not None)) if on]
+                                 ("mcp", fn.mcp is not None), ("transfer", fn.transfer is not None)) if on]
         if len(kinds) > 1:
             self.err(path, f"an entry is one kind only, not {' and '.join(kinds)}")
             return
         kind = fn.kind
+        if kind == "transfer" and fn.transfer is not None:
+            t = fn.transfer
+            if not fn.description:
+                self.err(f"{path}.description", "a transfer entry needs a description")
+            for key in ("parameters", "transition_to"):
+                if getattr(fn, key) is not None:
+                    self.err(f"{path}.{key}", f"a transfer entry takes no {key}: it ends the call, or goes "
+                                              "to its fallback")
+            if t.mode == "warm":
+                self.err(f"{path}.transfer.mode", "warm transfers are not supported yet: use mode: cold")
+            if t.fallback is not None:
+                self.check_target(f"{path}.transfer.fallback", t.fallback)
+            self.check_template(f"{path}.transfer.to", t.to)
+            self.check_template(f"{path}.transfer.announce", t.announce)
+            if is_run:
+                self.err(path, "an action node runs a handler or an http entry")
+            return
         if kind == "send_dtmf":
             if not fn.description:
                 self.err(f"{path}.description", "a send_dtmf entry needs a description")

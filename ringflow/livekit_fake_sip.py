@@ -92,6 +92,7 @@ class SipFake:
         self.dial_times: list[float] = []  # perf_counter() when each dial arrived (benches)
         self.transfers: list[proto_sip.TransferSIPParticipantRequest] = []
         self.transfer_answers: dict[str, str] = {}
+        self.transfer_default = "human"  # how a destination without an answer of its own answers
         self.inbound_trunks: dict[str, proto_sip.SIPInboundTrunkInfo] = {}
         self.dispatch_rules: dict[str, proto_sip.SIPDispatchRuleInfo] = {}
         self.webhook_url = webhook_url
@@ -220,7 +221,7 @@ class SipFake:
             raise self._twirp_error("invalid_argument", "participant is not a SIP participant")
         self.transfers.append(req)
         target = req.transfer_to.removeprefix("tel:").removeprefix("sip:")
-        error = self._dial_error(self.transfer_answers.get(target, "human"))
+        error = self._dial_error(self.transfer_answers.get(target, self.transfer_default))
         if error is not None:
             raise error
         self.remove_participant(req.room_name, req.participant_identity, proto_models.CLIENT_INITIATED)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -37,6 +37,7 @@ class Expect(BaseModel):
     variables: dict[str, Any] | None = None
     disposition: str | None = None
     end_reason: str | None = None
+    transfer: dict[str, Any] | None = None  # {to, mode}: the transfer asked of LiveKit
 
 
 class Script(BaseModel):
@@ -44,6 +45,7 @@ class Script(BaseModel):
 
     flow: str
     dial: ScriptDial | None = None  # placed as a phone call first; without it already connected
+    transfer_answer: Literal["human", "no_answer"] = "human"  # how a transfer's destination answers
     variables: dict[str, Any] = {}
     turns: list[ScriptTurn] = []
     extract: dict[str, dict[str, Any]] = {}
@@ -108,7 +110,7 @@ def matches(expected: Any, actual: Any, where: str = "") -> list[str]:
 
 def check(expect: Expect, result: dict[str, Any]) -> list[str]:
     failures: list[str] = []
-    for key in ("path", "state", "variables", "disposition", "end_reason"):
+    for key in ("path", "state", "variables", "disposition", "end_reason", "transfer"):
         want = getattr(expect, key)
         if want is not None:
             failures.extend(matches(want, result.get(key), key))

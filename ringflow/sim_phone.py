@@ -2,6 +2,9 @@
 workflow through the real LiveKit telephony code (``agents/livekit_sip.py``), against the
 LiveKit fake (``ringflow/livekit_fake.py``), which answers as the script says.
 
+A script without ``dial:`` is a call whose caller is on the line already; transfers reach the
+fake too, and ``transfer_answer`` says how the destination answers.
+
 ``answer: voicemail`` is answered, then the agent's answering-machine detection is simulated
 by giving the agent the verdict livekit-agents' AMD would give (``machine-vm``).
 """
@@ -11,8 +14,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Literal
 
+from livekit.protocol.models import ParticipantInfo
 from pydantic import BaseModel, ConfigDict, Field
 
 from activities import telephony
@@ -34,24 +39,42 @@ class ScriptDial(BaseModel):
 
 
 @asynccontextmanager
-async def phone_line(dial: ScriptDial | None) -> AsyncIterator[Dial | None]:
-    """The ``Dial`` to start the call with (None: no dial, the call is connected as before),
-    with the fake LiveKit serving it for as long as the call runs."""
-    if dial is None:
-        yield None
-        return
+async def phone_line(dial: ScriptDial | None, transfer_answer: str = "human") -> AsyncIterator[PhoneLine]:
+    """The line a script's call runs on: the fake LiveKit serving the call's telephony (the
+    dial, transfers) for as long as it runs, and the ``Dial`` to start it with (None: no
+    dial, the caller is on the line already, as before)."""
     async with FakeLiveKit() as lk:
-        lk.set_answer(dial.to, dial.answer)
+        lk.transfer_default = transfer_answer
+        if dial is not None:
+            lk.set_answer(dial.to, dial.answer)
         before = telephony._TELEPHONY.get("local")
         telephony.register_telephony("local", LiveKitTelephony(lk.url, lk.api_key, lk.api_secret,
                                                                trunk_id=SIM_TRUNK, ringing_timeout_s=20))
         try:
-            yield Dial(to=dial.to)
+            yield PhoneLine(lk, Dial(to=dial.to) if dial is not None else None)
         finally:
             if before is None:
                 telephony._TELEPHONY.pop("local", None)
             else:
                 telephony._TELEPHONY["local"] = before
+
+
+@dataclass
+class PhoneLine:
+    lk: FakeLiveKit
+    dial: Dial | None
+
+    def connect(self, call_id: str) -> None:
+        """A call that was not dialed: its caller is on the line already (an inbound call)."""
+        self.lk.add_participant(call_id, f"sip-caller-{call_id}", ParticipantInfo.SIP,
+                                {"sip.callStatus": "active"})
+
+    def transferred(self) -> dict[str, str] | None:
+        """The last transfer asked of LiveKit: ``{to, mode}``, as ``expect.transfer`` says it."""
+        if not self.lk.transfers:
+            return None
+        to = self.lk.transfers[-1].transfer_to.removeprefix("tel:").removeprefix("sip:")
+        return {"to": to, "mode": "cold"}
 
 
 async def answered(call: CallHandle, timeout_s: float) -> bool:

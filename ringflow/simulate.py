@@ -30,7 +30,6 @@ from livekit.plugins import openai as lk_openai
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from activities.telephony import Dial
 from agents.controller import Killed
 from agents.dtmf import KeyCollector
 from agents.local_dispatch import LOCAL, register_local_dispatcher
@@ -41,7 +40,7 @@ from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import check, load_script
 from ringflow.settings import Settings
-from ringflow.sim_phone import answered, phone_line
+from ringflow.sim_phone import PhoneLine, answered, phone_line
 from ringflow.temporal_setup import connect
 from workflows.client import start_call, workflow_id
 from workflows.messages import Snapshot
@@ -66,6 +65,7 @@ class SimulationResult(BaseModel):
     transcript: list[dict[str, Any]] = []
     kills: int = 0
     sent_dtmf: list[str] = []  # keys the bot pressed (send_dtmf entries), across agents
+    transfer: dict[str, str] | None = None  # the transfer LiveKit was asked for: {to, mode}
 
 
 @asynccontextmanager
@@ -129,15 +129,20 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
     with ``dial:`` is placed as a phone call first (``ringflow/sim_phone.py``)."""
     script, flow_path = load_script(path)
-    async with phone_line(script.dial) as dial:
-        return await _run_script(path, script, flow_path, dial, client, task_queue, llm, kill_at=kill_at,
-                                 kill_point=kill_point, real_llm=real_llm, resume=resume)
+    async with phone_line(script.dial, script.transfer_answer) as line:
+        result = await _run_script(path, script, flow_path, line, client, task_queue, llm, kill_at=kill_at,
+                                   kill_point=kill_point, real_llm=real_llm, resume=resume)
+        result.transfer = line.transferred()
+        result.failures = check(script.expect, result.model_dump())
+        result.ok = not result.failures
+        return result
 
 
-async def _run_script(path: Path, script: Any, flow_path: Path, dial: Dial | None, client: Client,
+async def _run_script(path: Path, script: Any, flow_path: Path, line: PhoneLine, client: Client,
                       task_queue: str, llm: ScriptedLLM, *, kill_at: int | None, kill_point: str | None,
                       real_llm: bool, resume: str) -> SimulationResult:
     definition = load_flow(flow_path)
+    dial = line.dial
     call_id = f"sim-{uuid.uuid4().hex[:10]}"
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
@@ -149,6 +154,8 @@ async def _run_script(path: Path, script: Any, flow_path: Path, dial: Dial | Non
                               **({"dial": dial} if dial is not None else {}))
     killer = _Killer(kill_point)
     result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id))
+    if dial is None:
+        line.connect(call_id)
     if dial is not None and not await answered(handle, TURN_TIMEOUT_S):  # nobody to talk to
         LOCAL.forget(call_id)
         return _finish(result, script, await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S))

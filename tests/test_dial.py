@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
 from activities import telephony
@@ -151,3 +152,23 @@ def test_call_dial_refuses_bad_input_before_reaching_temporal(monkeypatch: pytes
                                    "--ringing-timeout", "0"])
     assert bad_ring.exit_code == 2 and "--ringing-timeout" in bad_ring.output
     assert "Traceback" not in bad_number.output + no_trunk.output + bad_ring.output
+
+
+async def test_a_transfer_whose_reply_was_lost_is_not_made_twice(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    from callflow.loader import load_flow
+    from tests.wfkit import Agent, req
+
+    ivr = load_flow("examples/flows/ivr_menu/flow.yaml")
+    lk.lose_next_reply(method="TransferSIPParticipant")  # REFER done, the answer lost: a retry
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue, ivr, variables={}, call_id="xfer-1", room="xfer-1")
+        lk.add_participant("xfer-1", "sip-caller", proto_models.ParticipantInfo.SIP)
+        await call.attach("agent-1")
+        await Agent(call).transition("menu", "to_person")
+        out = await call.call_function(req("handoff", "connect_person"))
+        record = await call.handle.result()
+    assert out.decision == "end" and out.result["status"] == "transferred"
+    assert record.end_reason == "transferred" and record.path == ["menu", "handoff"]
+    assert [t.transfer_to for t in lk.transfers] == ["tel:+15550199"]  # once, despite the retry
+    assert lk.sip_participants("xfer-1") == []

@@ -38,3 +38,32 @@ async def test_every_dial_outcome_and_what_the_callee_heard(temporal_server: Dev
     assert notes(run["no_answer"]) == ["dial: no_answer (SIP 408 Request Timeout)"]
     assert notes(run["dial_failed"])[0].startswith("dial: dial_failed (SIP 503 Service Unavailable)")
     assert killed.ok and killed.kills == 1 and heard(killed) == heard(run["will_pay"])
+
+
+async def test_phone_examples_pass_with_the_agent_killed_on_every_turn(temporal_server: DevStack) -> None:
+    """The issue's bar for the telephony examples: each script passes as it is and with the
+    agent killed (and replaced) during each of its turns."""
+    from ringflow.scripts import load_script
+
+    scripts = sorted([*SCRIPTS.glob("outbound_reminder_*.yaml"), *SCRIPTS.glob("ivr_menu_*.yaml")])
+    failed: dict[str, list[str]] = {}
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        for path in scripts:
+            turns = len(load_script(path)[0].turns)
+            for kill_at in [None, *range(turns)]:
+                r = await run_script(path, client, task_queue, llm, kill_at=kill_at)
+                if not r.ok or (kill_at is not None and r.kills != 1):
+                    failed[f"{path.name} kill_at={kill_at}"] = r.failures or [f"kills={r.kills}"]
+    assert failed == {}
+
+
+async def test_a_transfer_hands_the_caller_over_once_and_a_refused_one_falls_back(
+        temporal_server: DevStack) -> None:
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        done = await run_script(SCRIPTS / "ivr_menu_transfer.yaml", client, task_queue, llm)
+        busy = await run_script(SCRIPTS / "ivr_menu_transfer_no_answer.yaml", client, task_queue, llm)
+    assert done.ok and done.end_reason == "transferred"
+    assert done.transfer == {"to": "+15550199", "mode": "cold"}
+    assert heard(done)[-1] == "Connecting you to a person now."
+    assert busy.ok and busy.path[-2:] == ["desk_busy", "goodbye"]
+    assert "nobody at the desk is free" in " ".join(heard(busy))

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.http_tool import HttpToolRequest
     from activities.mcp_tools import McpCallRequest, McpCallResult, McpListRequest
     from activities.records import CallRecord, TranscriptAppend
+    from activities.telephony import TransferRequest
     from activities.webhook import WEBHOOK_RETRY_POLICY, WebhookDelivery
     from callflow.effects import RunFunction
     from callflow.events import FunctionResult
@@ -80,6 +81,8 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
 
     ``current`` gives the call's state when the result arrives: the handler's changes are
     merged into it, so writes made meanwhile (another handler, a capture) survive."""
+    if eff.kind == "transfer" and eff.transfer is not None:
+        return await transfer(eff, state)
     try:
         if eff.kind == "mcp":
             return await call_mcp_tool(eff, definition, state)
@@ -165,3 +168,19 @@ async def dispatch_agent(req: DispatchRequest) -> DispatchResult:
             retry_policy=RetryPolicy(maximum_attempts=2))
     except Exception as exc:
         return DispatchResult(dispatched=False, detail=f"dispatch failed: {exc}")
+
+
+async def transfer(eff: RunFunction, state: CallState) -> FunctionResult:
+    """A transfer entry: the ``transfer_call`` activity (``activities/telephony.py``), which
+    never transfers twice across retries. Whatever goes wrong is a result ``failed`` (the
+    engine then sends the caller to the entry's fallback), never a call left on hold."""
+    assert eff.transfer is not None
+    req = TransferRequest(call_id=state.call_id, room=state.call_id, to=eff.transfer.to)
+    try:
+        out = await workflow.execute_activity(
+            "transfer_call", req, result_type=dict, start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3))
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc
+        out = {"status": "failed", "detail": f"the transfer could not be made: {cause}"[:300]}
+    return FunctionResult(run_id=eff.run_id, result=out)

@@ -9,7 +9,8 @@ So:
   overdue and runs ``agent_lost``). An earlier agent leaving (a late or reordered webhook
   after its replacement attached) changes nothing.
 * ``caller_left`` (the SIP participant left) ends a live call ``user_hangup``; while the
-  phone rings it is the dial's outcome, which the dial activity reports.
+  phone rings it is the dial's outcome, which the dial activity reports, and during a
+  transfer it is the transfer working, which the transfer's result reports.
 * ``room_finished`` ends a call that is still going (``user_hangup``: nobody is left).
 
 Each event is applied once (LiveKit retries webhooks: duplicates are expected); an event
@@ -43,6 +44,16 @@ class RoomEvent(BaseModel):
     at: float | None = Field(None, allow_inf_nan=False)
 
 
+def transferring(wf: CallCore) -> bool:
+    """A transfer entry is running: the caller leaving the room is that transfer working."""
+    nodes = wf.engine.flow.nodes
+    for run in wf.state.pending.values():
+        fn = nodes[run.node].functions.get(run.name) if run.node in nodes else None
+        if fn is not None and fn.kind == "transfer":
+            return True
+    return False
+
+
 def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
     if ev.event_id in seen:
         return
@@ -60,8 +71,8 @@ def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
         wf.last_seen = now - wf.inp.agent_timeout_s  # overdue: the main loop runs agent_lost()
         wf.wake = True
     elif ev.kind == "caller_left":
-        if wf.ringing:
-            return
+        if wf.ringing or transferring(wf):
+            return  # the dial's or the transfer's outcome says how the call ends
         wf.step(HangUp(reason="user_hangup", at=ev.at or now))
     elif ev.kind == "room_finished":
         wf.step(HangUp(reason="user_hangup", at=ev.at or now))

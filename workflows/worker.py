@@ -24,14 +24,14 @@ from activities.handler_run import run_handler
 from activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from activities.observability import ActivityLogInterceptor
 from activities.registry import build_activities
-from activities.telephony import dial_call, hang_up_room, prepare_call
+from activities.telephony import dial_call, hang_up_room, prepare_call, transfer_call
 from workflows import log_redaction
 from workflows.call import CallWorkflow
 
 
 def all_activities(config: Any) -> list[Callable[..., Any]]:
     return [*build_activities(config), run_handler, extract_variables, dispatch_agent, prepare_call,
-            dial_call, hang_up_room, mcp_list_tools, mcp_call_tool]
+            dial_call, hang_up_room, mcp_list_tools, mcp_call_tool, transfer_call]
 
 
 def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:
