@@ -66,6 +66,9 @@ def edges(flow: Flow) -> list[Edge]:
             if node.dtmf is not None:
                 for label, dst in targets(node.dtmf.transition_to):
                     out.append(Edge(nid, dst, f"keys {label}".strip()))
+    voicemail = flow.settings.voicemail
+    if voicemail is not None and voicemail.node in flow.nodes:  # a machine answers: from the start
+        out.append(Edge(flow.start_node, voicemail.node, "answering machine"))
     return out
 
 

@@ -338,7 +338,7 @@ def _functions_of(flow: dict[str, Any]) -> set[str]:
 def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
     """What can be checked without running a call: names, nodes and keys all exist."""
     doc = yaml.safe_load(script.read_text())
-    assert set(doc) <= {"flow", "variables", "turns", "extract", "expect"}
+    assert set(doc) <= {"flow", "variables", "turns", "extract", "expect", "dial", "transfer_answer"}
     flow_path = (script.parent / doc["flow"]).resolve()
     assert flow_path.is_file()
     flow = yaml.safe_load(flow_path.read_text())
@@ -351,8 +351,8 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
     functions = _functions_of(flow)
     # no turns: a call that ends at its first node's greeting (order_status_no_order)
     for turn in doc.get("turns") or []:
-        assert len({"user", "silence"} & set(turn)) == 1, turn
-        assert set(turn) <= {"user", "llm", "silence"}
+        assert len({"user", "silence", "dtmf"} & set(turn)) == 1, turn
+        assert set(turn) <= {"user", "llm", "silence", "dtmf"}
         for item in turn.get("llm") or []:
             assert set(item) in ({"say"}, {"call"}, {"call", "args"}), item
             if "call" in item:
@@ -361,7 +361,7 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
         specs = {x["name"] for x in flow["nodes"][node].get("extract", [])}
         assert set(values) <= specs, (node, values)
     expect = doc["expect"]
-    assert set(expect) <= {"path", "state", "variables", "disposition", "end_reason"}
+    assert set(expect) <= {"path", "state", "variables", "disposition", "end_reason", "transfer"}
     assert expect["path"][0] == flow.get("start", next(iter(flow["nodes"])))
     assert all(n in flow["nodes"] for n in expect["path"])
     if "disposition" in expect and expect.get("end_reason", "completed") == "completed":
@@ -369,7 +369,7 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
         assert last.get("type") == "end" and last.get("disposition") == expect["disposition"]
     assert expect.get("end_reason", "completed") in (
         "completed", "user_hangup", "user_idle", "max_duration", "max_transitions", "loop_detected",
-        "agent_lost", "error")
+        "agent_lost", "error", "no_answer", "busy", "dial_failed", "voicemail", "transferred")
 
 
 # --- the shared fixtures (present in the development workspace, not in a clone) ----------------
