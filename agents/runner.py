@@ -127,10 +127,14 @@ async def attach_agent(client: Client, call_id: str, agent_id: str, **options: A
     """Attach ``agent_id`` to the call and start serving it (see ``_attach_agent`` for the
     options), traced and timed: attach/resume time is what a resumed caller waits through."""
     started = time.perf_counter()
-    attrs = {"ringflow.call_id": call_id}
-    with TRACER.start_as_current_span("ringflow.agent.attach", attributes=attrs) as span:
+    # Not the current span: the session's and the outbox's tasks start inside, and would
+    # otherwise hang the whole call's tool calls and signals under this one span.
+    span = TRACER.start_span("ringflow.agent.attach", attributes={"ringflow.call_id": call_id})
+    try:
         run = await _attach_agent(client, call_id, agent_id, **options)
         span.set_attribute("ringflow.resumed", run.resumed)
+    finally:
+        span.end()
     resumed = "true" if run.resumed else "false"
     agent_metrics.ATTACH_SECONDS.labels(resumed).observe(time.perf_counter() - started)
     agent_metrics.track(run)

@@ -20,8 +20,9 @@ from temporalio.service import RPCError
 from activities.telephony import Dial
 from callflow.errors import FlowError
 from callflow.loader import load_flow
-from ringflow.cli_call import _client, _fail, _parse_vars
+from ringflow.cli_call import _client, _fail, _parse_vars, _require_keys
 from ringflow.cli_run import run_async
+from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
 from workflows.client import start_call, workflow_id
 
@@ -44,6 +45,7 @@ def dial(
     """Place a phone call running FLOW: the workflow creates the room, dispatches the agent and
     dials through LiveKit SIP; the last line printed is the call id."""
     settings = get_settings()
+    _require_keys(settings)  # the call's number and variables go into Temporal
     try:
         target = Dial(to=to, from_number=from_number or settings.sip_from,
                       trunk_id=trunk or settings.sip_trunk_id,
@@ -125,6 +127,7 @@ def webhooks(
     if not settings.livekit_api_key or not settings.livekit_api_secret:
         raise _fail("ringflow webhooks needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify "
                     "signatures)", 2)
+    configure_logging(settings.log_level, settings.log_format)
 
     async def go() -> None:
         client = await _client(settings)

@@ -99,3 +99,6 @@ async def test_a_simulated_call_is_traced_from_agent_to_activities(
     assert any("Update" in s[0] or "Signal" in s[0] for s in below), sorted({s[0] for s in below})
     assert all(s[3].get("ringflow.call_id", "").startswith("sim-") for s in col.spans
                if s[0] == "ringflow.agent.tool_call")
+    # Attaching is a span of its own, not the parent of everything the call does afterwards.
+    attach_traces = {s[1] for s in col.spans if s[0] == "ringflow.agent.attach"}
+    assert attach_traces and not attach_traces & tool_spans
