@@ -194,6 +194,7 @@ def build_server(settings: Settings) -> AgentServer:
                          api_secret=settings.livekit_api_secret.get_secret_value()
                          if settings.livekit_api_secret else None,
                          drain_timeout=settings.agent_drain_timeout_s,
+                         port=settings.agent_health_port,
                          # LiveKit's metrics server, which also serves Ringflow's (agents.metrics),
                          # collected from every job process (multiprocess mode)
                          prometheus_port=settings.agent_metrics_port or None,

@@ -77,6 +77,8 @@ class Settings(BaseSettings):
     # On SIGTERM LiveKit stops taking jobs and waits up to this long for the calls in progress
     # to end; the pod's terminationGracePeriodSeconds must be a little longer.
     agent_drain_timeout_s: int = Field(default=1800, ge=0)
+    # LiveKit's agent server health endpoint (`GET /` 200 while connected to LiveKit; `/worker`)
+    agent_health_port: int = Field(default=8081, ge=0, le=65535)
     livekit_url: str | None = Field(default=None, validation_alias=AliasChoices("LIVEKIT_URL", "livekit_url"))
     livekit_api_key: str | None = Field(
         default=None, validation_alias=AliasChoices("LIVEKIT_API_KEY", "livekit_api_key"))
