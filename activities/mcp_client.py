@@ -49,7 +49,7 @@ async def list_tools(server: McpServer) -> McpServerTools:
     (a bad name, an unusable schema) and any beyond :data:`MAX_TOOLS_PER_SERVER` are left
     out, each named in ``left_out``. Connection problems raise (the caller may retry)."""
     tools: list[McpTool] = []
-    skipped: list[str] = []
+    skipped: dict[str, str] = {}
     async with connect(server) as client:
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -57,17 +57,17 @@ async def list_tools(server: McpServer) -> McpServerTools:
             for t in page.tools:
                 tool, why = _usable(t)
                 if tool is None:
-                    skipped.append(f"'{t.name[:64]}' ({why})")
+                    skipped[t.name[:100]] = why
                 elif len(tools) >= MAX_TOOLS_PER_SERVER:
-                    skipped.append(f"'{t.name}' (more than {MAX_TOOLS_PER_SERVER} tools)")
+                    skipped[t.name] = f"more than {MAX_TOOLS_PER_SERVER} tools"
                 else:
                     tools.append(tool)
             cursor = page.next_cursor
             if not cursor:
                 break
         else:
-            skipped.append(f"pages after the first {MAX_PAGES}")
-    return McpServerTools(tools=tools, left_out=skipped[:20])
+            skipped["..."] = f"pages after the first {MAX_PAGES} were not read"
+    return McpServerTools(tools=tools, left_out=dict(list(skipped.items())[:20]))
 
 
 def _usable(t: Any) -> tuple[McpTool | None, str]:

@@ -82,7 +82,7 @@ class McpServerTools(_Strict):
     be listed (none of its tools is then offered on this call)."""
 
     tools: list[McpTool] = []
-    left_out: list[str] = []  # listed tools no LLM could be offered, each with why
+    left_out: dict[str, str] = {}  # listed tools no LLM could be offered: name -> why
     error: str | None = None
 
 

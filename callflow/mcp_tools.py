@@ -33,11 +33,17 @@ def expand(fn: FunctionEntry, definition: FlowDefinition) -> list[FunctionEntry]
         tool = by_name.get(ref.tool)
         if tool is None:
             return []
-        return [_entry(fn, fn.name, fn.description or tool.description, tool, timeout)]
+        return [_entry(fn, fn.name, fn.description or _literal(tool.description), tool, timeout)]
     wanted = ref.wanted()
     names = [t.name for t in listed.tools] if wanted is None else [n for n in wanted if n in by_name]
-    return [_entry(fn, name, by_name[name].description, by_name[name], timeout)
+    return [_entry(fn, name, _literal(by_name[name].description), by_name[name], timeout)
             for name in names if _NAME.match(name)]
+
+
+def _literal(text: str) -> str:
+    """A server's description as plain text: descriptions are templates in the flow, and the
+    server's must neither fail to compile nor pull the call's values into the prompt."""
+    return text.replace("{{", "{ {").replace("}}", "} }")
 
 
 def _entry(fn: FunctionEntry, name: str, description: str, tool: McpTool, timeout: float) -> FunctionEntry:
@@ -60,7 +66,8 @@ def missing_tools(definition: FlowDefinition) -> list[str]:
         if listed.error:
             out.append(f"MCP server '{name}' could not be listed: {listed.error}; its tools are not offered")
         if listed.left_out:
-            out.append(f"MCP server '{name}': tools not offered: {', '.join(listed.left_out)}")
+            items = ", ".join(f"'{tool}' ({why})" for tool, why in listed.left_out.items())
+            out.append(f"MCP server '{name}': tools not offered: {items}")
     for fn in all_entries(definition.flow):
         ref = fn.mcp
         if ref is None:

@@ -6,6 +6,7 @@ wrong usage. No input, however malformed, ends in a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -35,12 +36,19 @@ def _report_or_exit(path: Path) -> ValidationReport:
 def validate(
     files: list[Path] = typer.Argument(..., help="Flow files (YAML or JSON)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document per file."),
+    mcp: bool = typer.Option(False, "--mcp", help="Also contact the declared MCP servers: each must "
+                             "answer tools/list and have the tools the flow names (off: validation "
+                             "stays offline)."),
 ) -> None:
     """Check flows against the format's rules; every problem with its path and a hint."""
     worst = 0
     for path in files:
         try:
             report = validate_file(path)
+            if mcp and report.definition is not None and report.definition.flow.mcp_servers:
+                from ringflow.mcp_check import check_servers
+
+                report.errors.extend(asyncio.run(check_servers(report.definition)))
         except FileNotFoundError as exc:
             if json_out:
                 typer.echo(json.dumps({"file": str(path), "valid": False,

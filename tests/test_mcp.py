@@ -233,7 +233,7 @@ async def test_list_tools_follows_every_page_and_leaves_out_unusable_tools(mcp_s
     listed = await list_tools(McpServer(url=mcp_server.url, timeout_s=5))
     names = [t.name for t in listed.tools]
     assert names == ["lookup_customer", "open_ticket", "failing_tool", "order_status"]
-    assert listed.error is None and listed.left_out == ["'bad-name' (not a valid function name)"]
+    assert listed.error is None and listed.left_out == {"bad-name": "not a valid function name"}
 
 
 # --- validation -----------------------------------------------------------------------------
@@ -296,3 +296,60 @@ def test_validation_refuses_bad_server_shapes() -> None:
     ok["nodes"]["s"]["functions"][0] = {"name": "x", "mcp": {"server": "crm", "tool": "t"}}
     report = validate_data(ok)
     assert report.ok and not report.warnings, (report.errors, report.warnings)
+
+
+# --- flow validate --mcp --------------------------------------------------------------------
+def test_flow_validate_mcp_contacts_the_servers_only_when_asked(mcp_server: Server, tmp_path: Path) -> None:
+    """Offline by default; ``--mcp`` lists each server and names, with its path, a server that
+    does not answer and a tool the server lacks or lists under a name no LLM accepts."""
+    from typer.testing import CliRunner
+
+    from ringflow.cli import app
+
+    dead = f"http://127.0.0.1:{_free_port()}/mcp"
+    flow = {
+        "flow": "crm-check",
+        "mcp_servers": {"crm": {"url": mcp_server.url, "timeout_s": 5},
+                        "gone": {"url": dead, "timeout_s": 2}},
+        "nodes": {"start": {"task": "Help.", "functions": [
+            {"name": "find", "mcp": {"server": "crm", "tool": "lookup_customer"}},
+            {"name": "ghost", "mcp": {"server": "crm", "tool": "lookup_ghost"}},
+            {"name": "odd", "mcp": {"server": "crm", "tool": "bad-name"}},
+            {"name": "other", "mcp": {"server": "gone", "tool": "anything"}},
+            {"name": "done", "description": "Done.", "transition_only": True, "transition_to": "bye"}]},
+            "bye": {"type": "end", "task": "Bye."}}}
+    path = tmp_path / "crm.yaml"
+    path.write_text(yaml.safe_dump(flow))
+    runner = CliRunner()
+
+    offline = runner.invoke(app, ["flow", "validate", str(path)])
+    assert offline.exit_code == 0 and "valid" in offline.output, offline.output
+
+    online = runner.invoke(app, ["flow", "validate", "--mcp", "--json", str(path)])
+    assert online.exit_code == 1, online.output
+    errors = {e["path"]: e["message"] for e in json.loads(online.output)["errors"]}
+    assert "cannot be listed" in errors["mcp_servers.gone"]
+    assert "has no tool 'lookup_ghost'" in errors["nodes.start.functions[1].mcp.tool"]
+    assert "lookup_customer" in errors["nodes.start.functions[1].mcp.tool"]  # what it has instead
+    assert "not a valid function name" in errors["nodes.start.functions[2].mcp.tool"]
+    assert set(errors) == {"mcp_servers.gone", "nodes.start.functions[1].mcp.tool",
+                           "nodes.start.functions[2].mcp.tool"}
+
+
+def test_server_descriptions_are_plain_text_not_templates() -> None:
+    """A server's description with ``{{...}}`` neither breaks the call's engine nor pulls the
+    call's values into the prompt: it is offered as text."""
+    from callflow.engine import Engine
+    from callflow.events import CallStarted
+    from callflow.mcp_spec import McpServerTools, McpTool
+    from callflow.mcp_tools import pinned_definition
+
+    definition = crm_flow("https://crm.example/mcp")
+    schema = {"type": "object", "properties": {"customer": {"type": "string"}, "summary": {"type": "string"}},
+              "required": ["customer", "summary"]}
+    pinned = pinned_definition(definition, {"crm": McpServerTools(tools=[
+        McpTool(name="open_ticket", description="Opens {{call_id}} tickets {{ bad", input_schema=schema)])})
+    engine = Engine(pinned)
+    tools = {t.name: t for t in engine.snapshot(engine.start(CallStarted(call_id="c1")).state).tools}
+    assert tools["open_ticket"].description == "Opens { {call_id} } tickets { { bad"
+    assert "find_customer" not in tools  # the server did not list lookup_customer: not offered

@@ -17,7 +17,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.mcp_tools import McpListRequest
     from callflow.engine import Engine
-    from callflow.mcp_spec import used_servers
+    from callflow.mcp_spec import McpServerTools, used_servers
     from callflow.mcp_tools import missing_tools, pinned_definition
     from workflows import activity_calls as acts
     from workflows.messages import CallInput
@@ -41,7 +41,13 @@ async def pin_tools(wf: Any) -> None:
                                            server=definition.flow.mcp_servers[name]))
         for name in names))
     pinned = pinned_definition(definition, dict(zip(names, listed, strict=True)))
+    try:
+        engine = Engine(pinned)
+    except Exception as exc:  # tools the activity let through but the engine cannot use
+        why = f"the servers' tools cannot be used: {type(exc).__name__}: {str(exc)[:200]}"
+        pinned = pinned_definition(definition, {n: McpServerTools(error=why) for n in names})
+        engine = Engine(pinned)
     wf.inp = wf.inp.model_copy(update={"definition": pinned})
-    wf.engine = Engine(pinned)
+    wf.engine = engine
     for note in missing_tools(pinned):
         wf.record_rejected(None, note)
