@@ -17,12 +17,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-from livekit.protocol.models import ParticipantInfo
+from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.client import Client
 
 from activities import telephony
 from activities.telephony import Dial
 from agents.livekit_sip import LiveKitTelephony
+from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
 from ringflow.livekit_fake import FakeLiveKit
 from workflows.client import CallHandle
 
@@ -39,11 +41,14 @@ class ScriptDial(BaseModel):
 
 
 @asynccontextmanager
-async def phone_line(dial: ScriptDial | None, transfer_answer: str = "human") -> AsyncIterator[PhoneLine]:
+async def phone_line(dial: ScriptDial | None, transfer_answer: str = "human",
+                     client: Client | None = None) -> AsyncIterator[PhoneLine]:
     """The line a script's call runs on: the fake LiveKit serving the call's telephony (the
     dial, transfers) for as long as it runs, and the ``Dial`` to start it with (None: no
-    dial, the caller is on the line already, as before)."""
-    async with FakeLiveKit() as lk:
+    dial, the caller is on the line already, as before). With ``client``, the fake's signed
+    webhooks go to the real receiver (``agents/webhooks.py``), so a killed agent is reported
+    to the workflow as LiveKit would report it."""
+    async with FakeLiveKit() as lk, _webhooks(lk, client):
         lk.transfer_default = transfer_answer
         if dial is not None:
             lk.set_answer(dial.to, dial.answer)
@@ -59,6 +64,20 @@ async def phone_line(dial: ScriptDial | None, transfer_answer: str = "human") ->
                 telephony._TELEPHONY["local"] = before
 
 
+@asynccontextmanager
+async def _webhooks(lk: FakeLiveKit, client: Client | None) -> AsyncIterator[None]:
+    if client is None:
+        yield
+        return
+    runner = await serve(WebhookRelay(client, lk.api_key, lk.api_secret), "127.0.0.1", 0)
+    lk.webhook_url = f"http://127.0.0.1:{bound_port(runner)}{WEBHOOK_PATH}"
+    try:
+        yield
+    finally:
+        lk.webhook_url = None
+        await runner.cleanup()
+
+
 @dataclass
 class PhoneLine:
     lk: FakeLiveKit
@@ -68,6 +87,13 @@ class PhoneLine:
         """A call that was not dialed: its caller is on the line already (an inbound call)."""
         self.lk.add_participant(call_id, f"sip-caller-{call_id}", ParticipantInfo.SIP,
                                 {"sip.callStatus": "active"})
+
+    def agent_joined(self, call_id: str, agent_id: str) -> None:
+        self.lk.add_participant(call_id, agent_id, ParticipantInfo.AGENT)
+
+    def agent_died(self, call_id: str, agent_id: str) -> None:
+        """The agent's process is gone: LiveKit sees its connection drop (``SIGNAL_CLOSE``)."""
+        self.lk.remove_participant(call_id, agent_id, SIGNAL_CLOSE)
 
     def transferred(self) -> dict[str, str] | None:
         """The last transfer asked of LiveKit: ``{to, mode}``, as ``expect.transfer`` says it."""

@@ -129,7 +129,7 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
     with ``dial:`` is placed as a phone call first (``ringflow/sim_phone.py``)."""
     script, flow_path = load_script(path)
-    async with phone_line(script.dial, script.transfer_answer) as line:
+    async with phone_line(script.dial, script.transfer_answer, client) as line:
         result = await _run_script(path, script, flow_path, line, client, task_queue, llm, kill_at=kill_at,
                                    kill_point=kill_point, real_llm=real_llm, resume=resume)
         result.transfer = line.transferred()
@@ -169,7 +169,9 @@ async def _run_script(path: Path, script: Any, flow_path: Path, line: PhoneLine,
         return AgentSession(llm=model, user_away_timeout=None)
 
     async def new_agent(greet: bool = True) -> AgentRun:
-        return await attach_agent(client, call_id, f"sim-agent-{uuid.uuid4().hex[:6]}", greet=greet,
+        agent_id = f"sim-agent-{uuid.uuid4().hex[:6]}"
+        line.agent_joined(call_id, agent_id)  # in the fake's room, as a LiveKit job's agent
+        return await attach_agent(client, call_id, agent_id, greet=greet,
                                   session_factory=session_factory, kill_hook=killer,
                                   idle_from_session=False, own_max_duration=False,
                                   answer_pending=False,  # the simulator replays the killed turn
@@ -202,7 +204,8 @@ async def _run_script(path: Path, script: Any, flow_path: Path, line: PhoneLine,
             killer.armed = False
             result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
             await run.kill()
-            if dispatches is not None:  # the workflow notices the silence and sends an agent
+            if dispatches is not None:  # LiveKit's webhook (or the silence) tells the workflow,
+                line.agent_died(call_id, run.controller.agent_id)  # which sends an agent
                 await asyncio.wait_for(dispatches.get(), TURN_TIMEOUT_S)
             run = await new_agent()
             continue  # replay this turn on the new agent

@@ -67,3 +67,14 @@ async def test_a_transfer_hands_the_caller_over_once_and_a_refused_one_falls_bac
     assert heard(done)[-1] == "Connecting you to a person now."
     assert busy.ok and busy.path[-2:] == ["desk_busy", "goodbye"]
     assert "nobody at the desk is free" in " ".join(heard(busy))
+
+
+async def test_a_simulated_kill_reaches_the_workflow_as_livekit_s_webhook(temporal_server: DevStack) -> None:
+    from workflows.client import CallHandle
+
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        r = await run_script(SCRIPTS / "ivr_menu_billing_keys.yaml", client, task_queue, llm, kill_at=1,
+                             resume="dispatch")
+        state = await CallHandle(client, r.call_id).state()
+    assert r.ok and r.kills == 1, r.failures
+    assert any("left the room (SIGNAL_CLOSE) without hanging up" in x["reason"] for x in state["rejected"])
