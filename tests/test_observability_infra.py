@@ -162,3 +162,20 @@ def test_promtool_parses_every_dashboard_query(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": recorded}]}))
     out = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_kubernetes_scrapes_the_agent_and_the_worker_where_they_serve() -> None:
+    base = INFRA / "k8s" / "base"
+    config = yaml.safe_load((base / "config.yaml").read_text())["data"]
+    for name, setting in (("agent", "RINGFLOW_AGENT_METRICS_PORT"), ("worker", "RINGFLOW_METRICS_PORT")):
+        [deploy] = [d for d in yaml.safe_load_all((base / f"{name}.yaml").read_text())
+                    if d and d["kind"] == "Deployment"]
+        pod = deploy["spec"]["template"]
+        ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"]
+                 for p in c.get("ports", [])}
+        annotated = int(pod["metadata"]["annotations"]["prometheus.io/port"])
+        assert ports["metrics"] == int(config[setting]) == annotated, name
+    podmonitors = INFRA / "k8s" / "components" / "monitoring" / "podmonitor.yaml"
+    monitors = list(yaml.safe_load_all(podmonitors.read_text()))
+    assert {m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] for m in monitors} == {
+        "ringflow-agent", "ringflow-worker"}
