@@ -63,6 +63,6 @@ CMD ["worker"]
 FROM runtime AS agent
 COPY --from=build-agent /venv /venv
 USER 10001:10001
-EXPOSE 8081
+EXPOSE 8081 9465
 ENTRYPOINT ["ringflow"]
 CMD ["agent"]

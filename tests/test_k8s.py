@@ -208,7 +208,13 @@ def test_grace_periods_outlast_the_drains(objects: list[dict[str, Any]]) -> None
     assert float(a_env["RINGFLOW_AGENT_DRAIN_TIMEOUT_S"]) + 30 <= agent["spec"]["template"]["spec"][
         "terminationGracePeriodSeconds"]
     assert int(w_env["RINGFLOW_HEALTH_PORT"]) == _port(worker, "health")
-    assert _port(agent, "health") == 8081  # LiveKit's agent server health endpoint
+    assert int(a_env["RINGFLOW_AGENT_HEALTH_PORT"]) == _port(agent, "health")  # LiveKit's health server
+    assert int(a_env["RINGFLOW_AGENT_METRICS_PORT"]) == _port(agent, "metrics")
+    assert int(w_env["RINGFLOW_METRICS_PORT"]) == _port(worker, "metrics")
+    for monitor in _by_kind(objects, "PodMonitor").values():
+        target = deployments[monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]]
+        for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+            _port(target, endpoint["port"])  # a named port of the pods it scrapes
     assert {"ringflow-worker", "ringflow-agent", "ringflow-webhooks"} <= set(deployments)
     assert "ringflow-webhooks" in _by_kind(objects, "Service")
     pdbs = {p["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] for p in

@@ -179,7 +179,7 @@ def test_the_image_and_the_manifests_agree_on_the_flows_dir_and_ports() -> None:
     assert config["RINGFLOW_FLOWS_DIR"] == "/app/flows"
     exposed = {t: dict(stages[t])["EXPOSE"].split() for t in ("worker", "agent")}
     assert {config["RINGFLOW_HEALTH_PORT"], config["RINGFLOW_METRICS_PORT"]} <= set(exposed["worker"])
-    assert exposed["agent"] == ["8081"]
+    assert set(exposed["agent"]) == {config[f"RINGFLOW_AGENT_{p}_PORT"] for p in ("HEALTH", "METRICS")}
 
 
 BLOCKER = """
