@@ -8,7 +8,9 @@ Outcome policy, so the workflow's retry policy only retries what a retry can fix
 * transient failures (5xx, timeouts, connection or DNS errors): raised as retryable
   ``ApplicationError`` so Temporal retries the activity.
 
-Each request carries ``Idempotency-Key: <call_id>:<seq>``, the same on every retry, so an
+Each request carries ``Idempotency-Key`` (``<call_id>:<event id>`` for a tool the LLM called,
+which the workflow answers once even across continue-as-new; ``<call_id>:<seq>`` for one the
+flow ordered), the same on every retry, so an
 API that honours it performs a retried POST once. Requests go to the address the SSRF guard
 vetted (TLS still verifies the certificate for the original host name via SNI), and
 redirects are followed by hand, each hop vetted again; credentials and a request body never
@@ -60,6 +62,7 @@ class HttpToolRequest(BaseModel):
     body: Any = None
     timeout_s: float = Field(default=10.0, gt=0)
     max_response_bytes: int | None = Field(default=None, gt=0)
+    idempotency_key: str | None = Field(default=None, max_length=300)
 
     @field_validator("method", mode="before")
     @classmethod
@@ -157,7 +160,7 @@ class HttpTool:
     ) -> tuple[int, httpx.Headers, bytes | ResponseTooLarge | BadEncoding]:
         headers = {k: v for k, v in user_headers.items() if k.lower() not in _STRIPPED_HEADERS}
         headers["Host"] = target.host_header()
-        headers["Idempotency-Key"] = f"{req.call_id}:{req.seq}"
+        headers["Idempotency-Key"] = req.idempotency_key or f"{req.call_id}:{req.seq}"
         headers["Accept-Encoding"] = ACCEPT_ENCODING
         kwargs: dict[str, Any] = {}
         if body is not None:

@@ -185,8 +185,9 @@ def load_transcript(call_id: str, *, database_url: str) -> list[TranscriptItem]:
 
 
 def load_call(call_id: str, *, database_url: str, include_turns: bool = True) -> CallRecord | None:
-    """The stored record, or None. With ``include_turns``, appended transcript entries
-    (the authoritative transcript of long calls) replace the snapshot's transcript."""
+    """The stored record, or None. With ``include_turns``, the transcript is the whole one:
+    entries appended as the call went (the head of a continued-as-new or long call) joined
+    with the snapshot's by index, in order, an appended entry winning over the snapshot's."""
     table = CallRow.__table__  # type: ignore[attr-defined]
     with get_engine(database_url).connect() as conn:
         row = conn.execute(select(table).where(table.c.call_id == call_id)).mappings().first()
@@ -196,7 +197,12 @@ def load_call(call_id: str, *, database_url: str, include_turns: bool = True) ->
     if include_turns:
         turns = load_transcript(call_id, database_url=database_url)
         if turns:
-            record.transcript = [t.model_dump(mode="json") for t in turns]
+            stored = {t.idx: t.model_dump(mode="json") for t in turns}
+            for item in record.transcript:
+                idx = item.get("idx")
+                if isinstance(idx, int) and idx not in stored:
+                    stored[idx] = item
+            record.transcript = [stored[i] for i in sorted(stored)]
     return record
 
 

@@ -28,7 +28,7 @@ def build_activities(config: ActivityConfig) -> list[Callable[..., Any]]:
     """``persist_call``, ``append_transcript``, ``post_call_webhook`` and ``http_tool``,
     bound to ``config``; pass the list to ``Worker(activities=...)``."""
     store = CallStore(config.database_url)
-    webhook = WebhookSender(config.webhook_url, config.webhook_secret)
+    webhook = WebhookSender(config.webhook_url, config.webhook_secret, database_url=config.database_url)
     http = HttpTool(
         allow_private=config.http_allow_private,
         max_response_bytes=config.http_max_response_bytes,

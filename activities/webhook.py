@@ -13,6 +13,7 @@ retry after an outage is not refused as stale.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -62,6 +63,9 @@ class WebhookDelivery(BaseModel):
     run_id: str = ""
     event: str = "call.ended"
     sent_at: datetime
+    # The transcript is in the database (too long for a payload, or split by continue-as-new):
+    # the activity puts it into the record before sending, so the receiver gets all of it.
+    transcript_in_db: bool = False
 
 
 def delivery_id(call_id: str, run_id: str, event: str) -> str:
@@ -121,8 +125,10 @@ class WebhookSender:
         secret: str | SecretStr | None = None,
         *,
         timeout_s: float = 10.0,
+        database_url: str | None = None,
     ) -> None:
         self.url = url
+        self.database_url = database_url
         self._secret = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
         self.timeout_s = timeout_s
 
@@ -147,6 +153,8 @@ class WebhookSender:
     async def post_call_webhook(self, delivery: WebhookDelivery) -> dict[str, Any]:
         if not self.url:
             return {"status": "skipped", "reason": "no webhook url configured"}
+        if delivery.transcript_in_db and self.database_url:
+            delivery = await asyncio.to_thread(with_stored_transcript, delivery, self.database_url)
         body, headers = self.build_request(delivery)
         # Only the host goes into errors and logs: the URL's path or query may hold a token.
         host = urlsplit(self.url).hostname or "?"
@@ -171,6 +179,15 @@ class WebhookSender:
             type=WEBHOOK_REJECTED,
             non_retryable=True,
         )
+
+
+def with_stored_transcript(delivery: WebhookDelivery, database_url: str) -> WebhookDelivery:
+    """The delivery with the call's whole transcript, as stored, in its record."""
+    from activities.persistence import load_transcript
+
+    items = load_transcript(delivery.record.call_id, database_url=database_url)
+    record = delivery.record.model_copy(update={"transcript": [i.model_dump(mode="json") for i in items]})
+    return delivery.model_copy(update={"record": record})
 
 
 def _current_run_id() -> str:

@@ -194,7 +194,7 @@ def show(
         call = CallHandle(client, call_id)
         try:
             state = await asyncio.wait_for(call.state(), 15)
-            transcript = [t.model_dump() for t in await call.transcript()]
+            transcript = [t.model_dump() for t in await call.transcript(settings.database_url)]
         except RPCError as exc:
             raise _fail(f"call {call_id}: {exc.message}") from None
         except TimeoutError:

@@ -147,3 +147,17 @@ def test_postgres_urls_use_psycopg3() -> None:
     assert normalize_database_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
     assert normalize_database_url("postgres://u@h/db").drivername == "postgresql+psycopg"
     assert normalize_database_url("sqlite:///x.db").drivername == "sqlite"
+
+
+def test_load_call_joins_a_transcript_split_by_continue_as_new(database_url: str) -> None:
+    """Issue 9: turns 0-5 appended at continue-as-new, 6-139 in the final snapshot; the
+    reader once returned the 6 appended turns only."""
+    snapshot = [TranscriptItem(idx=i, role="user", text=f"t{i}").model_dump(mode="json")
+                for i in range(6, 140)]
+    record = make_record(transcript=snapshot)
+    upsert_call(database_url, record)
+    head = [TranscriptItem(idx=i, role="user", text=f"t{i}") for i in range(6)]
+    upsert_turns(database_url, record.call_id, head)
+    stored = load_call(record.call_id, database_url=database_url)
+    assert stored is not None
+    assert [t["text"] for t in stored.transcript] == [f"t{i}" for i in range(140)]

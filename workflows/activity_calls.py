@@ -75,12 +75,15 @@ def cancelled(eff: RunFunction) -> FunctionResult:
 
 async def run_function(eff: RunFunction, definition: FlowDefinition, state: CallState,
                        current: Callable[[], dict[str, Any]] | None = None,
-                       on_start: Callable[[asyncio.Task[Any]], None] | None = None) -> FunctionResult:
+                       on_start: Callable[[asyncio.Task[Any]], None] | None = None,
+                       key: str | None = None) -> FunctionResult:
     """Run a handler or HTTP entry; failures after retries become an error result, and so
     does a cancellation (through the handle given to ``on_start``).
 
     ``current`` gives the call's state when the result arrives: the handler's changes are
-    merged into it, so writes made meanwhile (another handler, a capture) survive."""
+    merged into it, so writes made meanwhile (another handler, a capture) survive. ``key``
+    is the HTTP request's ``Idempotency-Key`` (``<call id>:<event id>`` for a tool the
+    LLM called); without one it is ``<call id>:<run id>``."""
     if eff.kind == "transfer" and eff.transfer is not None:
         return await transfer(eff, state)
     try:
@@ -89,7 +92,7 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
         if eff.kind == "http" and eff.http is not None:
             req = HttpToolRequest(call_id=state.call_id, seq=eff.run_id, method=eff.http.method,
                                   url=eff.http.url, headers=eff.http.headers or {}, body=eff.http.body,
-                                  timeout_s=eff.timeout_s)
+                                  timeout_s=eff.timeout_s, idempotency_key=key)
             out = await _execute("http_tool", req, dict, eff.timeout_s, _retry(eff.retry), on_start)
             return FunctionResult(run_id=eff.run_id, result=out)
         inp = HandlerInput(call_id=state.call_id, node=eff.node, name=eff.name,

@@ -9,10 +9,12 @@ once each; only node functions, whose result the LLM needs, are updates.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -31,26 +33,23 @@ with workflow.unsafe.imports_passed_through():
     from callflow.inputs import undeclared_variables
     from callflow.state import CallState
     from workflows import activity_calls as acts
-    from workflows.call_core import REJECTED_TAIL, CallCore
+    from workflows import carry as budget
+    from workflows.call_core import REJECTED_TAIL, CallCore, internal_error
     from workflows.dialing import DIAL_PATCH, place_call
     from workflows.inbox import Inbox
+    from workflows.intake import intake, intake_one
     from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
     from workflows.messages import (
         AttachRequest,
-        CallEvent,
         CallFunctionRequest,
         CallFunctionResult,
         CallInput,
         Carry,
-        EventBatch,
-        HangupEvent,
-        Heartbeat,
         RejectedEvent,
         Snapshot,
-        TransitionEvent,
         Turn,
-        TurnsEvent,
         call_input_problems,
+        encoded_bytes,
         oversized_args,
     )
     from workflows.record import build_record, compact_state, transcript_items
@@ -73,6 +72,7 @@ class CallWorkflow(CallCore):
         self.vis = Visibility(inp)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.fn_results: dict[str, CallFunctionResult] = {}
+        self.fn_done: set[str] = set()  # ran in an earlier run; result too large to keep
         self.fn_running: set[str] = set()
         self.fn_handles: dict[str, asyncio.Task[Any]] = {}  # cancellable runs, by event id
         self.cancel_requested: set[str] = set()
@@ -104,7 +104,9 @@ class CallWorkflow(CallCore):
         else:
             self.state = c.state
             self.status = c.status
-            self.inbox = Inbox(c.next_seq, c.seen_ids, c.held)
+            self.inbox = Inbox(c.next_seq, c.seen_ids, c.held, c.held_since)
+            self.fn_results = dict(c.fn_results)
+            self.fn_done = set(c.fn_done)
             self.transcript = list(c.transcript_tail)
             self.transcript_base = c.transcript_count - len(c.transcript_tail)
             self.rejected = list(c.rejected)
@@ -122,6 +124,7 @@ class CallWorkflow(CallCore):
         self.pending_extractions: list[str] = []
         self.final_extracts: list[Extract] = []
         self.last_seen = workflow.now().timestamp()
+        self.transcript_bytes = sum(budget.turn_bytes(t) for t in self.transcript)
 
     # --- run --------------------------------------------------------------------------
     @workflow.run
@@ -141,6 +144,17 @@ class CallWorkflow(CallCore):
         if not self.tools_ready and workflow.patched(PIN_PATCH):
             await pin_tools(self)
         self.tools_ready = True
+        try:
+            await self.converse(inp)
+        except Exception as exc:
+            if internal_error(exc):
+                raise
+            # A bug or an input nothing anticipated: the call ends with an error, and its record
+            # and webhook still go out, rather than a workflow task that fails forever.
+            self.fail_call(f"the call could not go on: {type(exc).__name__}: {exc}")
+        return await self.finish()
+
+    async def converse(self, inp: CallInput) -> None:
         self.apply_effects(self.startup)
         if inp.dial is not None and inp.carry is None and workflow.patched(DIAL_PATCH):
             self.spawn(place_call(self))
@@ -158,6 +172,8 @@ class CallWorkflow(CallCore):
             due = deadline
             if self.status == "live":
                 due = min(due, self.last_seen + inp.agent_timeout_s)
+            if self.inbox.held_since is not None and workflow.patched("gap-timer-v1"):
+                due = min(due, self.inbox.held_since + inp.gap_wait_s)  # see Inbox.skip_gap
             if timer is None or timer.done() or due < timer_at:
                 if timer is not None:
                     timer.cancel()
@@ -169,6 +185,7 @@ class CallWorkflow(CallCore):
             if self.state.ended:
                 break
             now = workflow.now().timestamp()
+            self.apply_ready(*self.inbox.skip_gap(now, inp.gap_wait_s))
             # A timer firing long after it was due means Temporal (or every worker) was down,
             # not just the agent: its events could not arrive either, so it gets a fresh timeout.
             fired_late = timer is not None and timer.done() and now - timer_at > LATE_TIMER_S
@@ -185,7 +202,6 @@ class CallWorkflow(CallCore):
         for eff in self.final_extracts:
             self.pending_extractions.append(eff.node)
             self.spawn(self.extract(eff))
-        return await self.finish()
 
     async def final_turn(self) -> None:
         """An end node's last turn is still being spoken when the engine ends the call: wait
@@ -206,25 +222,46 @@ class CallWorkflow(CallCore):
     def should_continue_as_new(self) -> bool:
         info = workflow.info()
         busy = (info.is_continue_as_new_suggested()
-                or info.get_current_history_length() > self.inp.max_history_events)
+                or info.get_current_history_length() > self.inp.max_history_events
+                or self.transcript_bytes > budget.MEMORY_MAX_BYTES)
         return busy and not self.tasks and workflow.all_handlers_finished()
 
     async def continue_as_new(self) -> None:
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self.tasks)
-        head = self.transcript[:-TRANSCRIPT_TAIL] if len(self.transcript) > TRANSCRIPT_TAIL else []
-        if head:
-            await acts.append_transcript(TranscriptAppend(
-                call_id=self.inp.call_id, items=transcript_items(head, self.transcript_base)))
-        tail = self.transcript[len(head):]
+        bounded = workflow.patched("can-bytes-v1")
+        if bounded:
+            cut = budget.tail_start(self.transcript)
+        else:
+            cut = max(0, len(self.transcript) - TRANSCRIPT_TAIL)
+        await self.store_transcript(self.transcript[:cut], self.transcript_base)
+        tail = self.transcript[cut:]
         next_seq, seen, held = self.inbox.carry()
+        fn_results, fn_done = budget.carried_results(self.fn_results, sorted(self.fn_done)) \
+            if bounded else ({}, [])
         carry = Carry(
             state=self.state, status=self.status, next_seq=next_seq, held=held, seen_ids=seen,
             transcript_tail=tail, transcript_count=self.transcript_base + len(self.transcript),
             rejected=self.rejected[-REJECTED_TAIL:], agent_id=self.agent_id,
             dispatch_failures=self.dispatch_failures, extraction_errors=self.extraction_errors,
             pending_extractions=self.pending_extractions, events_applied=self.events_applied,
-            started_at=self.started_at, runs=self.runs, hangup_seen=self.hangup_seen)
-        workflow.continue_as_new(self.inp.model_copy(update={"carry": carry}))
+            started_at=self.started_at, runs=self.runs, hangup_seen=self.hangup_seen,
+            fn_results=fn_results, fn_done=fn_done,
+            held_since=self.inbox.held_since if bounded else None)
+        nxt = self.inp.model_copy(update={"carry": carry})
+        if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
+            # The flow's own size (definition, variables, handler state) leaves no room: end the
+            # call cleanly instead of ordering a continue-as-new the server would refuse.
+            self.fail_call(f"the call's state is {encoded_bytes(nxt)} bytes, too large to carry on")
+            return
+        workflow.continue_as_new(nxt)
+
+    async def store_transcript(self, turns: list[Turn], base: int) -> None:
+        """Write ``turns`` (the first at index ``base``) to the database, in slices that
+        each stay far under the payload limit."""
+        if not turns:
+            return
+        for part in budget.slices(transcript_items(turns, base)):
+            await acts.append_transcript(TranscriptAppend(call_id=self.inp.call_id, items=part))
 
     async def agent_lost(self) -> None:
         self.record_rejected(None, f"agent {self.agent_id or '?'} silent for "
@@ -244,49 +281,56 @@ class CallWorkflow(CallCore):
             self.last_seen = workflow.now().timestamp() - self.inp.agent_timeout_s
 
     async def finish(self) -> CallRecord:
-        await workflow.wait_condition(lambda: not self.tasks and workflow.all_handlers_finished(),
-                                      timeout=timedelta(minutes=5))
+        try:
+            await workflow.wait_condition(lambda: not self.tasks and workflow.all_handlers_finished(),
+                                          timeout=timedelta(minutes=5))
+        except TimeoutError:
+            self.record_rejected(None, "work still running 5 min after the call ended: not waited for")
         self.status = "ended"
-        record = build_record(self.inp, self.state, self.status, self.transcript, self.transcript_base,
-                              self.started_at, workflow.now())
+        # The whole transcript goes to the database when the record could not carry it inline
+        # (the head of a continued-as-new call is there already; a long one would not fit a
+        # payload): the record then holds none and every reader takes the stored one.
+        in_db = ((self.transcript_base > 0 or self.transcript_bytes > budget.RECORD_MAX_BYTES)
+                 and workflow.patched("whole-transcript-v1"))
+        if in_db:
+            await self.store_transcript(self.transcript, self.transcript_base)
+        record = build_record(self.inp, self.state, self.status, [] if in_db else self.transcript,
+                              self.transcript_base, self.started_at, workflow.now())
         self.state = self.state.model_copy(update={"disposition": record.disposition})
         self.vis.sync(self.state, self.status)
         await acts.persist(record)
         await acts.webhook(WebhookDelivery(record=record, run_id=workflow.info().first_execution_run_id,
-                                           sent_at=workflow.now()))
+                                           sent_at=workflow.now(), transcript_in_db=in_db))
         self.vis.count_end(self.state)
         return record
 
     # --- engine and effects -----------------------------------------------------------
     # --- messages from the agent ------------------------------------------------------
-    @workflow.signal
-    def events(self, batch: EventBatch) -> None:
-        for ev in batch.events:
-            self.receive(ev.model_dump())
+    # One dynamic handler takes every signal (``events``, ``transition``, ``turns``, ``event``,
+    # ``hangup``, ``heartbeat``; see ``workflows/intake.py``) as raw payloads: the SDK's own
+    # decoding would fail the workflow task on a missing or non-JSON payload, or drop it
+    # unrecorded. Here every payload is read, checked and applied or recorded as rejected.
+    @workflow.signal(dynamic=True)
+    def on_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
+        converter = workflow.payload_converter()
 
-    @workflow.signal
-    def transition(self, ev: TransitionEvent) -> None:
-        self.receive(ev.model_dump())
+        def decode(raw: RawValue) -> Any:
+            return converter.from_payload(raw.payload)
 
-    @workflow.signal
-    def turns(self, ev: TurnsEvent) -> None:
-        self.receive(ev.model_dump())
-
-    @workflow.signal
-    def event(self, ev: CallEvent) -> None:
-        self.receive(ev.model_dump())
-
-    @workflow.signal
-    def hangup(self, ev: HangupEvent) -> None:
-        self.receive(ev.model_dump())
-
-    @workflow.signal
-    def heartbeat(self, hb: Heartbeat) -> None:
-        self.seen_agent(hb.agent_id)
-
-    @workflow.signal
-    def room_event(self, ev: RoomEvent) -> None:
-        on_room_event(self, ev, self.room_events_seen)
+        try:
+            if name == "room_event":
+                ev = intake_one(name, payloads, decode, RoomEvent)
+                if isinstance(ev, RoomEvent):
+                    on_room_event(self, ev, self.room_events_seen)
+                else:
+                    self.take(ev)  # type: ignore[arg-type]
+                return
+            for item in intake(name, payloads, decode):
+                self.take(item)
+        except Exception as exc:
+            if internal_error(exc):
+                raise
+            self.record_rejected(None, f"signal '{name[:64]}' could not be applied: {type(exc).__name__}")
 
     # --- updates ----------------------------------------------------------------------
     @workflow.update
@@ -295,9 +339,20 @@ class CallWorkflow(CallCore):
             await workflow.wait_condition(lambda: req.event_id in self.fn_results)
         if req.event_id in self.fn_results:
             return self.fn_results[req.event_id]
+        if req.event_id in self.fn_done:
+            return budget.already_ran(self.state.node)
         self.fn_running.add(req.event_id)
         try:
             return await self.run_call_function(req)
+        except Exception as exc:
+            if internal_error(exc) or isinstance(exc, ApplicationError):
+                raise
+            self.record_rejected(req.event_id, f"function '{req.name[:64]}' failed in the workflow: "
+                                               f"{type(exc).__name__}")
+            out = CallFunctionResult(result={"status": "error", "error": "the call could not run it"},
+                                     error=True, node=self.state.node)
+            self.fn_results[req.event_id] = out
+            return out
         finally:
             self.fn_running.discard(req.event_id)
 
@@ -322,7 +377,9 @@ class CallWorkflow(CallCore):
 
     @call_function.validator
     def validate_call_function(self, req: CallFunctionRequest) -> None:
-        if req.event_id in self.fn_results or req.event_id in self.fn_running:
+        if not isinstance(req, CallFunctionRequest):
+            raise ValueError("call_function takes one CallFunctionRequest (JSON)")
+        if req.event_id in self.fn_results or req.event_id in self.fn_running or req.event_id in self.fn_done:
             return
         if self.state.ended and self.state.node not in self.end_nodes():
             raise ValueError("the call has ended")
@@ -344,21 +401,46 @@ class CallWorkflow(CallCore):
             call_id=self.inp.call_id, node=self.state.node,
             prompt=snap.prompt if snap else None,
             tools=[t.openai() for t in snap.tools] if snap else [],
-            state=self.state, transcript_tail=self.transcript[-TRANSCRIPT_TAIL:],
+            state=self.state, transcript_tail=self.transcript[budget.tail_start(self.transcript):],
             ended=self.state.ended, next_seq=self.inbox.next_seq, definition=self.inp.definition)
 
+    @attach.validator
+    def validate_attach(self, req: AttachRequest) -> None:
+        if not isinstance(req, AttachRequest):
+            raise ValueError("attach takes one AttachRequest (JSON)")
+
     # --- queries ----------------------------------------------------------------------
+    # Queries take no input; whatever a caller sends along is ignored (``*_``) rather than
+    # failing the query on a payload it does not need.
     @workflow.query(name="state")
-    def state_query(self) -> dict[str, Any]:
+    def state_query(self, *_: Any) -> dict[str, Any]:
         return compact_state(self.inp, self.state, self.status, self.agent_id, self.started_at,
                              self.rejected, self.extraction_errors, self.inbox, self.runs,
                              self.transcript_base + len(self.transcript))
 
     @workflow.query(name="transcript")
-    def transcript_query(self) -> list[Turn]:
+    def transcript_query(self, *_: Any) -> list[Turn]:
+        """The turns this run holds; after continue-as-new the earlier ones are in the
+        database: ``transcript_window`` says from which index, for a reader to join them."""
         return self.transcript
 
+    @workflow.query(name="transcript_window")
+    def transcript_window(self, *args: Any) -> dict[str, Any]:
+        """Turns from absolute index ``args[0]`` (or the oldest held), as many as fit a
+        query answer: a reader pages through them, and reads indexes under ``base`` (written
+        out at continue-as-new) from the database."""
+        start = args[0] if args and type(args[0]) is int else 0
+        first = max(start, self.transcript_base)
+        turns, size = [], 0
+        for t in self.transcript[first - self.transcript_base:]:
+            size += budget.turn_bytes(t)
+            if turns and size > budget.SLICE_MAX_BYTES:
+                break
+            turns.append(t.model_dump(mode="json"))
+        return {"base": self.transcript_base, "start": first, "turns": turns,
+                "total": self.transcript_base + len(self.transcript)}
+
     @workflow.query
-    def call_state(self) -> CallState:
+    def call_state(self, *_: Any) -> CallState:
         return self.state
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
+from temporalio.workflow import NondeterminismError, ReadOnlyContextError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -33,7 +34,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from callflow.state import CallState
     from workflows import activity_calls as acts
+    from workflows import carry as budget
     from workflows.inbox import Inbox
+    from workflows.intake import TOMBSTONE, Refusal, explain, tombstone
     from workflows.messages import (
         MAX_ID_CHARS,
         MAX_TEXT_CHARS,
@@ -56,6 +59,12 @@ def _public(eff: Effect) -> Effect:
     if isinstance(eff, RunFunction) and eff.http is not None:
         return eff.model_copy(update={"http": None})
     return eff
+
+
+def internal_error(exc: BaseException) -> bool:
+    """Errors that belong to Temporal's machinery (replay found other code, a handler wrote
+    state where it may only read): re-raised, never taken for a bad input."""
+    return isinstance(exc, NondeterminismError | ReadOnlyContextError)
 
 
 class CallCore:
@@ -82,6 +91,7 @@ class CallCore:
     fn_handles: dict[str, asyncio.Task[Any]]
     cancel_requested: set[str]
     ringing: bool = False  # an outbound dial is under way (workflows/dialing.py): not live yet
+    transcript_bytes: int
 
     def step(self, event: Any) -> Step:
         before = self.state.node
@@ -152,24 +162,60 @@ class CallCore:
             self.status = "live"
             self.wake = True
 
+    def fail_call(self, reason: str) -> None:
+        """End the call with reason ``error``: it cannot go on, but it must still end (its
+        record saved, its webhook sent) rather than stay open forever."""
+        self.record_rejected(None, reason)
+        if self.state.ended:
+            return
+        try:
+            self.step(HangUp(reason="error", at=workflow.now().timestamp()))
+        except Exception as exc:
+            if internal_error(exc):
+                raise
+        if not self.state.ended:  # the engine itself failed: end it by hand
+            self.state = self.state.model_copy(update={"ended": True, "end_reason": "error"})
+        self.wake = True
+
+    def take(self, item: dict[str, Any] | Refusal) -> None:
+        """One item of a signal (``workflows/intake.py``): an event, or a refusal, which
+        keeps its place in the seq order when it said which seq it was."""
+        if isinstance(item, Refusal):
+            if item.seq is None:
+                self.record_rejected(item.event_id, item.reason)
+                return
+            item = tombstone(item)
+        self.receive(item)
+
     def receive(self, raw: dict[str, Any]) -> None:
         if raw.get("type") == "heartbeat":
             self.seen_agent(raw.get("agent_id"))
+            self.apply_ready(*self.inbox.skip_gap(workflow.now().timestamp(), self.inp.gap_wait_s))
             return
-        ready, refused = self.inbox.accept(raw)
+        ready, refused = self.inbox.accept(raw, workflow.now().timestamp())
         if refused:
             self.record_rejected(raw.get("event_id"), refused)
+        self.apply_ready(ready)
+        self.apply_ready(*self.inbox.skip_gap(workflow.now().timestamp(), self.inp.gap_wait_s))
+
+    def apply_ready(self, ready: list[dict[str, Any]], skipped: str | None = None) -> None:
+        if skipped:
+            self.record_rejected(None, skipped)
         for ev in ready:
             self.seen_agent()
             self.vis.observe_lag(ev.get("at"))
             try:
                 self.apply_event(ev)
-            except (ValidationError, ValueError) as exc:
+            except ValidationError as exc:
+                self.record_rejected(ev.get("event_id"), f"malformed event: {explain(exc)}")
+            except ValueError as exc:
                 self.record_rejected(ev.get("event_id"), f"malformed event: {safe_reason(exc)}")
 
     def apply_event(self, ev: dict[str, Any]) -> None:
         kind, at, event_id = ev["type"], ev.get("at"), ev.get("event_id")
-        if kind == "transition":
+        if kind == TOMBSTONE:
+            self.record_rejected(event_id, ev.get("reason") or "refused")
+        elif kind == "transition":
             step = self.step(FunctionCalled(name=ev["name"], args=ev.get("args") or {},
                                             node=ev["from_node"], at=at))
             for eff in step.effects:
@@ -187,6 +233,7 @@ class CallCore:
                 return
             for t in turns:
                 self.transcript.append(t if t.node else t.model_copy(update={"node": self.state.node}))
+                self.transcript_bytes += budget.turn_bytes(t)
                 if t.role == "user" and t.text:
                     self.step(UserSpoke(at=at))
         elif kind == "event":
@@ -202,6 +249,9 @@ class CallCore:
                 self.interrupted(event_id, (ev.get("data") or {}).get("cancel"))
             elif ev["kind"] == "answering_machine":
                 self.machine_answered(ev.get("data") or {}, at, event_id)
+            elif ev["kind"] == "note" and isinstance(ev.get("data"), dict) and ev["data"].get("dropped"):
+                # the agent's outbox could never send this event (see agents/signals.py)
+                self.record_rejected(event_id, f"dropped by the agent: {str(ev['data'].get('reason'))[:300]}")
         elif kind == "hangup":
             reason = ev.get("reason") or "user_hangup"
             self.hangup_seen = True
@@ -221,15 +271,20 @@ class CallCore:
     async def run_tool(self, event_id: str, run: RunFunction) -> FunctionResult:
         """Run the function the LLM called. One marked ``cancel_on_interruption`` can be
         cancelled by the agent's ``interruption`` event while it runs (see ``interrupted``),
-        or is not run at all when that event came first."""
+        or is not run at all when that event came first. The key a tool's endpoint
+        de-duplicates on names the agent's event, which is answered once across retries and
+        continue-as-new, never the run counter."""
+        key = f"{self.inp.call_id}:{event_id}"
         if not run.cancel_on_interruption or not workflow.patched(PATCH_CANCEL_ON_INTERRUPTION):
-            return await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state)
+            return await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state,
+                                           key=key)
         if event_id in self.cancel_requested:
             self.record_rejected(event_id, f"note: '{run.name}' was not run: the caller interrupted first")
             return acts.cancelled(run)
         try:
             return await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state,
-                                           on_start=lambda h: self.fn_handles.__setitem__(event_id, h))
+                                           on_start=lambda h: self.fn_handles.__setitem__(event_id, h),
+                                           key=key)
         finally:
             self.fn_handles.pop(event_id, None)
 

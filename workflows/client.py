@@ -6,7 +6,6 @@ request fails here with a clear message instead of as a rejected event.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -26,6 +25,7 @@ from callflow.inputs import resolve_variables, undeclared_variables
 from callflow.model import FlowDefinition
 from workflows.call import CallWorkflow
 from workflows.messages import (
+    MAX_SIGNAL_BYTES,
     MAX_TEXT_CHARS,
     AttachRequest,
     CallEvent,
@@ -40,10 +40,11 @@ from workflows.messages import (
     Turn,
     TurnsEvent,
     call_input_problems,
+    encoded_bytes,
 )
 from workflows.room_events import RoomEvent
 
-MAX_SIGNAL_BYTES = 256 * 1024
+__all__ = ["MAX_SIGNAL_BYTES", "CallHandle", "start_call", "start_or_attach", "workflow_id"]
 
 
 def workflow_id(call_id: str) -> str:
@@ -116,38 +117,40 @@ class CallHandle:
 
     @staticmethod
     def _check_size(payload: Any) -> None:
-        size = len(json.dumps(payload.model_dump(mode="json")))
+        size = encoded_bytes(payload)
         if size > MAX_SIGNAL_BYTES:
             raise ValueError(f"message is {size} bytes; the limit is {MAX_SIGNAL_BYTES}")
 
+    # Signals go by name: the workflow takes them all in one dynamic handler (workflows/intake.py).
     async def transition(self, ev: TransitionEvent) -> None:
         self._check_size(ev)
-        await self.handle.signal(CallWorkflow.transition, ev)
+        await self.handle.signal("transition", ev)
 
     async def turns(self, ev: TurnsEvent) -> None:
         for i, t in enumerate(ev.items):
             if len(t.text) > MAX_TEXT_CHARS:
                 raise ValueError(f"turn {i} has {len(t.text)} characters; the limit is {MAX_TEXT_CHARS}")
         self._check_size(ev)
-        await self.handle.signal(CallWorkflow.turns, ev)
+        await self.handle.signal("turns", ev)
 
     async def event(self, ev: CallEvent) -> None:
-        await self.handle.signal(CallWorkflow.event, ev)
+        self._check_size(ev)
+        await self.handle.signal("event", ev)
 
     async def batch(self, batch: EventBatch) -> None:
         self._check_size(batch)
-        await self.handle.signal(CallWorkflow.events, batch)
+        await self.handle.signal("events", batch)
 
     async def hangup(self, reason: str = "user_hangup", event_id: str | None = None) -> None:
-        await self.handle.signal(CallWorkflow.hangup, HangupEvent(
+        await self.handle.signal("hangup", HangupEvent(
             event_id=event_id or f"hangup-{uuid.uuid4().hex[:8]}", reason=reason))  # type: ignore[arg-type]
 
     async def heartbeat(self, agent_id: str) -> None:
-        await self.handle.signal(CallWorkflow.heartbeat, Heartbeat(agent_id=agent_id))
+        await self.handle.signal("heartbeat", Heartbeat(agent_id=agent_id))
 
     async def room_event(self, ev: RoomEvent) -> None:
         """What LiveKit said about the call's room (``agents/webhooks.py``)."""
-        await self.handle.signal(CallWorkflow.room_event, ev)
+        await self.handle.signal("room_event", ev)
 
     async def call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
         return await self.handle.execute_update(CallWorkflow.call_function, req)
@@ -159,5 +162,29 @@ class CallHandle:
     async def state(self) -> dict[str, Any]:
         return await self.handle.query(CallWorkflow.state_query)
 
-    async def transcript(self) -> list[Turn]:
-        return await self.handle.query(CallWorkflow.transcript_query)
+    async def transcript(self, database_url: str | None = None) -> list[Turn]:
+        """The call's whole transcript, in order, paged through the ``transcript_window``
+        query (no answer nears the payload limit). After continue-as-new the workflow holds
+        only the newest turns: with ``database_url`` the earlier ones come from the database
+        (without it, only the turns the workflow holds)."""
+        got: dict[int, Turn] = {}
+        nxt, total = 0, 0
+        while True:
+            window = await self.handle.query(CallWorkflow.transcript_window, nxt)
+            total = int(window["total"])
+            for i, t in enumerate(window["turns"]):
+                got[int(window["start"]) + i] = Turn.model_validate(t)
+            nxt = int(window["start"]) + len(window["turns"])
+            if nxt >= total or not window["turns"]:
+                break
+        missing = [i for i in range(total) if i not in got]
+        if missing and database_url is not None:
+            from activities.persistence import load_transcript
+
+            for i in load_transcript(self.call_id, database_url=database_url):
+                if i.idx not in got and i.idx < total:
+                    got[i.idx] = Turn(role=i.role, text=i.text, node=i.node,  # type: ignore[arg-type]
+                                      started_at=i.at.timestamp() if i.at else None,
+                                      ended_at=i.data.get("ended_at"),
+                                      interrupted=bool(i.data.get("interrupted")))
+        return [got[i] for i in sorted(got)]

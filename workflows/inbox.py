@@ -7,30 +7,53 @@ was already applied still *consumes its seq* (as a no-op): a new agent that repl
 turn after a crash re-sends ids the workflow has seen under fresh seq numbers, and
 those numbers must not leave a gap. Pure and deterministic; its whole state is carried
 across continue-as-new.
+
+Nothing waits forever and nothing grows without bound: held events are bounded in total
+encoded bytes (past that an event is held as a small *tombstone* that keeps its place and
+is applied as a refusal), and a gap that stays open for ``GAP_WAIT_S`` is skipped and the
+skip recorded, so one event lost upstream cannot stall the events behind it. Event ids are
+remembered in a bounded window, long ones by a digest, so the carried window stays small.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from typing import Any
 
+from workflows.messages import encoded_bytes
+
 SEEN_WINDOW = 4096
-MAX_HELD = 1000
+MAX_HELD = 500
+MAX_HELD_BYTES = 256 * 1024  # all held events together, encoded
+GAP_WAIT_S = 30.0  # a missing seq is skipped once later events have waited this long
+
+
+def _key(event_id: str) -> str:
+    """How an id is remembered: itself when short (every id the agent makes), a digest
+    when long, so 4096 remembered ids stay well under the continue-as-new budget."""
+    if len(event_id) <= 48:
+        return event_id
+    return "#" + hashlib.sha256(event_id.encode()).hexdigest()[:40]
 
 
 class Inbox:
     def __init__(self, next_seq: int = 1, seen: list[str] | None = None,
-                 held: list[dict[str, Any]] | None = None) -> None:
+                 held: list[dict[str, Any]] | None = None, held_since: float | None = None) -> None:
         self.next_seq = next_seq
-        self._seen_order: deque[str] = deque(seen or [], maxlen=SEEN_WINDOW)
+        self._seen_order: deque[str] = deque((_key(e) for e in seen or []), maxlen=SEEN_WINDOW)
         self._seen = set(self._seen_order)
         self._held: dict[int, dict[str, Any]] = {int(h["seq"]): h for h in held or []}
+        self._held_bytes = sum(encoded_bytes(h) for h in self._held.values())
+        # when the current gap opened (the oldest wait for ``next_seq``), for skipping it
+        self.held_since = held_since if self._held else None
         self.duplicates = 0
 
     def _mark(self, event_id: str | None) -> bool:
         """Record ``event_id``; False if it was already applied (a duplicate)."""
         if event_id is None:
             return True
+        event_id = _key(event_id)
         if event_id in self._seen:
             self.duplicates += 1
             return False
@@ -40,14 +63,15 @@ class Inbox:
         self._seen.add(event_id)
         return True
 
-    def accept(self, event: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-        """Events ready to apply now, in order, and a reason if this one was refused."""
+    def accept(self, event: dict[str, Any], now: float = 0.0) -> tuple[list[dict[str, Any]], str | None]:
+        """Events ready to apply now, in order, and a reason if this one was refused.
+        ``now`` (the workflow's clock) dates a gap that opens, for :meth:`skip_gap`."""
         event_id = event.get("event_id")
         seq = event.get("seq")
         if seq is None:
             return ([event] if self._mark(event_id) else []), None
         if seq < self.next_seq:
-            if event_id in self._seen:
+            if event_id is not None and _key(event_id) in self._seen:
                 self.duplicates += 1  # the outbox retrying a batch that did arrive
                 return [], None
             return [], f"seq {seq} was already applied (next is {self.next_seq})"
@@ -60,23 +84,61 @@ class Inbox:
                 return [], f"seq {seq} is already held with another event id"
             if len(self._held) >= MAX_HELD:
                 return [], f"too many events held waiting for seq {self.next_seq}"
+            size = encoded_bytes(event)
+            if self._held_bytes + size > MAX_HELD_BYTES:
+                event = {"type": "refused", "event_id": event_id, "seq": seq,
+                         "reason": f"dropped: {size} bytes while waiting for seq {self.next_seq}, "
+                                   f"over the {MAX_HELD_BYTES} bytes held events may take"}
+                size = encoded_bytes(event)
+                if self._held_bytes + size > MAX_HELD_BYTES:
+                    return [], f"too many bytes held waiting for seq {self.next_seq}"
+            if not self._held:
+                self.held_since = now
             self._held[seq] = event
+            self._held_bytes += size
             return [], None
+        return self._drain(event, now), None
+
+    def _drain(self, first: dict[str, Any], now: float) -> list[dict[str, Any]]:
         ready: list[dict[str, Any]] = []
-        nxt: dict[str, Any] | None = event
+        nxt: dict[str, Any] | None = first
         while nxt is not None:
             if self._mark(nxt.get("event_id")):
                 ready.append(nxt)
             self.next_seq += 1
             nxt = self._held.pop(self.next_seq, None)
-        return ready, None
+            if nxt is not None:
+                self._held_bytes -= encoded_bytes(nxt)
+        # the next gap (if any) starts now: its events waited for the one just filled
+        self.held_since = now if self._held else None
+        if not self._held:
+            self._held_bytes = 0
+        return ready
+
+    def skip_gap(self, now: float, wait_s: float = GAP_WAIT_S) -> tuple[list[dict[str, Any]], str | None]:
+        """Once events have waited ``wait_s`` for a seq that has not come, give up on the
+        missing ones: the held events are applied, and the reason says which were skipped."""
+        if not self._held or self.held_since is None or now - self.held_since < wait_s:
+            return [], None
+        first = min(self._held)
+        skipped = (f"seq {self.next_seq}" if first == self.next_seq + 1
+                   else f"seq {self.next_seq} to {first - 1}")
+        reason = f"{skipped} never arrived within {wait_s:g} s: skipped"
+        event = self._held.pop(first)
+        self._held_bytes -= encoded_bytes(event)
+        self.next_seq = first
+        return self._drain(event, now), reason
 
     def seen(self, event_id: str) -> bool:
-        return event_id in self._seen
+        return _key(event_id) in self._seen
 
     @property
     def waiting_for(self) -> int | None:
         return self.next_seq if self._held else None
+
+    @property
+    def held_bytes(self) -> int:
+        return self._held_bytes
 
     def carry(self) -> tuple[int, list[str], list[dict[str, Any]]]:
         return self.next_seq, list(self._seen_order), [self._held[k] for k in sorted(self._held)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_json
 
 from activities.telephony import Dial
 from callflow.end_reasons import EndReason
@@ -25,15 +26,33 @@ MAX_BATCH = 200
 MAX_ID_CHARS = 128
 MAX_NAME_CHARS = 128  # node ids and function names are at most 64 in a valid flow
 MAX_ROUTE_CHARS = 256  # rooms, campaign ids, phone numbers and SIP URIs
+MAX_SIGNAL_BYTES = 256 * 1024  # one signal's encoded payload (the client refuses a larger one)
+# Times are seconds since the epoch. Bounded and finite so that a hostile ``1e20`` or ``NaN``
+# is refused when the message arrives, not when workflow code turns it into a datetime.
+MAX_EPOCH_S = 1e10  # the year 2286
+MAX_SEQ = 2**53  # exact in a JSON number everywhere
+
+Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
+Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
+EventId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+
+
+def encoded_bytes(value: Any) -> int:
+    """Size of ``value`` as the pydantic data converter puts it on the wire (UTF-8 JSON).
+
+    The one size rule of every limit on what the agent sends: counting characters of a
+    ``str()`` (or ASCII-escaped JSON) disagrees with the client's byte count for non-ASCII
+    text, and an event that passes one and fails the other is never delivered."""
+    return len(to_json(value))
 
 
 def oversized_args(name: str, args: dict[str, Any]) -> str | None:
     """Why a function call's arguments are too large to carry, or None. One rule for the
     workflow (``call_function``'s validator) and the agent (a transition's signal), so the
     LLM hears the same refusal whichever side would have to carry them."""
-    if args and len(str(args)) > MAX_ARGS_BYTES:
-        return (f"the arguments of '{name}' are larger than {MAX_ARGS_BYTES} bytes; "
-                "call it again with shorter values")
+    if args and (size := encoded_bytes(args)) > MAX_ARGS_BYTES:
+        return (f"the arguments of '{name}' are larger than {MAX_ARGS_BYTES} bytes ({size} bytes "
+                "encoded); call it again with shorter values")
     return None
 
 
@@ -65,10 +84,13 @@ class CallInput(_Msg):
     campaign_id: str | None = None
     caller_number: str | None = None
     called_number: str | None = None
-    agent_timeout_s: float = 15.0
-    max_dispatch_attempts: int = 3
-    max_history_events: int = Field(2000, ge=50)  # continue-as-new past this many events
-    final_turn_grace_s: float = 30.0  # an end node's last turn: wait this long for the agent's hangup
+    agent_timeout_s: float = Field(15.0, gt=0, le=3600, allow_inf_nan=False)
+    max_dispatch_attempts: int = Field(3, ge=1, le=100)
+    max_history_events: int = Field(2000, ge=50, le=50_000)  # continue-as-new past this many events
+    # an end node's last turn: wait this long for the agent's hangup
+    final_turn_grace_s: float = Field(30.0, ge=0, le=3600, allow_inf_nan=False)
+    # a gap in the agent's seq numbers is skipped (and recorded) once events wait this long
+    gap_wait_s: float = Field(30.0, gt=0, le=3600, allow_inf_nan=False)
     carry: Carry | None = None  # set only by continue-as-new
     dial: Dial | None = None  # an outbound phone call to place (workflows/dialing.py)
 
@@ -76,53 +98,53 @@ class CallInput(_Msg):
 class Turn(_Msg):
     role: Literal["user", "assistant", "system", "tool"]
     text: str = ""
-    started_at: float | None = None
-    ended_at: float | None = None
+    started_at: Epoch | None = None
+    ended_at: Epoch | None = None
     interrupted: bool = False
     node: str | None = Field(None, max_length=MAX_NAME_CHARS)
 
 
 class TransitionEvent(_Msg):
     type: Literal["transition"] = "transition"
-    event_id: str = Field(min_length=1, max_length=128)
-    seq: int = Field(ge=1)
+    event_id: EventId
+    seq: Seq
     from_node: str = Field(max_length=MAX_NAME_CHARS)
     name: str = Field(max_length=MAX_NAME_CHARS)
     args: dict[str, Any] = {}
-    at: float | None = None
+    at: Epoch | None = None
 
 
 class TurnsEvent(_Msg):
     type: Literal["turns"] = "turns"
-    event_id: str = Field(min_length=1, max_length=128)
-    seq: int = Field(ge=1)
+    event_id: EventId
+    seq: Seq
     items: list[Turn]
-    at: float | None = None
+    at: Epoch | None = None
 
 
 class CallEvent(_Msg):
     """Something that happened on the line: idle, interruption, DTMF, agent attached..."""
 
     type: Literal["event"] = "event"
-    event_id: str = Field(min_length=1, max_length=128)
-    seq: int | None = Field(None, ge=1)
+    event_id: EventId
+    seq: Seq | None = None
     kind: Literal["user_idle", "user_spoke", "interruption", "dtmf", "agent_attached",
                   "agent_detached", "note", "answering_machine"]
     data: dict[str, Any] = {}
-    at: float | None = None
+    at: Epoch | None = None
 
 
 class HangupEvent(_Msg):
     type: Literal["hangup"] = "hangup"
-    event_id: str = Field(min_length=1, max_length=128)
+    event_id: EventId
     reason: EndReason = "user_hangup"
-    at: float | None = None
+    at: Epoch | None = None
 
 
 class Heartbeat(_Msg):
     type: Literal["heartbeat"] = "heartbeat"
     agent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    at: float | None = None
+    at: Epoch | None = None
 
 
 AgentEvent = Annotated[TransitionEvent | TurnsEvent | CallEvent | HangupEvent | Heartbeat,
@@ -134,14 +156,14 @@ class EventBatch(_Msg):
 
 
 class CallFunctionRequest(_Msg):
-    event_id: str = Field(min_length=1, max_length=128)
+    event_id: EventId
     node: str = Field(max_length=MAX_NAME_CHARS)
     name: str = Field(max_length=MAX_NAME_CHARS)
     args: dict[str, Any] = {}
-    at: float | None = None
+    at: Epoch | None = None
     # The agent's last sequenced event before this call: the workflow applies it first, so
     # a function called right after a transition runs on the node the agent is on.
-    after_seq: int = Field(0, ge=0)
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)
 
 
 class CallFunctionResult(_Msg):
@@ -158,10 +180,10 @@ class CallFunctionResult(_Msg):
 
 class AttachRequest(_Msg):
     agent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    at: float | None = None
+    at: Epoch | None = None
     # With ``settle``: answer once events up to ``after_seq`` are applied and no function the
     # engine ordered (an action node) is still running, so the agent resumes on a settled node.
-    after_seq: int = Field(0, ge=0)
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)
     settle: bool = False
 
 
@@ -182,7 +204,7 @@ class Snapshot(_Msg):
 class RejectedEvent(_Msg):
     event_id: str | None
     reason: str
-    at: float | None = None
+    at: Epoch | None = None
 
 
 class Carry(_Msg):
@@ -204,6 +226,10 @@ class Carry(_Msg):
     started_at: float | None = None
     runs: int = 1
     hangup_seen: bool = False
+    # function calls already answered: a repeated event id is answered, never run again
+    fn_results: dict[str, CallFunctionResult] = {}
+    fn_done: list[str] = []  # answered earlier, result no longer kept
+    held_since: float | None = None
 
 
 CallInput.model_rebuild()

@@ -1,0 +1,74 @@
+"""The inbox's bounds, pure: held events bounded in bytes, gaps skipped after a wait,
+long event ids remembered by digest, refused events keeping their seq."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workflows.inbox import MAX_HELD_BYTES, Inbox
+from workflows.intake import Refusal, intake, tombstone
+
+
+def turns(seq: int, text: str = "hi", event_id: str | None = None) -> dict[str, Any]:
+    return {"type": "turns", "event_id": event_id or f"e{seq}", "seq": seq,
+            "items": [{"role": "user", "text": text}]}
+
+
+def test_held_events_past_the_byte_budget_wait_as_refusals_and_keep_their_place() -> None:
+    inbox = Inbox()
+    big = "y" * 200_000
+    for seq in (2, 3, 4):
+        assert inbox.accept(turns(seq, big), now=10.0) == ([], None)
+    assert inbox.held_bytes <= MAX_HELD_BYTES
+    ready, refused = inbox.accept(turns(1), now=11.0)
+    assert refused is None
+    assert [e["seq"] for e in ready] == [1, 2, 3, 4]
+    assert [e["type"] for e in ready] == ["turns", "turns", "refused", "refused"]
+    assert "over the 262144 bytes held events may take" in ready[2]["reason"]
+    assert inbox.next_seq == 5 and inbox.waiting_for is None and inbox.held_bytes == 0
+
+
+def test_a_gap_is_skipped_only_after_the_wait() -> None:
+    inbox = Inbox()
+    inbox.accept(turns(3), now=100.0)
+    inbox.accept(turns(4), now=105.0)
+    assert inbox.skip_gap(129.9, 30.0) == ([], None)
+    ready, reason = inbox.skip_gap(130.0, 30.0)
+    assert [e["seq"] for e in ready] == [3, 4] and reason == "seq 1 to 2 never arrived within 30 s: skipped"
+    assert inbox.next_seq == 5
+    ready, refused = inbox.accept(turns(2), now=131.0)  # the lost one, too late
+    assert ready == [] and refused == "seq 2 was already applied (next is 5)"
+
+
+def test_long_event_ids_are_remembered_by_digest_across_a_carry() -> None:
+    long_id = "x" * 120
+    inbox = Inbox()
+    assert len(inbox.accept(turns(1, event_id=long_id))[0]) == 1
+    next_seq, seen, held = inbox.carry()
+    assert all(len(s) <= 48 for s in seen)
+    again = Inbox(next_seq, seen, held)
+    assert again.accept(turns(5, event_id=long_id)) == ([], None)  # held: a new seq
+    assert again.seen(long_id)
+
+
+def test_a_refused_event_with_a_seq_becomes_a_tombstone_in_order() -> None:
+    items = intake("events", [0], lambda _: {"events": [
+        {"type": "turns", "event_id": "bad", "seq": 1, "items": [{"role": "robot"}]},
+        turns(2)]})
+    assert isinstance(items[0], Refusal) and items[0].seq == 1 and "items.0.role" in items[0].reason
+    inbox = Inbox()
+    assert inbox.accept(items[1])[0] == []  # type: ignore[arg-type]
+    ready, _ = inbox.accept(tombstone(items[0]))  # type: ignore[arg-type]
+    assert [e["type"] for e in ready] == ["refused", "turns"]
+
+
+def test_intake_refuses_what_it_cannot_read() -> None:
+    def boom(_: Any) -> Any:
+        raise ValueError("unknown encoding")
+
+    assert intake("turns", [], lambda p: p)[0].reason == "signal 'turns' needs exactly one payload, got 0"  # type: ignore[union-attr]
+    assert "unreadable payload" in intake("turns", [b""], boom)[0].reason  # type: ignore[union-attr]
+    assert intake("nope", [1], lambda p: p)[0].reason == "unknown signal 'nope'"  # type: ignore[union-attr]
+    got = intake("turns", [0], lambda _: {"event_id": "t", "seq": 1, "items": [
+        {"role": "user", "text": "x", "started_at": float("nan")}]})
+    assert isinstance(got[0], Refusal) and "started_at" in got[0].reason and got[0].seq == 1

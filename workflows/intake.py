@@ -1,0 +1,133 @@
+"""Turning whatever arrives as a signal into events the inbox can apply, or refusals.
+
+Signals reach the workflow as raw payloads (``RawValue``) through one dynamic handler, so
+no payload can fail a workflow task: a missing payload, several payloads, one that is not
+JSON (``encoding=binary/plain``), one of the wrong shape or with out-of-range numbers, and
+a signal name the workflow does not know are all refusals the workflow records and gets
+past. A refused event that still names its ``seq`` becomes a *tombstone*: the inbox
+applies it in its place, so the events behind it are not held forever waiting for a seq
+that will never come. Pure and deterministic, like the inbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from workflows.messages import (
+    MAX_BATCH,
+    MAX_SEQ,
+    AgentEvent,
+    CallEvent,
+    HangupEvent,
+    Heartbeat,
+    TransitionEvent,
+    TurnsEvent,
+)
+
+SIGNALS: dict[str, type[BaseModel]] = {
+    "transition": TransitionEvent,
+    "turns": TurnsEvent,
+    "event": CallEvent,
+    "hangup": HangupEvent,
+    "heartbeat": Heartbeat,
+}
+BATCH_SIGNAL = "events"
+TOMBSTONE = "refused"  # the ``type`` of a refused event that keeps its place in the seq order
+_EVENT: TypeAdapter[Any] = TypeAdapter(AgentEvent)
+
+
+class Refusal(BaseModel):
+    """An input the workflow could not take, with what identifies it (when it said)."""
+
+    event_id: str | None = None
+    seq: int | None = None
+    reason: str
+
+
+def explain(exc: ValidationError) -> str:
+    """The first problems of a validation error, by field, without the input's values:
+    the reason is kept in the workflow's state, where payload text does not belong."""
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "payload"
+        parts.append(f"{loc}: {err['msg']}")
+    more = len(exc.errors()) - 3
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _identity(raw: Any) -> tuple[str | None, int | None]:
+    """The event id and seq a malformed event claims, when they are usable as such."""
+    if not isinstance(raw, dict):
+        return None, None
+    eid, seq = raw.get("event_id"), raw.get("seq")
+    event_id = eid if isinstance(eid, str) and 0 < len(eid) <= 128 else None
+    good_seq = type(seq) is int and 1 <= seq <= MAX_SEQ
+    return event_id, seq if good_seq else None
+
+
+def _refuse(raw: Any, what: str, reason: str) -> Refusal:
+    event_id, seq = _identity(raw)
+    return Refusal(event_id=event_id, seq=seq, reason=f"malformed {what}: {reason}")
+
+
+def _one(model: type[BaseModel] | TypeAdapter[Any], raw: Any, what: str) -> dict[str, Any] | Refusal:
+    try:
+        if isinstance(model, TypeAdapter):
+            ev = model.validate_python(raw)
+        else:
+            ev = model.model_validate(raw)
+    except ValidationError as exc:
+        return _refuse(raw, what, explain(exc))
+    out: dict[str, Any] = ev.model_dump()
+    return out
+
+
+def intake(name: str, payloads: Sequence[Any],
+           decode: Callable[[Any], Any]) -> list[dict[str, Any] | Refusal]:
+    """The events a signal carries, in order, each validated, or why each was refused.
+
+    ``decode`` turns one raw payload into a plain value (the workflow's payload converter
+    with no type hint) and may raise on a payload it cannot read."""
+    if name != BATCH_SIGNAL and name not in SIGNALS:
+        return [Refusal(reason=f"unknown signal '{name[:64]}'")]
+    if len(payloads) != 1:
+        return [Refusal(reason=f"signal '{name}' needs exactly one payload, got {len(payloads)}")]
+    try:
+        raw = decode(payloads[0])
+    except Exception as exc:  # any converter failure: the payload is unreadable, nothing more
+        return [Refusal(reason=f"signal '{name}': unreadable payload ({type(exc).__name__})")]
+    if name != BATCH_SIGNAL:
+        return [_one(SIGNALS[name], raw, f"'{name}' signal")]
+    events = raw.get("events") if isinstance(raw, dict) else None
+    if not isinstance(events, list) or set(raw) != {"events"}:
+        return [Refusal(reason="malformed 'events' signal: expected an object whose one key, "
+                               "'events', is a list")]
+    if len(events) > MAX_BATCH:
+        # Refused whole, but each event that names its seq keeps its place.
+        return [_refuse(e, "event", f"the batch has {len(events)} events; the limit is {MAX_BATCH}")
+                for e in events[:MAX_BATCH * 10]]
+    return [_one(_EVENT, e, f"event {i} of an 'events' signal") for i, e in enumerate(events)]
+
+
+def intake_one(name: str, payloads: Sequence[Any], decode: Callable[[Any], Any],
+               model: type[BaseModel]) -> BaseModel | Refusal:
+    """One payload of ``model`` (a signal the inbox does not order, e.g. ``room_event``)."""
+    if len(payloads) != 1:
+        return Refusal(reason=f"signal '{name}' needs exactly one payload, got {len(payloads)}")
+    try:
+        raw = decode(payloads[0])
+    except Exception as exc:
+        return Refusal(reason=f"signal '{name}': unreadable payload ({type(exc).__name__})")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        return _refuse(raw, f"'{name}' signal", explain(exc))
+
+
+def tombstone(refusal: Refusal) -> dict[str, Any]:
+    """The stand-in the inbox orders like any event with this seq (and applies as a
+    recorded refusal), so the events behind a refused one go on."""
+    return {"type": TOMBSTONE, "event_id": refusal.event_id, "seq": refusal.seq, "reason": refusal.reason}
