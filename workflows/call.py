@@ -20,8 +20,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
 
     from activities.dispatch import DispatchRequest
-    from activities.records import CallRecord, TranscriptAppend
-    from activities.webhook import WebhookDelivery
+    from activities.records import CallRecord
     from callflow.effects import Effect, Extract, Rejected, RunFunction
     from callflow.engine import Engine
     from callflow.events import (
@@ -34,7 +33,8 @@ with workflow.unsafe.imports_passed_through():
     from callflow.state import CallState
     from workflows import activity_calls as acts
     from workflows import carry as budget
-    from workflows.call_core import REJECTED_TAIL, CallCore, internal_error
+    from workflows.call_carry import CallCarry
+    from workflows.call_core import internal_error
     from workflows.dialing import DIAL_PATCH, place_call
     from workflows.inbox import Inbox
     from workflows.intake import intake, intake_one
@@ -44,19 +44,16 @@ with workflow.unsafe.imports_passed_through():
         CallFunctionRequest,
         CallFunctionResult,
         CallInput,
-        Carry,
         RejectedEvent,
         Snapshot,
         Turn,
         call_input_problems,
-        encoded_bytes,
         oversized_args,
     )
-    from workflows.record import build_record, compact_state, transcript_items
+    from workflows.record import compact_state
     from workflows.room_events import RoomEvent, on_room_event
     from workflows.visibility import Visibility
 
-TRANSCRIPT_TAIL = 50
 REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
 BOUNDED_INPUT_PATCH = "bounded-call-input-text"
 PATCH_UNATTENDED_END = "final-turn-before-any-agent"
@@ -64,7 +61,7 @@ LATE_TIMER_S = 5.0
 
 
 @workflow.defn(name="CallWorkflow")
-class CallWorkflow(CallCore):
+class CallWorkflow(CallCarry):
     @workflow.init
     def __init__(self, inp: CallInput) -> None:
         self.inp = inp
@@ -219,50 +216,6 @@ class CallWorkflow(CallCore):
         except TimeoutError:
             self.record_rejected(None, "no hangup from the agent after the last turn")
 
-    def should_continue_as_new(self) -> bool:
-        info = workflow.info()
-        busy = (info.is_continue_as_new_suggested()
-                or info.get_current_history_length() > self.inp.max_history_events
-                or self.transcript_bytes > budget.MEMORY_MAX_BYTES)
-        return busy and not self.tasks and workflow.all_handlers_finished()
-
-    async def continue_as_new(self) -> None:
-        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self.tasks)
-        bounded = workflow.patched("can-bytes-v1")
-        if bounded:
-            cut = budget.tail_start(self.transcript)
-        else:
-            cut = max(0, len(self.transcript) - TRANSCRIPT_TAIL)
-        await self.store_transcript(self.transcript[:cut], self.transcript_base)
-        tail = self.transcript[cut:]
-        next_seq, seen, held = self.inbox.carry()
-        fn_results, fn_done = budget.carried_results(self.fn_results, sorted(self.fn_done)) \
-            if bounded else ({}, [])
-        carry = Carry(
-            state=self.state, status=self.status, next_seq=next_seq, held=held, seen_ids=seen,
-            transcript_tail=tail, transcript_count=self.transcript_base + len(self.transcript),
-            rejected=self.rejected[-REJECTED_TAIL:], agent_id=self.agent_id,
-            dispatch_failures=self.dispatch_failures, extraction_errors=self.extraction_errors,
-            pending_extractions=self.pending_extractions, events_applied=self.events_applied,
-            started_at=self.started_at, runs=self.runs, hangup_seen=self.hangup_seen,
-            fn_results=fn_results, fn_done=fn_done,
-            held_since=self.inbox.held_since if bounded else None)
-        nxt = self.inp.model_copy(update={"carry": carry})
-        if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
-            # The flow's own size (definition, variables, handler state) leaves no room: end the
-            # call cleanly instead of ordering a continue-as-new the server would refuse.
-            self.fail_call(f"the call's state is {encoded_bytes(nxt)} bytes, too large to carry on")
-            return
-        workflow.continue_as_new(nxt)
-
-    async def store_transcript(self, turns: list[Turn], base: int) -> None:
-        """Write ``turns`` (the first at index ``base``) to the database, in slices that
-        each stay far under the payload limit."""
-        if not turns:
-            return
-        for part in budget.slices(transcript_items(turns, base)):
-            await acts.append_transcript(TranscriptAppend(call_id=self.inp.call_id, items=part))
-
     async def agent_lost(self) -> None:
         self.record_rejected(None, f"agent {self.agent_id or '?'} silent for "
                                    f"{self.inp.agent_timeout_s:g} s: agent_lost, dispatching another")
@@ -279,30 +232,6 @@ class CallWorkflow(CallCore):
             backoff = min(5.0, self.inp.agent_timeout_s * 2.0 ** (self.dispatch_failures - 1))
             await workflow.sleep(timedelta(seconds=backoff))
             self.last_seen = workflow.now().timestamp() - self.inp.agent_timeout_s
-
-    async def finish(self) -> CallRecord:
-        try:
-            await workflow.wait_condition(lambda: not self.tasks and workflow.all_handlers_finished(),
-                                          timeout=timedelta(minutes=5))
-        except TimeoutError:
-            self.record_rejected(None, "work still running 5 min after the call ended: not waited for")
-        self.status = "ended"
-        # The whole transcript goes to the database when the record could not carry it inline
-        # (the head of a continued-as-new call is there already; a long one would not fit a
-        # payload): the record then holds none and every reader takes the stored one.
-        in_db = ((self.transcript_base > 0 or self.transcript_bytes > budget.RECORD_MAX_BYTES)
-                 and workflow.patched("whole-transcript-v1"))
-        if in_db:
-            await self.store_transcript(self.transcript, self.transcript_base)
-        record = build_record(self.inp, self.state, self.status, [] if in_db else self.transcript,
-                              self.transcript_base, self.started_at, workflow.now())
-        self.state = self.state.model_copy(update={"disposition": record.disposition})
-        self.vis.sync(self.state, self.status)
-        await acts.persist(record)
-        await acts.webhook(WebhookDelivery(record=record, run_id=workflow.info().first_execution_run_id,
-                                           sent_at=workflow.now(), transcript_in_db=in_db))
-        self.vis.count_end(self.state)
-        return record
 
     # --- engine and effects -----------------------------------------------------------
     # --- messages from the agent ------------------------------------------------------

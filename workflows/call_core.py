@@ -192,9 +192,12 @@ class CallCore:
             self.seen_agent(raw.get("agent_id"))
             self.apply_ready(*self.inbox.skip_gap(workflow.now().timestamp(), self.inp.gap_wait_s))
             return
+        held = self.inbox.held_since
         ready, refused = self.inbox.accept(raw, workflow.now().timestamp())
         if refused:
             self.record_rejected(raw.get("event_id"), refused)
+        if held is None and self.inbox.held_since is not None:
+            self.wake = True  # a gap opened: the main loop arms its timer (Inbox.skip_gap)
         self.apply_ready(ready)
         self.apply_ready(*self.inbox.skip_gap(workflow.now().timestamp(), self.inp.gap_wait_s))
 

@@ -1,0 +1,103 @@
+"""How a call hands itself on and ends: continue-as-new and the end-of-call record.
+
+Both write payloads Temporal caps at 2 MB, so both go by the byte budgets of
+``workflows/carry.py``: the transcript leaves for the database in slices before a payload
+could near the limit, and the next run gets a carry checked for size. Kept apart from
+``call.py`` (lifecycle and message handlers) so each file reads in one sitting.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.records import CallRecord, TranscriptAppend
+    from activities.webhook import WebhookDelivery
+    from workflows import activity_calls as acts
+    from workflows import carry as budget
+    from workflows.call_core import REJECTED_TAIL, CallCore
+    from workflows.messages import CallFunctionResult, Carry, Turn, encoded_bytes
+    from workflows.record import build_record, transcript_items
+
+TRANSCRIPT_TAIL = 50  # the tail carried before can-bytes-v1 (replayed histories only)
+
+
+class CallCarry(CallCore):
+    """Continue-as-new and finish, on the state ``CallWorkflow.__init__`` sets up."""
+
+    fn_results: dict[str, CallFunctionResult]
+    fn_done: set[str]
+    transcript_base: int
+    dispatch_failures: int
+    started_at: float
+    runs: int
+
+    def should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        busy = (info.is_continue_as_new_suggested()
+                or info.get_current_history_length() > self.inp.max_history_events
+                or self.transcript_bytes > budget.MEMORY_MAX_BYTES)
+        return busy and not self.tasks and workflow.all_handlers_finished()
+
+    async def continue_as_new(self) -> None:
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self.tasks)
+        bounded = workflow.patched("can-bytes-v1")
+        if bounded:
+            cut = budget.tail_start(self.transcript)
+        else:
+            cut = max(0, len(self.transcript) - TRANSCRIPT_TAIL)
+        await self.store_transcript(self.transcript[:cut], self.transcript_base)
+        tail = self.transcript[cut:]
+        next_seq, seen, held = self.inbox.carry()
+        fn_results, fn_done = budget.carried_results(self.fn_results, sorted(self.fn_done)) \
+            if bounded else ({}, [])
+        carry = Carry(
+            state=self.state, status=self.status, next_seq=next_seq, held=held, seen_ids=seen,
+            transcript_tail=tail, transcript_count=self.transcript_base + len(self.transcript),
+            rejected=self.rejected[-REJECTED_TAIL:], agent_id=self.agent_id,
+            dispatch_failures=self.dispatch_failures, extraction_errors=self.extraction_errors,
+            pending_extractions=self.pending_extractions, events_applied=self.events_applied,
+            started_at=self.started_at, runs=self.runs, hangup_seen=self.hangup_seen,
+            fn_results=fn_results, fn_done=fn_done,
+            held_since=self.inbox.held_since if bounded else None)
+        nxt = self.inp.model_copy(update={"carry": carry})
+        if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
+            # The flow's own size (definition, variables, handler state) leaves no room: end the
+            # call cleanly instead of ordering a continue-as-new the server would refuse.
+            self.fail_call(f"the call's state is {encoded_bytes(nxt)} bytes, too large to carry on")
+            return
+        workflow.continue_as_new(nxt)
+
+    async def store_transcript(self, turns: list[Turn], base: int) -> None:
+        """Write ``turns`` (the first at index ``base``) to the database, in slices that
+        each stay far under the payload limit."""
+        if not turns:
+            return
+        for part in budget.slices(transcript_items(turns, base)):
+            await acts.append_transcript(TranscriptAppend(call_id=self.inp.call_id, items=part))
+
+    async def finish(self) -> CallRecord:
+        try:
+            await workflow.wait_condition(lambda: not self.tasks and workflow.all_handlers_finished(),
+                                          timeout=timedelta(minutes=5))
+        except TimeoutError:
+            self.record_rejected(None, "work still running 5 min after the call ended: not waited for")
+        self.status = "ended"
+        # The whole transcript goes to the database when the record could not carry it inline
+        # (the head of a continued-as-new call is there already; a long one would not fit a
+        # payload): the record then holds none and every reader takes the stored one.
+        in_db = ((self.transcript_base > 0 or self.transcript_bytes > budget.RECORD_MAX_BYTES)
+                 and workflow.patched("whole-transcript-v1"))
+        if in_db:
+            await self.store_transcript(self.transcript, self.transcript_base)
+        record = build_record(self.inp, self.state, self.status, [] if in_db else self.transcript,
+                              self.transcript_base, self.started_at, workflow.now())
+        self.state = self.state.model_copy(update={"disposition": record.disposition})
+        self.vis.sync(self.state, self.status)
+        await acts.persist(record)
+        await acts.webhook(WebhookDelivery(record=record, run_id=workflow.info().first_execution_run_id,
+                                           sent_at=workflow.now(), transcript_in_db=in_db))
+        self.vis.count_end(self.state)
+        return record
