@@ -50,9 +50,11 @@ async def test_no_command_aborts_at_exit(temporal_server: DevStack, temporal_cli
         for _ in range(ROUNDS):
             started = await run("call", "start", str(CLINIC), "--var", "patient=Sam Roe")
             call_id = started.strip().splitlines()[-1]
-            await asyncio.gather(run("call", "show", call_id), run("call", "list", "--limit", "5"),
-                                 run("call", "list", "--status", "live"), run("temporal", "setup"),
-                                 run("call", "show", "no-such-call"))  # an error path, exit 1
+            shown, *_ = await asyncio.gather(
+                run("call", "show", call_id), run("call", "list", "--limit", "5"),
+                run("call", "list", "--status", "live"), run("temporal", "setup"),
+                run("call", "show", "no-such-call"))  # an error path, exit 1
+            assert "status       dialing" in shown  # no agent ever attached (README: `dialing`)
             await run("call", "hangup", call_id)
     crashed = [s for s in seen if s[1] not in (0, 1) or "Fatal Python error" in s[2]]
     assert not crashed, crashed
