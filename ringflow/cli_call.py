@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from callflow.errors import FlowError, did_you_mean
@@ -193,6 +193,8 @@ def show(
         client = await _client(settings)
         call = CallHandle(client, call_id)
         try:
+            if (closed := await _closed_call(call)) is not None:
+                return closed
             state = await asyncio.wait_for(call.state(), 15)
             transcript = [t.model_dump() for t in await call.transcript(settings.database_url)]
         except RPCError as exc:
@@ -208,13 +210,26 @@ def show(
         return
     for key in ("call_id", "flow", "status", "node", "path", "transitions", "disposition", "end_reason",
                 "variables", "extracted", "state", "agent_id"):
-        typer.echo(f"{key:<12} {state.get(key)}")
+        if key in state:
+            typer.echo(f"{key:<12} {state.get(key)}")
     if state.get("rejected"):
         last = state["rejected"][-1]["reason"]
         typer.echo(f"{'rejected':<12} {len(state['rejected'])} event(s); last: {last}")
     typer.echo("transcript:")
     for t in transcript:
         typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}")
+
+
+async def _closed_call(call: CallHandle) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """An ended call read from its workflow's result, which needs no worker: the worker of a
+    simulated call (its own task queue) is gone once the simulation ends. None while the
+    call runs, or when it ended without a record (terminated): then the query decides."""
+    desc = await call.handle.describe()
+    if desc.status != WorkflowExecutionStatus.COMPLETED:
+        return None
+    record = (await call.handle.result()).model_dump(mode="json")
+    transcript = record.pop("transcript", [])
+    return record, transcript
 
 
 @call_app.command()
@@ -279,6 +294,7 @@ def simulate(
     import os
 
     from ringflow.scripts import ScriptError, is_flow_file, load_script
+    from ringflow.sim_report import text_report
     from ringflow.simulate import simulate as run
 
     if real_llm and not os.environ.get("OPENAI_API_KEY"):
@@ -290,8 +306,10 @@ def simulate(
             continue
         runnable.append(path)
         try:
-            _, flow = load_script(path)
-            load_flow(flow)
+            script, flow = load_script(path)
+            issues = resolve_variables(load_flow(flow).flow, script.variables)[1]
+            if issues:  # as `call start` says it, before anything runs
+                raise _fail(f"{path}: " + "; ".join(str(i) for i in issues), 2)
         except ScriptError as exc:
             raise _fail(str(exc), 2) from None
         except FileNotFoundError as exc:
@@ -303,14 +321,12 @@ def simulate(
                       sim_settings.log_format)  # the results are the output; logs only when asked
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # a simulated kill is not an error
     results = run_async(lambda: run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm))
+    # the embedded server ends with this command; a server given with --address keeps the calls
+    show = f"show: RINGFLOW_TEMPORAL_ADDRESS={address} ringflow call show" if address else None
     for r in results:
         if json_out:
-            typer.echo(r.model_dump_json(exclude={"transcript"}))
+            typer.echo(r.model_dump_json())
             continue
-        mark = "ok  " if r.ok else "FAIL"
-        killed = f"; agent killed and resumed {r.kills}x" if r.kills else ""
-        typer.echo(f"{mark} {r.script}: path {' -> '.join(r.path)}; {r.end_reason}; "
-                   f"disposition {r.disposition}{killed}")
-        for f in r.failures:
-            typer.echo(f"       {f}")
+        for line in text_report(r, show):
+            typer.echo(line)
     raise typer.Exit(0 if all(r.ok for r in results) else 1)

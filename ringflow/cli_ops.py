@@ -186,7 +186,8 @@ async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None
             )
             await asyncio.Event().wait()
             return
-        client = await connect(stack.address, stack.namespace, _metrics_runtime(worker, settings),
+        runtime = _metrics_runtime(worker, settings)
+        client = await connect(stack.address, stack.namespace, runtime,
                                codec=codec_from_settings(settings),
                                envconfig=False)  # local plain gRPC even in a shell set up for Cloud
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
@@ -194,7 +195,9 @@ async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None
         if demo is not None:
             from ringflow.demo import run_demo
 
-            await run_demo(stack.address, stack.ui_address, stack.namespace, demo, demo_kill_at)
+            # the demo call's worker exports through the same runtime: its calls are counted
+            await run_demo(stack.address, stack.ui_address, stack.namespace, demo, demo_kill_at,
+                           runtime=runtime)
         typer.echo("\nThe stack keeps running for you to look around. Ctrl-C to stop.")
         await serving
     finally:

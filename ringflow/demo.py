@@ -10,16 +10,18 @@ import logging
 from pathlib import Path
 
 import typer
+from temporalio.runtime import Runtime
 
 from ringflow.simulate import SimulationResult, simulate
 
 
 async def run_demo(address: str, ui_address: str, namespace: str, script: Path,
-                   kill_at: int | None) -> SimulationResult:
+                   kill_at: int | None, runtime: Runtime | None = None) -> SimulationResult:
+    """``runtime``: the dev worker's metrics runtime, so the demo's calls show in its metrics."""
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # the simulated crash is not an error
     crash = f" (the agent is killed during turn {kill_at})" if kill_at is not None else ""
     typer.echo(f"\nDemo call: {script}{crash}")
-    [result] = await simulate([script], address=address, kill_at=kill_at)
+    [result] = await simulate([script], address=address, kill_at=kill_at, runtime=runtime)
     typer.echo("Transcript:")
     for t in result.transcript:
         typer.echo(f"  [{t.get('node')}] {t['role']:>9}: {t['text']}")
@@ -28,6 +30,9 @@ async def run_demo(address: str, ui_address: str, namespace: str, script: Path,
     if result.kills:
         typer.echo(f"Crash        the agent was killed mid-call {result.kills}x; a new one attached "
                    "and the call carried on")
+    if result.error is not None:
+        typer.echo(f"Error        {result.error}")
     typer.echo(f"Expectations {'met' if result.ok else 'NOT met: ' + '; '.join(result.failures)}")
+    typer.echo(f"Inspect      ringflow call show {result.call_id}")
     typer.echo(f"Temporal UI  {ui_address}/namespaces/{namespace}/workflows/{result.workflow_id}")
     return result

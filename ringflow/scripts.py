@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from callflow.errors import did_you_mean
 from callflow.loader import parse_text
 from ringflow.sim_phone import ScriptDial
 
@@ -38,6 +39,9 @@ class Expect(BaseModel):
     disposition: str | None = None
     end_reason: str | None = None
     transfer: dict[str, Any] | None = None  # {to, mode}: the transfer asked of LiveKit
+    # each in an assistant turn (case-insensitive substring), in this order; others may come between
+    said: list[str] | None = None
+    not_said: list[str] | None = None  # in no assistant turn
 
 
 class Script(BaseModel):
@@ -76,8 +80,34 @@ def load_script(path: Path) -> tuple[Script, Path]:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ScriptError(f"{path}: {where}: {first['msg']}") from None
+        hint = ""
+        if first["type"] == "extra_forbidden" and first["loc"]:
+            hint = did_you_mean(str(first["loc"][-1]), _keys_at(first["loc"][:-1]))
+        raise ScriptError(f"{path}: {where}: {first['msg']}{hint}") from None
     return script, (path.parent / script.flow)
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys a script allows at ``loc`` (for "did you mean"): the script's own models
+    walked down, through lists and optionals, along the location."""
+    model: Any = Script
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if model is not None else None
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (found := _model_in(arg)) is not None:
+            return found
+    return None
 
 
 def matches(expected: Any, actual: Any, where: str = "") -> list[str]:
@@ -108,10 +138,47 @@ def matches(expected: Any, actual: Any, where: str = "") -> list[str]:
     return []
 
 
+def said_failures(said: list[str] | None, not_said: list[str] | None,
+                  transcript: list[dict[str, Any]]) -> list[str]:
+    """``said``: each string in an assistant turn after the previous one's match (later in
+    the same turn, or in a later turn); ``not_said``: in no assistant turn. Case-insensitive."""
+    spoken = [str(t.get("text") or "") for t in transcript if t.get("role") == "assistant"]
+    turns = [t.lower() for t in spoken]
+    failures: list[str] = []
+    at, pos = 0, 0  # the cursor: turn index, and offset in that turn
+    previous = None
+    for i, want in enumerate(said or []):
+        w = want.lower()
+        found = None
+        for k in range(at, len(turns)):
+            j = turns[k].find(w, pos if k == at else 0)
+            if j >= 0:
+                found = (k, j + len(w))
+                break
+        if found is None:
+            where = next((k for k, t in enumerate(turns) if w in t), None)
+            if where is None:
+                failures.append(f"said[{i}]: {want!r} is in no assistant turn")
+            else:
+                failures.append(f"said[{i}]: {want!r} is said (assistant turn {where}) only before "
+                                f"{previous!r}, which must come first")
+            continue
+        at, pos = found
+        previous = want
+    for i, never in enumerate(not_said or []):
+        hits = [k for k, t in enumerate(turns) if never.lower() in t]
+        if hits:
+            failures.append(f"not_said[{i}]: {never!r} is said in assistant turn {hits[0]}: "
+                            f"{spoken[hits[0]][:120]!r}")
+    return failures
+
+
 def check(expect: Expect, result: dict[str, Any]) -> list[str]:
     failures: list[str] = []
     for key in ("path", "state", "variables", "disposition", "end_reason", "transfer"):
         want = getattr(expect, key)
         if want is not None:
             failures.extend(matches(want, result.get(key), key))
+    if expect.said is not None or expect.not_said is not None:
+        failures.extend(said_failures(expect.said, expect.not_said, result.get("transcript") or []))
     return failures

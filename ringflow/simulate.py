@@ -17,6 +17,9 @@ recognised by its event ids and not applied twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import os
 import tempfile
 import uuid
@@ -29,22 +32,26 @@ from livekit.agents import AgentSession
 from livekit.plugins import openai as lk_openai
 from pydantic import BaseModel
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 
 from agents.controller import Killed
 from agents.dtmf import KeyCollector
 from agents.local_dispatch import LOCAL, register_local_dispatcher
 from agents.runner import AgentRun, attach_agent
+from callflow.errors import FlowError
 from callflow.loader import load_flow
 from ringflow.agent_server import shared_openai_client
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
-from ringflow.scripts import check, load_script
+from ringflow.scripts import ScriptError, check, load_script
 from ringflow.settings import Settings
 from ringflow.sim_phone import PhoneLine, answered, phone_line
 from ringflow.temporal_setup import connect
-from workflows.client import start_call, workflow_id
+from workflows.client import CallHandle, start_call, workflow_id
 from workflows.messages import Snapshot
 from workflows.worker import build_worker
+
+log = logging.getLogger(__name__)
 
 TURN_TIMEOUT_S = 60.0
 DISPATCH_AGENT_TIMEOUT_S = 1.0  # simulated calls notice a dead agent quickly
@@ -52,8 +59,8 @@ DISPATCH_AGENT_TIMEOUT_S = 1.0  # simulated calls notice a dead agent quickly
 
 class SimulationResult(BaseModel):
     script: str
-    call_id: str
-    workflow_id: str
+    call_id: str = ""
+    workflow_id: str = ""
     path: list[str] = []
     end_reason: str | None = None
     disposition: str | None = None
@@ -62,14 +69,19 @@ class SimulationResult(BaseModel):
     transitions: int = 0
     ok: bool = False
     failures: list[str] = []
-    transcript: list[dict[str, Any]] = []
+    transcript: list[dict[str, Any]] = []  # {role, node, text}
+    # what was refused, and why: {what, arguments, why} (a function call the agent or the
+    # workflow refused, or an event the workflow rejected: then ``arguments`` is None)
+    rejected: list[dict[str, Any]] = []
+    error: str | None = None  # the script could not run to its end (ok is False)
     kills: int = 0
     sent_dtmf: list[str] = []  # keys the bot pressed (send_dtmf entries), across agents
     transfer: dict[str, str] | None = None  # the transfer LiveKit was asked for: {to, mode}
 
 
 @asynccontextmanager
-async def environment(address: str | None, data_dir: Path | None = None) -> AsyncIterator[
+async def environment(address: str | None, data_dir: Path | None = None,
+                      runtime: Runtime | None = None) -> AsyncIterator[
         tuple[Client, str, ScriptedLLM, DevStack | None]]:
     """A Temporal client (embedded server if no address), a worker of our own, a scripted LLM."""
     stack: DevStack | None = None
@@ -88,7 +100,7 @@ async def environment(address: str | None, data_dir: Path | None = None) -> Asyn
     register_local_dispatcher()
     db_dir = tempfile.TemporaryDirectory(prefix="ringflow-sim-db-")
     try:
-        client = await connect(address)
+        client = await connect(address, runtime=runtime)  # a metrics runtime exports its worker's
         task_queue = f"simulate-{uuid.uuid4().hex[:8]}"
         settings = Settings(database_url=f"sqlite:///{db_dir.name}/calls.db", http_allow_private=True)
         async with build_worker(client, settings, task_queue=task_queue):
@@ -129,21 +141,83 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
     with ``dial:`` is placed as a phone call first (``ringflow/sim_phone.py``)."""
     script, flow_path = load_script(path)
-    async with phone_line(script.dial, script.transfer_answer, client) as line:
-        result = await _run_script(path, script, flow_path, line, client, task_queue, llm, kill_at=kill_at,
-                                   kill_point=kill_point, real_llm=real_llm, resume=resume)
-        result.transfer = line.transferred()
-        result.failures = check(script.expect, result.model_dump())
-        result.ok = not result.failures
-        return result
+    call_id = f"sim-{uuid.uuid4().hex[:10]}"
+    refused: list[dict[str, Any]] = []
+    try:
+        async with phone_line(script.dial, script.transfer_answer, client) as line:
+            result = await _run_script(path, script, flow_path, line, client, task_queue, llm, call_id,
+                                       refused, kill_at=kill_at, kill_point=kill_point, real_llm=real_llm,
+                                       resume=resume)
+            result.transfer = line.transferred()
+            result.failures = check(script.expect, result.model_dump())
+            result.ok = not result.failures
+    except Exception as exc:
+        log.debug("script %s raised", path, exc_info=True)
+        LOCAL.forget(call_id)
+        result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id),
+                                  error=describe_error(exc))
+        with contextlib.suppress(Exception):  # a call left running would hold nothing but noise
+            await client.get_workflow_handle(workflow_id(call_id)).terminate("the simulation failed")
+    result.rejected = refused + _not_offered(llm.lane(call_id)) + await _workflow_rejections(client, call_id)
+    return result
+
+
+def _refusal(what: str, arguments: dict[str, Any] | None, why: Any, node: str | None) -> dict[str, Any]:
+    return {"what": what, "arguments": arguments, "why": str(why), "node": node}
+
+
+def _recording(ctrl: Any, refused: list[dict[str, Any]]) -> None:
+    """Note each function call the agent refuses (the LLM is told why, the script's author
+    should be too): the controller's own answer, wrapped where the agent's tools call it."""
+    inner = ctrl.on_tool_call
+
+    async def on_tool_call(name: str, args: dict[str, Any]) -> Any:
+        node = ctrl.node
+        out = await inner(name, args)
+        if out.error:
+            why = out.result.get("error", out.result) if isinstance(out.result, dict) else out.result
+            refused.append(_refusal(name, dict(args), why, node))
+        return out
+
+    ctrl.on_tool_call = on_tool_call
+
+
+def _not_offered(lane: Any) -> list[dict[str, Any]]:
+    """Calls the LLM made to functions its request did not offer (livekit refuses those
+    before the agent sees them): read from what the scripted endpoint answered."""
+    out: list[dict[str, Any]] = []
+    for rec in lane.of_kind("chat"):
+        msg = ((rec.response or {}).get("choices") or [{}])[0].get("message") or {}
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            if fn.get("name") not in rec.tool_names:
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except ValueError:
+                    args = {"raw": fn.get("arguments")}
+                offered = ", ".join(rec.tool_names) or "none"
+                out.append(_refusal(str(fn.get("name")), args, f"not a function of this node (offered: "
+                                                               f"{offered})", None))
+    return out
+
+
+async def _workflow_rejections(client: Client, call_id: str) -> list[dict[str, Any]]:
+    """Events the workflow rejected (its state query: the worker is still up)."""
+    try:
+        state = await asyncio.wait_for(CallHandle(client, call_id).state(), 10)
+    except Exception:  # a call that never started has nothing to say
+        return []
+    return [_refusal(str(r.get("event_id") or "event"), None, r.get("reason"), None)
+            for r in state.get("rejected") or []]
+
 
 
 async def _run_script(path: Path, script: Any, flow_path: Path, line: PhoneLine, client: Client,
-                      task_queue: str, llm: ScriptedLLM, *, kill_at: int | None, kill_point: str | None,
-                      real_llm: bool, resume: str) -> SimulationResult:
+                      task_queue: str, llm: ScriptedLLM, call_id: str, refused: list[dict[str, Any]], *,
+                      kill_at: int | None, kill_point: str | None, real_llm: bool,
+                      resume: str) -> SimulationResult:
     definition = load_flow(flow_path)
     dial = line.dial
-    call_id = f"sim-{uuid.uuid4().hex[:10]}"
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
         lane.set_extract(node, values)
@@ -171,11 +245,13 @@ async def _run_script(path: Path, script: Any, flow_path: Path, line: PhoneLine,
     async def new_agent(greet: bool = True) -> AgentRun:
         agent_id = f"sim-agent-{uuid.uuid4().hex[:6]}"
         line.agent_joined(call_id, agent_id)  # in the fake's room, as a LiveKit job's agent
-        return await attach_agent(client, call_id, agent_id, greet=greet,
-                                  session_factory=session_factory, kill_hook=killer,
-                                  idle_from_session=False, own_max_duration=False,
-                                  answer_pending=False,  # the simulator replays the killed turn
-                                  heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0)
+        run = await attach_agent(client, call_id, agent_id, greet=greet,
+                                 session_factory=session_factory, kill_hook=killer,
+                                 idle_from_session=False, own_max_duration=False,
+                                 answer_pending=False,  # the simulator replays the killed turn
+                                 heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0)
+        _recording(run.controller, refused)
+        return run
 
     machine = script.dial is not None and script.dial.answer == "voicemail"
     run = await new_agent(greet=not machine)  # AMD holds the greeting until it knows who answered
@@ -229,7 +305,8 @@ def _finish(result: SimulationResult, script: Any, record: Any) -> SimulationRes
     result.variables = record.variables
     result.state = record.state
     result.transitions = max(0, len(record.path) - 1)
-    result.transcript = record.transcript
+    result.transcript = [{"role": t.get("role"), "node": t.get("node"), "text": t.get("text")}
+                         for t in record.transcript]
     result.failures = check(script.expect, result.model_dump())
     result.ok = not result.failures
     return result
@@ -263,11 +340,30 @@ async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
 
 
 async def simulate(paths: list[Path], *, address: str | None = None, kill_at: int | None = None,
-                   real_llm: bool = False, resume: str = "dispatch") -> list[SimulationResult]:
+                   real_llm: bool = False, resume: str = "dispatch",
+                   runtime: Runtime | None = None) -> list[SimulationResult]:
+    """Every script gets its own result: one that raises is ``ok: false`` with the error,
+    and the next one runs."""
     results: list[SimulationResult] = []
-    async with environment(address) as (client, task_queue, llm, _stack):
+    async with environment(address, runtime=runtime) as (client, task_queue, llm, _stack):
         for path in paths:
-            results.append(await run_script(path, client, task_queue, llm, kill_at=kill_at,
-                                            real_llm=real_llm, resume=resume))
+            try:
+                results.append(await run_script(path, client, task_queue, llm, kill_at=kill_at,
+                                                real_llm=real_llm, resume=resume))
+            except Exception as exc:
+                log.debug("script %s raised", path, exc_info=True)
+                results.append(SimulationResult(script=str(path), error=describe_error(exc)))
     return results
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a script that could not run: flow and input problems as they are
+    worded for ``call start``, anything else with its type."""
+    if isinstance(exc, FlowError):
+        return "; ".join(str(e) for e in exc.errors)
+    if isinstance(exc, ScriptError):
+        return str(exc)
+    if isinstance(exc, TimeoutError):
+        return f"a step took longer than {TURN_TIMEOUT_S:g} s (timed out)"
+    return f"{type(exc).__name__}: {exc}"
 
