@@ -244,13 +244,78 @@ async def appointment_agent_lost(client: Client, tq: str) -> Handles:
     return {"appointment_agent_lost": call.handle}
 
 
+async def phone_calls(client: Client, tq: str) -> Handles:
+    """Telephony (issue 11) against the LiveKit fake: a dialed call (room, dispatch, dial
+    activities) whose agent is reported lost by a room event and replaced; and an inbound
+    call routed by keys (DTMF) to a cold transfer (the transfer activity)."""
+    from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
+
+    from activities import dispatch, telephony
+    from activities.telephony import Dial
+    from agents.livekit_api import LiveKitDispatcher
+    from agents.livekit_sip import LiveKitTelephony
+    from ringflow.livekit_fake import FakeLiveKit
+    from workflows.room_events import RoomEvent
+
+    async with FakeLiveKit() as lk:
+        os.environ["RINGFLOW_DISPATCHER"] = "hist-lk"
+        telephony.register_telephony("hist-lk", LiveKitTelephony(lk.url, lk.api_key, lk.api_secret,
+                                                                 trunk_id="ST_hist", ringing_timeout_s=20))
+        dispatch.register_dispatcher("hist-lk", LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret))
+        try:
+            dialed = await start_call(client, flow("outbound_reminder"), task_queue=tq,
+                                      call_id="hist-phone-dial", variables={"first_name": "Robin"},
+                                      dial=Dial(to="+15550100"))
+            await wait_for(dialed, lambda s: s["status"] == "live", "the dialed call answered")
+            a = Agent(dialed, "pd")
+            await dialed.attach("agent-hist-1")
+            await a.say(("assistant", "Hi Robin, this is Ava from Northside Energy with a quick reminder."))
+            await dialed.room_event(RoomEvent(event_id="EV_hist_1", kind="agent_left",
+                                              identity="agent-hist-1", reason="SIGNAL_CLOSE", at=T0 + 5))
+            await wait_for(dialed, lambda s: any("left the room" in r["reason"] for r in s["rejected"]),
+                           "the lost agent noted")
+            await wait_for(dialed, lambda s: bool([d for d in lk.dispatches.values()
+                                                   if d.metadata_json().get("resume")]), "a replacement")
+            await dialed.attach("agent-hist-2")
+            await a.say(("user", "Yes, I'll pay on Friday."))
+            await dialed.transition(a.transition("remind", "will_pay"))
+            await a.say(("assistant", "Thank you, Robin. Goodbye!"))
+            await dialed.hangup("completed", event_id="pd-hangup")
+            record = await dialed.handle.result()
+            check(record.end_reason == "completed" and record.path == ["remind", "confirmed"], f"{record}")
+
+            ivr = await start_call(client, flow("ivr_menu"), task_queue=tq, call_id="hist-phone-ivr",
+                                   room="hist-phone-ivr", direction="inbound")
+            lk.add_participant("hist-phone-ivr", "sip-hist-caller", ParticipantInfo.SIP)
+            b = Agent(ivr, "pi")
+            await ivr.attach("agent-hist-3")
+            await b.say(("assistant", "Thanks for calling Northside Energy. Press 1 for billing, or 2 "
+                                      "to speak to a person."))
+            b.seq += 1
+            await ivr.event(CallEvent(event_id="pi-keys", seq=b.seq, kind="dtmf",
+                                      data={"digits": "2", "node": "menu"}, at=T0 + b.seq))
+            out = await b.fn("handoff", "connect_person")
+            check(out.decision == "end", f"transferred: {out}")
+            await ivr.hangup("transferred", event_id="pi-hangup")
+            record = await ivr.handle.result()
+            check(record.end_reason == "transferred", f"{record.end_reason}")
+            lk.remove_participant("hist-phone-ivr", "sip-hist-caller", SIGNAL_CLOSE)
+        finally:
+            os.environ.pop("RINGFLOW_DISPATCHER", None)
+    return {"phone_dial_agent_lost": dialed.handle, "phone_ivr_keys_transfer": ivr.handle}
+
+
 SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "appointment_happy": appointment_happy,
     "appointment_out_of_order": appointment_out_of_order,
     "lead_hangup": lead_hangup,
     "restaurant_continue_as_new": restaurant_continue_as_new,
     "appointment_agent_lost": appointment_agent_lost,
+    "phone_calls": phone_calls,
 }
+
+
+FIRST_FILE = {"phone_calls": "phone_dial_agent_lost"}  # scenarios saving files under other names
 
 
 @dataclass
@@ -261,7 +326,7 @@ class Options:
 
 async def record_all(opts: Options) -> list[Path]:
     todo = [n for n in SCENARIOS if (not opts.only or n in opts.only)
-            and (opts.force or not (HISTORIES / f"{n}.json").exists())]
+            and (opts.force or not (HISTORIES / f"{FIRST_FILE.get(n, n)}.json").exists())]
     if not todo:
         return []
     HISTORIES.mkdir(exist_ok=True)
