@@ -3,16 +3,22 @@ the transcript and every refusal, one result per script, clean errors, ``call sh
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import urllib.request
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from ringflow.cli import app
-from ringflow.devstack import DevStack
+from ringflow.demo import run_demo
+from ringflow.devstack import DevStack, free_port
 from ringflow.scripts import Expect, ScriptError, check, load_script, said_failures
 from ringflow.simulate import simulate
+from tests.wfkit import wait_until
+from workflows.worker import prometheus_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOW = ROOT / "examples" / "flows" / "appointment_reminder" / "flow.yaml"
@@ -143,3 +149,23 @@ def test_failing_script_shows_transcript_and_refusals(temporal_server: DevStack,
     call = json.loads(shown.output)
     assert call["path"] == ["verify_identity"] and call["end_reason"] == "user_hangup"
     assert call["transcript"][-1]["text"] == "Sorry, one moment."
+
+
+async def test_the_make_run_demo_is_counted_in_the_dev_metrics(temporal_server: DevStack) -> None:
+    """`make run` plays its demo through the simulator, whose worker is its own: its calls
+    must be exported by the dev stack's metrics runtime, not by a runtime nobody scrapes."""
+    port = free_port()
+    runtime = prometheus_runtime(port)
+    result = await run_demo(temporal_server.address, temporal_server.ui_address, "default",
+                            ROOT / "examples" / "scripts" / "appointment_reminder_confirmed.yaml", None,
+                            runtime=runtime)
+    assert result.ok, result.failures
+
+    async def scraped() -> str | None:
+        body = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode())
+        return body if 'ringflow_calls_ended_total{' in body else None
+
+    body = await wait_until(scraped, what="the demo's calls in the metrics")
+    assert re.search(r'ringflow_calls_started_total\{[^}]*flow="appointment_reminder"[^}]*\} 1\b', body)
+    assert re.search(r"ringflow_transitions_total\{[^}]*\} [1-9]", body)
