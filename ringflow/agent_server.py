@@ -90,7 +90,10 @@ async def entrypoint(ctx: JobContext) -> None:
     # The agent's participant identity: the webhook receiver matches a participant_left to it
     agent_id = ctx.room.local_participant.identity or f"agent-{uuid.uuid4().hex[:8]}"
     if info.wait_for:  # a dialed call: attach (and greet) once the callee has picked up
-        await ctx.wait_for_participant(identity=info.wait_for)
+        callee = await ctx.wait_for_participant(identity=info.wait_for)
+        if not await picked_up(ctx.room, callee):
+            ctx.shutdown("the callee did not answer")  # the workflow ends the call with the outcome
+            return
     call_id = info.call_id
     if call_id is None:
         caller = await ctx.wait_for_participant()
@@ -141,6 +144,33 @@ async def entrypoint(ctx: JobContext) -> None:
         await asyncio.wait({asyncio.ensure_future(finished.wait())}, timeout=1.0)
     await run.close()
     ctx.shutdown("call ended")
+
+
+async def picked_up(room: rtc.Room, callee: rtc.RemoteParticipant) -> bool:
+    """LiveKit adds the callee to the room when the phone starts ringing (``sip.callStatus``
+    ``dialing``/``ringing``) and marks it ``active`` on the answer: greeting earlier would
+    speak into the ringing tone. False when the callee left instead (no answer, busy)."""
+    if callee.attributes.get("sip.callStatus", "active") == "active":
+        return True
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[bool] = loop.create_future()
+
+    def changed(_changed: dict[str, str], p: rtc.Participant) -> None:
+        if p.identity == callee.identity and p.attributes.get("sip.callStatus") == "active" \
+                and not outcome.done():
+            outcome.set_result(True)
+
+    def left(p: rtc.RemoteParticipant) -> None:
+        if p.identity == callee.identity and not outcome.done():
+            outcome.set_result(False)
+
+    room.on("participant_attributes_changed", changed)
+    room.on("participant_disconnected", left)
+    try:
+        return await outcome
+    finally:
+        room.off("participant_attributes_changed", changed)
+        room.off("participant_disconnected", left)
 
 
 MACHINE = ("machine-vm", "machine-unavailable")
