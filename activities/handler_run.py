@@ -3,6 +3,13 @@
 The handler gets a ``FlowManager`` whose ``state`` is a copy of the call's state; the
 copy comes back with the result and the workflow merges it, so a handler that fails
 half-way changes nothing durable.
+
+Handlers are trusted code, and the worker decides which: it imports a flow's ``handlers``
+module only from its own flow directories (``RINGFLOW_FLOWS_DIR``), never from the path
+the client that started the call happened to load the flow from, nor from ``sys.path``
+(``handlers: os`` names no file there). And it runs only async functions that keep the
+handler contract (``flow_manager`` first, documented arguments), checked before the call,
+so a definition that never went through ``flow validate`` cannot call any other callable.
 """
 
 from __future__ import annotations
@@ -11,7 +18,10 @@ import asyncio
 import copy
 import json
 import logging
+import os
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +31,7 @@ from temporalio import activity
 from activities.metrics import timed
 from callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager
 from callflow.handlers import HandlerModuleError, get_handler, load_module
+from callflow.schema import SignatureError, handler_schema
 
 log = logging.getLogger(__name__)
 MAX_RESULT_BYTES = 256 * 1024
@@ -57,16 +68,78 @@ def _response_name(marker: Any) -> str:
     return repr(marker)[:80]
 
 
-async def call_handler(inp: HandlerInput) -> HandlerOutput:
-    """Import, call, check the return shape; every failure becomes an error result."""
-    base = Path(inp.flow_source).parent if inp.flow_source else None
+def parse_flow_dirs(value: str | Sequence[str | Path] | None) -> list[Path]:
+    """``RINGFLOW_FLOWS_DIR``: directories separated by ``os.pathsep``; unset, the working
+    directory (``make run``, ``ringflow dev`` and the tests run from the project's root)."""
+    items: Sequence[str | Path] = value.split(os.pathsep) if isinstance(value, str) else (value or [])
+    dirs = [Path(v).expanduser().resolve() for v in items if str(v).strip()]
+    return dirs or [Path.cwd().resolve()]
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _candidates(source: str | None, root: Path) -> list[Path]:
+    """Where, under ``root``, a flow loaded from ``source`` (a path on the client's machine)
+    may keep its handlers: the source's folder if it lies under ``root``, then the tails of
+    that folder's path under ``root`` (``/home/dev/repo/flows/x`` → ``root/flows/x``,
+    ``root/x``), then ``root``. Nothing outside ``root``."""
+    found: list[Path] = []
+    if source:
+        src = Path(source)
+        folder = (src if src.is_absolute() else root / src).parent.resolve()
+        if _inside(folder, root):
+            found.append(folder)
+        parts = [p for p in src.parent.parts if p not in (src.anchor, ".", "..")]
+        for i in range(len(parts)):
+            tail = root.joinpath(*parts[i:]).resolve()
+            if _inside(tail, root) and tail not in found:
+                found.append(tail)
+    if root not in found:
+        found.append(root)
+    return found
+
+
+def module_folder(module: str, source: str | None, dirs: Sequence[Path]) -> Path:
+    """The flow directory (or a folder under one) holding ``module``'s file."""
+    rel = Path(*module.split("."))
+    for root in dirs:
+        for folder in _candidates(source, root):
+            for file in (folder / f"{rel}.py", folder / rel / "__init__.py"):
+                if file.is_file() and _inside(file.resolve(), root):  # no symlink out of it
+                    return folder
+    shown = os.pathsep.join(str(d) for d in dirs)
+    raise HandlerModuleError(f"handlers module '{module}' is not in the worker's flow directories "
+                             f"({shown}); put it there beside its flow, or set RINGFLOW_FLOWS_DIR")
+
+
+@lru_cache(maxsize=1024)
+def contract_problem(fn: Callable[..., Any]) -> str | None:
+    """Why ``fn`` is not a handler (async, ``flow_manager`` first, documented), or None."""
     try:
-        module = load_module(inp.module, base)
+        handler_schema(fn)
+    except SignatureError as exc:
+        return str(exc)
+    except Exception as exc:  # e.g. a builtin without a signature
+        return f"not a handler ({type(exc).__name__})"
+    return None
+
+
+async def call_handler(inp: HandlerInput, flow_dirs: Sequence[Path] | None = None) -> HandlerOutput:
+    """Import, check, call, check the return shape; every failure becomes an error result."""
+    dirs = list(flow_dirs) if flow_dirs is not None else parse_flow_dirs(None)
+    try:
+        module = load_module(inp.module, module_folder(inp.module, inp.flow_source, dirs), search_path=False)
     except HandlerModuleError as exc:
         return HandlerOutput(error=str(exc))
     fn = get_handler(module, inp.name)
     if fn is None:
         return HandlerOutput(error=f"handler '{inp.name}' not found in '{inp.module}'")
+    problem = contract_problem(fn)
+    if problem is not None:  # never called: a definition may name any callable
+        log.warning("handler %s refused: %s", inp.name, problem)
+        return HandlerOutput(error=f"handler '{inp.name}' in '{inp.module}' was refused: {problem}")
     fm = FlowManager(call_id=inp.call_id, node=inp.node, variables=dict(inp.variables),
                      state=copy.deepcopy(inp.state))
     try:
@@ -94,17 +167,23 @@ async def call_handler(inp: HandlerInput) -> HandlerOutput:
                          changed=changed, removed=removed)
 
 
-@activity.defn(name="run_handler")
-async def run_handler(inp: HandlerInput) -> HandlerOutput:
-    with timed("function", "handler") as outcome:
-        beat = _heartbeats() if activity.info().heartbeat_timeout else None
-        try:
-            out = await call_handler(inp)
-        finally:
-            if beat is not None:
-                beat.cancel()
-        outcome["ok"] = out.error is None
-    return out
+class HandlerRunner:
+    """The ``run_handler`` activity, bound to the worker's flow directories."""
+
+    def __init__(self, flow_dirs: str | Sequence[str | Path] | None = None) -> None:
+        self.flow_dirs = parse_flow_dirs(flow_dirs)
+
+    @activity.defn(name="run_handler")
+    async def run_handler(self, inp: HandlerInput) -> HandlerOutput:
+        with timed("function", "handler") as outcome:
+            beat = _heartbeats() if activity.info().heartbeat_timeout else None
+            try:
+                out = await call_handler(inp, self.flow_dirs)
+            finally:
+                if beat is not None:
+                    beat.cancel()
+            outcome["ok"] = out.error is None
+        return out
 
 
 def _heartbeats() -> asyncio.Task[None]:

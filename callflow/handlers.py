@@ -36,8 +36,9 @@ def _local_file(module: str, base_dir: Path) -> Path | None:
     return None
 
 
-def load_module(module: str, base_dir: Path | None) -> ModuleType:
-    """Import ``module``, beside the flow (``base_dir``) first, then on sys.path."""
+def load_module(module: str, base_dir: Path | None, search_path: bool = True) -> ModuleType:
+    """Import ``module``, beside the flow (``base_dir``) first, then on sys.path (unless
+    ``search_path`` is false: the worker imports only from its flow directories)."""
     if not _MODULE_NAME.fullmatch(module):
         raise HandlerModuleError(f"'{short_repr(module)[1:-1]}' is not a dotted Python module name "
                                  "(like 'my_handlers' or 'package.handlers')")
@@ -46,6 +47,8 @@ def load_module(module: str, base_dir: Path | None) -> ModuleType:
     except OSError as exc:
         raise HandlerModuleError(f"cannot look for module '{module}' beside the flow: {exc.strerror}"
                                  ) from None
+    if local is None and not search_path:
+        raise HandlerModuleError(f"module '{module}' is not in {base_dir}")
     try:
         if local is None:
             return importlib.import_module(module)

@@ -145,6 +145,10 @@ def dev(
         namespace=settings.temporal_namespace,
     )
     overrides["temporal_address"] = stack.address
+    if demo is not None:  # the demo's flow is trusted like the working directory's
+        from ringflow.simulate import flows_dir_with
+
+        overrides["flows_dir"] = flows_dir_with(settings.flows_dir, [demo])
     # the terminal shows the stack's own lines; logs (stderr) only from warnings on, unless asked
     configure_logging(settings.log_level if "log_level" in settings.model_fields_set else "WARNING",
                       settings.log_format)

@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None
 
+    # Where the worker imports flows' handler modules from (os.pathsep-separated); unset:
+    # the working directory. Handlers are trusted code: only these directories are trusted.
+    flows_dir: str | None = None
+
     # HTTP tool (flow `http:` entries)
     http_allow_private: bool = False
     http_max_response_bytes: int = Field(default=1024 * 1024, gt=0)

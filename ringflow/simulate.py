@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 
+from activities.handler_run import parse_flow_dirs
 from agents.controller import Killed
 from agents.dtmf import KeyCollector
 from agents.local_dispatch import LOCAL, register_local_dispatcher
@@ -44,7 +45,7 @@ from ringflow.agent_server import shared_openai_client
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import ScriptError, check, load_script
-from ringflow.settings import Settings
+from ringflow.settings import Settings, get_settings
 from ringflow.sim_phone import PhoneLine, answered, phone_line
 from ringflow.temporal_setup import connect
 from workflows.client import CallHandle, start_call, workflow_id
@@ -79,9 +80,22 @@ class SimulationResult(BaseModel):
     transfer: dict[str, str] | None = None  # the transfer LiveKit was asked for: {to, mode}
 
 
+def flows_dir_with(configured: str | None, scripts: list[Path]) -> str:
+    """The worker's flow directories plus the folders of the flows these scripts play: a
+    command that runs its own worker for scripts it was handed trusts their flows' handlers,
+    as ``flow validate`` does."""
+    dirs = [str(d) for d in parse_flow_dirs(configured)]
+    for path in scripts:
+        try:
+            dirs.append(str(load_script(path)[1].parent.resolve()))
+        except Exception:  # not a script (run_script says why); its flow is not trusted
+            continue
+    return os.pathsep.join(dict.fromkeys(dirs))
+
+
 @asynccontextmanager
 async def environment(address: str | None, data_dir: Path | None = None,
-                      runtime: Runtime | None = None) -> AsyncIterator[
+                      runtime: Runtime | None = None, flows_dir: str | None = None) -> AsyncIterator[
         tuple[Client, str, ScriptedLLM, DevStack | None]]:
     """A Temporal client (embedded server if no address), a worker of our own, a scripted LLM."""
     stack: DevStack | None = None
@@ -102,7 +116,8 @@ async def environment(address: str | None, data_dir: Path | None = None,
     try:
         client = await connect(address, runtime=runtime)  # a metrics runtime exports its worker's
         task_queue = f"simulate-{uuid.uuid4().hex[:8]}"
-        settings = Settings(database_url=f"sqlite:///{db_dir.name}/calls.db", http_allow_private=True)
+        settings = Settings(database_url=f"sqlite:///{db_dir.name}/calls.db", http_allow_private=True,
+                            flows_dir=flows_dir or get_settings().flows_dir)
         async with build_worker(client, settings, task_queue=task_queue):
             yield client, task_queue, llm, stack
     finally:
@@ -345,7 +360,8 @@ async def simulate(paths: list[Path], *, address: str | None = None, kill_at: in
     """Every script gets its own result: one that raises is ``ok: false`` with the error,
     and the next one runs."""
     results: list[SimulationResult] = []
-    async with environment(address, runtime=runtime) as (client, task_queue, llm, _stack):
+    trusted = flows_dir_with(get_settings().flows_dir, paths)
+    async with environment(address, runtime=runtime, flows_dir=trusted) as (client, task_queue, llm, _stack):
         for path in paths:
             try:
                 results.append(await run_script(path, client, task_queue, llm, kill_at=kill_at,

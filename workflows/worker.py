@@ -20,7 +20,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.dispatch import dispatch_agent
 from activities.extraction import extract_variables
-from activities.handler_run import run_handler
+from activities.handler_run import HandlerRunner
 from activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from activities.observability import ActivityLogInterceptor
 from activities.registry import build_activities
@@ -30,7 +30,8 @@ from workflows.call import CallWorkflow
 
 
 def all_activities(config: Any) -> list[Callable[..., Any]]:
-    return [*build_activities(config), run_handler, extract_variables, dispatch_agent, prepare_call,
+    handlers = HandlerRunner(getattr(config, "flows_dir", None))
+    return [*build_activities(config), handlers.run_handler, extract_variables, dispatch_agent, prepare_call,
             dial_call, hang_up_room, mcp_list_tools, mcp_call_tool, transfer_call]
 
 
