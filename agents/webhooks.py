@@ -84,7 +84,12 @@ class WebhookRelay:
         self.lease = lease
 
     async def handle(self, request: web.Request) -> web.Response:
-        raw = await request.content.read(MAX_BODY + 1)
+        if (request.content_length or 0) > MAX_BODY:
+            return web.Response(status=413, text="webhook body too large")
+        try:
+            raw = await request.read()  # bounded by the application's client_max_size too
+        except web.HTTPRequestEntityTooLarge:
+            return web.Response(status=413, text="webhook body too large")
         if len(raw) > MAX_BODY:
             return web.Response(status=413, text="webhook body too large")
         try:

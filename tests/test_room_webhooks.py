@@ -96,3 +96,21 @@ async def test_an_agent_that_hung_up_leaving_is_not_lost_and_a_finished_room_end
         late = next(w.event for w in lk.webhooks if w.event.event == "room_finished")
         late.id = "EV_late"
         assert await lk.post_webhook(late) == 200
+
+
+async def test_the_receiver_refuses_what_livekit_did_not_sign(temporal_client: Client) -> None:
+    import aiohttp
+
+    async with FakeLiveKit() as fake:
+        runner = await serve(WebhookRelay(temporal_client, fake.api_key, fake.api_secret), "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{bound_port(runner)}{WEBHOOK_PATH}"
+        try:
+            async with aiohttp.ClientSession() as http:
+                for headers, body in [({}, b"{}"), ({"Authorization": "not-a-jwt"}, b"{}"),
+                                      ({"Authorization": fake.token({})}, b'{"event": "room_finished"}'),
+                                      ({}, b"x" * 300_000)]:
+                    async with http.post(url, data=body, headers=headers) as resp:
+                        assert resp.status in (401, 413), (headers, resp.status)
+                        assert "Traceback" not in await resp.text()
+        finally:
+            await runner.cleanup()
