@@ -45,8 +45,8 @@ def _sdk_drops() -> bool:
     from workflows.call import CallWorkflow
     from workflows.messages import TurnsEvent
 
-    hints = inspect.get_annotations(CallWorkflow.turns, eval_str=True)
-    return TurnsEvent in hints.values()
+    handler = getattr(CallWorkflow, "turns", None)  # gone once every signal is taken raw
+    return handler is not None and TurnsEvent in inspect.get_annotations(handler, eval_str=True).values()
 
 
 class _Ev(BaseModel):
@@ -62,3 +62,34 @@ def test_safe_reason_names_places_and_kinds_only() -> None:
     assert reason == "ValidationError: text: string_type; seq: int_parsing"
     assert SSN not in reason and SSN in str(caught.value)  # pydantic's own message quotes it
     assert safe_reason(ValueError(f"bad {SSN}")) == "ValueError"
+
+
+def test_a_bug_in_workflow_code_keeps_its_traceback() -> None:
+    from workflows.log_redaction import RedactPayloadErrors
+
+    try:
+        raise KeyError("node")
+    except KeyError as exc:
+        bug = logging.LogRecord("temporalio.worker._workflow_instance", logging.WARNING, __file__, 1,
+                                "Failed activation on workflow", (), (type(exc), exc, exc.__traceback__))
+    assert RedactPayloadErrors().filter(bug) and bug.exc_info is not None
+
+
+def test_the_sdks_drop_line_loses_the_payload_but_names_the_event() -> None:
+    """The record the SDK logs when it cannot decode a typed signal's payload (the path of
+    any handler still typed), as the filter leaves it."""
+    from workflows.log_redaction import RedactPayloadErrors
+
+    try:
+        try:
+            _Ev.model_validate({"event_id": "ev-7", "text": SSN})
+        except ValidationError as inner:
+            raise RuntimeError("Failed decoding arguments") from inner
+    except RuntimeError as exc:
+        record = logging.LogRecord("temporalio.worker._workflow_instance", logging.ERROR, __file__, 1,
+                                   "Failed deserializing signal input for turns, dropping the signal", (),
+                                   (type(exc), exc, exc.__traceback__))
+    assert RedactPayloadErrors().filter(record)
+    line = logging.Formatter("%(message)s").format(record)
+    assert SSN not in line and record.exc_info is None
+    assert "event ev-7: ValidationError: seq: missing" in line

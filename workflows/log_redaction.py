@@ -8,8 +8,11 @@ event id, when the payload had one), whatever handler or format prints the line.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
+
+from pydantic import ValidationError
 
 from callflow.errors import safe_reason
 
@@ -32,13 +35,34 @@ def _event_id(exc: BaseException) -> str | None:
     return None
 
 
+def _payload_error(record: logging.LogRecord, exc: BaseException) -> BaseException | None:
+    """The error that quotes a payload, if this record is about one: the SDK's own "failed
+    decoding / deserializing" lines (their innermost cause), or any pydantic or JSON error in
+    the chain. None for anything else (a bug in workflow code keeps its traceback)."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    for err in chain:
+        if isinstance(err, ValidationError | json.JSONDecodeError | UnicodeDecodeError):
+            return err
+    decoding = ("Failed decoding", "Failed deserializing")
+    if str(record.msg).startswith(decoding) or any(str(e).startswith(decoding) for e in chain):
+        return chain[-1]
+    return None
+
+
 class RedactPayloadErrors(logging.Filter):
-    """Replace a record's exception (and its traceback text) by ``reason`` and ``event_id``."""
+    """Replace a record's payload-decoding exception (and its traceback text, which quotes
+    the payload) by ``reason`` and ``event_id``. Other exceptions (a bug in workflow code)
+    keep their traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
-            exc = record.exc_info[1]
-            cause = exc.__cause__ or exc  # the SDK wraps the converter's error
+            cause = _payload_error(record, record.exc_info[1])
+            if cause is None:
+                return True
             record.reason = safe_reason(cause)
             record.event_id = _event_id(cause)
             record.msg = f"{record.getMessage()} (event {record.event_id or '?'}: {record.reason})"
