@@ -40,7 +40,11 @@ def validate(
                              "answer tools/list and have the tools the flow names (off: validation "
                              "stays offline)."),
 ) -> None:
-    """Check flows against the format's rules; every problem with its path and a hint."""
+    """Check flows against the format's rules; every problem with its path and a hint.
+
+    The flow's handlers module is imported, so its code runs here.
+    Handlers are trusted code: see "Handler modules" in docs/flow-format.md.
+    """
     worst = 0
     for path in files:
         try:
