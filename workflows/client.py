@@ -20,6 +20,7 @@ from activities.search_attributes import (
     RINGFLOW_STATUS,
     RINGFLOW_TRANSITIONS,
 )
+from activities.telephony import Dial  # noqa: F401  (start_call(..., dial=Dial(to=...)) imports it here)
 from callflow.errors import FlowError, Issue
 from callflow.inputs import resolve_variables, undeclared_variables
 from callflow.model import FlowDefinition
