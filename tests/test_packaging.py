@@ -234,3 +234,37 @@ def test_the_baked_flows_dir_is_complete(tmp_path: Path, monkeypatch: pytest.Mon
     assert files
     result = CliRunner().invoke(app, ["flow", "validate", *files])
     assert result.exit_code == 0, result.output
+
+
+async def test_a_worker_serves_handlers_from_the_baked_flows_dir(
+        temporal_client: Client, temporal_server: DevStack, task_queue: str, sqlite_url: str,
+        tmp_path: Path) -> None:
+    """The route flows take into a pod: the image's ``COPY ${FLOWS} /app/flows`` and
+    ``RINGFLOW_FLOWS_DIR=/app/flows``. The client starts the call from its own copy of the
+    flow, which then disappears; the worker, running elsewhere, finds the handlers in its
+    flows dir (without RINGFLOW_FLOWS_DIR the same call's handler is not found)."""
+    import shutil
+
+    from callflow.loader import load_flow
+    from workflows.client import start_call
+
+    image_flows = tmp_path / "app" / "flows"
+    shutil.copytree(ROOT / "examples" / "flows", image_flows, ignore=shutil.ignore_patterns("__pycache__"))
+    laptop = tmp_path / "laptop" / "work" / "flows" / "appointment_reminder"
+    shutil.copytree(ROOT / "examples" / "flows" / "appointment_reminder", laptop)
+    definition = load_flow(laptop / "flow.yaml")
+    shutil.rmtree(tmp_path / "laptop")  # the client's copy is not where the worker runs
+    workdir = tmp_path / "app" / "workdir"
+    workdir.mkdir()
+    worker = Worker(temporal_server.address, task_queue, sqlite_url, tmp_path / "worker.log",
+                    env={"RINGFLOW_FLOWS_DIR": str(image_flows), "PYTHONPATH": str(ROOT)}, cwd=workdir)
+    try:
+        await worker.wait_ready()
+        call = await start_call(temporal_client, definition, task_queue=task_queue,
+                                variables={"patient_first_name": "Robin", "appointment_time": "Tuesday 3 PM"})
+        checked = await call.call_function(req("verify_identity", "check_identity", birth_year="1987"))
+        assert not checked.error and checked.result == {"status": "verified"}, checked
+        await wait_state(call, lambda s: s["node"] == "remind", timeout=30, what="node remind")
+        await call.hangup()
+    finally:
+        worker.stop()

@@ -33,15 +33,17 @@ class Worker:
     """``ringflow worker`` in its own process, with its health port."""
 
     def __init__(self, address: str, task_queue: str, database_url: str, log: Path,
-                 argv: list[str] | None = None) -> None:
+                 argv: list[str] | None = None, env: dict[str, str] | None = None,
+                 cwd: Path | None = None) -> None:
         self.health_port = free_port()
         self.log = log
         env = {**os.environ, "RINGFLOW_TEMPORAL_ADDRESS": address, "RINGFLOW_TASK_QUEUE": task_queue,
                "RINGFLOW_DATABASE_URL": database_url, "RINGFLOW_METRICS_PORT": str(free_port()),
-               "RINGFLOW_HEALTH_PORT": str(self.health_port), "RINGFLOW_GRACEFUL_SHUTDOWN_S": "5"}
+               "RINGFLOW_HEALTH_PORT": str(self.health_port), "RINGFLOW_GRACEFUL_SHUTDOWN_S": "5",
+               **(env or {})}
         with log.open("wb") as out:  # a file, not a pipe: a full pipe would block the worker
             self.proc = subprocess.Popen(argv or [sys.executable, "-m", "ringflow.cli", "worker"], env=env,
-                                         stdout=subprocess.DEVNULL, stderr=out)
+                                         stdout=subprocess.DEVNULL, stderr=out, cwd=cwd)
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")
