@@ -14,6 +14,8 @@ across processes and are set explicitly (no callbacks, which that mode cannot co
 * ``ringflow_agent_attach_seconds``: attach (a new call) or resume (after a crash) to
   serving, labelled ``resumed``.
 * ``ringflow_agent_signals_failed_total``: failed sends of events to the workflow.
+* ``ringflow_agent_events_dropped_total``: events too large for any signal, dropped (a note
+  with their id and seq goes instead, so the events behind them go on).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ OUTBOX_OLDEST = Gauge("ringflow_agent_outbox_oldest_pending_seconds",
 ATTACH_SECONDS = Histogram("ringflow_agent_attach_seconds", "Attach (resumed=false) or resume to serving.",
                            ["resumed"], buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
 SIGNALS_FAILED = Counter("ringflow_agent_signals_failed", "Failed sends of agent events to the workflow.")
+EVENTS_DROPPED = Counter("ringflow_agent_events_dropped",
+                         "Agent events too large for any signal, replaced by a note (agents/signals.py).",
+                         ["type"])
 
 _runs: weakref.WeakValueDictionary[int, AgentRun] = weakref.WeakValueDictionary()  # AgentRun is unhashable
 _refresher: asyncio.Task[None] | None = None

@@ -8,15 +8,19 @@ reaches a ``CallWorkflow``.
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from temporalio.service import RPCError, RPCStatusCode
 
+from agents.metrics import EVENTS_DROPPED
 from agents.outbox import ReceiverGone, Send
 from workflows.client import MAX_SIGNAL_BYTES, CallHandle
-from workflows.messages import AgentEvent, EventBatch, TransitionEvent
+from workflows.messages import AgentEvent, CallEvent, EventBatch, TransitionEvent, encoded_bytes
+
+log = logging.getLogger(__name__)
+_BATCH_OVERHEAD = encoded_bytes(EventBatch(events=[]))
 
 
 class DeferredTransition:
@@ -49,16 +53,39 @@ def built(events: list[Any]) -> list[AgentEvent]:
     return [e.build() if type(e) is DeferredTransition else e for e in events]
 
 
-def chunks(events: list[AgentEvent], limit: int) -> Iterator[list[AgentEvent]]:
-    """Consecutive runs of ``events`` whose EventBatch JSON stays under ``limit`` bytes, so
-    a batch of long turns becomes several signals instead of one the client refuses."""
-    chunk: list[AgentEvent] = []
-    size = len('{"events": []}')
+def sendable(events: list[AgentEvent], limit: int) -> list[AgentEvent]:
+    """``events``, but each one that could never go in a signal (alone it encodes over
+    ``limit``) replaced by a small note with its id and seq: retrying it would block every
+    event behind it forever, and dropping it outright would leave the workflow waiting for
+    its seq. The workflow records the note as a rejection; the agent logs it (id, type and
+    size, never the text) and counts it in ``ringflow_agent_events_dropped_total``."""
+    out: list[AgentEvent] = []
     for ev in events:
-        n = len(json.dumps(ev.model_dump(mode="json"))) + 2  # ", " between items
+        size = encoded_bytes(ev) + _BATCH_OVERHEAD
+        if size <= limit:
+            out.append(ev)
+            continue
+        kind = ev.type
+        log.error("event %s (%s, %d bytes) can never be sent: the signal limit is %d bytes; dropped",
+                  getattr(ev, "event_id", "?"), kind, size, limit)
+        EVENTS_DROPPED.labels(kind).inc()
+        reason = f"a {kind} event of {size} bytes, over the {limit} bytes a signal may carry"
+        out.append(CallEvent(event_id=getattr(ev, "event_id", None) or "dropped", kind="note", at=ev.at,
+                             seq=getattr(ev, "seq", None), data={"dropped": kind, "reason": reason}))
+    return out
+
+
+def chunks(events: list[AgentEvent], limit: int) -> Iterator[list[AgentEvent]]:
+    """Consecutive runs of ``events`` whose EventBatch, encoded as the client sends it,
+    stays under ``limit`` bytes (the same byte rule the client checks), so a batch of long
+    turns becomes several signals instead of one the client refuses."""
+    chunk: list[AgentEvent] = []
+    size = _BATCH_OVERHEAD
+    for ev in events:
+        n = encoded_bytes(ev) + 1  # the comma between items
         if chunk and size + n > limit:
             yield chunk
-            chunk, size = [], len('{"events": []}')
+            chunk, size = [], _BATCH_OVERHEAD
         chunk.append(ev)
         size += n
     if chunk:
@@ -77,7 +104,7 @@ def workflow_sender(handle: CallHandle) -> Send:
     outbox: the agent hears of it and leaves the call instead of retrying until close.
     """
     async def send(events: list[AgentEvent]) -> None:
-        for chunk in chunks(built(events), MAX_SIGNAL_BYTES):
+        for chunk in chunks(sendable(built(events), MAX_SIGNAL_BYTES), MAX_SIGNAL_BYTES):
             try:
                 await handle.batch(EventBatch(events=chunk))
             except RPCError as exc:

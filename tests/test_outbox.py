@@ -30,19 +30,23 @@ from hypothesis import strategies as st
 from temporalio.client import Client
 
 from agents.outbox import Outbox, OutboxClosed, OutboxFull, ReceiverGone, backoff_delay
-from agents.signals import chunks, workflow_sender
+from agents.signals import chunks, sendable, workflow_sender
 from ringflow.devstack import DevStack
 from tests.wfkit import Agent, running_worker, start, wait_state, wait_until
 from workflows.client import MAX_SIGNAL_BYTES
 from workflows.messages import (
+    MAX_ARGS_BYTES,
     MAX_TEXT_CHARS,
     AgentEvent,
     CallEvent,
     EventBatch,
     HangupEvent,
     Heartbeat,
+    TransitionEvent,
     Turn,
     TurnsEvent,
+    encoded_bytes,
+    oversized_args,
 )
 
 OUTAGE_S = float(os.environ.get("RINGFLOW_OUTAGE_S", "3"))
@@ -586,5 +590,50 @@ async def test_batches_over_the_signal_limit_are_split(temporal_client: Client, 
         await applied(call, 4)
         got = await texts(call)
         assert [t.split(" ")[0] for t in got] == [f"{i}.{j}" for i in range(4) for j in range(6)]
+        await call.hangup()
+        await call.handle.result()
+
+
+def test_the_size_rule_counts_encoded_bytes_not_characters() -> None:
+    """Issue 9: 22,000 emoji passed a character count of ``str(args)`` and failed the client's
+    byte count, so the outbox retried the event forever."""
+    emoji = {"note": "\U0001f600" * 22_000}
+    assert len(str(emoji)) < MAX_ARGS_BYTES < encoded_bytes(emoji)
+    assert oversized_args("to_booking", emoji) is not None
+    accents = Turn(role="user", text="\u00e9" * MAX_TEXT_CHARS)  # 32 KB in UTF-8
+    turns = [TurnsEvent(event_id=f"t{i}", seq=i, items=[accents] * 5) for i in range(1, 5)]
+    parts = list(chunks(turns, MAX_SIGNAL_BYTES))
+    assert len(parts) > 1 and all(encoded_bytes(EventBatch(events=c)) <= MAX_SIGNAL_BYTES for c in parts)
+
+
+def test_an_event_that_can_never_be_sent_becomes_a_note_that_keeps_its_seq() -> None:
+    huge = TransitionEvent(event_id="big", seq=3, from_node="a", name="go",
+                           args={"x": "\U0001f600" * 70_000})
+    small = ev(4)
+    out = sendable([huge, small], MAX_SIGNAL_BYTES)
+    assert out[1] is small
+    note = out[0]
+    assert isinstance(note, CallEvent) and note.kind == "note" and note.seq == 3 and note.event_id == "big"
+    assert note.data["dropped"] == "transition" and "\U0001f600" not in str(note.data)
+
+
+async def test_an_unsendable_event_does_not_block_the_events_behind_it(
+        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        agent = Agent(call)
+        huge = agent.transition_event("verify", "confirmed", {"x": "\U0001f600" * 70_000})
+        after = agent.turns_event(("user", "still here"))
+        outbox = Outbox(workflow_sender(call), **FAST)
+        outbox.put(huge)
+        outbox.put(after)
+        outbox.start()
+        assert await outbox.flush(timeout=30)
+        st_ = await applied(call, 2)
+        assert outbox.pending == 0 and outbox.send_errors == 0
+        assert await texts(call) == ["still here"] and st_["node"] == "verify"
+        assert any(r["event_id"] == huge.event_id and "dropped by the agent" in r["reason"]
+                   for r in st_["rejected"])
+        await outbox.close()
         await call.hangup()
         await call.handle.result()

@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from activities.persistence import load_transcript
 from tests.hostile import finished, raw, raw_json, task_failures, worker_with_hooks
 from tests.test_workflow_faults import flaky_api
-from tests.wfkit import Agent, req, start, wait_state
+from tests.wfkit import Agent, clinic, req, start, wait_state
 from workflows.messages import Turn, TurnsEvent
 
 
@@ -217,3 +217,20 @@ async def test_a_two_hour_call_with_2000_turns(temporal_client: Client, task_que
     assert len(load_transcript(call.call_id, database_url=sqlite_url)) == 2000
     assert out["result"].disposition == "callback" and await task_failures(call) == []
 
+
+
+async def test_a_call_too_large_to_continue_as_new_ends_with_error_not_a_stuck_task(
+        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    """A call whose own input (here a flow with a 1.6 MB role) leaves no room for what a
+    continue-as-new must carry: it ends 'error', with its record and webhook, instead of
+    ordering a payload the server refuses (a workflow task failing forever)."""
+    flow = clinic()
+    big = flow.model_copy(update={"flow": flow.flow.model_copy(update={"role": "z" * 1_600_000})})
+    async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
+        call = await start(temporal_client, task_queue, big, max_history_events=50)
+        agent = Agent(call)
+        for i in range(30):
+            await agent.say(("user", f"turn {i}"))
+        out = await finished(call, hooks, sqlite_url)
+    assert out["result"].end_reason == "error" and out["webhook"]["end_reason"] == "error"
+    assert [t["text"] for t in out["stored"].transcript] == [f"turn {i}" for i in range(30)]

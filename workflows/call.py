@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.records import CallRecord
     from callflow.effects import Effect, Extract, Rejected, RunFunction
     from callflow.engine import Engine
+    from callflow.errors import safe_reason
     from callflow.events import (
         CallStarted,
         FunctionCalled,
@@ -148,7 +149,7 @@ class CallWorkflow(CallCarry):
                 raise
             # A bug or an input nothing anticipated: the call ends with an error, and its record
             # and webhook still go out, rather than a workflow task that fails forever.
-            self.fail_call(f"the call could not go on: {type(exc).__name__}: {exc}")
+            self.fail_call(f"the call could not go on: {safe_reason(exc)}")
         return await self.finish()
 
     async def converse(self, inp: CallInput) -> None:

@@ -117,9 +117,20 @@ class CallCore:
                 self.wake = True
 
     def spawn(self, coro: Any) -> None:
-        task = asyncio.get_event_loop().create_task(coro)
+        task = asyncio.get_event_loop().create_task(self.guarded(coro))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    async def guarded(self, coro: Any) -> None:
+        """Background work (a function the engine ordered, an extraction) that raises
+        leaves the call unable to go on: it ends with ``error`` instead of a workflow task
+        that fails forever."""
+        try:
+            await coro
+        except Exception as exc:
+            if internal_error(exc):
+                raise
+            self.fail_call(f"background work failed: {safe_reason(exc)}")
 
     async def run_in_background(self, eff: RunFunction) -> None:
         result = await acts.run_function(eff, self.inp.definition, self.state, lambda: self.state.state)
