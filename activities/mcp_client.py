@@ -9,23 +9,19 @@ session held open across them would be state no retry or replay could rebuild.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
-import jsonschema
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from callflow.mcp_spec import MAX_SCHEMA_CHARS, MAX_TOOLS_PER_SERVER, McpServer, McpServerTools, McpTool
-from callflow.model import FUNCTION_NAME_PATTERN
+from callflow.mcp_spec import MAX_TOOLS_PER_SERVER, McpServer, McpServerTools, McpTool
+from callflow.mcp_tools import usable_tool
 
 MAX_PAGES = 50  # a server whose cursor never ends cannot hold a call's start hostage
-MAX_DESCRIPTION_CHARS = 4_000
 IDEMPOTENCY_META_KEY = "ringflow/idempotency-key"
 
 
@@ -71,19 +67,7 @@ async def list_tools(server: McpServer) -> McpServerTools:
 
 
 def _usable(t: Any) -> tuple[McpTool | None, str]:
-    if not re.match(FUNCTION_NAME_PATTERN, t.name or ""):
-        return None, "not a valid function name"
-    schema = dict(t.input_schema or {})
-    if schema.get("type") != "object":
-        return None, "its input schema is not an object"
-    if len(json.dumps(schema, default=str)) > MAX_SCHEMA_CHARS:
-        return None, f"its input schema is larger than {MAX_SCHEMA_CHARS} characters"
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return None, f"invalid input schema: {exc.message[:200]}"
-    description = (t.description or t.title or t.name)[:MAX_DESCRIPTION_CHARS]
-    return McpTool(name=t.name, description=description, input_schema=schema), ""
+    return usable_tool(t.name, t.description or t.title, dict(t.input_schema or {}))
 
 
 async def call_tool(server: McpServer, tool: str, args: dict[str, Any], idempotency_key: str,

@@ -19,6 +19,7 @@ from typing import Any
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from agents.device_tools import DeviceTools, call_device_tool, serves
 from agents.hot_path import Killed, SessionPort, ToolOutcome, call_locally
 from agents.outbox import Outbox
 from agents.signals import DeferredTransition
@@ -87,6 +88,7 @@ class FlowController:
                                      for fn_name, fn in cnode.functions.items()
                                      if fn.kind in ("handler", "http", "mcp") and fn.cancel_on_interruption)
         self.in_flight: dict[str, bool] = {}  # cancellable calls running, by event id: cancel asked?
+        self.device: DeviceTools | None = None  # the caller's device's tools (agents/device_tools.py)
 
     # --- plumbing ---------------------------------------------------------------------
     def bind(self, port: SessionPort) -> None:
@@ -138,6 +140,8 @@ class FlowController:
             self.point("tool_call")
         self.step_no += 1
         node = self.state.node
+        if self.device is not None and serves(self, node, name):
+            return await call_device_tool(self, name, args)
         if (node, name) in self.remote:
             eid = f"{self.turn_key}:{self.step_no}:fn:{name}"
             if self.engine.flow.nodes[node].functions[name].kind != "transfer":  # type: ignore[index]

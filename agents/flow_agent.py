@@ -19,6 +19,7 @@ from livekit.agents import llm as lk_llm
 from opentelemetry import trace
 
 from agents.controller import FlowController
+from agents.device_tools import offer
 from agents.metrics import observe_tool_call
 from callflow.effects import SetNode, ToolSpec
 from callflow.end_reasons import EndReason
@@ -120,6 +121,7 @@ class LiveKitPort:
             await self.dtmf_sender(digits)
 
     async def set_node(self, eff: SetNode) -> None:
+        eff = offer(self.agent.controller, eff)  # the caller's device's tools, if the node offers them
         self.agent.set_interruptible(eff.allow_interrupt)
         await self.agent.update_instructions(eff.prompt)
         await self.agent.update_tools([build_tool(t, self.agent.controller) for t in eff.tools])
@@ -133,6 +135,10 @@ class LiveKitPort:
                 ctx.add_message(role="assistant", content=text)
                 await self.agent.update_chat_ctx(ctx)
                 self.agent.controller.on_turn("system", text)  # kept for a successor agent
+
+    async def update_tools(self, tools: list[ToolSpec]) -> None:
+        """The node's tools changed while on it (the caller's device advertised its own)."""
+        await self.agent.update_tools([build_tool(t, self.agent.controller) for t in tools])
 
     def cleared(self) -> lk_llm.ChatContext:
         """An empty context but for the instructions, kept as the same item so they stay first:

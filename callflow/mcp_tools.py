@@ -8,9 +8,20 @@ Kept apart from ``compiled.py`` so the compiler only asks "which entries does th
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
-from callflow.mcp_spec import McpPinned, McpRef, McpServerTools, McpTool, all_entries
+import jsonschema
+
+from callflow.mcp_spec import (
+    MAX_SCHEMA_CHARS,
+    McpPinned,
+    McpRef,
+    McpServerTools,
+    McpTool,
+    all_entries,
+)
 from callflow.model import FUNCTION_NAME_PATTERN, FlowDefinition, FunctionEntry
 
 _NAME = re.compile(FUNCTION_NAME_PATTERN)
@@ -86,3 +97,23 @@ def missing_tools(definition: FlowDefinition) -> list[str]:
 def pinned_definition(definition: FlowDefinition, servers: dict[str, McpServerTools]) -> FlowDefinition:
     """The call's definition with the servers' tools fixed into it."""
     return definition.model_copy(update={"mcp": McpPinned(servers=servers)})
+
+
+MAX_DESCRIPTION_CHARS = 4_000
+
+
+def usable_tool(name: Any, description: Any, schema: Any) -> tuple[McpTool | None, str]:
+    """A listed tool as one the LLM can be offered, or (None, why not): a server's and a
+    device's tools pass the same gate before a call offers them."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        return None, "not a valid function name"
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return None, "its input schema is not an object"
+    if len(json.dumps(schema, default=str)) > MAX_SCHEMA_CHARS:
+        return None, f"its input schema is larger than {MAX_SCHEMA_CHARS} characters"
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return None, f"invalid input schema: {exc.message[:200]}"
+    text = description if isinstance(description, str) and description else name
+    return McpTool(name=name, description=text[:MAX_DESCRIPTION_CHARS], input_schema=schema), ""

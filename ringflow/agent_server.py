@@ -23,6 +23,7 @@ from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 from agents.dtmf import KeyCollector
 from agents.lease import AgentLease, LeaseHeld
 from agents.livekit_api import close_room, parse_job_metadata, register_livekit_dispatcher
+from agents.livekit_device import watch_device
 from agents.runner import attach_agent
 from callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
@@ -126,6 +127,7 @@ async def entrypoint(ctx: JobContext) -> None:
         asyncio.get_running_loop().create_task(keys.press(ev.digit))
 
     run.controller.port.dtmf_sender = lambda digits: press_keys(ctx.room, digits)  # type: ignore[union-attr]
+    watch_device(ctx.room, run.controller)  # tools the caller's device offers (device_tools nodes)
     if info.wait_for and not run.resumed:  # a call we dialed: who (or what) picked up?
         run.tasks.append(asyncio.get_running_loop().create_task(detect_machine(run)))
 

@@ -1,0 +1,192 @@
+"""Device tools: tools the caller's device offers, called over LiveKit participant RPC.
+
+There is no LiveKit server here, so the device is faked at the agent's port boundary
+(``DeviceLink``: its attributes and its RPC), speaking the MCP shapes a real device would;
+everything else is real: the CallWorkflow on the dev server, the agent code in
+livekit-agents text mode (LLM scripted), and the MCP server of ``tests/mcp_server.py`` for
+the server tool that shares a name with a device tool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from agents.device_tools import IDEMPOTENCY_META_KEY, TOOLS_ATTRIBUTE, DeviceTools, parse_tools, use_device
+from callflow.loader import validate_data
+from callflow.model import FlowDefinition
+from ringflow.scripted_llm import ScriptedLLM
+from tests.agentkit import call, say, text_call
+from tests.test_mcp import Server, _free_port, mcp_server  # noqa: F401  (the module's MCP server)
+from tests.wfkit import running_worker
+
+pytestmark = pytest.mark.timeout(60)
+
+DEVICE_TOOLS = [
+    {"name": "show_map", "description": "Show a map of the store on the kiosk screen.",
+     "inputSchema": {"type": "object", "properties": {"aisle": {"type": "integer"}}, "required": ["aisle"]}},
+    {"name": "lookup_customer", "description": "The kiosk's own customer lookup.",
+     "inputSchema": {"type": "object", "properties": {"phone": {"type": "string"}}, "required": ["phone"]}},
+    {"name": "bad name", "description": "Not offerable.", "inputSchema": {"type": "object"}},
+]
+
+
+class FakeDevice:
+    """A kiosk in the room, as the agent reaches it: attributes and MCP-shaped RPC answers."""
+
+    identity = "kiosk-1"
+
+    def __init__(self, advertise_in_attribute: bool = True) -> None:
+        self.attrs = {TOOLS_ATTRIBUTE: json.dumps({"tools": DEVICE_TOOLS})} if advertise_in_attribute else {}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def attributes(self) -> dict[str, str]:
+        return self.attrs
+
+    async def rpc(self, method: str, payload: str, timeout_s: float) -> str:
+        body = json.loads(payload)
+        self.calls.append((method, body))
+        if method == "tools/list":
+            return json.dumps({"tools": DEVICE_TOOLS})
+        if body["name"] == "show_map":
+            return json.dumps({"content": [{"type": "text", "text": "shown"}],
+                               "structuredContent": {"shown": True, "aisle": body["arguments"]["aisle"]}})
+        return json.dumps({"content": [{"type": "text", "text": "kiosk lookup: Dana"}]})
+
+
+def kiosk_flow(url: str, device_tools: Any = True) -> FlowDefinition:
+    report = validate_data({
+        "flow": "kiosk",
+        "mcp_servers": {"crm": {"url": url, "timeout_s": 2}},
+        "nodes": {
+            "start": {"task": "Help the shopper.", "device_tools": device_tools, "functions": [
+                {"name": "lookup_customer", "mcp": {"server": "crm", "tool": "lookup_customer"}},
+                {"name": "done", "description": "Done.", "transition_only": True, "transition_to": "bye"}]},
+            "bye": {"type": "end", "task": "Say goodbye."}}})
+    assert report.definition is not None, report.errors
+    return report.definition
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def scripted_llm() -> AsyncIterator[ScriptedLLM]:
+    async with ScriptedLLM() as llm:
+        yield llm
+
+
+@pytest_asyncio.fixture
+async def worker(temporal_client: Client, task_queue: str, sqlite_url: str) -> AsyncIterator[None]:
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        yield
+
+
+def tool_turns(transcript: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(t.text) for t in transcript if t.role == "tool"]
+
+
+async def test_device_tools_are_offered_called_over_rpc_and_recorded(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
+        mcp_server: Server) -> None:  # noqa: F811
+    """The device's tools join the node's once it advertises them; a call goes to the device
+    over RPC with an idempotency key and its result reaches the LLM and the workflow's
+    transcript. A name the flow already has (an MCP server's tool) stays the server's."""
+    device = FakeDevice()
+    definition = kiosk_flow(mcp_server.url)
+    async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
+        await use_device(tc.controller, await DeviceTools.discover(device))
+
+        before = len(tc.chats())  # the node's first turn was before the device advertised
+        tc.reply(call("show_map", aisle=7), say("The map is on the screen."))
+        result = await tc.user("Where are the batteries?")
+        req = tc.chats()[before]
+        assert req.tool_names == ["done", "lookup_customer", "show_map"]  # 'bad name' left out
+        tools = {t["function"]["name"]: t["function"] for t in req.tools}
+        assert tools["lookup_customer"]["description"] == "Find a customer by phone number."  # the server's
+
+        result.expect.next_event().is_function_call(name="show_map", arguments={"aisle": 7})
+        out = result.expect.next_event().is_function_call_output(is_error=False)
+        assert json.loads(out.event().item.output) == {"shown": True, "aisle": 7}
+        method, body = device.calls[-1]
+        assert method == "tools/call" and body["name"] == "show_map" and body["arguments"] == {"aisle": 7}
+        assert body["_meta"][IDEMPOTENCY_META_KEY].startswith(tc.call.call_id + ":")
+
+        tc.reply(call("lookup_customer", phone="+15550100"), say("Welcome back, Dana."))
+        looked = await tc.user("My number is 555 0100.")
+        looked.expect.next_event().is_function_call(name="lookup_customer")
+        found = json.loads(looked.expect.next_event().is_function_call_output().event().item.output)
+        assert found["name"] == "Dana Reyes"  # from the MCP server, not the kiosk
+        assert [c for c in device.calls if c[1].get("name") == "lookup_customer"] == []
+
+        tc.reply(call("show_map", aisle="seven"), say("Which aisle?"))
+        bad = await tc.user("Show me aisle seven.")
+        bad.expect.next_event().is_function_call(name="show_map")
+        bad.expect.next_event().is_function_call_output(is_error=True)
+        assert len([c for c in device.calls if c[0] == "tools/call"]) == 1  # refused before the RPC
+
+        await tc.synced()
+        recorded = tool_turns(await tc.call.transcript())
+        assert recorded[0] == {"device_tool": "show_map", "args": {"aisle": 7},
+                               "result": {"shown": True, "aisle": 7}}
+        assert recorded[1]["device_tool"] == "show_map" and "error" in recorded[1]
+
+
+async def test_the_device_tool_is_the_fallback_when_the_server_has_none(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None) -> None:
+    """The MCP server cannot be listed: its lookup_customer is not offered, so the device's of
+    that name is, and a call goes to the device (found through an RPC tools/list, as the
+    device sets no attribute)."""
+    device = FakeDevice(advertise_in_attribute=False)
+    definition = kiosk_flow(f"http://127.0.0.1:{_free_port()}/mcp")
+    async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
+        await use_device(tc.controller, await DeviceTools.discover(device))
+        assert device.calls[0][0] == "tools/list"
+        before = len(tc.chats())
+        tc.reply(call("lookup_customer", phone="+15550100"), say("Hello Dana."))
+        result = await tc.user("It's 555 0100.")
+        req = tc.chats()[before]
+        tools = {t["function"]["name"]: t["function"] for t in req.tools}
+        assert tools["lookup_customer"]["description"] == "The kiosk's own customer lookup."
+        result.expect.next_event().is_function_call(name="lookup_customer")
+        out = json.loads(result.expect.next_event().is_function_call_output().event().item.output)
+        assert out == {"content": "kiosk lookup: Dana"}
+        assert device.calls[-1][1]["name"] == "lookup_customer"
+
+
+async def test_a_node_offers_only_the_device_tools_it_names(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
+        mcp_server: Server) -> None:  # noqa: F811
+    definition = kiosk_flow(mcp_server.url, device_tools=["lookup_customer"])
+    async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
+        device = FakeDevice()
+        await use_device(tc.controller, await DeviceTools.discover(device))
+        before = len(tc.chats())
+        tc.reply(call("show_map", aisle=1), say("I can't do that."))
+        result = await tc.user("Show me the map.")
+        assert tc.chats()[before].tool_names == ["done", "lookup_customer"]
+        out = result.expect.next_event().is_function_call_output(is_error=True)  # livekit refuses it
+        assert "Unknown function: show_map" in out.event().item.output
+        assert [c for c in device.calls if c[0] == "tools/call"] == []
+
+
+def test_parse_tools_keeps_what_an_llm_can_be_offered() -> None:
+    tools, left_out = parse_tools(json.dumps(DEVICE_TOOLS))
+    assert [t.name for t in tools] == ["show_map", "lookup_customer"]
+    assert left_out == {"bad name": "not a valid function name"}
+    assert parse_tools("not json") == ([], {"*": "the advertisement is not JSON"})
+    assert parse_tools({"tools": "x"})[0] == []
+
+
+def test_device_tools_validation() -> None:
+    flow = {"flow": "k", "nodes": {
+        "s": {"task": "t", "device_tools": ["ok_name", "bad name"], "functions": [
+            {"name": "done", "description": "d", "transition_only": True, "transition_to": "g"}]},
+        "g": {"type": "gate", "device_tools": True, "branches": [{"when": {"var": "x", "op": "exists"},
+                                                                   "to": "e"}], "default": "e"},
+        "e": {"type": "end", "task": "bye"}}, "variables": {"x": {}}}
+    errors = [f"{e.path}: {e.message}" for e in validate_data(flow).errors]
+    assert any(e.startswith("nodes.s.device_tools[1]: 'bad name' is not a valid tool name") for e in errors)
+    assert any(e.startswith("nodes.g.device_tools: 'device_tools' does not apply to a gate") for e in errors)
