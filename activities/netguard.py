@@ -65,6 +65,7 @@ def address_problem(ip: IPAddress) -> str | None:
         ("link-local", ip.is_link_local),
         ("multicast", ip.is_multicast),
         ("private", ip.is_private),
+        ("site-local", isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local),  # fec0::/10
         ("reserved", ip.is_reserved),
     )
     for name, hit in checks:

@@ -193,6 +193,8 @@ async def test_a_line_break_in_a_header_is_refused_without_sending_or_retrying(
     ("2002:0808:0808::1", None),
     ("64:ff9b::a00:1", "reserved"),  # NAT64 and IPv4-compatible forms are reserved ranges
     ("::a00:1", "reserved"),
+    ("::ffff:0:a00:1", "reserved"),  # IPv4-translated
+    ("fec0::1", "site-local"),  # deprecated, but still routed inside some networks
 ])
 def test_ipv6_addresses_embedding_private_ipv4_are_refused(address: str, problem: str | None) -> None:
     assert address_problem(ipaddress.ip_address(address)) == problem
