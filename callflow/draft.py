@@ -89,11 +89,12 @@ class Draft:
         if fn.entry.http is not None:
             # The flow's values win: an argument named like one (``crm_base_url``) must not
             # choose where the flow's credentials go.
-            values = {**args, **template_values(self.s)}
+            flow_values = template_values(self.s)
+            values = {**args, **flow_values}
             spec = fn.entry.http
             http = HttpSpec(
                 method=spec.method,
-                url=render_url(compile_template(spec.url), values),
+                url=render_url(compile_template(spec.url), values, set(args) - set(flow_values)),
                 headers=render_any(spec.headers, values) if spec.headers else None,
                 body=render_json(spec.body, values) if spec.body is not None else (
                     args if spec.method != "GET" else None),

@@ -109,12 +109,13 @@ def _render_value(value: Any, fallback: str | None) -> str:
     return str(value)
 
 
-def render_url(template: Template, values: Mapping[str, Any]) -> str:
+def render_url(template: Template, values: Mapping[str, Any],
+               arguments: frozenset[str] | set[str] = frozenset()) -> str:
     """Render an HTTP entry's URL, percent-encoding every value that lands in its path,
-    query or fragment.
+    query or fragment, and every LLM argument (names in ``arguments``) wherever it lands.
 
     Values come from the call and from LLM arguments: unencoded, ``../../admin?x=1#`` in a
-    path segment would reach another endpoint with the flow's credentials. A placeholder
+    path segment would reach another endpoint with the flow's credentials. A flow value
     before the path (``{{crm_base_url}}/companies``, ``https://{{host}}/``) is the URL's
     base and goes in as written; so does ``{{raw:name}}`` anywhere, for a flow that means
     its value to be a path or query string.
@@ -127,7 +128,7 @@ def render_url(template: Template, values: Mapping[str, Any]) -> str:
             literal += part
             continue
         text = _render_value(lookup(values, part.path), part.fallback)
-        if not part.raw and _in_path(literal):
+        if not part.raw and (_in_path(literal) or part.path[0] in arguments):
             text = _encode_component(text)
         out.append(text)
     return "".join(out)

@@ -129,3 +129,12 @@ def test_raw_is_only_for_urls() -> None:
     assert go_raw
     report = validate_data(data)
     assert any("'raw:' applies only" in e.message for e in report.errors)
+
+
+async def test_an_argument_is_encoded_even_where_the_urls_base_would_be(crm: Any) -> None:
+    base, seen = crm
+    call = crm_call(base, lookup("{{crm_base_url}}{{company}}", {"company": {"type": "string"}}))
+    run = only(call.call("lookup_company", company="/../admin?x=1"), RunFunction)
+    assert run.http.url == f"{base}%2F..%2Fadmin%3Fx%3D1"  # not a path: the request fails, nothing leaks
+    out = await send(run)
+    assert out["status"] == "error" and seen == []
