@@ -6,8 +6,9 @@ a scripted HTTP endpoint), first uninterrupted, then with the agent killed in ev
 (``--kill-agent-at``) and at the kill points around action nodes: a transition into an
 action node applied but not yet signalled, a handler whose result routes through an action
 node. Every run must end like the uninterrupted one, and the caller must have heard, in
-order, everything on the way: the greeting built from the pre-call lookup, transition
-speech, the routed node's ``tts_say`` and first turn, an end node's last turn.
+order, everything on the way (each script's ``expect.said``): the greeting built from the
+pre-call lookup, transition speech, the routed node's ``tts_say`` and first turn, an end
+node's last turn.
 """
 
 from __future__ import annotations
@@ -23,23 +24,12 @@ import pytest_asyncio
 from activities.persistence import dispose_engines
 from ringflow.devstack import DevStack
 from ringflow.scripted_llm import ScriptedLLM
-from ringflow.scripts import load_script
+from ringflow.scripts import load_script, said_failures
 from ringflow.simulate import SimulationResult, environment, run_script
 from tests.test_kill_resume import differences, fresh_handlers, outcome
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"
-# What the caller must hear, in this order (case-insensitive parts of assistant turns).
-SAID: dict[str, list[str]] = {
-    "order_status_tracking.yaml": [
-        "Hi Dana, this is Robin from Parcelo", "Let me check the tracking for you.",
-        "should arrive on Thursday", "anything else", "Thanks for calling Parcelo"],
-    "order_status_refund.yaml": [
-        "Hi Dana", "I'll put that through now.", "Your refund of 39 euros is on its way"],
-    "order_status_lost.yaml": [
-        "Hi Sam", "Let me check the tracking for you.", "the courier has lost track of your parcel",
-        "replacement within two days"],
-    "order_status_no_order.yaml": ["couldn't find an open order for your number"],
-}
+NAMES = sorted(p.name for p in SCRIPTS.glob("order_status_*.yaml"))
 # Kill points a turn of these scripts reaches besides the first one (the turn's own start).
 POINTS: dict[str, list[tuple[int, str]]] = {
     "order_status_tracking.yaml": [(0, "after_local_transition"), (1, "after_local_transition")],
@@ -50,18 +40,16 @@ POINTS: dict[str, list[tuple[int, str]]] = {
 pytestmark = pytest.mark.timeout(300)
 
 
+def said(name: str) -> list[str]:
+    """The script's ``expect.said``: what the caller must hear, in this order."""
+    wanted = load_script(SCRIPTS / name)[0].expect.said
+    assert wanted, f"{name} has no expect.said"
+    return wanted
+
+
 def unsaid(result: SimulationResult, wanted: list[str]) -> list[str]:
-    """The ``wanted`` parts not found in assistant turns, in order (others may come between)."""
-    turns = [str(t["text"]).lower() for t in result.transcript if t["role"] == "assistant"]
-    missing: list[str] = []
-    i = 0
-    for part in wanted:
-        at = next((k for k in range(i, len(turns)) if part.lower() in turns[k]), None)
-        if at is None:
-            missing.append(part)
-        else:
-            i = at
-    return missing
+    """What of ``wanted`` the caller did not hear in that order (the scripts' own rule)."""
+    return said_failures(wanted, None, result.transcript)
 
 
 @dataclass
@@ -88,19 +76,19 @@ async def env(temporal_server: DevStack) -> AsyncIterator[Env]:
         dispose_engines()
 
 
-@pytest.mark.parametrize("name", sorted(SAID))
+@pytest.mark.parametrize("name", NAMES)
 async def test_action_node_scripts_say_everything_on_the_way_even_with_a_kill_in_any_turn(
         env: Env, name: str) -> None:
     base = await env.play(name)
     assert base.ok, base.failures
-    assert not unsaid(base, SAID[name]), f"not said: {unsaid(base, SAID[name])}\n{base.transcript}"
+    assert not unsaid(base, said(name)), f"not said: {unsaid(base, said(name))}\n{base.transcript}"
     script, _ = load_script(SCRIPTS / name)
     failures: list[str] = []
     for turn in range(len(script.turns)):
         result = await env.play(name, kill_at=turn)
         assert result.kills == 1, f"turn {turn}: no kill"
         failures += [f"kill in turn {turn}: {d}" for d in differences(outcome(result), outcome(base))]
-        if missing := unsaid(result, SAID[name]):
+        if missing := unsaid(result, said(name)):
             failures.append(f"kill in turn {turn}: not said {missing}")
     assert not failures, "\n".join(failures)
 
@@ -118,4 +106,4 @@ async def test_a_kill_around_an_action_node_ends_the_call_the_same(env: Env, nam
     assert result.kills == 1
     assert not differences(outcome(result), outcome(base)), differences(outcome(result), outcome(base))
     last = [t["text"] for t in result.transcript if t["role"] == "assistant" and t["node"] == base.path[-1]]
-    assert last and not unsaid(result, SAID[name][-1:]), result.transcript
+    assert last and not unsaid(result, said(name)[-1:]), result.transcript

@@ -361,7 +361,8 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
         specs = {x["name"] for x in flow["nodes"][node].get("extract", [])}
         assert set(values) <= specs, (node, values)
     expect = doc["expect"]
-    assert set(expect) <= {"path", "state", "variables", "disposition", "end_reason", "transfer"}
+    assert set(expect) <= {"path", "state", "variables", "disposition", "end_reason", "transfer",
+                           "said", "not_said"}
     assert expect["path"][0] == flow.get("start", next(iter(flow["nodes"])))
     assert all(n in flow["nodes"] for n in expect["path"])
     if "disposition" in expect and expect.get("end_reason", "completed") == "completed":
