@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 from aiohttp import WSMsgType, web
 from livekit.protocol import agent as lk_agent
@@ -116,6 +117,7 @@ def _health(port: int) -> int | None:
         return None
 
 
+@pytest.mark.timeout(300)  # a real agent process: forkserver, prewarmed job processes, the drain
 async def test_sigterm_drains_the_agent(livekit_agent_endpoint: FakeAgentEndpoint, tmp_path: Path) -> None:
     fake = livekit_agent_endpoint
     health_port = free_port()
