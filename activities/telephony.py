@@ -61,6 +61,9 @@ class TransferRequest(BaseModel):
     call_id: str
     room: str
     to: str = Field(min_length=3, max_length=128)
+    mode: Literal["cold", "warm"] = "cold"
+    announce: str | None = Field(None, max_length=2000)
+    ringing_timeout_s: float = Field(DEFAULT_RINGING_TIMEOUT_S, gt=0, le=300)
 
 
 class DialResult(BaseModel):

@@ -222,5 +222,7 @@ class LiveKitPort:
                 self._release()
             await self.session.wait_for_idle()
         await self.agent.controller.finish(reason)
-        if self.close is not None:
+        # A transferred caller talks to the person now (warm: in this very room): leave, do
+        # not close the room. Any other end hangs the caller up by closing it.
+        if self.close is not None and reason != "transferred":
             await self.close()

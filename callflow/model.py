@@ -120,9 +120,10 @@ FunctionKind = Literal["handler", "transition_only", "capture", "http", "send_dt
 
 
 class TransferSpec(Strict):
-    """Hand the caller to a person. ``cold``: a SIP REFER (LiveKit TransferSIPParticipant), the
-    call ends ``transferred``; when the transfer fails the call goes to ``fallback`` (else the
-    LLM is told). ``warm`` (announce first) is reserved: refused by the validator for now."""
+    """Hand the caller to a person. ``cold``: a SIP REFER (LiveKit TransferSIPParticipant).
+    ``warm``: the person is dialed into a consult room, told ``announce``, then moved into the
+    caller's room (LiveKit MoveParticipant). Done, the call ends ``transferred``; failed (no
+    answer, declined, hung up), the call goes to ``fallback`` (else the LLM is told)."""
 
     to: str
     mode: Literal["cold", "warm"] = "cold"

@@ -163,8 +163,9 @@ class _Checker(GateChecks):
                 if getattr(fn, key) is not None:
                     self.err(f"{path}.{key}", f"a transfer entry takes no {key}: it ends the call, or goes "
                                               "to its fallback")
-            if t.mode == "warm":
-                self.err(f"{path}.transfer.mode", "warm transfers are not supported yet: use mode: cold")
+            if t.mode == "cold" and t.announce:
+                self.err(f"{path}.transfer.announce", "only a warm transfer announces the caller: use "
+                                                      "mode: warm, or remove announce")
             if t.fallback is not None:
                 self.check_target(f"{path}.transfer.fallback", t.fallback)
             self.check_template(f"{path}.transfer.to", t.to)

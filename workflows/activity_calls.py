@@ -178,10 +178,12 @@ async def transfer(eff: RunFunction, state: CallState) -> FunctionResult:
     never transfers twice across retries. Whatever goes wrong is a result ``failed`` (the
     engine then sends the caller to the entry's fallback), never a call left on hold."""
     assert eff.transfer is not None
-    req = TransferRequest(call_id=state.call_id, room=state.call_id, to=eff.transfer.to)
+    req = TransferRequest(call_id=state.call_id, room=state.call_id, to=eff.transfer.to,
+                          mode=eff.transfer.mode, announce=eff.transfer.announce)
     try:
         out = await workflow.execute_activity(
-            "transfer_call", req, result_type=dict, start_to_close_timeout=timedelta(seconds=60),
+            "transfer_call", req, result_type=dict,
+            start_to_close_timeout=timedelta(seconds=60 if req.mode == "cold" else 150),
             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3))
     except Exception as exc:
         cause = getattr(exc, "cause", None) or exc
