@@ -216,6 +216,8 @@ class JobInfo(BaseModel):
     variables: dict[str, Any] = Field(default_factory=dict)
     # a dialed call: the callee's participant identity; the agent attaches once it joined
     wait_for: str | None = Field(default=None, min_length=1)
+    # a warm transfer's consult room: say this to the person there, then leave
+    announce: str | None = Field(default=None, max_length=2000)
 
     @model_validator(mode="after")
     def _resume_needs_call(self) -> JobInfo:

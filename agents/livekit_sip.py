@@ -27,6 +27,7 @@ from livekit.api import (
     CreateRoomRequest,
     CreateSIPParticipantRequest,
     ListParticipantsRequest,
+    MoveParticipantRequest,
     ParticipantInfo,
     RoomParticipantIdentity,
     ServerError,
@@ -36,6 +37,7 @@ from livekit.api import (
 
 from activities.telephony import (
     DEFAULT_RINGING_TIMEOUT_S,
+    Dial,
     DialRequest,
     DialResult,
     PrepareRequest,
@@ -176,6 +178,8 @@ class LiveKitTelephony:
     async def transfer(self, req: TransferRequest, retry: bool) -> dict[str, Any]:
         """Cold transfer (SIP REFER) of the call's SIP participant to ``req.to``. A retry that
         finds no caller left takes it that an earlier attempt transferred them: never twice."""
+        if req.mode == "warm":
+            return await self._warm(req)
         to = req.to if req.to.startswith(("tel:", "sip:")) else f"tel:{req.to}"
         try:
             async with self._lk(60) as lk:
@@ -198,6 +202,51 @@ class LiveKitTelephony:
                                      f"{type(err).__name__}: {err}") from err
         return {"status": "transferred", "to": req.to}
 
+    async def _warm(self, req: TransferRequest) -> dict[str, Any]:
+        """Warm transfer, as livekit-agents' WarmTransferTask does it: the person is dialed into
+        a consult room (``<room>-consult``), an agent job there tells them ``announce``, then
+        they are moved into the caller's room (MoveParticipant). Each step is found done on a
+        retry (the person already in the caller's room, or ringing or answered in the consult
+        room, the announcer already dispatched), so nobody is dialed or moved twice."""
+        consult, identity = f"{req.room}-consult", f"transfer-{req.call_id}"
+        done = {"status": "transferred", "to": req.to, "mode": "warm"}
+        try:
+            async with self._lk() as lk:
+                if await _present(lk, req.room, identity):  # an earlier attempt moved them
+                    await self.hang_up(consult)
+                    return {**done, "detail": "an earlier attempt connected them"}
+                await lk.room.create_room(CreateRoomRequest(name=consult, metadata=json.dumps(
+                    {"call_id": req.call_id, "consult": True})))
+            person = Dial(to=req.to, ringing_timeout_s=req.ringing_timeout_s)
+            answer = await self.dial(DialRequest(call_id=req.call_id, room=consult, identity=identity,
+                                                 dial=person), dialed_before=False)
+            if answer.outcome != "answered":
+                await self.hang_up(consult)
+                return {"status": "failed", "to": req.to, "mode": "warm", "sip_code": answer.sip_code,
+                        "detail": f"{answer.outcome}: {answer.detail or answer.sip_status or ''}".strip(": ")}
+            async with self._lk() as lk:
+                if not any(_announces(d.metadata) for d in await lk.agent_dispatch.list_dispatch(consult)):
+                    await lk.agent_dispatch.create_dispatch(CreateAgentDispatchRequest(
+                        agent_name=self.agent_name, room=consult, metadata=json.dumps(
+                            {"call_id": req.call_id, "announce": req.announce or DEFAULT_ANNOUNCE})))
+                problem = await _announced(lk, consult, identity)
+                if problem is not None:
+                    await self.hang_up(consult)
+                    return {"status": "failed", "to": req.to, "mode": "warm", "detail": problem}
+                await lk.room.move_participant(MoveParticipantRequest(room=consult, identity=identity,
+                                                                      destination_room=req.room))
+            await self.hang_up(consult)  # the announcer leaves with the room
+        except ServerError as err:
+            if _is_transient(err):
+                raise LiveKitUnavailable(f"LiveKit warm transfer for call {req.call_id}: {_describe(err)}") \
+                    from err
+            return {"status": "failed", "to": req.to, "mode": "warm",
+                    "detail": f"LiveKit refused a step of the transfer ({_describe(err)})"}
+        except (TimeoutError, aiohttp.ClientError) as err:
+            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable during a transfer: "
+                                     f"{type(err).__name__}: {err}") from err
+        return done
+
     def _transfer_error(self, req: TransferRequest, err: ServerError, retry: bool) -> dict[str, Any]:
         if _is_transient(err):
             raise LiveKitUnavailable(f"LiveKit transfer for call {req.call_id}: {_describe(err)}") from err
@@ -209,6 +258,43 @@ class LiveKitTelephony:
     async def hang_up(self, room: str) -> bool:
         return await close_room(room, url=self.url, api_key=self.api_key, api_secret=self._api_secret,
                                 timeout_s=self.timeout_s)
+
+
+DEFAULT_ANNOUNCE = "I have a caller for you; I'm connecting you now."
+ANNOUNCED = "ringflow.announced"  # the announcer's participant attribute once it has spoken
+ANNOUNCE_TIMEOUT_S = 60.0
+
+
+def _announces(metadata: str) -> bool:
+    try:
+        return isinstance(data := json.loads(metadata or "{}"), dict) and "announce" in data
+    except json.JSONDecodeError:
+        return False
+
+
+async def _present(lk: Any, room: str, identity: str) -> bool:
+    try:
+        await lk.room.get_participant(RoomParticipantIdentity(room=room, identity=identity))
+    except ServerError as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
+async def _announced(lk: Any, consult: str, identity: str) -> str | None:
+    """Wait until the announcer has spoken (its ``ringflow.announced`` attribute); a reason
+    when the person hung up first or it took too long."""
+    deadline = asyncio.get_running_loop().time() + ANNOUNCE_TIMEOUT_S
+    while True:
+        people = (await lk.room.list_participants(ListParticipantsRequest(room=consult))).participants
+        if not any(p.identity == identity for p in people):
+            return "the person hung up before the caller was connected"
+        if any(p.kind == ParticipantInfo.AGENT and p.attributes.get(ANNOUNCED) for p in people):
+            return None
+        if asyncio.get_running_loop().time() > deadline:
+            return f"the announcement did not finish within {ANNOUNCE_TIMEOUT_S:g} s"
+        await asyncio.sleep(POLL_S)
 
 
 def _gone(req: TransferRequest, retry: bool) -> dict[str, Any]:

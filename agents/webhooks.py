@@ -40,10 +40,14 @@ MAX_BODY = 256 * 1024
 
 
 def call_id_of(room: proto_models.Room) -> str | None:
+    """The call a room belongs to; None for a room that is not a call's own (a warm
+    transfer's consult room: what happens there is the transfer's business)."""
     try:
         meta = json.loads(room.metadata) if room.metadata else None
     except json.JSONDecodeError:
         meta = None
+    if isinstance(meta, dict) and meta.get("consult"):
+        return None
     call_id = meta.get("call_id") if isinstance(meta, dict) else None
     if not isinstance(call_id, str):
         call_id = room.name

@@ -24,6 +24,7 @@ from agents.dtmf import KeyCollector
 from agents.lease import AgentLease, LeaseHeld
 from agents.livekit_api import close_room, parse_job_metadata, register_livekit_dispatcher
 from agents.livekit_device import watch_device
+from agents.livekit_sip import ANNOUNCED
 from agents.runner import attach_agent
 from callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
@@ -86,6 +87,9 @@ async def entrypoint(ctx: JobContext) -> None:
     install_record_factory()  # this job's lines (livekit's JSON handler) carry the call's id and node
     settings = get_settings()
     info = parse_job_metadata(ctx.job.metadata)
+    if info.announce is not None:  # a warm transfer's consult room: brief the person, nothing else
+        await announce(ctx, settings, info.announce)
+        return
     client = await connect(settings.temporal_address, settings.temporal_namespace)
     await ctx.connect()
     # The agent's participant identity: the webhook receiver matches a participant_left to it
@@ -173,6 +177,23 @@ async def picked_up(room: rtc.Room, callee: rtc.RemoteParticipant) -> bool:
     finally:
         room.off("participant_attributes_changed", changed)
         room.off("participant_disconnected", left)
+
+
+async def announce(ctx: JobContext, settings: Settings, text: str) -> None:
+    """The announcer of a warm transfer (``agents/livekit_sip.py``): in the consult room, tell
+    the person who is calling and why, then mark it done (``ringflow.announced``); the
+    transfer moves the person to the caller and closes this room, which ends the job."""
+    from livekit.agents import Agent
+    from livekit.plugins import openai as lk_openai
+
+    await ctx.connect()
+    await ctx.wait_for_participant()
+    tts: Any = lk_openai.TTS() if settings.tts == "openai" else settings.tts
+    session = AgentSession(tts=tts)
+    await session.start(Agent(instructions="You only announce a transferred caller."), room=ctx.room)
+    await session.say(text, allow_interruptions=False)
+    await session.wait_for_idle()
+    await ctx.room.local_participant.set_attributes({ANNOUNCED: "done"})
 
 
 MACHINE = ("machine-vm", "machine-unavailable")

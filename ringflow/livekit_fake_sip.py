@@ -33,6 +33,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 from livekit.protocol import models as proto_models
+from livekit.protocol import room as proto_room
 from livekit.protocol import sip as proto_sip
 
 from ringflow.livekit_fake_webhooks import WebhookFake
@@ -66,6 +67,7 @@ class SipFake(WebhookFake):
         self.dials: list[proto_sip.CreateSIPParticipantRequest] = []
         self.dial_times: list[float] = []  # perf_counter() when each dial arrived (benches)
         self.transfers: list[proto_sip.TransferSIPParticipantRequest] = []
+        self.moves: list[proto_room.MoveParticipantRequest] = []
         self.transfer_answers: dict[str, str] = {}
         self.transfer_default = "human"  # how a destination without an answer of its own answers
         self.inbound_trunks: dict[str, proto_sip.SIPInboundTrunkInfo] = {}
@@ -77,6 +79,7 @@ class SipFake(WebhookFake):
         return {
             "SIP/CreateSIPParticipant": (proto_sip.CreateSIPParticipantRequest, self._create_sip_participant),
             "SIP/TransferSIPParticipant": (proto_sip.TransferSIPParticipantRequest, self._transfer),
+            "RoomService/MoveParticipant": (proto_room.MoveParticipantRequest, self._move),
             "SIP/CreateSIPInboundTrunk": (proto_sip.CreateSIPInboundTrunkRequest, self._create_trunk),
             "SIP/UpdateSIPInboundTrunk": (proto_sip.UpdateSIPInboundTrunkRequest, self._update_trunk),
             "SIP/ListSIPInboundTrunk": (proto_sip.ListSIPInboundTrunkRequest, self._list_trunks),
@@ -198,6 +201,23 @@ class SipFake(WebhookFake):
             raise error
         self.remove_participant(req.room_name, req.participant_identity, proto_models.CLIENT_INITIATED)
         return proto_sip.TransferSIPParticipantResponse(transfer_id=f"STR_{secrets.token_hex(6)}")
+
+    async def _move(self, req: proto_room.MoveParticipantRequest, claims: Claims) -> Message:
+        """MoveParticipant (LiveKit Cloud): the participant leaves ``room`` and joins
+        ``destination_room`` as it is; needs ``roomAdmin`` for the source room."""
+        video = claims.get("video") if isinstance(claims.get("video"), dict) else {}
+        if not video.get("roomAdmin") or video.get("room", "") != req.room:
+            raise self._twirp_error("unauthenticated", "permissions denied")
+        room = self.rooms.get(req.room)
+        if room is None or req.identity not in room.participants:
+            raise self._twirp_error("not_found", "participant not found")
+        if req.destination_room not in self.rooms:
+            raise self._twirp_error("not_found", "destination room not found")
+        info = room.participants[req.identity]
+        self.moves.append(req)
+        self.remove_participant(req.room, req.identity, proto_models.CLIENT_INITIATED)
+        self.add_participant(req.destination_room, req.identity, info.kind, dict(info.attributes))
+        return proto_room.MoveParticipantResponse()
 
     # -- inbound trunks and dispatch rules ---------------------------------------------------
 

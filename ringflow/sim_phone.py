@@ -12,9 +12,10 @@ by giving the agent the verdict livekit-agents' AMD would give (``machine-vm``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
@@ -23,7 +24,7 @@ from temporalio.client import Client
 
 from activities import telephony
 from activities.telephony import Dial
-from agents.livekit_sip import LiveKitTelephony
+from agents.livekit_sip import ANNOUNCED, LiveKitTelephony
 from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
 from ringflow.livekit_fake import FakeLiveKit
 from workflows.client import CallHandle
@@ -48,15 +49,16 @@ async def phone_line(dial: ScriptDial | None, transfer_answer: str = "human",
     dial, the caller is on the line already, as before). With ``client``, the fake's signed
     webhooks go to the real receiver (``agents/webhooks.py``), so a killed agent is reported
     to the workflow as LiveKit would report it."""
-    async with FakeLiveKit() as lk, _webhooks(lk, client):
+    async with FakeLiveKit() as lk, _webhooks(lk, client), _announcer(lk) as announced:
         lk.transfer_default = transfer_answer
+        lk.default_answer = transfer_answer  # the person a warm transfer dials
         if dial is not None:
             lk.set_answer(dial.to, dial.answer)
         before = telephony._TELEPHONY.get("local")
         telephony.register_telephony("local", LiveKitTelephony(lk.url, lk.api_key, lk.api_secret,
                                                                trunk_id=SIM_TRUNK, ringing_timeout_s=20))
         try:
-            yield PhoneLine(lk, Dial(to=dial.to) if dial is not None else None)
+            yield PhoneLine(lk, Dial(to=dial.to) if dial is not None else None, announced)
         finally:
             if before is None:
                 telephony._TELEPHONY.pop("local", None)
@@ -78,10 +80,35 @@ async def _webhooks(lk: FakeLiveKit, client: Client | None) -> AsyncIterator[Non
         await runner.cleanup()
 
 
+@asynccontextmanager
+async def _announcer(lk: FakeLiveKit) -> AsyncIterator[list[str]]:
+    """LiveKit starting the announcer job of a warm transfer: an agent joins the consult room
+    and, its announcement made (recorded here), marks it done as the real one does."""
+    said: list[str] = []
+
+    async def serve_jobs() -> None:
+        while True:
+            job = await lk.dispatched.get()
+            text = job.metadata_json().get("announce") if job.metadata.startswith("{") else None
+            if isinstance(text, str):
+                said.append(text)
+                lk.add_participant(job.room, f"announcer-{job.id}", ParticipantInfo.AGENT,
+                                   {ANNOUNCED: "done"})
+
+    task = asyncio.get_running_loop().create_task(serve_jobs())
+    try:
+        yield said
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 @dataclass
 class PhoneLine:
     lk: FakeLiveKit
     dial: Dial | None
+    announced: list[str] = field(default_factory=list)
 
     def connect(self, call_id: str) -> None:
         """A call that was not dialed: its caller is on the line already (an inbound call)."""
@@ -96,7 +123,12 @@ class PhoneLine:
         self.lk.remove_participant(call_id, agent_id, SIGNAL_CLOSE)
 
     def transferred(self) -> dict[str, str] | None:
-        """The last transfer asked of LiveKit: ``{to, mode}``, as ``expect.transfer`` says it."""
+        """The last transfer asked of LiveKit: ``{to, mode}`` as ``expect.transfer`` says it
+        (and, for a warm one, what the person was told)."""
+        consult = [d for d in self.lk.dials if d.room_name.endswith("-consult")]
+        if consult:
+            out = {"to": consult[-1].sip_call_to, "mode": "warm"}
+            return {**out, "announce": self.announced[-1]} if self.announced else out
         if not self.lk.transfers:
             return None
         to = self.lk.transfers[-1].transfer_to.removeprefix("tel:").removeprefix("sip:")

@@ -293,8 +293,9 @@ async def phone_calls(client: Client, tq: str) -> Handles:
                                       "to speak to a person."))
             b.seq += 1
             await ivr.event(CallEvent(event_id="pi-keys", seq=b.seq, kind="dtmf",
-                                      data={"digits": "2", "node": "menu"}, at=T0 + b.seq))
-            out = await b.fn("handoff", "connect_person")
+                                      data={"digits": "9", "node": "menu"}, at=T0 + b.seq))
+            await ivr.transition(b.transition("menu", "to_billing"))
+            out = await b.fn("billing", "billing_desk")
             check(out.decision == "end", f"transferred: {out}")
             await ivr.hangup("transferred", event_id="pi-hangup")
             record = await ivr.handle.result()

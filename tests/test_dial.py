@@ -165,10 +165,55 @@ async def test_a_transfer_whose_reply_was_lost_is_not_made_twice(
         call = await start(temporal_client, task_queue, ivr, variables={}, call_id="xfer-1", room="xfer-1")
         lk.add_participant("xfer-1", "sip-caller", proto_models.ParticipantInfo.SIP)
         await call.attach("agent-1")
-        await Agent(call).transition("menu", "to_person")
-        out = await call.call_function(req("handoff", "connect_person"))
+        await Agent(call).transition("menu", "to_billing")
+        out = await call.call_function(req("billing", "billing_desk"))
         record = await call.handle.result()
     assert out.decision == "end" and out.result["status"] == "transferred"
-    assert record.end_reason == "transferred" and record.path == ["menu", "handoff"]
-    assert [t.transfer_to for t in lk.transfers] == ["tel:+15550199"]  # once, despite the retry
+    assert record.end_reason == "transferred" and record.path == ["menu", "billing"]
+    assert [t.transfer_to for t in lk.transfers] == ["tel:+15550198"]  # once, despite the retry
     assert lk.sip_participants("xfer-1") == []
+
+
+async def test_a_warm_transfer_dials_announces_and_moves_the_person_once(
+        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    """The person is dialed into the consult room, an announcer job is dispatched there (played
+    here as LiveKit would start it), then the person is moved to the caller. The move's reply
+    is lost: the retry finds the person with the caller and neither dials nor moves again."""
+    import asyncio
+    import contextlib
+
+    from callflow.loader import load_flow
+    from tests.wfkit import Agent, req
+
+    announced: list[str] = []
+
+    async def announcer() -> None:
+        while True:
+            job = await lk.dispatched.get()
+            if "announce" in job.metadata_json():
+                announced.append(job.metadata_json()["announce"])
+                lk.add_participant(job.room, "announcer", proto_models.ParticipantInfo.AGENT,
+                                   {"ringflow.announced": "done"})
+
+    jobs = asyncio.ensure_future(announcer())
+    lk.lose_next_reply(method="MoveParticipant")
+    try:
+        async with running_worker(temporal_client, task_queue, sqlite_url):
+            call = await start(temporal_client, task_queue, load_flow("examples/flows/ivr_menu/flow.yaml"),
+                               variables={}, call_id="warm-1", room="warm-1", caller_number="+15550142")
+            lk.add_participant("warm-1", "sip-caller", proto_models.ParticipantInfo.SIP)
+            await call.attach("agent-1")
+            await Agent(call).transition("menu", "to_person")
+            out = await call.call_function(req("handoff", "connect_person"))
+            record = await call.handle.result()
+    finally:
+        jobs.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await jobs
+    assert out.decision == "end" and out.result["status"] == "transferred" and out.result["mode"] == "warm"
+    assert record.end_reason == "transferred"
+    assert [(d.room_name, d.sip_call_to) for d in lk.dials] == [("warm-1-consult", "+15550199")]
+    assert len(lk.moves) == 1 and lk.moves[0].destination_room == "warm-1"
+    assert len(announced) == 1 and "calling from +15550142" in announced[0]
+    assert {p.identity for p in lk.rooms["warm-1"].participants.values()} == {"sip-caller", "transfer-warm-1"}
+    assert "warm-1-consult" in lk.deleted_rooms

@@ -63,7 +63,8 @@ async def test_a_transfer_hands_the_caller_over_once_and_a_refused_one_falls_bac
         done = await run_script(SCRIPTS / "ivr_menu_transfer.yaml", client, task_queue, llm)
         busy = await run_script(SCRIPTS / "ivr_menu_transfer_no_answer.yaml", client, task_queue, llm)
     assert done.ok and done.end_reason == "transferred"
-    assert done.transfer == {"to": "+15550199", "mode": "cold"}
+    assert done.transfer is not None and (done.transfer["to"], done.transfer["mode"]) == ("+15550199", "warm")
+    assert "pressed 2 and asked for a person" in done.transfer["announce"]  # what the person heard first
     assert heard(done)[-1] == "Connecting you to a person now."
     assert busy.ok and busy.path[-2:] == ["desk_busy", "goodbye"]
     assert "nobody at the desk is free" in " ".join(heard(busy))
