@@ -19,7 +19,7 @@ def snapshot() -> Snapshot:
                     ended=False, next_seq=1, definition=definition)
 
 
-def test_the_server_prewarms_and_a_session_uses_the_prewarmed_vad(monkeypatch: Any) -> None:
+async def test_the_server_prewarms_and_a_session_uses_the_prewarmed_vad(monkeypatch: Any) -> None:
     monkeypatch.setenv("RINGFLOW_VAD", "silero")
     settings = Settings(livekit_url="ws://127.0.0.1:7880", livekit_api_key="k", livekit_api_secret="s" * 32)
     assert build_server(settings).setup_fnc is prewarm
