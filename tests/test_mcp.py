@@ -26,7 +26,7 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from activities.mcp_client import IDEMPOTENCY_META_KEY, list_tools
-from callflow.loader import validate_data
+from callflow.loader import validate_data, validate_file
 from callflow.mcp_spec import McpServer
 from callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
@@ -353,3 +353,64 @@ def test_server_descriptions_are_plain_text_not_templates() -> None:
     tools = {t.name: t for t in engine.snapshot(engine.start(CallStarted(call_id="c1")).state).tools}
     assert tools["open_ticket"].description == "Opens { {call_id} } tickets { { bad"
     assert "find_customer" not in tools  # the server did not list lookup_customer: not offered
+
+
+# --- the example flow -----------------------------------------------------------------------
+# Not under examples/flows and examples/scripts: its scripts need the example's MCP server.
+EXAMPLE_FLOW = ROOT / "examples" / "mcp" / "crm_mcp" / "flow.yaml"
+EXAMPLE_SCRIPTS = sorted((ROOT / "examples" / "mcp" / "scripts").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def example_scripts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Path]]:
+    """The example CRM server on a free port, and the example flow and scripts pointed at it
+    (copies: the flow names the server's default port)."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, str(EXAMPLE_FLOW.parent / "crm_server.py"), str(port)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    work = tmp_path_factory.mktemp("crm_example")
+    try:
+        async def ready() -> bool:
+            try:
+                return bool((await list_tools(McpServer(url=url, timeout_s=2))).tools)
+            except Exception:
+                return proc.poll() is not None
+
+        asyncio.run(wait_until(ready, timeout=30, what="the example CRM server to answer"))
+        assert proc.poll() is None, "the example CRM server exited"
+        (work / "crm_mcp").mkdir(parents=True)
+        (work / "scripts").mkdir()
+        text = EXAMPLE_FLOW.read_text()
+        assert "http://127.0.0.1:8765/mcp" in text
+        (work / "crm_mcp" / "flow.yaml").write_text(text.replace("http://127.0.0.1:8765/mcp", url))
+        copies = []
+        for script in EXAMPLE_SCRIPTS:
+            copy = work / "scripts" / script.name
+            copy.write_text(script.read_text())
+            copies.append(copy)
+        yield copies
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.timeout(300)
+async def test_example_crm_scripts_pass_also_with_the_agent_killed_on_every_turn(
+        temporal_server: Any, example_scripts: list[Path]) -> None:
+    """``ringflow call simulate`` on the CRM example against its own MCP server: every script
+    passes as it is and with the agent killed (and resumed) during each of its turns."""
+    from ringflow.scripts import load_script
+    from ringflow.simulate import environment, run_script
+
+    assert len(example_scripts) >= 2
+    report = validate_file(EXAMPLE_FLOW)  # offline, as flow validate does by default
+    assert report.ok and not report.warnings, (report.errors, report.warnings)
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        for path in example_scripts:
+            result = await run_script(path, client, task_queue, llm)
+            assert result.ok, (path.name, result.failures, result.error)
+            for turn in range(len(load_script(path)[0].turns)):
+                killed = await run_script(path, client, task_queue, llm, kill_at=turn)
+                assert killed.ok and killed.kills == 1, (path.name, turn, killed.failures, killed.error)
+                assert (killed.path, killed.disposition) == (result.path, result.disposition)
