@@ -306,6 +306,51 @@ async def phone_calls(client: Client, tq: str) -> Handles:
     return {"phone_dial_agent_lost": dialed.handle, "phone_ivr_keys_transfer": ivr.handle}
 
 
+async def hostile_inputs(client: Client, tq: str) -> Handles:
+    """Issue 9's inputs on a long call: signals with no payload, a non-JSON one, an unknown
+    name, a malformed event that keeps its seq, a seq skipped after the gap wait, a tool
+    call repeated after continue-as-new (answered from the carried results), and a transcript
+    split by continue-as-new, stored whole at the end. Both runs are kept."""
+    from temporalio.api.common.v1 import Payload
+    from temporalio.common import RawValue
+
+    d = flow("restaurant_reservation")
+    call = await start_call(client, d, task_queue=tq, call_id="hist-hostile", max_history_events=50,
+                            gap_wait_s=1.0)
+    a = Agent(call, "hi")
+    await call.handle.signal("hangup")
+    await call.handle.signal("transition", RawValue(Payload(metadata={"encoding": b"binary/plain"},
+                                                            data=b"not json")))
+    await call.handle.signal("no_such_signal", {"x": 1})
+    a.seq += 1
+    await call.handle.signal("turns", {"event_id": "hi-bad-1", "seq": a.seq,
+                                       "items": [{"role": "user", "text": "?", "started_at": 1e20}]})
+    size = await a.fn("party_size", "record_party_size", size=4)
+    check(size.decision == "transition", f"record_party_size: {size}")
+    a.seq += 1  # this seq never arrives: skipped after gap_wait_s
+    await a.say(("user", "Seven in the evening?"))
+    await wait_for(call, lambda s: any("never arrived" in r["reason"] for r in s["rejected"]), "gap skipped")
+    repeat = CallFunctionRequest(event_id="hi-fn-repeat", node="get_time", name="check_availability",
+                                 args={"time": "7:00 PM", "party_size": 4}, at=T0)
+    full = await call.call_function(repeat)
+    check(full.node == "offer_alternatives", f"7 PM full: {full}")
+    for i in range(30):  # more turns than a run carries: the head is stored at continue-as-new
+        turns = a.turns(("assistant", f"We have 6 PM or 9 PM free (option {i})."), ("user", "Let me think."),
+                        ("user", "Is the terrace open?"))
+        await call.batch(EventBatch(events=[turns]))
+    await wait_for(call, lambda s: s["runs"] >= 2 and s["turns"] == 91, "continued as new")
+    again = await call.call_function(repeat)
+    check(again.result == full.result, f"repeat answered from the carried results: {again}")
+    ok = await a.fn("offer_alternatives", "check_availability", time="9:00 PM", party_size=4)
+    check(ok.node == "confirm_booking", f"9 PM: {ok}")
+    booked = await a.fn("confirm_booking", "book_table", name="Jordan Sample")
+    check(booked.node == "booked", f"book_table: {booked}")
+    record = await call.handle.result()
+    check(record.disposition == "booked" and record.transcript == [], f"record: {record.disposition}")
+    first = client.get_workflow_handle(call.handle.id, run_id=call.handle.first_execution_run_id)
+    return {"hostile_inputs": first, "hostile_inputs_run2": call.handle}
+
+
 SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "appointment_happy": appointment_happy,
     "appointment_out_of_order": appointment_out_of_order,
@@ -313,6 +358,7 @@ SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "restaurant_continue_as_new": restaurant_continue_as_new,
     "appointment_agent_lost": appointment_agent_lost,
     "phone_calls": phone_calls,
+    "hostile_inputs": hostile_inputs,
 }
 
 

@@ -80,7 +80,7 @@ OPS = st.sampled_from(SIGNALS + UPDATES + ["no_such_signal"]).flatmap(
     lambda name: st.tuples(st.just(name), payloads(name if name != "no_such_signal" else "event")))
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(180)
 async def test_random_payloads_never_fail_a_workflow_task(temporal_client: Client, task_queue: str,
                                                           sqlite_url: str) -> None:
     loop = asyncio.get_running_loop()
