@@ -18,6 +18,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.campaign_acts import CampaignActivities
 from activities.dispatch import dispatch_agent
 from activities.extraction import extract_variables
 from activities.handler_run import HandlerRunner
@@ -27,12 +28,16 @@ from activities.registry import build_activities
 from activities.telephony import dial_call, hang_up_room, prepare_call, transfer_call
 from workflows import log_redaction
 from workflows.call import CallWorkflow
+from workflows.campaign import CampaignWorkflow
 
 
-def all_activities(config: Any) -> list[Callable[..., Any]]:
+def all_activities(config: Any, client: Client | None = None) -> list[Callable[..., Any]]:
     handlers = HandlerRunner(getattr(config, "flows_dir", None))
+    campaigns = CampaignActivities(config.database_url, getattr(config, "redis_url", None), client,
+                                   getattr(config, "webhook_url", None),
+                                   getattr(config, "webhook_secret", None))
     return [*build_activities(config), handlers.run_handler, extract_variables, dispatch_agent, prepare_call,
-            dial_call, hang_up_room, mcp_list_tools, mcp_call_tool, transfer_call]
+            dial_call, hang_up_room, mcp_list_tools, mcp_call_tool, transfer_call, *campaigns.all()]
 
 
 def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:
@@ -45,8 +50,8 @@ def build_worker(client: Client, config: Any, task_queue: str | None = None, **k
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,
-        workflows=[CallWorkflow],
-        activities=all_activities(config),
+        workflows=[CallWorkflow, CampaignWorkflow],
+        activities=all_activities(config, client),
         activity_executor=ThreadPoolExecutor(8),
         interceptors=interceptors,
         **kwargs,

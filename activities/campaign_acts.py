@@ -1,0 +1,182 @@
+"""The campaign workflow's activities: claiming contacts, pacing, the last check before a
+dial, outcomes, following a call across continue-as-new, the campaign-finished webhook.
+
+Pacing is one limiter per trunk in Redis, shared by every campaign and worker using the
+trunk: each attempt reserves the next free slot (``1/cps`` after the trunk's last one,
+reserved atomically by a Lua script on Redis' own clock) and waits for it. A campaign
+needs Redis; without it the pacing activity fails saying so, and the campaign pauses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field, SecretStr
+from redis.asyncio import Redis
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from activities import campaign_store as store
+from activities.campaign_rules import RetryRule, Windows
+from activities.webhook import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+# Reserve the trunk's next slot: max(now, last + interval); returns how long to wait (ms).
+_RESERVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+local slot = math.max(now, last + tonumber(ARGV[1]))
+redis.call('SET', KEYS[1], slot, 'PX', slot - now + 60000)
+return slot - now
+"""
+REDIS_REQUIRED = ("campaign pacing needs Redis (one limiter per trunk, shared by every campaign): "
+                  "set RINGFLOW_REDIS_URL")
+
+
+class ClaimRequest(BaseModel):
+    campaign_id: str
+    claim_key: str
+    limit: int = Field(ge=1)
+    windows: Windows
+    max_attempts: int
+
+
+class PaceRequest(BaseModel):
+    trunk: str
+    cps: float = Field(gt=0)
+
+
+class PredialRequest(BaseModel):
+    campaign_id: str
+    idx: int
+    attempt: int
+    windows: Windows
+
+
+class OutcomeRequest(BaseModel):
+    campaign_id: str
+    idx: int
+    attempt: int
+    outcome: store.Outcome
+    retry: dict[str, RetryRule]
+    max_attempts: int
+    time_scale: float = 1.0
+
+
+class OutcomeResult(BaseModel):
+    state: str
+    next_at: float | None = None
+
+
+class FinishedRequest(BaseModel):
+    campaign_id: str
+    flow: str
+    status: str
+    stats: dict[str, int]
+
+
+def pacer_key(trunk: str) -> str:
+    return f"ringflow:cps:{trunk}"
+
+
+async def reserve_slot(redis: Redis, trunk: str, cps: float) -> float:
+    """Seconds until this attempt's slot on the trunk."""
+    return int(await redis.eval(_RESERVE, 1, pacer_key(trunk), max(1, round(1000 / cps)))) / 1000.0
+
+
+class CampaignActivities:
+    def __init__(self, database_url: str, redis_url: str | None, client: Client | None = None,
+                 webhook_url: str | None = None, webhook_secret: SecretStr | None = None) -> None:
+        self.database_url = database_url
+        self.redis_url = redis_url
+        self.client = client
+        self.webhook_url = webhook_url
+        self.webhook_secret = webhook_secret.get_secret_value() if webhook_secret else None
+        self._redis: Redis | None = None
+
+    def all(self) -> list[Any]:
+        return [self.campaign_claim, self.campaign_pace, self.campaign_predial, self.campaign_release,
+                self.campaign_outcome, self.campaign_await_call, self.campaign_counts,
+                self.campaign_finished]
+
+    @activity.defn(name="campaign_claim")
+    async def campaign_claim(self, req: ClaimRequest) -> store.ClaimResult:
+        return await asyncio.to_thread(store.claim, self.database_url, req.campaign_id, req.claim_key,
+                                       req.limit, req.windows, req.max_attempts, time.time())
+
+    @activity.defn(name="campaign_pace")
+    async def campaign_pace(self, req: PaceRequest) -> float:
+        if not self.redis_url:
+            raise ApplicationError(REDIS_REQUIRED, type="RedisRequired", non_retryable=True)
+        if self._redis is None:
+            self._redis = Redis.from_url(self.redis_url)
+        wait = await reserve_slot(self._redis, req.trunk, req.cps)
+        left = wait
+        while left > 0:  # heartbeats let a lost worker's reservation be noticed and retried
+            await asyncio.sleep(min(left, 5.0))
+            left -= 5.0
+            activity.heartbeat()
+        return wait
+
+    @activity.defn(name="campaign_predial")
+    async def campaign_predial(self, req: PredialRequest) -> str:
+        return await asyncio.to_thread(store.predial, self.database_url, req.campaign_id, req.idx,
+                                       req.attempt, req.windows, time.time())
+
+    @activity.defn(name="campaign_release")
+    async def campaign_release(self, req: PredialRequest) -> None:
+        await asyncio.to_thread(store.release, self.database_url, req.campaign_id, req.idx, req.attempt,
+                                time.time())
+
+    @activity.defn(name="campaign_outcome")
+    async def campaign_outcome(self, req: OutcomeRequest) -> OutcomeResult:
+        state, next_at = await asyncio.to_thread(
+            store.record_outcome, self.database_url, req.campaign_id, req.idx, req.attempt, req.outcome,
+            req.retry, req.max_attempts, req.time_scale, time.time())
+        return OutcomeResult(state=state, next_at=next_at)
+
+    @activity.defn(name="campaign_await_call")
+    async def campaign_await_call(self, call_id: str) -> store.Outcome:
+        """A call started by an earlier run of the campaign (before continue-as-new): its end."""
+        assert self.client is not None, "the worker gives campaign activities a client"
+        handle = self.client.get_workflow_handle(f"call-{call_id}")
+        task = asyncio.ensure_future(handle.result())
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=10.0)
+            if done:
+                break
+            activity.heartbeat()
+        try:
+            rec = task.result()
+        except Exception as exc:  # the call's workflow failed: the attempt ended in error
+            return store.Outcome(end_reason="error", disposition=str(exc)[:200])
+        rec = rec if isinstance(rec, dict) else rec.model_dump()
+        return store.Outcome(end_reason=rec.get("end_reason") or "error", disposition=rec.get("disposition"),
+                             extracted=rec.get("extracted") or {})
+
+    @activity.defn(name="campaign_counts")
+    async def campaign_counts(self, campaign_id: str) -> dict[str, dict[str, int]]:
+        return await asyncio.to_thread(store.counts, self.database_url, campaign_id)
+
+    @activity.defn(name="campaign_finished")
+    async def campaign_finished(self, req: FinishedRequest) -> str:
+        """The campaign-finished webhook, signed like the post-call one (Standard Webhooks)."""
+        if not self.webhook_url:
+            return "skipped"
+        body = req.model_dump_json().encode()
+        msg_id = f"msg_{uuid.uuid5(uuid.NAMESPACE_URL, 'campaign:' + req.campaign_id).hex}"
+        stamp = int(time.time())
+        headers = {"Content-Type": "application/json", DELIVERY_HEADER: msg_id,
+                   EVENT_HEADER: "campaign.finished", TIMESTAMP_HEADER: str(stamp)}
+        if self.webhook_secret:
+            headers[SIGNATURE_HEADER] = sign(msg_id, stamp, body, self.webhook_secret)
+        async with httpx.AsyncClient(timeout=10.0, follow_redirects=False) as http:
+            resp = await http.post(self.webhook_url, content=body, headers=headers)
+        if resp.status_code >= 300:
+            raise ApplicationError(f"campaign webhook answered {resp.status_code}", type="WebhookRejected")
+        return "sent"

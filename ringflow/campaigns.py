@@ -1,0 +1,132 @@
+"""Starting and reading campaigns: what ``ringflow campaign ...``, the simulator and tests use.
+
+Contacts are checked line by line before anything is stored or started (an E.164 number,
+an IANA timezone or one derived from the number, variables the flow declares), and a bad
+line is reported with its file and line number rather than failing a workflow later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from activities import campaign_store as store
+from activities.campaign_rules import RuleError, check_timezone, normalize_phone, timezone_for
+from activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
+from callflow.inputs import resolve_variables, undeclared_variables
+from callflow.model import FlowDefinition
+from workflows.campaign import CampaignWorkflow, campaign_workflow_id
+from workflows.campaign_messages import CampaignInput
+
+PHONE_KEYS = ("phone", "number", "to", "phone_number")
+TZ_KEYS = ("timezone", "tz")
+
+
+class ContactsError(ValueError):
+    """Contacts that cannot be used; the message names the file and line."""
+
+
+def _contact(raw: dict[str, Any], where: str, definition: FlowDefinition | None,
+             default_tz: str | None) -> store.Contact:
+    phone_key = next((k for k in PHONE_KEYS if raw.get(k) not in (None, "")), None)
+    if phone_key is None:
+        raise ContactsError(f"{where}: no phone number (a column named one of {', '.join(PHONE_KEYS)})")
+    try:
+        phone = normalize_phone(str(raw[phone_key]))
+        tz_key = next((k for k in TZ_KEYS if raw.get(k) not in (None, "")), None)
+        tz = str(raw[tz_key]) if tz_key else (timezone_for(phone) or default_tz)
+        if tz is None:
+            raise RuleError(f"no timezone for {phone}: its country spans several; add a timezone column "
+                            "or pass --default-timezone")
+        check_timezone(tz)
+    except RuleError as exc:
+        raise ContactsError(f"{where}: {exc}") from None
+    skip = {phone_key, *TZ_KEYS}
+    variables = raw.get("variables") if isinstance(raw.get("variables"), dict) else {
+        k: v for k, v in raw.items() if k not in skip and v not in (None, "")}
+    if definition is not None:
+        _, issues = resolve_variables(definition.flow, variables)
+        issues += undeclared_variables(definition.flow, variables)
+        if issues:
+            raise ContactsError(f"{where}: " + "; ".join(str(i) for i in issues[:5]))
+    return store.Contact(phone=phone, tz=tz, variables=variables)
+
+
+def load_contacts(path: Path, definition: FlowDefinition | None = None,
+                  default_tz: str | None = None) -> list[store.Contact]:
+    """CSV (a header row; ``phone``, optional ``timezone``, other columns are variables) or
+    JSONL (one object a line; ``variables`` an object, or the other keys)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContactsError(f"{path}: cannot read it: {exc}") from None
+    out: list[store.Contact] = []
+    seen: set[str] = set()
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        rows: list[tuple[int, Any]] = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((n, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise ContactsError(f"{path}:{n}: not JSON: {exc.msg}") from None
+    else:
+        reader = csv.DictReader(text.splitlines())
+        rows = [(n + 2, r) for n, r in enumerate(reader)]
+    for n, raw in rows:
+        if not isinstance(raw, dict):
+            raise ContactsError(f"{path}:{n}: expected an object with a phone number")
+        c = _contact(raw, f"{path}:{n}", definition, default_tz)
+        if c.phone in seen:  # the same person twice in one campaign would be called twice
+            continue
+        seen.add(c.phone)
+        out.append(c)
+    if not out:
+        raise ContactsError(f"{path}: no contacts")
+    return out
+
+
+def load_dnc(path: Path) -> list[str]:
+    """One number a line (or a CSV whose first column is the number); blank lines and # skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContactsError(f"{path}: cannot read it: {exc}") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        first = line.split(",")[0].strip()
+        if not first or first.startswith("#") or first.lower() in PHONE_KEYS:
+            continue
+        try:
+            out.append(normalize_phone(first))
+        except RuleError as exc:
+            raise ContactsError(f"{path}:{n}: {exc}") from None
+    return out
+
+
+async def start_campaign(client: Client, inp: CampaignInput, contacts: list[store.Contact], *,
+                         database_url: str, task_queue: str,
+                         dnc: list[str] | None = None) -> WorkflowHandle[Any, Any]:
+    """Store the contacts (and do-not-call numbers), then start the campaign's workflow."""
+    now = time.time()
+    await asyncio.to_thread(store.add_contacts, database_url, inp.campaign_id, contacts, 0, now)
+    if dnc:
+        await asyncio.to_thread(store.add_dnc, database_url, dnc, now)
+    attrs = TypedSearchAttributes([SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id),
+                                   SearchAttributePair(RINGFLOW_STATUS, "running"),
+                                   SearchAttributePair(RINGFLOW_FLOW, inp.definition.flow.flow)])
+    return await client.start_workflow(
+        CampaignWorkflow.run, inp, id=campaign_workflow_id(inp.campaign_id), task_queue=task_queue,
+        search_attributes=attrs, static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id}")
+
+
+def campaign_handle(client: Client, campaign_id: str) -> WorkflowHandle[Any, Any]:
+    return client.get_workflow_handle_for(CampaignWorkflow.run, campaign_workflow_id(campaign_id))

@@ -1,0 +1,97 @@
+"""Helpers for campaign tests: the LiveKit fake as the telephony, and a stand-in agent that
+ends each answered call (as a human conversation, or as voicemail) so campaigns run through.
+
+The calls are real CallWorkflows dialed through the real LiveKit telephony code against the
+protocol-level fake (``tests/livekit_fake.py``); only the agent's conversation is replaced by
+a hangup with the reason the real agent would report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from activities import campaign_store as store
+from activities import telephony
+from activities.campaign_rules import RetryRule, parse_windows
+from agents.livekit_sip import LiveKitTelephony
+from ringflow.campaigns import start_campaign
+from tests.livekit_fake import FakeLiveKit
+from tests.wfkit import clinic
+from workflows.campaign_messages import CampaignInput, Limits
+from workflows.client import CallHandle
+
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+@asynccontextmanager
+async def fake_line(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKit]:
+    async with FakeLiveKit() as fake:
+        name = f"lk-{uuid.uuid4().hex[:6]}"
+        monkeypatch.setenv("RINGFLOW_DISPATCHER", name)
+        phone = LiveKitTelephony(fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test",
+                                 trunk_id="ST_default", from_number="+15550111")
+        monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, name: phone})
+        yield fake
+
+
+@asynccontextmanager
+async def stand_in_agent(client: Client, lk: FakeLiveKit, reasons: dict[str, str] | None = None,
+                         default: str = "user_hangup") -> AsyncIterator[list[str]]:
+    """Ends every answered call with the reason of its number (``reasons``), else ``default``."""
+    ended: list[str] = []
+
+    async def loop() -> None:
+        handled: set[str] = set()
+        while True:
+            for d in list(lk.dials):
+                room = d.room_name
+                if room in handled:
+                    continue
+                call = CallHandle(client, room)
+                try:
+                    st = await call.state()
+                except Exception:
+                    continue
+                if st.get("status") == "live":
+                    handled.add(room)
+                    await call.hangup((reasons or {}).get(d.sip_call_to, default))
+                    ended.append(room)
+                elif st.get("end_reason"):
+                    handled.add(room)
+            await asyncio.sleep(0.05)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield ended
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+
+
+def contacts(*phones: str, tz: str = "UTC") -> list[store.Contact]:
+    return [store.Contact(phone=p, tz=tz, variables={"patient": f"P{i}"}) for i, p in enumerate(phones)]
+
+
+def campaign_input(cid: str, trunk: str, *, window: str = "always", retry: dict[str, RetryRule] | None = None,
+                   **limits: Any) -> CampaignInput:
+    return CampaignInput(campaign_id=cid, definition=clinic(), trunk_id=trunk, limits=Limits(**limits),
+                         windows=parse_windows([window]), retry=retry or {}, time_scale=1.0,
+                         ringing_timeout_s=5)
+
+
+async def run_campaign(client: Client, task_queue: str, database_url: str, inp: CampaignInput,
+                       people: list[store.Contact], dnc: list[str] | None = None) -> Any:
+    return await start_campaign(client, inp, people, database_url=database_url, task_queue=task_queue,
+                                dnc=dnc)
+
+
+def new_id(prefix: str = "c") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,68 @@
+"""What a campaign workflow takes and carries across continue-as-new.
+
+Contacts are not here: they are rows in the database (``activities/campaign_store.py``),
+so the input and the carry stay a few kilobytes whatever the list's length.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from activities.campaign_rules import RetryRule, Windows
+from callflow.model import FlowDefinition
+
+CAMPAIGN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$"
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_concurrent: int = Field(10, ge=1, le=10_000)
+    cps: float = Field(1.0, gt=0, le=1000, allow_inf_nan=False)
+    max_attempts: int = Field(3, ge=1, le=100)
+
+
+class LimitsChange(BaseModel):
+    """``set_limits``: the fields given change, the others stay."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_concurrent: int | None = Field(None, ge=1, le=10_000)
+    cps: float | None = Field(None, gt=0, le=1000, allow_inf_nan=False)
+    max_attempts: int | None = Field(None, ge=1, le=100)
+
+
+class LiveCall(BaseModel):
+    idx: int
+    attempt: int
+    call_id: str
+
+
+class CampaignCarry(BaseModel):
+    claims: int = 0
+    live: list[LiveCall] = []
+    stats: dict[str, int] = {}
+    recent: list[float] = []  # dial times over the last minute
+    paused: bool = False
+    pause_reason: str | None = None
+    cancelled: bool = False
+    limits: Limits
+    runs: int = 1
+    events_before: int = 0  # history events of the earlier runs
+
+
+class CampaignInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    campaign_id: str = Field(pattern=CAMPAIGN_ID)
+    definition: FlowDefinition
+    trunk_id: str = Field(min_length=1, max_length=128)
+    from_number: str | None = Field(None, max_length=64)
+    ringing_timeout_s: float | None = Field(None, gt=0, le=300)
+    limits: Limits = Limits()
+    windows: Windows
+    retry: dict[str, RetryRule] = {}
+    time_scale: float = Field(1.0, gt=0, le=100_000, allow_inf_nan=False)  # retry delays / this
+    agent_timeout_s: float = Field(15.0, gt=0, le=3600)
+    max_history_events: int = Field(4000, ge=200, le=40_000)  # continue-as-new past this many
+    carry: CampaignCarry | None = None
