@@ -31,6 +31,9 @@ def show(flow: Flow) -> str:
             continue
         for fn, is_global in node_functions(flow, node):
             name = f"{fn.name} ({fn.kind}{', global' if is_global else ''})"
+            if fn.mcp is not None and fn.mcp.tools is not None:  # a group of server tools: name them
+                tools = "all" if fn.mcp.tools == "all" else ", ".join(fn.mcp.tools)
+                name = f"{fn.mcp.server}: {tools} (mcp{', global' if is_global else ''})"
             rows.append((nid if first else "", node.type if first else "", name,
                          _where(targets(fn.transition_to))))
             first = False

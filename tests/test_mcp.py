@@ -414,3 +414,48 @@ async def test_example_crm_scripts_pass_also_with_the_agent_killed_on_every_turn
                 killed = await run_script(path, client, task_queue, llm, kill_at=turn)
                 assert killed.ok and killed.kills == 1, (path.name, turn, killed.failures, killed.error)
                 assert (killed.path, killed.disposition) == (result.path, result.disposition)
+
+
+def test_flow_show_names_the_server_tools_an_entry_offers() -> None:
+    from typer.testing import CliRunner
+
+    from ringflow.cli import app
+
+    out = CliRunner().invoke(app, ["flow", "show", str(EXAMPLE_FLOW)])
+    assert out.exit_code == 0, out.output
+    assert "crm: order_status, open_ticket (mcp)" in out.output
+    assert "find_customer (mcp)" in out.output
+
+
+async def test_continue_as_new_keeps_the_pinned_tools_without_listing_again(
+        temporal_client: Client, task_queue: str, worker: None, mcp_server: Server) -> None:
+    """A long call continues as new: the next run carries the pinned definition, offers the
+    same tools to a (re)attaching agent and runs them, and never lists the servers again."""
+    from tests.wfkit import Agent, req, wait_state
+    from workflows.client import start_call
+
+    call = await start_call(temporal_client, crm_flow(mcp_server.url), task_queue=task_queue,
+                            max_history_events=50)
+    first = await call.attach("agent-1")
+    agent = Agent(call)
+    for i in range(30):
+        await agent.say(("user", f"turn {i}"))
+    st = await wait_state(call, lambda s: s["runs"] >= 2, timeout=60, what="a continue-as-new")
+    assert st["status"] in ("live", "dialing")
+    again = await call.attach("agent-2", after_seq=agent.seq)
+    assert [t["function"]["name"] for t in again.tools] == [t["function"]["name"] for t in first.tools]
+    assert again.definition.mcp == first.definition.mcp is not None
+    res = await call.call_function(req("start", "find_customer", phone="+15550100"))
+    assert res.error is False and res.result["name"] == "Dana Reyes"
+
+    def listed(history: Any) -> int:
+        return sum(1 for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+                   and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools")
+
+    latest = temporal_client.get_workflow_handle(call.handle.id)
+    desc = await latest.describe()
+    assert desc.run_id != call.handle.result_run_id
+    assert listed(await latest.fetch_history()) == 0
+    started = temporal_client.get_workflow_handle(call.handle.id, run_id=call.handle.result_run_id)
+    assert listed(await started.fetch_history()) == 1
+    await call.handle.terminate("test over")
