@@ -193,7 +193,7 @@ def show(
         client = await _client(settings)
         call = CallHandle(client, call_id)
         try:
-            if (closed := await _closed_call(call)) is not None:
+            if (closed := await _closed_call(call, settings.database_url)) is not None:
                 return closed
             state = await asyncio.wait_for(call.state(), 15)
             transcript = [t.model_dump() for t in await call.transcript(settings.database_url)]
@@ -220,15 +220,26 @@ def show(
         typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}")
 
 
-async def _closed_call(call: CallHandle) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+async def _closed_call(call: CallHandle,
+                       database_url: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     """An ended call read from its workflow's result, which needs no worker: the worker of a
     simulated call (its own task queue) is gone once the simulation ends. None while the
-    call runs, or when it ended without a record (terminated): then the query decides."""
+    call runs, or when it ended without a record (terminated): then the query decides.
+    A record without its transcript (a long call's) points at the database for it."""
     desc = await call.handle.describe()
     if desc.status != WorkflowExecutionStatus.COMPLETED:
         return None
     record = (await call.handle.result()).model_dump(mode="json")
     transcript = record.pop("transcript", [])
+    local = database_url.removeprefix("sqlite:///") if database_url.startswith("sqlite:///") else None
+    if not transcript and (local is None or Path(local).exists()):  # a missing SQLite file holds nothing
+        from activities.persistence import load_transcript
+
+        try:
+            stored = load_transcript(call.call_id, database_url=database_url)
+        except Exception:  # no database here: ask the workflow instead
+            return None
+        transcript = [{"role": t.role, "node": t.node, "text": t.text} for t in stored]
     return record, transcript
 
 
