@@ -116,7 +116,7 @@ async def kills(client: Client, tq: str, lk: FakeLiveKit, base_url: str) -> list
     call_id = f"bench-tel-{uuid.uuid4().hex[:8]}"
     await start_call(client, load_flow(FLOW), task_queue=tq, call_id=call_id, room=call_id,
                             variables={"first_name": "Dana"}, agent_timeout_s=3600,
-                            max_history_events=1_000_000)
+                            max_history_events=50_000)
 
     async def attach() -> AgentRun:
         agent_id = f"agent-{uuid.uuid4().hex[:6]}"
