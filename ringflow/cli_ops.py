@@ -33,6 +33,7 @@ from ringflow.codec_server import start as start_codec_server
 from ringflow.devstack import DevStack, DevStackError
 from ringflow.logs import configure_logging
 from ringflow.settings import Settings, get_settings, masked
+from ringflow.temporal_env import TemporalConfigError, connect_options, describe
 from ringflow.temporal_setup import (
     ManagedElsewhere,
     SearchAttributeConflict,
@@ -48,7 +49,14 @@ def config(
     json_out: bool = typer.Option(False, "--json", help="Print as one JSON object."),
 ) -> None:
     """Show the effective configuration (environment and defaults), secrets masked."""
-    values = masked(get_settings())
+    settings = get_settings()
+    values = masked(settings)
+    # How Temporal is reached (TLS, mTLS, API key from Temporal's client config), never the key.
+    try:
+        values["temporal_connection"] = describe(connect_options(settings.temporal_address,
+                                                                 settings.temporal_namespace))
+    except TemporalConfigError as err:
+        values["temporal_connection"] = f"invalid: {err}"
     if json_out:
         typer.echo(json.dumps(values, indent=2, sort_keys=True))
         return

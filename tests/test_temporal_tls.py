@@ -185,3 +185,21 @@ async def test_setup_sets_retention_where_the_server_allows_it(temporal_server: 
     client = await connect(temporal_server.address, envconfig=False)
     ns = await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace="default"))
     assert ns.config.workflow_execution_retention_ttl.seconds == 3 * 86400
+
+
+def test_config_shows_how_temporal_is_reached_without_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from ringflow.cli import app
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "ns.acct.tmprl.cloud:7233")
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", "ns.acct")
+    monkeypatch.setenv("TEMPORAL_API_KEY", "k-not-secret-but-hidden")
+    result = CliRunner().invoke(app, ["config", "--json"])
+    assert result.exit_code == 0, result.output
+    values = json.loads(result.output)
+    assert values["temporal_connection"] == "ns.acct.tmprl.cloud:7233 (namespace ns.acct, TLS + API key)"
+    assert values["temporal_address"] == "ns.acct.tmprl.cloud:7233"
+    assert "k-not-secret-but-hidden" not in result.output
