@@ -80,4 +80,5 @@ def compose(flow: CompiledFlow, state: CallState, node_id: str) -> SetNode:
         context=node.node.context or flow.definition.flow.settings.context,
         allow_interrupt=node.node.allow_interrupt,
         greeting=node.render_greeting(values) if node.render_greeting is not None else None,
+        listen=node.node.listen or flow.definition.flow.settings.listen,
     )

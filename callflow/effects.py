@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from callflow.end_reasons import EndReason
-from callflow.model import ContextStrategy, ExtractSpec, HttpSpec, Retry, TransferSpec
+from callflow.model import ContextStrategy, ExtractSpec, HttpSpec, ListenMode, Retry, TransferSpec
 
 
 class _Effect(BaseModel):
@@ -46,6 +46,7 @@ class SetNode(_Effect):
     context: ContextStrategy = "append"
     allow_interrupt: bool = True
     greeting: str | None = None  # spoken by a following Say; listed here for the chat context
+    listen: ListenMode = "auto"  # how the caller's turns end on this node (settings.listen, per node)
 
 
 class Say(_Effect):

@@ -33,13 +33,13 @@ from callflow.events import (
     UserIdle,
     UserSpoke,
 )
+from callflow.idle import idle_instructions
 from callflow.inputs import resolve_variables, type_ok
 from callflow.model import BranchTable, FlowDefinition
 from callflow.state import CallState
 
 RESPONSES = ("transition_in_yaml", "no_response")
-IDLE_INSTRUCTIONS = ("The caller has been silent for a while. Briefly and politely check whether "
-                     "they are still there, in the language of the conversation.")
+IDLE_INSTRUCTIONS = idle_instructions("silence", 1, 2, "end")  # the default flow's first re-prompt
 
 
 # a tuple, not a union built per call: this check runs on every event
@@ -263,14 +263,19 @@ class Engine:
         return Step(d.s, [])
 
     def _on_user_idle(self, state: CallState, ev: UserIdle) -> Step:
+        """Silence, speech with no words, or an empty push-to-talk turn: each counts toward
+        the idle rule (``prompts`` re-prompts, then give up); real speech resets the count.
+        Giving up ends the call, or with ``on_give_up: wait`` leaves it open and quiet: the
+        count stops at the give-up mark (bounded state) until the caller speaks again."""
         if state.ended or state.node is None:
             return self._reject(state, "no live call to be idle in")
         idle = self.definition.flow.settings.idle
         d = Draft(self.flow, state, ev.at)
-        d.s.idle_count = state.idle_count + 1
+        d.s.idle_count = min(state.idle_count + 1, idle.prompts + 1)
         if d.s.idle_count <= idle.prompts:
-            d.effects.append(LLMTurn(reason="idle", instructions=IDLE_INSTRUCTIONS))
-        else:
+            d.effects.append(LLMTurn(reason="idle", instructions=idle_instructions(
+                ev.kind, d.s.idle_count, idle.prompts, idle.on_give_up)))
+        elif idle.on_give_up == "end":
             d.end("user_idle", goodbye=d.render(idle.goodbye))
         return Step(d.s, d.effects)
 

@@ -60,8 +60,16 @@ class UserSpoke(_Event):
     type: Literal["user_spoke"] = "user_spoke"
 
 
+IdleKind = Literal["silence", "empty_transcript", "empty_turn"]
+
+
 class UserIdle(_Event):
+    """An empty input: nothing said for ``idle.timeout_s`` (silence), speech heard that
+    transcribed to no words (empty_transcript), or a push-to-talk turn the caller ended
+    without saying anything (empty_turn). Each counts toward the idle rule."""
+
     type: Literal["user_idle"] = "user_idle"
+    kind: IdleKind = "silence"
 
 
 class HangUp(_Event):

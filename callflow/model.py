@@ -23,6 +23,9 @@ ContextStrategy = Literal["append", "reset", "reset_with_summary"]
 VarType = Literal["string", "integer", "number", "boolean", "object", "array"]
 Op = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not_in", "contains", "exists", "not_exists"]
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+# auto: VAD and endpointing end the caller's turn; manual: push-to-talk (the client starts
+# and ends it); realtime: the LLM starts while the caller is still speaking
+ListenMode = Literal["auto", "manual", "realtime"]
 
 
 def canonical(value: Any) -> str:
@@ -60,6 +63,9 @@ class IdleSettings(Strict):
     timeout_s: float = Field(10, gt=0)
     prompts: int = Field(2, ge=0)
     goodbye: str = "Sorry, I can't hear you. Goodbye."
+    # after the last prompt: hang up (end), or stop prompting and wait quietly for the caller
+    # (wait: a kiosk or device session, where nobody pays for an open line)
+    on_give_up: Literal["end", "wait"] = "end"
 
 
 class VoicemailSettings(Strict):
@@ -73,6 +79,7 @@ class Settings(Strict):
     max_transitions: int = Field(100, ge=1)
     max_node_visits: int = Field(10, ge=1)
     idle: IdleSettings = IdleSettings()
+    listen: ListenMode = "auto"
     context: ContextStrategy = "append"
     voicemail: VoicemailSettings | None = None
 
@@ -263,6 +270,7 @@ class Node(Strict):
     transition_to: Transition | None = None
     dtmf: DtmfSpec | None = None
     device_tools: bool | list[str] = False
+    listen: ListenMode | None = None  # overrides settings.listen on this node
 
 
 class Flow(Strict):

@@ -21,7 +21,8 @@ from callflow.validate_gates import GateChecks
 from callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
-_LLM_NODE_ONLY = ("task", "greeting", "extract", "functions", "pre_actions", "post_actions", "context")
+_LLM_NODE_ONLY = ("task", "greeting", "extract", "functions", "pre_actions", "post_actions", "context",
+                  "listen")
 
 
 _SCHEMA_PROBLEMS: dict[str, tuple[str, str] | None] = {}

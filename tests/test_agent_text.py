@@ -24,6 +24,7 @@ from temporalio.client import Client
 from agents import flow_agent
 from agents.controller import WRAP_UP
 from callflow.engine import IDLE_INSTRUCTIONS
+from callflow.idle import idle_instructions
 from ringflow.scripted_llm import RecordedRequest, ScriptedLLM
 from tests.agentkit import TIMEOUT_S, TextCall, call, said, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until
@@ -323,7 +324,8 @@ async def test_idle_reprompts_up_to_the_limit_then_says_goodbye_and_ends(tc: Tex
     await tc.silence()
     st = await tc.synced()
     assert st["status"] == "live" and not tc.controller.ended
-    assert [IDLE_INSTRUCTIONS in r.text for r in tc.chats()] == [True, False, True, True]
+    assert [IDLE_INSTRUCTIONS in r.text for r in tc.chats()] == [True, False, True, False]
+    assert idle_instructions("silence", 2, 2, "end") in tc.chats()[3].text  # the second says so
 
     before = len(tc.speeches)
     await tc.silence()
