@@ -19,7 +19,7 @@ from typing import Any
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agents.device_tools import DeviceTools, call_device_tool, serves
+from agents.device_tools import DeviceTools, call_device_tool, falls_back, serves
 from agents.hot_path import Killed, SessionPort, ToolOutcome, call_locally
 from agents.outbox import Outbox
 from agents.signals import DeferredTransition
@@ -145,7 +145,10 @@ class FlowController:
         if (node, name) in self.remote:
             eid = f"{self.turn_key}:{self.step_no}:fn:{name}"
             if self.engine.flow.nodes[node].functions[name].kind != "transfer":  # type: ignore[index]
-                return await self.remote_function(eid, name, args)
+                out = await self.remote_function(eid, name, args)
+                if self.device is not None and falls_back(self, node, name, out):  # its MCP server is down
+                    return await call_device_tool(self, name, args)
+                return out
             self.transferring = True  # the caller leaving the room now is the transfer working
             try:
                 return await self.remote_function(eid, name, args)

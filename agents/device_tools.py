@@ -26,7 +26,7 @@ import jsonschema
 from agents.hot_path import ToolOutcome
 from callflow.compiled import closed
 from callflow.effects import SetNode, ToolSpec
-from callflow.mcp_spec import McpTool
+from callflow.mcp_spec import UNAVAILABLE, McpTool
 from callflow.mcp_tools import usable_tool
 from callflow.schema import drop_nulls, to_strict
 
@@ -176,6 +176,21 @@ def serves(controller: Any, node: str | None, name: str) -> bool:
     if cnode is None or name in cnode.functions:
         return False  # the flow's function (an MCP server's tool too) wins
     return any(t.name == name for t in device.offered(cnode.node.device_tools, set(cnode.functions)))
+
+
+def falls_back(controller: Any, node: str | None, name: str, out: ToolOutcome) -> bool:
+    """Whether a flow function's failed run should go to the device instead: an MCP server
+    tool whose server could not be reached, on a node that offers the device's tool of that
+    name (the device's tool is the fallback of the server's)."""
+    device: DeviceTools | None = controller.device
+    if device is None or node is None or not out.error or name not in device.tools:
+        return False
+    error = out.result.get("error") if isinstance(out.result, dict) else None
+    if not isinstance(error, str) or not error.startswith(UNAVAILABLE):
+        return False
+    cnode = controller.engine.flow.nodes.get(node)
+    setting = cnode.node.device_tools if cnode is not None else False
+    return setting is True or (isinstance(setting, list) and name in setting)
 
 
 async def call_device_tool(controller: Any, name: str, args: dict[str, Any]) -> ToolOutcome:

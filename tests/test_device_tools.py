@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from callflow.loader import validate_data
 from callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
 from tests.agentkit import call, say, text_call
-from tests.test_mcp import Server, _free_port, mcp_server  # noqa: F401  (the module's MCP server)
+from tests.test_mcp import Server, _free_port, mcp_server, serving  # noqa: F401  (the module's MCP server)
 from tests.wfkit import running_worker
 
 pytestmark = pytest.mark.timeout(60)
@@ -59,13 +60,13 @@ class FakeDevice:
         return json.dumps({"content": [{"type": "text", "text": "kiosk lookup: Dana"}]})
 
 
-def kiosk_flow(url: str, device_tools: Any = True) -> FlowDefinition:
+def kiosk_flow(url: str, device_tools: Any = True, **lookup: Any) -> FlowDefinition:
     report = validate_data({
         "flow": "kiosk",
         "mcp_servers": {"crm": {"url": url, "timeout_s": 2}},
         "nodes": {
             "start": {"task": "Help the shopper.", "device_tools": device_tools, "functions": [
-                {"name": "lookup_customer", "mcp": {"server": "crm", "tool": "lookup_customer"}},
+                {"name": "lookup_customer", "mcp": {"server": "crm", "tool": "lookup_customer"}, **lookup},
                 {"name": "done", "description": "Done.", "transition_only": True, "transition_to": "bye"}]},
             "bye": {"type": "end", "task": "Say goodbye."}}})
     assert report.definition is not None, report.errors
@@ -190,3 +191,27 @@ def test_device_tools_validation() -> None:
     errors = [f"{e.path}: {e.message}" for e in validate_data(flow).errors]
     assert any(e.startswith("nodes.s.device_tools[1]: 'bad name' is not a valid tool name") for e in errors)
     assert any(e.startswith("nodes.g.device_tools: 'device_tools' does not apply to a gate") for e in errors)
+
+
+async def test_the_device_takes_over_a_server_tool_whose_server_goes_down(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
+        tmp_path: Path) -> None:
+    """Pinned from a live server, lookup_customer is the server's; the server then dies, and
+    the call that cannot reach it (after its retries) is answered by the device's tool."""
+    device = FakeDevice()
+    with serving(tmp_path / "calls.jsonl") as server:
+        definition = kiosk_flow(server.url, retry={"max_attempts": 1})
+        async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
+            await use_device(tc.controller, await DeviceTools.discover(device))
+            before = len(tc.chats())
+            server.stop()  # pinned already: the call still offers its tools
+            tc.reply(call("lookup_customer", phone="+15550100"), say("Hello Dana."))
+            result = await tc.user("It's 555 0100.")
+            tools = {t["function"]["name"]: t["function"] for t in tc.chats()[before].tools}
+            assert tools["lookup_customer"]["description"] == "Find a customer by phone number."  # server's
+            result.expect.next_event().is_function_call(name="lookup_customer")
+            out = json.loads(result.expect.next_event().is_function_call_output().event().item.output)
+            assert out == {"content": "kiosk lookup: Dana"}
+            await tc.synced()
+            recorded = tool_turns(await tc.call.transcript())
+            assert recorded[-1]["device_tool"] == "lookup_customer"

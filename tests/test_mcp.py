@@ -11,11 +11,13 @@ the idempotency key in ``_meta``, the flow's headers) and what the LLM got back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +49,15 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, port: int, log: Path) -> None:
+    def __init__(self, port: int, log: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.log = log
+        self.proc = proc
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
 
     def calls(self) -> list[dict[str, Any]]:
         if not self.log.exists():
@@ -57,13 +65,13 @@ class Server:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line]
 
 
-@pytest.fixture(scope="module")
-def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@contextlib.contextmanager
+def serving(log: Path) -> Iterator[Server]:
+    """``tests/mcp_server.py`` in a subprocess on a free port, once it answers ``tools/list``."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("mcp") / "calls.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", str(port), str(log)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    server = Server(port, log)
+    server = Server(port, log, proc)
     try:
         async def ready() -> bool:
             try:
@@ -72,12 +80,19 @@ def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             except Exception:
                 return proc.poll() is not None  # died: stop waiting, the assert below says so
 
-        asyncio.run(wait_until(ready, timeout=30, what="the MCP server to answer"))
+        # a thread of its own: this also serves async tests, inside a running event loop
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, wait_until(ready, timeout=30, what="the MCP server to answer")).result()
         assert proc.poll() is None, "the MCP server exited"
         yield server
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("mcp") / "calls.jsonl") as server:
+        yield server
 
 
 def crm_flow(url: str) -> FlowDefinition:

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.webhook import WEBHOOK_RETRY_POLICY, WebhookDelivery
     from callflow.effects import RunFunction
     from callflow.events import FunctionResult
+    from callflow.mcp_spec import UNAVAILABLE as MCP_UNAVAILABLE
     from callflow.mcp_spec import McpServerTools
     from callflow.model import FlowDefinition, Retry
     from callflow.state import CallState
@@ -121,7 +122,12 @@ async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: Cal
                                                        "declared")
     req = McpCallRequest(call_id=state.call_id, seq=eff.run_id, server_name=eff.mcp_server or "",
                          server=server, tool=eff.mcp_tool, args=eff.args)
-    out: McpCallResult = await _execute("mcp_call_tool", req, McpCallResult, eff.timeout_s, _retry(eff.retry))
+    try:
+        out: McpCallResult = await _execute("mcp_call_tool", req, McpCallResult, eff.timeout_s,
+                                            _retry(eff.retry))
+    except Exception as exc:  # after retries
+        cause = getattr(exc, "cause", None) or exc
+        return FunctionResult(run_id=eff.run_id, error=f"{MCP_UNAVAILABLE}: {cause}")
     return FunctionResult(run_id=eff.run_id, result=out.result, error=out.error)
 
 
