@@ -82,3 +82,40 @@ async def test_a_script_presses_keys_through_the_real_workflow_and_agent(tempora
     said = [(t.role, t.text) for t in transcript]
     assert ("user", "[keys 2]") in said  # the keys are in the call's transcript
     assert said[-1] == ("assistant", "Support will call you back today. Goodbye.")
+
+
+async def test_keys_are_collected_to_the_limit_the_terminator_or_the_timeout() -> None:
+    """The collector between LiveKit's one-key events and the controller (a stand-in here that
+    records what it is given; the controller itself is exercised by the script test above)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from agents.dtmf import KeyCollector
+
+    data = yaml.safe_load((FIXTURES / "ivr.yaml").read_text())
+    one = validate_data(data).definition
+    data["nodes"]["menu"]["dtmf"].update(max_digits=4, timeout_s=0.05)
+    four = validate_data(data).definition
+    assert one is not None and four is not None
+    got: list[str] = []
+    done = asyncio.Event()
+
+    async def on_dtmf(digits: str) -> None:
+        got.append(digits)
+        done.set()
+
+    ctrl = SimpleNamespace(node="menu", engine=Engine(one), ended=False, on_dtmf=on_dtmf)
+    keys = KeyCollector(ctrl)  # type: ignore[arg-type]
+    await keys.press("7")  # max_digits is 1 on the menu: complete at once
+    await keys.press("x")  # not a phone key: ignored
+    assert got == ["7"]
+    ctrl.engine = Engine(four)
+    await keys.press("1")
+    await keys.press("2")
+    await keys.press("#")  # the terminator ends the digits and is not one of them
+    assert got == ["7", "12"]
+    done.clear()
+    await keys.press("3")
+    await asyncio.wait_for(done.wait(), 5)  # nothing more pressed: the timeout sends what there is
+    assert got == ["7", "12", "3"]
+    keys.close()
