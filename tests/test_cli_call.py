@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import sys
 import uuid
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 
 from ringflow.cli import app
 from ringflow.devstack import DevStack
-from tests.wfkit import FIXTURES, running_worker
+from tests.wfkit import FIXTURES, Agent, running_worker, start, wait_state, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CLINIC = FIXTURES / "clinic.yaml"
@@ -112,3 +113,28 @@ def test_unreachable_temporal_says_how_to_start_it(monkeypatch) -> None:  # type
         assert "cannot reach Temporal at 127.0.0.1:9" in res.output, (args, res.output)
         assert "`make run` or `ringflow dev`" in res.output, (args, res.output)
         assert "Traceback" not in res.output
+
+
+async def test_show_reads_an_ended_call_without_a_worker(temporal_server: DevStack, temporal_client: Client,
+                                                         task_queue: str, sqlite_url: str,
+                                                         monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An ended call is read from its record (its worker may be gone, as a simulation's is);
+    a call long enough to continue-as-new left its transcript in the database."""
+    turns = 60
+    monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", temporal_server.address)
+    monkeypatch.setenv("RINGFLOW_DATABASE_URL", sqlite_url)
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue, max_history_events=50)
+        agent = Agent(call)
+        for i in range(turns):
+            await agent.say(("user", f"turn {i}"), ("assistant", f"reply {i}"))
+        await wait_state(call, lambda s: s["turns"] == 2 * turns and s["runs"] >= 2, timeout=60)
+        await call.hangup()
+        record = await wait_until(lambda: call.handle.result(), timeout=60, what="result")
+    assert record.transcript == []  # the record points at the database
+    shown = await asyncio.to_thread(CliRunner().invoke, app, ["call", "show", "--json", call.call_id])
+    assert shown.exit_code == 0, shown.output
+    got = json.loads(shown.output)
+    assert got["status"] == "ended" and got["end_reason"] == "user_hangup"
+    want = [x for i in range(turns) for x in (f"turn {i}", f"reply {i}")]
+    assert [t["text"] for t in got["transcript"]] == want
