@@ -43,8 +43,10 @@ async def fake_line(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKi
 
 @asynccontextmanager
 async def stand_in_agent(client: Client, lk: FakeLiveKit, reasons: dict[str, str] | None = None,
-                         default: str = "user_hangup") -> AsyncIterator[list[str]]:
-    """Ends every answered call with the reason of its number (``reasons``), else ``default``."""
+                         default: str = "user_hangup",
+                         hold: set[str] | None = None) -> AsyncIterator[list[str]]:
+    """Ends every answered call with the reason of its number (``reasons``), else ``default``;
+    a number in ``hold`` stays on the line until the test removes it."""
     ended: list[str] = []
 
     async def loop() -> None:
@@ -59,7 +61,7 @@ async def stand_in_agent(client: Client, lk: FakeLiveKit, reasons: dict[str, str
                     st = await call.state()
                 except Exception:
                     continue
-                if st.get("status") == "live":
+                if st.get("status") == "live" and d.sip_call_to not in (hold or set()):
                     handled.add(room)
                     await call.hangup((reasons or {}).get(d.sip_call_to, default))
                     ended.append(room)
