@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from ringflow.cli_call import agent, call_app, worker
+from ringflow.cli_campaign import campaign_app
 from ringflow.cli_codec import codec_key, codec_server
 from ringflow.cli_flow import flow_app
 from ringflow.cli_ops import config, dev, temporal_app
@@ -21,6 +22,7 @@ call_app.command("dial")(dial)
 app.add_typer(call_app, name="call")
 app.add_typer(temporal_app, name="temporal")
 app.add_typer(sip_app, name="sip")
+app.add_typer(campaign_app, name="campaign")
 app.command("dev")(dev)
 app.command("config")(config)
 app.command("worker")(worker)

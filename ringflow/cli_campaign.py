@@ -1,0 +1,268 @@
+"""``ringflow campaign ...``: start, watch, steer and report outbound campaigns.
+
+Everything the command can check is checked before anything is stored or started: the
+contacts (line by line), the rules (windows, retries), the flow, and that Redis (the
+trunk's pacer) is configured and answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from activities import campaign_store as store
+from activities.campaign_rules import RetryRule, RuleError, Windows, parse_retry, parse_windows
+from activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
+from ringflow.campaigns import ContactsError, campaign_handle, load_contacts, load_dnc, start_campaign
+from ringflow.cli_call import _client, _fail, _require_keys
+from ringflow.cli_run import run_async
+from ringflow.cli_sip import _load
+from ringflow.settings import Settings, get_settings
+from workflows.campaign import campaign_workflow_id
+from workflows.campaign_messages import CampaignInput, Limits, LimitsChange
+
+campaign_app = typer.Typer(help="Outbound campaigns: many calls, paced, in calling windows, retried.",
+                           no_args_is_help=True)
+
+
+def rules(window: list[str], skip_date: list[str], retry: list[str]) -> tuple[Windows, dict[str, RetryRule]]:
+    try:
+        windows = parse_windows(window, skip_date)
+        retries = dict(parse_retry(r) for r in retry)
+    except RuleError as exc:
+        raise _fail(str(exc), 2) from None
+    return windows, retries
+
+
+def check_redis(settings: Settings) -> None:
+    """Pacing is one limiter per trunk in Redis, shared by every campaign: no Redis, no campaign."""
+    if not settings.redis_url:
+        raise _fail("campaigns need Redis for pacing (one limiter per trunk, shared by every campaign "
+                    "and worker): set RINGFLOW_REDIS_URL, e.g. redis://127.0.0.1:6379/0", 2)
+    from redis import Redis
+    from redis.exceptions import RedisError
+
+    try:
+        Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
+    except (RedisError, OSError, ValueError) as exc:
+        raise _fail(f"Redis at RINGFLOW_REDIS_URL does not answer ({type(exc).__name__}): campaigns need it "
+                    "for pacing", 2) from None
+
+
+@campaign_app.command("start")
+def start(
+    contacts: Path = typer.Argument(..., help="CSV (phone, timezone, variables...) or JSONL contacts."),
+    flow: Path = typer.Option(..., "--flow", help="Flow file each call runs."),
+    trunk: str | None = typer.Option(None, "--trunk", help="Outbound trunk (default RINGFLOW_SIP_TRUNK_ID)."),
+    from_number: str | None = typer.Option(None, "--from", help="Caller id (default RINGFLOW_SIP_FROM)."),
+    max_concurrent: int = typer.Option(10, "--max-concurrent", help="Calls in flight at most."),
+    cps: float = typer.Option(1.0, "--cps", help="Call attempts per second on the trunk (all campaigns)."),
+    max_attempts: int = typer.Option(3, "--max-attempts", help="Dials per contact at most."),
+    window: list[str] = typer.Option(["Mon-Fri 09:00-20:00"], "--window",
+                                     help="Calling window in the contact's local time (repeatable)."),
+    skip_date: list[str] = typer.Option([], "--skip-date",
+                                        help="A date (YYYY-MM-DD) not to call (repeatable)."),
+    retry: list[str] = typer.Option([], "--retry",
+                                    help="OUTCOME=COUNT/DELAY, e.g. no_answer=3/2h (repeatable)."),
+    dnc: Path | None = typer.Option(None, "--dnc", help="Do-not-call numbers to add (one a line)."),
+    default_tz: str | None = typer.Option(None, "--default-timezone",
+                                          help="For numbers whose country spans several timezones."),
+    campaign_id: str | None = typer.Option(None, "--id", help="Campaign id (default: a new one)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the started campaign as JSON."),
+) -> None:
+    """Store CONTACTS and start the campaign's workflow; the last line printed is its id."""
+    settings = get_settings()
+    _require_keys(settings)
+    windows, retries = rules(window, skip_date, retry)
+    trunk = trunk or settings.sip_trunk_id
+    if not trunk:
+        raise _fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
+    definition = _load(flow)
+    try:
+        people = load_contacts(contacts, definition, default_tz)
+        blocked = load_dnc(dnc) if dnc else []
+        inp = CampaignInput(campaign_id=campaign_id or uuid.uuid4().hex[:12], definition=definition,
+                            trunk_id=trunk, from_number=from_number or settings.sip_from,
+                            ringing_timeout_s=settings.sip_ringing_timeout_s,
+                            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
+                            windows=windows, retry=retries, agent_timeout_s=settings.agent_timeout_s)
+    except ContactsError as exc:
+        raise _fail(str(exc), 2) from None
+    except ValidationError as exc:
+        raise _fail("; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+                              for e in exc.errors()), 2) from None
+    check_redis(settings)
+
+    async def go() -> None:
+        client = await _client(settings)
+        await start_campaign(client, inp, people, database_url=settings.database_url,
+                             task_queue=settings.task_queue, dnc=blocked)
+
+    try:
+        run_async(go)
+    except RPCError as exc:
+        raise _fail(f"Temporal refused the campaign: {exc}") from None
+    if json_out:
+        typer.echo(json.dumps({"campaign_id": inp.campaign_id,
+                               "workflow_id": campaign_workflow_id(inp.campaign_id),
+                               "contacts": len(people), "flow": definition.flow.flow}))
+        return
+    typer.echo(f"campaign of {len(people)} contacts for {definition.flow.flow} started as workflow "
+               f"{campaign_workflow_id(inp.campaign_id)}")
+    typer.echo(inp.campaign_id)
+
+
+async def _progress(settings: Settings, campaign_id: str) -> dict[str, Any]:
+    client = await _client(settings)
+    handle = campaign_handle(client, campaign_id)
+    try:
+        desc = await handle.describe()
+    except RPCError:
+        raise _fail(f"no campaign '{campaign_id}'") from None
+    out: dict[str, Any] = {"campaign_id": campaign_id, "workflow": desc.status.name if desc.status else None}
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        out.update(await handle.query("progress"))
+    elif desc.status == WorkflowExecutionStatus.COMPLETED:
+        out.update(await handle.result())
+    out["contacts"] = (await asyncio.to_thread(store.counts, settings.database_url, campaign_id))["contacts"]
+    return out
+
+
+def _show(p: dict[str, Any]) -> str:
+    contacts = ", ".join(f"{k} {v}" for k, v in sorted(p.get("contacts", {}).items()))
+    line = f"{p['campaign_id']}: {p.get('status') or p.get('workflow')}"
+    if "live" in p:
+        line += f" · live {p['live']} · {p.get('attempts_last_minute', 0)} attempts in the last minute"
+    if p.get("pause_reason"):
+        line += f" · paused: {p['pause_reason']}"
+    if p.get("next_due") and p.get("status") == "running" and not p.get("live"):
+        line += f" · next due in {max(0, p['next_due'] - time.time()):.0f} s"
+    return line + f"\n  contacts: {contacts or 'none'}"
+
+
+@campaign_app.command("status")
+def status(campaign_id: str = typer.Argument(...),
+           watch: bool = typer.Option(False, "--watch", help="Refresh every 2 s until the campaign ends."),
+           json_out: bool = typer.Option(False, "--json")) -> None:
+    """Progress: contacts by state, calls live now, attempts in the last minute, the next due time."""
+    settings = get_settings()
+    while True:
+        p = run_async(lambda: _progress(settings, campaign_id))
+        typer.echo(json.dumps(p) if json_out else _show(p))
+        if not watch or p.get("status") in ("finished", "cancelled") or p.get("workflow") != "RUNNING":
+            return
+        time.sleep(2.0)
+
+
+def _control(name: str, campaign_id: str, arg: Any = None) -> Any:
+    settings = get_settings()
+
+    async def go() -> Any:
+        client = await _client(settings)
+        handle = campaign_handle(client, campaign_id)
+        try:
+            if arg is None:
+                return await handle.execute_update(name)
+            return await handle.execute_update(name, arg)
+        except RPCError as exc:
+            raise _fail(f"campaign '{campaign_id}': {exc.message}") from None
+
+    return run_async(go)
+
+
+def _say(json_out: bool, campaign_id: str, result: Any) -> None:
+    if isinstance(result, Limits):
+        result = result.model_dump()
+    typer.echo(json.dumps({"campaign_id": campaign_id, "result": result}) if json_out
+               else f"{campaign_id}: {result}")
+
+
+@campaign_app.command("pause")
+def pause(campaign_id: str = typer.Argument(...), reason: str | None = typer.Option(None, "--reason"),
+          json_out: bool = typer.Option(False, "--json")) -> None:
+    """No new dials until resumed; live calls go on."""
+    _say(json_out, campaign_id, _control("pause", campaign_id, reason))
+
+
+@campaign_app.command("resume")
+def resume(campaign_id: str = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
+    _say(json_out, campaign_id, _control("resume", campaign_id))
+
+
+@campaign_app.command("cancel")
+def cancel(campaign_id: str = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
+    """No new dials; the calls live now finish as they would (never cut)."""
+    _say(json_out, campaign_id, _control("cancel", campaign_id))
+
+
+@campaign_app.command("limits")
+def limits(campaign_id: str = typer.Argument(...),
+           max_concurrent: int | None = typer.Option(None, "--max-concurrent"),
+           cps: float | None = typer.Option(None, "--cps"),
+           max_attempts: int | None = typer.Option(None, "--max-attempts"),
+           json_out: bool = typer.Option(False, "--json")) -> None:
+    """Change a running campaign's limits."""
+    try:
+        change = LimitsChange(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts)
+    except ValidationError as exc:
+        raise _fail("; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}"
+                              for e in exc.errors()), 2) from None
+    _say(json_out, campaign_id, _control("set_limits", campaign_id, change))
+
+
+@campaign_app.command("list")
+def list_campaigns(json_out: bool = typer.Option(False, "--json"),
+                   limit: int = typer.Option(50, "--limit")) -> None:
+    """Campaigns known to Temporal, newest first."""
+    settings = get_settings()
+
+    async def go() -> list[dict[str, Any]]:
+        client = await _client(settings)
+        out = []
+        async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=limit):
+            attrs = wf.typed_search_attributes
+            out.append({"campaign_id": wf.id.removeprefix("campaign-"), "status": attrs.get(RINGFLOW_STATUS),
+                        "flow": attrs.get(RINGFLOW_FLOW), "workflow": wf.status.name if wf.status else None,
+                        "started_at": wf.start_time.isoformat()})
+        return out
+
+    rows = run_async(go)
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    for r in rows:
+        typer.echo(f"{r['campaign_id']}  {r['status'] or '-':<11} {r['flow'] or '-':<24} {r['started_at']}")
+
+
+@campaign_app.command("report")
+def report(campaign_id: str = typer.Argument(...), csv_out: bool = typer.Option(False, "--csv"),
+           json_out: bool = typer.Option(False, "--json")) -> None:
+    """One row per contact: attempts, final state and outcome, disposition, extracted variables."""
+    rows = store.report(get_settings().database_url, campaign_id)
+    if not rows:
+        raise _fail(f"no contacts for campaign '{campaign_id}'")
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["phone", "timezone", "state", "attempts", "outcome", "disposition", "extracted"])
+    for r in rows:
+        w.writerow([r["phone"], r["timezone"], r["state"], r["attempts"], r["outcome"] or "",
+                    r["disposition"] or "", json.dumps(r["extracted"]) if r["extracted"] else ""])
+    if csv_out:
+        typer.echo(buf.getvalue(), nl=False)
+        return
+    for line in buf.getvalue().splitlines():
+        typer.echo(line.replace(",", "  "))
