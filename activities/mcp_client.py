@@ -18,7 +18,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from callflow.mcp_spec import MAX_TOOLS_PER_SERVER, McpServer, McpServerTools, McpTool
+from callflow.mcp_spec import MAX_SERVER_CHARS, MAX_TOOLS_PER_SERVER, McpServer, McpServerTools, McpTool
 from callflow.mcp_tools import usable_tool
 
 MAX_PAGES = 50  # a server whose cursor never ends cannot hold a call's start hostage
@@ -46,6 +46,7 @@ async def list_tools(server: McpServer) -> McpServerTools:
     out, each named in ``left_out``. Connection problems raise (the caller may retry)."""
     tools: list[McpTool] = []
     skipped: dict[str, str] = {}
+    total = 0
     async with connect(server) as client:
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -56,7 +57,10 @@ async def list_tools(server: McpServer) -> McpServerTools:
                     skipped[t.name[:100]] = why
                 elif len(tools) >= MAX_TOOLS_PER_SERVER:
                     skipped[t.name] = f"more than {MAX_TOOLS_PER_SERVER} tools"
+                elif (size := len(tool.model_dump_json())) + total > MAX_SERVER_CHARS:
+                    skipped[t.name] = f"the server's tools pass {MAX_SERVER_CHARS} characters"
                 else:
+                    total += size
                     tools.append(tool)
             cursor = page.next_cursor
             if not cursor:

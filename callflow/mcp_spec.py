@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_TOOLS_PER_SERVER = 128  # what a call pins of one server; the rest are reported, not offered
 MAX_SCHEMA_CHARS = 16_000  # one tool's input schema, as JSON
+# All of one server's pinned tools, as JSON: they ride in the call's input, its continue-as-new
+# and every agent's snapshot, which Temporal limits to a few MB.
+MAX_SERVER_CHARS = 120_000
 # How a tool call's error starts when its server could not be reached (after retries): the
 # agent then calls the caller's device's tool of that name, if it has one.
 UNAVAILABLE = "MCP server unavailable"

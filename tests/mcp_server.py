@@ -78,6 +78,10 @@ def build(log: Path) -> MCPServer:
 
 
 def main() -> None:
+    """``PORT LOG`` serves Streamable HTTP; ``stdio LOG`` speaks over stdin/stdout."""
+    if sys.argv[1] == "stdio":
+        build(Path(sys.argv[2])).run("stdio")
+        return
     port, log = int(sys.argv[1]), Path(sys.argv[2])
     build(log).run("streamable-http", host="127.0.0.1", port=port)
 

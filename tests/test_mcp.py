@@ -251,6 +251,32 @@ async def test_list_tools_follows_every_page_and_leaves_out_unusable_tools(mcp_s
     assert listed.error is None and listed.left_out == {"bad-name": "not a valid function name"}
 
 
+async def test_a_servers_pinned_tools_are_bounded_in_size(mcp_server: Server,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """They travel in the call's input and every snapshot: past the budget, tools are left out."""
+    import activities.mcp_client as client
+
+    monkeypatch.setattr(client, "MAX_SERVER_CHARS", 600)
+    listed = await list_tools(McpServer(url=mcp_server.url, timeout_s=5))
+    assert 1 <= len(listed.tools) < 4
+    assert sum(len(t.model_dump_json()) for t in listed.tools) <= 600
+    assert any("characters" in why for why in listed.left_out.values()), listed.left_out
+
+
+async def test_a_stdio_server_is_listed_and_called(tmp_path: Path) -> None:
+    """``command:`` (local development): the server runs as a subprocess per request."""
+    from activities.mcp_client import call_tool
+
+    log = tmp_path / "calls.jsonl"
+    server = McpServer(command=[sys.executable, "-m", "tests.mcp_server", "stdio", str(log)],
+                       env={"PYTHONPATH": str(ROOT)}, timeout_s=20)
+    listed = await list_tools(server)
+    assert [t.name for t in listed.tools][:2] == ["lookup_customer", "open_ticket"]
+    result, error = await call_tool(server, "lookup_customer", {"phone": "+15550100"}, "c-1:1")
+    assert error is None and result["name"] == "Dana Reyes"
+    assert json.loads(log.read_text())["meta"][IDEMPOTENCY_META_KEY] == "c-1:1"
+
+
 # --- validation -----------------------------------------------------------------------------
 def _errors(flow: dict[str, Any]) -> list[str]:
     return [f"{e.path}: {e.message}" for e in validate_data(flow).errors]
