@@ -243,6 +243,29 @@ async def test_an_unreachable_server_leaves_its_tools_out_and_the_call_goes_on(
         assert any("could not be listed" in r["reason"] for r in st["rejected"]), st["rejected"]
 
 
+async def test_a_hanging_server_delays_the_call_start_only_so_long(
+        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None) -> None:
+    """A server that accepts connections and never answers: listing gives up (the activity's
+    timeouts follow the server's timeout_s) and the call goes on without its tools."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+    data = crm_flow(url).flow.model_dump(exclude_unset=True)
+    data["mcp_servers"]["crm"]["timeout_s"] = 0.5
+    report = validate_data(data)
+    assert report.definition is not None, report.errors
+    try:
+        async with text_call(temporal_client, task_queue, scripted_llm, definition=report.definition) as tc:
+            tc.reply(say("How can I help?"))
+            await tc.user("Hello?")
+            assert tc.chats(with_tools=True)[-1].tool_names == ["done"]
+            st = await tc.synced()
+            assert any("could not be listed" in r["reason"] for r in st["rejected"]), st["rejected"]
+    finally:
+        silent.close()
+
+
 # --- the client on its own ------------------------------------------------------------------
 async def test_list_tools_follows_every_page_and_leaves_out_unusable_tools(mcp_server: Server) -> None:
     listed = await list_tools(McpServer(url=mcp_server.url, timeout_s=5))

@@ -133,11 +133,14 @@ async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: Cal
 
 async def list_mcp_tools(req: McpListRequest) -> McpServerTools:
     """A server's tools for the call being started; after retries, the failure in words."""
-    timeout = req.server.timeout_s * 3 + 5  # a few pages, each bounded by the server's timeout
+    # The call's first turn waits for this: each attempt gets a connection and a few pages
+    # (every request bounded by the server's timeout), all attempts together a few more.
+    timeout = req.server.timeout_s
     try:
         out: McpServerTools = await workflow.execute_activity(
             "mcp_list_tools", req, result_type=McpServerTools,
-            start_to_close_timeout=timedelta(seconds=timeout),
+            start_to_close_timeout=timedelta(seconds=timeout * 2 + 2),
+            schedule_to_close_timeout=timedelta(seconds=timeout * 4 + 5),
             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3))
         return out
     except Exception as exc:
