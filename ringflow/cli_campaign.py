@@ -266,3 +266,55 @@ def report(campaign_id: str = typer.Argument(...), csv_out: bool = typer.Option(
         return
     for line in buf.getvalue().splitlines():
         typer.echo(line.replace(",", "  "))
+
+
+@campaign_app.command("simulate")
+def simulate(
+    contacts: Path = typer.Argument(..., help="CSV or JSONL contacts, as for `campaign start`."),
+    flow: Path = typer.Option(..., "--flow", help="Flow file each call runs."),
+    answers: str = typer.Option("human=0.4,no_answer=0.3,busy=0.1,voicemail=0.2", "--answers",
+                                help="How dialed numbers answer: KIND=WEIGHT,... (human, no_answer, busy, "
+                                     "voicemail, failed)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the answers' draw."),
+    time_scale: float = typer.Option(3600.0, "--time-scale", help="Retry delays are divided by this."),
+    max_concurrent: int = typer.Option(20, "--max-concurrent"),
+    cps: float = typer.Option(20.0, "--cps"),
+    max_attempts: int = typer.Option(3, "--max-attempts"),
+    window: list[str] = typer.Option(["always"], "--window", help="Calling window (default: always)."),
+    retry: list[str] = typer.Option(["no_answer=2/2h", "busy=1/30m", "voicemail=1/4h"], "--retry"),
+    default_tz: str | None = typer.Option(None, "--default-timezone"),
+    address: str | None = typer.Option(None, "--address",
+                                       help="Temporal to use (default: an embedded dev server)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Run a campaign through the real workflows against the LiveKit fake; print what happened."""
+    from ringflow.campaign_sim import parse_answers, simulate_campaign
+
+    settings = get_settings()
+    windows, retries = rules(window, [], retry)
+    definition = _load(flow)
+    try:
+        weights = parse_answers(answers)
+        people = load_contacts(contacts, definition, default_tz)
+        inp = CampaignInput(campaign_id=f"sim-{uuid.uuid4().hex[:8]}", definition=definition,
+                            trunk_id=f"ST_sim_{uuid.uuid4().hex[:6]}",
+                            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
+                            windows=windows, retry=retries, time_scale=time_scale)
+    except (ContactsError, RuleError) as exc:
+        raise _fail(str(exc), 2) from None
+    except ValidationError as exc:
+        raise _fail("; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+                              for e in exc.errors()), 2) from None
+    check_redis(settings)
+    out = run_async(lambda: simulate_campaign(inp, people, weights, seed=seed,
+                                              redis_url=settings.redis_url or "", address=address))
+    out.pop("dial_times", None)
+    if json_out:
+        typer.echo(json.dumps(out))
+        return
+    typer.echo(f"campaign {out['campaign_id']}: {out['status']} · {out['contacts']} contacts · "
+               f"{out['dials']} dials in {out['wall_s']} s")
+    typer.echo(f"  contacts: {out['contact_states']}")
+    typer.echo(f"  attempts: {out['attempt_outcomes']}")
+    typer.echo(f"  double dials {out['double_dials']} · out of window {out['out_of_window']} · "
+               f"max concurrent {out['max_concurrent_seen']}/{out['max_concurrent']}")

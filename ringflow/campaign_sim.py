@@ -1,0 +1,244 @@
+"""``ringflow campaign simulate`` and ``bench/campaign.py``: a campaign through the real
+workflows (CampaignWorkflow, a child CallWorkflow per attempt, the dial activities and the
+LiveKit telephony code), with the LiveKit fake (``ringflow/livekit_fake.py``) answering each
+number as a seeded draw says, and a scripted callee: each answered call gets the flow's
+greeting and a short reply, then ends as a human hang-up, or as voicemail.
+
+Only the realtime agent is replaced (by its messages to the workflow: attach, turns,
+hangup); pacing is the real Redis limiter, contacts and attempts the real database.
+``time_scale`` divides retry delays, so a "2h" retry takes seconds without another code path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from activities import campaign_store as store
+from activities import telephony
+from activities.campaign_rules import RuleError, in_window
+from agents.livekit_sip import LiveKitTelephony
+from callflow.model import FlowDefinition
+from ringflow.campaigns import start_campaign
+from ringflow.devstack import DevStack, free_port
+from ringflow.livekit_fake import FakeLiveKit
+from ringflow.scripted_llm import ScriptedLLM
+from ringflow.settings import Settings
+from ringflow.temporal_setup import connect, register_search_attributes
+from workflows.campaign_messages import CampaignInput
+from workflows.client import CallHandle
+from workflows.messages import Turn, TurnsEvent
+from workflows.worker import build_worker
+
+KINDS = ("human", "no_answer", "busy", "voicemail", "failed")
+SIM_TRUNK = "ST_campaign_sim"
+
+
+def parse_answers(spec: str) -> dict[str, float]:
+    """``human=0.4,no_answer=0.3,busy=0.1,voicemail=0.2``: weights of how a dialed number answers."""
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        k, eq, v = part.strip().partition("=")
+        if not eq or k not in KINDS:
+            raise RuleError(f"--answers '{part}': expected KIND=WEIGHT with KIND one of {', '.join(KINDS)}")
+        try:
+            out[k] = float(v)
+        except ValueError:
+            raise RuleError(f"--answers '{part}': the weight is not a number") from None
+        if out[k] < 0:
+            raise RuleError(f"--answers '{part}': a weight cannot be negative")
+    if sum(out.values()) <= 0:
+        raise RuleError("--answers: the weights add up to nothing")
+    return out
+
+
+def draw(phones: list[str], answers: dict[str, float], seed: int) -> dict[str, str]:
+    rng = random.Random(seed)
+    kinds, weights = list(answers), list(answers.values())
+    return {p: rng.choices(kinds, weights)[0] for p in phones}
+
+
+class Callee:
+    """The people called and the agent's side of each answered call, as messages to the workflow."""
+
+    def __init__(self, client: Client, lk: FakeLiveKit, kinds: dict[str, str], greeting: str) -> None:
+        self.client, self.lk, self.kinds, self.greeting = client, lk, kinds, greeting
+        self.seen = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.live = 0
+        self.max_live = 0
+
+    async def run(self) -> None:
+        while True:
+            dials = self.lk.dials
+            for d in dials[self.seen:]:
+                task = asyncio.create_task(self.play(d.room_name, d.sip_call_to))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+            self.seen = len(dials)
+            await asyncio.sleep(0.05)
+
+    async def play(self, call_id: str, phone: str) -> None:
+        call = CallHandle(self.client, call_id)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                st = await call.state()
+                if st.get("end_reason"):
+                    return
+                if st.get("status") == "live":
+                    break
+            await asyncio.sleep(0.05)
+        else:
+            return
+        self.live += 1
+        self.max_live = max(self.max_live, self.live)
+        try:
+            await call.attach(f"sim-agent-{call_id}")
+            machine = self.kinds.get(phone) == "voicemail"
+            reply = "Beep. Please leave a message." if machine else "Yes, speaking."
+            said = [Turn(role="assistant", text=self.greeting), Turn(role="user", text=reply)]
+            await call.turns(TurnsEvent(event_id=f"t-{uuid.uuid4().hex[:8]}", seq=1, items=said,
+                                        at=time.time()))
+            await call.hangup("voicemail" if machine else "user_hangup")
+        finally:
+            self.live -= 1
+
+
+@asynccontextmanager
+async def sim_line(kinds: dict[str, str]) -> AsyncIterator[FakeLiveKit]:
+    """The LiveKit fake as the worker's telephony (``RINGFLOW_DISPATCHER=local``)."""
+    async with FakeLiveKit() as lk:
+        for phone, kind in kinds.items():
+            lk.set_answer(phone, "human" if kind == "voicemail" else kind)
+        before = telephony._TELEPHONY.get("local")
+        saved = os.environ.get("RINGFLOW_DISPATCHER")
+        os.environ["RINGFLOW_DISPATCHER"] = "local"
+        telephony.register_telephony("local", LiveKitTelephony(lk.url, lk.api_key, lk.api_secret,
+                                                               trunk_id=SIM_TRUNK, ringing_timeout_s=20))
+        try:
+            yield lk
+        finally:
+            if before is None:
+                telephony._TELEPHONY.pop("local", None)
+            else:
+                telephony._TELEPHONY["local"] = before
+            if saved is None:
+                os.environ.pop("RINGFLOW_DISPATCHER", None)
+            else:
+                os.environ["RINGFLOW_DISPATCHER"] = saved
+
+
+@asynccontextmanager
+async def scripted_llm() -> AsyncIterator[None]:
+    """The extraction at each call's end talks to the scripted endpoint, not a real LLM."""
+    llm = ScriptedLLM()
+    base_url = await llm.start()
+    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    os.environ.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="scripted")
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        await llm.stop()
+
+
+@asynccontextmanager
+async def sim_temporal(address: str | None) -> AsyncIterator[Client]:
+    """The Temporal at ``address``, or an embedded dev server for the simulation's length."""
+    if address is not None:
+        yield await connect(address)
+        return
+    with tempfile.TemporaryDirectory(prefix="ringflow-campaign-sim-") as tmp:
+        stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=Path(tmp))
+        await stack.start()
+        try:
+            client = await connect(stack.address)
+            await register_search_attributes(client, stack.namespace)
+            yield client
+        finally:
+            stack.stop()
+
+
+def greeting_of(definition: FlowDefinition) -> str:
+    node = definition.flow.nodes.get(definition.flow.start_node)
+    return (getattr(node, "greeting", None) or "Hello!")[:500]
+
+
+async def simulate_campaign(inp: CampaignInput, contacts: list[store.Contact], answers: dict[str, float], *,
+                            seed: int, redis_url: str, address: str | None = None,
+                            database_url: str | None = None) -> dict[str, Any]:
+    """Run the campaign to its end; what happened, measured from the attempt rows and the fake."""
+    kinds = draw([c.phone for c in contacts], answers, seed)
+    with tempfile.TemporaryDirectory(prefix="ringflow-campaign-db-") as db_dir:
+        db = database_url or f"sqlite:///{db_dir}/campaign.db"
+        async with sim_temporal(address) as client, sim_line(kinds) as lk, scripted_llm():
+            task_queue = f"campaign-sim-{uuid.uuid4().hex[:8]}"
+            settings = Settings(database_url=db, redis_url=redis_url, http_allow_private=True)
+            callee = Callee(client, lk, kinds, greeting_of(inp.definition))
+            runner = asyncio.create_task(callee.run())
+            started = time.monotonic()
+            try:
+                async with build_worker(client, settings, task_queue=task_queue):
+                    handle = await start_campaign(client, inp, contacts, database_url=db,
+                                                  task_queue=task_queue)
+                    result = await handle.result()
+                    events = await _history_events(client, handle.id)
+            finally:
+                runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
+            wall = time.monotonic() - started
+            return summarize(db, inp, result, lk, wall, events, kinds)
+
+
+async def _history_events(client: Client, workflow_id: str) -> int:
+    """Events of every run of the campaign workflow (each continue-as-new starts a new history)."""
+    total = 0
+    async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        history = await client.get_workflow_handle(workflow_id, run_id=wf.run_id).fetch_history()
+        total += len(history.events)
+    return total
+
+
+def summarize(db: str, inp: CampaignInput, result: dict[str, Any], lk: FakeLiveKit, wall: float,
+              events: int, kinds: dict[str, str]) -> dict[str, Any]:
+    tries = store.attempts(db, inp.campaign_id)
+    dialed = [t for t in tries if t["dialed_at"] is not None and t["status"] in ("dialed", "done")]
+    rooms = Counter(d.room_name for d in lk.dials)
+    tz = {r["idx"]: r["timezone"] for r in store.report(db, inp.campaign_id)}
+    out_of_window = sum(1 for t in dialed if not in_window(
+        inp.windows, tz[t["idx"]], datetime.fromtimestamp(t["dialed_at"], UTC)))
+    spans = sorted([(t["dialed_at"], 1) for t in dialed]
+                   + [(t["ended_at"], -1) for t in dialed if t["ended_at"]])
+    live = peak = 0
+    for _, step in spans:
+        live += step
+        peak = max(peak, live)
+    n = len(tz)
+    return {"campaign_id": inp.campaign_id, "status": result.get("status"), "contacts": n,
+            "answers_drawn": dict(Counter(kinds.values())), "contact_states": result.get("contacts", {}),
+            "attempt_outcomes": result.get("attempts", {}), "dials": len(lk.dials),
+            "double_dials": sum(c - 1 for c in rooms.values() if c > 1), "out_of_window": out_of_window,
+            "max_concurrent_seen": peak, "max_concurrent": inp.limits.max_concurrent,
+            "concurrency_exceeded": int(peak > inp.limits.max_concurrent),
+            "history_events": events,
+            "history_events_per_1000_contacts": round(events * 1000 / max(n, 1), 1),
+            "dial_times": sorted(t["dialed_at"] for t in dialed), "wall_s": round(wall, 2)}
