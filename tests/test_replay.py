@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
+from temporalio.common import RawValue
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
 from activities.records import CallRecord
 from workflows.call import CallWorkflow
-from workflows.messages import CallInput
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -53,7 +53,7 @@ class SleepsFirstCallWorkflow(CallWorkflow):
     """CallWorkflow with one extra timer up front: a change that must not go unnoticed."""
 
     @workflow.run
-    async def run(self, inp: CallInput) -> CallRecord:
+    async def run(self, inp: RawValue) -> CallRecord:
         await workflow.sleep(timedelta(milliseconds=1))
         return await super().run(inp)
 

@@ -234,3 +234,21 @@ async def test_a_call_too_large_to_continue_as_new_ends_with_error_not_a_stuck_t
         out = await finished(call, hooks, sqlite_url)
     assert out["result"].end_reason == "error" and out["webhook"]["end_reason"] == "error"
     assert [t["text"] for t in out["stored"].transcript] == [f"turn {i}" for i in range(30)]
+
+
+async def test_a_start_input_that_is_not_a_call_input_fails_the_workflow_not_its_tasks(
+        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    """``temporal workflow start --type CallWorkflow --input '{"call_id": 5}'``: once a
+    workflow task failing forever on decoding; now the workflow fails, saying why."""
+    from temporalio.client import WorkflowFailureError
+
+    from workflows.client import CallHandle
+
+    async with worker_with_hooks(temporal_client, task_queue, sqlite_url):
+        for n, payload in enumerate([{"call_id": 5}, raw(b"\x00", "binary/plain")]):
+            handle = await temporal_client.start_workflow("CallWorkflow", payload, id=f"call-bad-input-{n}",
+                                                          task_queue=task_queue)
+            with pytest.raises(WorkflowFailureError) as err:
+                await handle.result()
+            assert "its input is not a CallInput" in str(err.value.cause)
+            assert await task_failures(CallHandle(temporal_client, f"bad-input-{n}")) == []

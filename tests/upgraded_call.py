@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from activities.records import CallRecord
     from workflows.call import CallWorkflow
-    from workflows.messages import CallInput
 
 UPGRADE_PATCH = "test-upgrade-settle-timer"
 
@@ -23,7 +23,7 @@ UPGRADE_PATCH = "test-upgrade-settle-timer"
 @workflow.defn(name="CallWorkflow")
 class PatchedCallWorkflow(CallWorkflow):
     @workflow.run
-    async def run(self, inp: CallInput) -> CallRecord:
+    async def run(self, inp: RawValue) -> CallRecord:
         if workflow.patched(UPGRADE_PATCH):
             await workflow.sleep(timedelta(milliseconds=1))
         return await super().run(inp)
@@ -32,6 +32,6 @@ class PatchedCallWorkflow(CallWorkflow):
 @workflow.defn(name="CallWorkflow")
 class UnpatchedCallWorkflow(CallWorkflow):
     @workflow.run
-    async def run(self, inp: CallInput) -> CallRecord:
+    async def run(self, inp: RawValue) -> CallRecord:
         await workflow.sleep(timedelta(milliseconds=1))
         return await super().run(inp)

@@ -63,8 +63,21 @@ LATE_TIMER_S = 5.0
 
 @workflow.defn(name="CallWorkflow")
 class CallWorkflow(CallCarry):
+    # The input arrives raw, like signals: a start payload that does not decode into a
+    # CallInput (a hand-made ``temporal workflow start``) fails the workflow at once with what
+    # was wrong, instead of failing its first workflow task again and again.
     @workflow.init
-    def __init__(self, inp: CallInput) -> None:
+    def __init__(self, inp: RawValue) -> None:
+        self.bad_input: str | None = None
+        try:
+            self.setup(inp if isinstance(inp, CallInput)
+                       else workflow.payload_converter().from_payload(inp.payload, CallInput))
+        except Exception as exc:
+            if internal_error(exc):
+                raise
+            self.bad_input = safe_reason(exc)
+
+    def setup(self, inp: CallInput) -> None:
         self.inp = inp
         self.engine = Engine(inp.definition)
         self.vis = Visibility(inp)
@@ -126,7 +139,11 @@ class CallWorkflow(CallCarry):
 
     # --- run --------------------------------------------------------------------------
     @workflow.run
-    async def run(self, inp: CallInput) -> CallRecord:
+    async def run(self, raw: RawValue) -> CallRecord:
+        if self.bad_input is not None:
+            raise ApplicationError(f"CallWorkflow cannot start: its input is not a CallInput: "
+                                   f"{self.bad_input}", type="InvalidCallInput", non_retryable=True)
+        inp = self.inp
         if self.start_error is not None:
             raise ApplicationError(f"call {inp.call_id} cannot start: {self.start_error}",
                                    type="InvalidCallInput", non_retryable=True)
@@ -242,6 +259,8 @@ class CallWorkflow(CallCarry):
     # unrecorded. Here every payload is read, checked and applied or recorded as rejected.
     @workflow.signal(dynamic=True)
     def on_signal(self, name: str, payloads: Sequence[RawValue]) -> None:
+        if self.bad_input is not None:
+            return  # the run fails at once (see __init__)
         converter = workflow.payload_converter()
 
         def decode(raw: RawValue) -> Any:
@@ -307,7 +326,7 @@ class CallWorkflow(CallCarry):
 
     @call_function.validator
     def validate_call_function(self, req: CallFunctionRequest) -> None:
-        if not isinstance(req, CallFunctionRequest):
+        if not isinstance(req, CallFunctionRequest) or self.bad_input is not None:
             raise ValueError("call_function takes one CallFunctionRequest (JSON)")
         if req.event_id in self.fn_results or req.event_id in self.fn_running or req.event_id in self.fn_done:
             return
@@ -336,7 +355,7 @@ class CallWorkflow(CallCarry):
 
     @attach.validator
     def validate_attach(self, req: AttachRequest) -> None:
-        if not isinstance(req, AttachRequest):
+        if not isinstance(req, AttachRequest) or self.bad_input is not None:
             raise ValueError("attach takes one AttachRequest (JSON)")
 
     # --- queries ----------------------------------------------------------------------
