@@ -71,7 +71,7 @@ async def list_tools(server: McpServer) -> McpServerTools:
 
 
 def _usable(t: Any) -> tuple[McpTool | None, str]:
-    return usable_tool(t.name, t.description or t.title, dict(t.input_schema or {}))
+    return usable_tool(t.name, t.description or t.title, dict(t.input_schema or {}), llm_name=False)
 
 
 async def call_tool(server: McpServer, tool: str, args: dict[str, Any], idempotency_key: str,

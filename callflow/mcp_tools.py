@@ -87,6 +87,12 @@ def missing_tools(definition: FlowDefinition) -> list[str]:
         if listed is None or listed.error:
             continue
         have = {t.name for t in listed.tools}
+        if ref.tools == "all":
+            odd = [t for t in sorted(have) if not _NAME.match(t)]
+            if odd:
+                out.append(f"MCP server '{ref.server}': {', '.join(repr(t) for t in odd)} not offered "
+                           f"(function '{fn.name}'): not valid function names; offer one with "
+                           "'tool:' and a 'name'")
         for tool in ref.wanted() or []:
             if tool not in have:
                 out.append(f"MCP server '{ref.server}' has no tool '{tool}' (function '{fn.name}'): "
@@ -102,10 +108,14 @@ def pinned_definition(definition: FlowDefinition, servers: dict[str, McpServerTo
 MAX_DESCRIPTION_CHARS = 4_000
 
 
-def usable_tool(name: Any, description: Any, schema: Any) -> tuple[McpTool | None, str]:
+def usable_tool(name: Any, description: Any, schema: Any,
+                llm_name: bool = True) -> tuple[McpTool | None, str]:
     """A listed tool as one the LLM can be offered, or (None, why not): a server's and a
-    device's tools pass the same gate before a call offers them."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    device's tools pass the same gate before a call offers them. A server's tool may have
+    a name the LLM would refuse (``llm_name=False``): an entry can offer it under another."""
+    if not isinstance(name, str) or not name or len(name) > 128:
+        return None, "not a valid tool name"
+    if llm_name and not _NAME.match(name):
         return None, "not a valid function name"
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return None, "its input schema is not an object"
