@@ -38,6 +38,7 @@ from callflow.engine import Engine
 from callflow.events import (
     DtmfEntered,
     HangUp,
+    IdleKind,
     MachineAnswered,
     MaxDuration,
     UserIdle,
@@ -337,17 +338,21 @@ class FlowController:
                                   kind="answering_machine", data={"category": category[:40]}, at=now))
         await self.apply(step.effects)
 
-    async def on_idle(self) -> None:
-        """The caller said nothing for ``idle.timeout_s``: re-prompt, or give up."""
+    async def on_idle(self, kind: IdleKind = "silence") -> None:
+        """An empty input: the caller said nothing for ``idle.timeout_s`` (silence), spoke
+        but no words were transcribed (empty_transcript), or ended a push-to-talk turn with
+        nothing said (empty_turn). The engine re-prompts, gives up, or (``on_give_up:
+        wait``) stays quiet. The kind goes to the workflow only when it is not a silence, so
+        the events of a silence are what they always were."""
         if self.state.ended:
             return
         self.point("idle")
         now = self.clock()
-        step = self.engine.apply(self.state, UserIdle(at=now))
+        step = self.engine.apply(self.state, UserIdle(at=now, kind=kind))
         self.state = step.state
         if not self.state.ended:
             self.outbox.put(CallEvent(event_id=self.event_id("idle"), seq=self.next_seq(), kind="user_idle",
-                                      at=now))
+                                      data={} if kind == "silence" else {"kind": kind}, at=now))
         # Giving up: the goodbye is said first and ``finish`` then sends the hangup (reason
         # user_idle), as for max_duration. Sending the idle event now would end the workflow
         # before the goodbye's turn reached it, and the record would lack the goodbye.

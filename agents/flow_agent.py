@@ -20,6 +20,7 @@ from opentelemetry import trace
 
 from agents.controller import FlowController
 from agents.device_tools import offer
+from agents.listen import apply_listen
 from agents.metrics import observe_tool_call
 from callflow.effects import SetNode, ToolSpec
 from callflow.end_reasons import EndReason
@@ -85,6 +86,7 @@ class FlowAgent(Agent):
         super().__init__(instructions=first.prompt if first else "", tools=tools, chat_ctx=chat_ctx)
         if first is not None:
             self.set_interruptible(first.allow_interrupt)
+            apply_listen(self, first.listen)
 
     def set_interruptible(self, allow: bool) -> None:
         """The node's ``allow_interrupt`` as this agent's default: livekit reads it for every
@@ -123,6 +125,7 @@ class LiveKitPort:
     async def set_node(self, eff: SetNode) -> None:
         eff = offer(self.agent.controller, eff)  # the caller's device's tools, if the node offers them
         self.agent.set_interruptible(eff.allow_interrupt)
+        apply_listen(self.agent, eff.listen)
         await self.agent.update_instructions(eff.prompt)
         await self.agent.update_tools([build_tool(t, self.agent.controller) for t in eff.tools])
         if eff.context == "reset":

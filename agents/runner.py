@@ -25,6 +25,7 @@ from agents import metrics as agent_metrics
 from agents.controller import FlowController
 from agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
 from agents.lease import AgentLease
+from agents.listen import EmptySpeechWatch, PushToTalk
 from agents.logcontext import bind_call
 from agents.outbox import Outbox, ReceiverGone
 from agents.signals import workflow_sender
@@ -88,6 +89,8 @@ class AgentRun:
     outbox: Outbox
     resumed: bool
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    talk: PushToTalk | None = None  # the client's push-to-talk on ``listen: manual`` nodes
+    empty_speech: EmptySpeechWatch | None = None  # speech heard, no words transcribed
 
     async def kill(self) -> None:
         # Dead as a crashed process: what the closing session still emits (a reply that was
@@ -96,6 +99,8 @@ class AgentRun:
         self.outbox.abandon()
         for t in self.tasks:
             t.cancel()
+        if self.empty_speech is not None:
+            self.empty_speech.close()
         with contextlib.suppress(Exception):
             await self.session.aclose()
 
@@ -117,6 +122,8 @@ class AgentRun:
     async def close(self) -> None:
         for t in self.tasks:
             t.cancel()
+        if self.empty_speech is not None:
+            self.empty_speech.close()
         with contextlib.suppress(Exception):
             await self.outbox.close(5.0)
         with contextlib.suppress(Exception):
@@ -178,15 +185,21 @@ async def _attach_agent(
     session = session_factory(snap)
     port = LiveKitPort(session, agent, close=close_room)
     controller.bind(port)
-    run = AgentRun(call, snap, controller, session, agent, outbox, resumed)
+    run = AgentRun(call, snap, controller, session, agent, outbox, resumed,
+                   talk=PushToTalk(session, controller, port),
+                   empty_speech=EmptySpeechWatch(controller, agent))
     outbox.on_error = run.outbox_failed
+    empty_speech = run.empty_speech
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
         item = ev.item
         if isinstance(item, lk_llm.ChatMessage) and item.role in ("user", "assistant"):
+            if item.role == "user" and (item.text_content or "").strip():
+                empty_speech.user_turn()
             controller.on_turn(item.role, item.text_content or "", interrupted=item.interrupted)
 
     def on_user_state(ev: UserStateChangedEvent) -> None:
+        empty_speech.user_state(ev.new_state)
         if ev.new_state == "away" and not controller.ended:
             run.tasks.append(asyncio.get_running_loop().create_task(controller.on_idle()))
 

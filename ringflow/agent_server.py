@@ -22,6 +22,7 @@ from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 
 from agents.dtmf import KeyCollector
 from agents.lease import AgentLease, LeaseHeld
+from agents.listen import watch_talk
 from agents.livekit_api import close_room, parse_job_metadata, register_livekit_dispatcher
 from agents.livekit_device import watch_device
 from agents.livekit_sip import ANNOUNCED
@@ -132,6 +133,8 @@ async def entrypoint(ctx: JobContext) -> None:
 
     run.controller.port.dtmf_sender = lambda digits: press_keys(ctx.room, digits)  # type: ignore[union-attr]
     watch_device(ctx.room, run.controller)  # tools the caller's device offers (device_tools nodes)
+    if run.talk is not None:
+        watch_talk(ctx.room, run.talk)  # push-to-talk from the client on `listen: manual` nodes
     if info.wait_for and not run.resumed:  # a call we dialed: who (or what) picked up?
         run.tasks.append(asyncio.get_running_loop().create_task(detect_machine(run)))
 

@@ -19,6 +19,9 @@ class ScriptTurn(BaseModel):
     llm: list[dict[str, Any]] | None = None
     silence: float | None = Field(None, gt=0)
     dtmf: str | None = Field(None, pattern=r"^[0-9*#A-Da-d]{1,64}$")  # the caller presses keys
+    # speech with no words (``user: ""``): an empty transcript, or on a ``listen: manual``
+    # node a push-to-talk turn ended with nothing said; an empty input like a silence
+    empty: bool = False
 
     @model_validator(mode="after")
     def _one(self) -> ScriptTurn:
@@ -27,6 +30,13 @@ class ScriptTurn(BaseModel):
                              "with optional 'llm') or 'silence'")
         if self.silence is not None and self.llm:
             raise ValueError("a silence has no 'llm' replies: the idle re-prompt is generated")
+        if self.empty and self.user != "":
+            raise ValueError("'empty: true' is speech with no words: give it 'user: \"\"'")
+        if self.user is not None and not self.user.strip() and not self.empty:
+            raise ValueError("'user' is empty: write what the caller says, or add 'empty: true' for "
+                             "speech with no words")
+        if self.empty and self.llm:
+            raise ValueError("an empty turn has no 'llm' replies: the idle re-prompt is generated")
         return self
 
 

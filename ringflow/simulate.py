@@ -338,6 +338,11 @@ async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
         keys.close()
         await run.session.wait_for_idle()
         return
+    if turn.empty:  # the agent's own detection of an empty input, fed what a room would give it
+        ctrl.begin_turn(key)
+        await play_empty(run)
+        await run.session.wait_for_idle()
+        return
     if turn.user is not None:
         ctrl.begin_turn(key)
         res = run.session.run(user_input=turn.user)
@@ -352,6 +357,25 @@ async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
         await run.session.wait_for_idle()
         if ctrl.ended:
             return
+
+
+async def play_empty(run: AgentRun) -> None:
+    """Speech with no words, through the code a live room drives: on a push-to-talk node the
+    client's start and end (committing a turn with nothing in it), elsewhere the caller's
+    speaking then listening with no transcript coming (no grace to wait: none can come)."""
+    if getattr(run.agent, "listen_mode", "auto") == "manual" and run.talk is not None:
+        await run.talk.handle("start")
+        await run.talk.handle("end")
+        return
+    watch = run.empty_speech
+    if watch is None:
+        await run.controller.on_idle("empty_transcript")
+        return
+    watch.grace_s = 0
+    watch.user_state("speaking")
+    watch.user_state("listening")
+    if watch.timer is not None:
+        await watch.timer
 
 
 async def simulate(paths: list[Path], *, address: str | None = None, kill_at: int | None = None,

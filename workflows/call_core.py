@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
 REJECTED_TAIL = 50
 DTMF_PATCH = "dtmf-keys-v1"  # before it, a dtmf event was only carried, not applied
 PATCH_CANCEL_ON_INTERRUPTION = "cancel-on-interruption"
+IDLE_KIND_PATCH = "idle-kind-v1"  # before it, every user_idle was a silence
 
 
 def _public(eff: Effect) -> Effect:
@@ -252,7 +253,10 @@ class CallCore:
                     self.step(UserSpoke(at=at))
         elif kind == "event":
             if ev["kind"] == "user_idle":
-                self.step(UserIdle(at=at))
+                empty = (ev.get("data") or {}).get("kind")
+                # an unknown kind raises ValidationError: recorded as rejected by apply_ready
+                kinded = empty is not None and workflow.patched(IDLE_KIND_PATCH)
+                self.step(UserIdle(at=at, kind=empty) if kinded else UserIdle(at=at))
             elif ev["kind"] == "user_spoke":
                 self.step(UserSpoke(at=at))
             elif ev["kind"] == "agent_detached":
