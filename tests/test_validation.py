@@ -352,7 +352,7 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
     # no turns: a call that ends at its first node's greeting (order_status_no_order)
     for turn in doc.get("turns") or []:
         assert len({"user", "silence", "dtmf"} & set(turn)) == 1, turn
-        assert set(turn) <= {"user", "llm", "silence", "dtmf"}
+        assert set(turn) <= {"user", "llm", "silence", "dtmf", "empty"}
         for item in turn.get("llm") or []:
             assert set(item) in ({"say"}, {"call"}, {"call", "args"}), item
             if "call" in item:
