@@ -10,6 +10,7 @@ from ringflow.cli_codec import codec_key, codec_server
 from ringflow.cli_flow import flow_app
 from ringflow.cli_ops import config, dev, temporal_app
 from ringflow.cli_sip import dial, sip_app, webhooks
+from ringflow.temporal_env import TemporalConfigError
 
 app = typer.Typer(
     name="ringflow",
@@ -33,7 +34,13 @@ app.command("codec-key")(codec_key)
 
 
 def main() -> None:
-    app()
+    """The ``ringflow`` script. A broken Temporal client config (profile file, ``TEMPORAL_*``)
+    surfaces wherever settings are first read; it is one clear line, not a traceback."""
+    try:
+        app()
+    except TemporalConfigError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -171,6 +172,12 @@ def test_a_broken_temporal_config_is_a_clear_error(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(bad))
     with pytest.raises(TemporalConfigError, match=r"bad\.toml"):
         connect_options()
+    for command in (("config",), ("worker",), ("call", "list")):  # one line, exit 2, no traceback
+        proc = subprocess.run([sys.executable, "-m", "ringflow.cli", *command], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "TEMPORAL_CONFIG_FILE": str(bad)})
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(f"error: TEMPORAL_CONFIG_FILE={bad}"), proc.stderr
+        assert "Traceback" not in proc.stderr
     monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path / "ok.toml"))
     (tmp_path / "ok.toml").write_text('[profile.default.tls]\nserver_ca_cert_path = "/nonexistent/ca.pem"\n')
     with pytest.raises(TemporalConfigError, match="TLS"):
