@@ -46,16 +46,18 @@ class ClaimRequest(BaseModel):
     max_attempts: int
 
 
-class PaceRequest(BaseModel):
-    trunk: str
-    cps: float = Field(gt=0)
-
-
 class PredialRequest(BaseModel):
     campaign_id: str
     idx: int
     attempt: int
     windows: Windows
+
+
+class PaceRequest(PredialRequest):
+    """Wait for the attempt's slot on the trunk, then the last checks (:func:`store.predial`)."""
+
+    trunk: str
+    cps: float = Field(gt=0)
 
 
 class OutcomeRequest(BaseModel):
@@ -100,7 +102,7 @@ class CampaignActivities:
         self._redis: Redis | None = None
 
     def all(self) -> list[Any]:
-        return [self.campaign_claim, self.campaign_pace, self.campaign_predial, self.campaign_release,
+        return [self.campaign_claim, self.campaign_pace, self.campaign_release,
                 self.campaign_outcome, self.campaign_await_call, self.campaign_counts,
                 self.campaign_finished]
 
@@ -110,21 +112,19 @@ class CampaignActivities:
                                        req.limit, req.windows, req.max_attempts, time.time())
 
     @activity.defn(name="campaign_pace")
-    async def campaign_pace(self, req: PaceRequest) -> float:
+    async def campaign_pace(self, req: PaceRequest) -> str:
+        """``go`` once the attempt's slot has come and the contact may still be called, else
+        why not (``dnc``, ``window``). One activity, so the checks run right before the dial
+        (and the history keeps one activity per attempt for both)."""
         if not self.redis_url:
             raise ApplicationError(REDIS_REQUIRED, type="RedisRequired", non_retryable=True)
         if self._redis is None:
             self._redis = Redis.from_url(self.redis_url)
-        wait = await reserve_slot(self._redis, req.trunk, req.cps)
-        left = wait
+        left = await reserve_slot(self._redis, req.trunk, req.cps)
         while left > 0:  # heartbeats let a lost worker's reservation be noticed and retried
             await asyncio.sleep(min(left, 5.0))
             left -= 5.0
             activity.heartbeat()
-        return wait
-
-    @activity.defn(name="campaign_predial")
-    async def campaign_predial(self, req: PredialRequest) -> str:
         return await asyncio.to_thread(store.predial, self.database_url, req.campaign_id, req.idx,
                                        req.attempt, req.windows, time.time())
 

@@ -260,16 +260,20 @@ def record_outcome(database_url: str, campaign_id: str, idx: int, attempt: int, 
 
 
 def release(database_url: str, campaign_id: str, idx: int, attempt: int, now: float) -> None:
-    """A claimed attempt that was not dialed (paused, cancelled, no pacing): give it back."""
+    """A claimed attempt the workflow did not dial after all (paused or cancelled while it
+    waited for its slot, no pacing): give it back. Only the workflow calls this, and only
+    before it starts the attempt's call, so an attempt passed as ``dialed`` was not."""
     engine = engine_for(database_url)
     key = (C.c.campaign_id == campaign_id) & (C.c.idx == idx)
     akey = (A.c.campaign_id == campaign_id) & (A.c.idx == idx) & (A.c.attempt == attempt)
     with engine.begin() as conn:
         row = conn.execute(select(A.c.status).where(akey)).first()
-        if row is None or row[0] != "claimed":
+        if row is None or row[0] not in ("claimed", "dialed"):
             return
+        c = conn.execute(select(C.c.attempts).where(key)).one()
         conn.execute(A.update().where(akey).values(status="not_dialed", outcome="released"))
-        conn.execute(C.update().where(key).values(state="retry", next_at=now))
+        conn.execute(C.update().where(key).values(
+            state="retry", next_at=now, attempts=c[0] - 1 if row[0] == "dialed" else c[0]))
 
 
 def counts(database_url: str, campaign_id: str) -> dict[str, dict[str, int]]:

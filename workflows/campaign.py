@@ -141,19 +141,24 @@ class CampaignWorkflow:
         req = PredialRequest(campaign_id=self.inp.campaign_id, idx=c.idx, attempt=c.attempt,
                              windows=self.inp.windows)
         try:
-            try:
-                await workflow.execute_activity(
-                    "campaign_pace", PaceRequest(trunk=self.inp.trunk_id, cps=self.limits.cps),
-                    result_type=float, start_to_close_timeout=timedelta(hours=2),
-                    heartbeat_timeout=timedelta(seconds=30), retry_policy=_RETRY)
-            except Exception as exc:
-                self.pause(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
             if self.paused or self.cancelled:
+                verdict = "held"
+            else:
+                try:
+                    verdict = await workflow.execute_activity(
+                        "campaign_pace", PaceRequest(**req.model_dump(), trunk=self.inp.trunk_id,
+                                                     cps=self.limits.cps),
+                        result_type=str, start_to_close_timeout=timedelta(hours=2),
+                        heartbeat_timeout=timedelta(seconds=30), retry_policy=_RETRY)
+                except Exception as exc:
+                    self.pause(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
+                    verdict = "held"
+            if verdict == "go" and (self.paused or self.cancelled):
+                verdict = "held"  # paused while this attempt waited for its slot: not dialed
+            if verdict == "held":
                 await workflow.execute_activity("campaign_release", req, start_to_close_timeout=_SHORT,
                                                 retry_policy=_RETRY)
                 return
-            verdict = await workflow.execute_activity("campaign_predial", req, result_type=str,
-                                                      start_to_close_timeout=_SHORT, retry_policy=_RETRY)
             if verdict != "go":
                 self.count(f"not_dialed_{verdict}")
                 return
