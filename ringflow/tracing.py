@@ -49,6 +49,41 @@ def _exporter() -> Any:
     return OTLPSpanExporter()  # endpoint, headers, timeout: from the OTEL_EXPORTER_OTLP_* variables
 
 
+class RedactingExporter:
+    """Hands spans on without exception messages: Temporal's interceptor records them (status
+    description, ``exception`` events), and a failed activity's message can quote the
+    caller. The exception's type stays; its message and stack trace (which ends with the
+    message) do not."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def export(self, spans: Any) -> Any:
+        return self.inner.export([redact(s) for s in spans])
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+
+def redact(span: Any) -> Any:
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.trace import Status
+
+    status = span.status
+    if status.description:
+        status = Status(status.status_code, status.description.split(":", 1)[0])
+    events = [Event(e.name, {k: v for k, v in (e.attributes or {}).items()
+                             if k not in ("exception.message", "exception.stacktrace")}, e.timestamp)
+              if e.name == "exception" else e for e in span.events]
+    return ReadableSpan(name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+                        attributes=span.attributes, events=events, links=span.links, kind=span.kind,
+                        status=status, start_time=span.start_time, end_time=span.end_time,
+                        instrumentation_scope=span.instrumentation_scope)
+
+
 def setup_tracing() -> bool:
     """Install the global tracer provider once per process, if configured; True when tracing."""
     global _provider
@@ -64,7 +99,7 @@ def setup_tracing() -> bool:
             providers = []
             for _ in range(2):
                 provider = TracerProvider(resource=resource)  # flushed and shut down at exit
-                provider.add_span_processor(BatchSpanProcessor(_exporter()))
+                provider.add_span_processor(BatchSpanProcessor(RedactingExporter(_exporter())))
                 providers.append(provider)
             trace.set_tracer_provider(providers[0])
             _provider = providers
@@ -78,6 +113,10 @@ def setup_tracing() -> bool:
             except ImportError:
                 pass
     return True
+
+
+def tracing_on() -> bool:
+    return _provider is not None
 
 
 def tracing_interceptors() -> list[Any]:

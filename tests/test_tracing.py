@@ -102,3 +102,22 @@ async def test_a_simulated_call_is_traced_from_agent_to_activities(
     # Attaching is a span of its own, not the parent of everything the call does afterwards.
     attach_traces = {s[1] for s in col.spans if s[0] == "ringflow.agent.attach"}
     assert attach_traces and not attach_traces & tool_spans
+
+
+def test_exported_spans_carry_exception_types_not_their_messages() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ringflow.tracing import RedactingExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()  # not installed globally: only this test's spans
+    provider.add_span_processor(SimpleSpanProcessor(RedactingExporter(memory)))
+    with pytest.raises(ValueError), provider.get_tracer("t").start_as_current_span("RunActivity:run_handler"):
+        raise ValueError("the caller said their PIN is 4711")
+    [span] = memory.get_finished_spans()
+    assert span.status.description == "ValueError"
+    [event] = span.events
+    assert event.name == "exception" and event.attributes["exception.type"] == "ValueError"
+    assert "4711" not in repr(span.to_json())
