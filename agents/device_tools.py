@@ -118,7 +118,10 @@ class DeviceTools:
         validator = self._validators.get(name)
         if validator is None:
             validator = self._validators[name] = jsonschema.Draft202012Validator(closed(tool.input_schema))
-        errors = sorted(validator.iter_errors(cleaned), key=lambda e: list(e.path))
+        try:
+            errors = sorted(validator.iter_errors(cleaned), key=lambda e: list(e.path))
+        except Exception as exc:  # a schema that checks but cannot be applied (an unresolvable $ref)
+            return _error(f"the device's schema for '{name}' cannot be applied ({type(exc).__name__})")
         if errors:
             where = ".".join(str(p) for p in errors[0].path)
             return _error(f"invalid argument{' ' + where if where else ''}: {errors[0].message}")

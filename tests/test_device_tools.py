@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from temporalio.client import Client
 
 from agents.device_tools import IDEMPOTENCY_META_KEY, TOOLS_ATTRIBUTE, DeviceTools, parse_tools, use_device
@@ -215,3 +217,30 @@ async def test_the_device_takes_over_a_server_tool_whose_server_goes_down(
             await tc.synced()
             recorded = tool_turns(await tc.call.transcript())
             assert recorded[-1]["device_tool"] == "lookup_customer"
+
+
+_scalar = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+_json = st.recursive(_scalar, lambda inner: st.lists(inner, max_size=5)
+                     | st.dictionaries(st.text(max_size=10), inner, max_size=5), max_leaves=30)
+_schema = st.fixed_dictionaries({"type": st.just("object")}, optional={
+    "properties": _json, "required": _json, "additionalProperties": _json, "$ref": _json})
+_tool = st.fixed_dictionaries({}, optional={"name": _json | st.text(max_size=70), "description": _json,
+                                            "inputSchema": _json | _schema})
+
+
+@settings(max_examples=300, deadline=None)
+@given(payload=st.lists(_tool, max_size=6) | _json)
+def test_any_advertisement_parses_without_raising(payload: Any) -> None:
+    """A device's advertisement is untrusted input: whatever it holds, parsing keeps only
+    tools an LLM can be offered and never raises."""
+    for form in (payload, json.dumps(payload), {"tools": payload}):
+        tools, left_out = parse_tools(form)
+        assert all(t.input_schema.get("type") == "object" for t in tools)
+        assert isinstance(left_out, dict)
+
+
+async def test_a_device_schema_that_cannot_be_applied_is_an_error_for_the_llm() -> None:
+    ref = {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}, "required": ["x"]}
+    device = DeviceTools(FakeDevice(), parse_tools([{"name": "odd", "inputSchema": ref}])[0])
+    out = await device.call("odd", {"x": 1}, "k")
+    assert out.error and "cannot be applied" in out.result["error"]
