@@ -4,6 +4,7 @@ CallWorkflow dialed through the LiveKit telephony code against the protocol-leve
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from activities.campaign_rules import RetryRule
 from activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_STATUS
 from tests.campaignkit import REDIS, campaign_input, contacts, fake_line, new_id, run_campaign, stand_in_agent
 from tests.livekit_fake import FakeLiveKit
+from tests.test_webhook import Receiver, receiver  # noqa: F401  (the fixture)
 from tests.wfkit import running_worker, wait_until
 from workflows.client import CallHandle
 
@@ -163,3 +165,26 @@ async def test_without_redis_the_campaign_pauses_and_says_why(
 async def _paused(handle: Any) -> dict[str, Any] | None:
     p = await progress(handle)
     return p if p["status"] == "paused" and p["starting"] == 0 else None
+
+
+async def test_post_call_webhooks_carry_the_campaign_and_a_finished_webhook_follows(
+        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str,
+        receiver: Receiver) -> None:  # noqa: F811
+    people = ["+12125550801", "+12125550802"]
+    async with fake_line(monkeypatch) as lk:
+        lk.set_answer(people[1], "busy")
+        cid = new_id()
+        async with running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS,
+                                  webhook_url=receiver.url), stand_in_agent(temporal_client, lk):
+            handle = await run_campaign(temporal_client, task_queue, sqlite_url,
+                                        campaign_input(cid, new_id("T"), cps=20), contacts(*people))
+            await handle.result()
+            await receiver.wait_for(3)
+    events = [(h.get("X-Ringflow-Event"), json.loads(body)) for h, body in receiver.deliveries]
+    calls = [b for e, b in events if e != "campaign.finished"]
+    assert sorted(b["call_id"] for b in calls) == [f"{cid}-0-1", f"{cid}-1-1"]
+    assert {b["campaign_id"] for b in calls} == {cid}
+    assert sorted(b["end_reason"] for b in calls) == ["busy", "user_hangup"]
+    (done,) = [b for e, b in events if e == "campaign.finished"]
+    assert done["campaign_id"] == cid and done["status"] == "finished" and done["flow"] == "clinic_reminder"
+    assert done["stats"]["dialed"] == 2
