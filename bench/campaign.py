@@ -122,7 +122,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     os.environ.setdefault("RINGFLOW_ENCRYPTION", "0")
-    metrics = asyncio.run(run(a.contacts, a.cps, a.max_concurrent, a.probe_cps, a.probe_contacts, a.seed))
+    # The SDK core's warnings (slow workflow tasks on a loaded machine) are written to fd 1:
+    # send them to stderr while the bench runs, so stdout is the one JSON document.
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        metrics = asyncio.run(run(a.contacts, a.cps, a.max_concurrent, a.probe_cps, a.probe_contacts, a.seed))
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
     emit("campaign", metrics)
 
 
