@@ -210,9 +210,15 @@ class FlowController:
     async def settle(self) -> bool:
         """Wait for the workflow to run what the engine ordered (an action node's function,
         ``function:`` actions) and route on it, then continue from its state. False when the
-        workflow could not be reached: the agent stays where its own engine put it."""
+        workflow could not be reached: the agent stays where its own engine put it.
+
+        A controller killed while the flush waited (its outbox abandoned with the transition
+        still in it) asks nothing more: the workflow would wait for a seq that never comes
+        (holding the call past its agent timeout) and take this dead agent for the call's."""
         try:
             await self.outbox.flush(timeout=30)
+            if self.dead:
+                return False
             snap = await self.call.attach(self.agent_id, after_seq=self.seq, settle=True)
         except (WorkflowUpdateFailedError, RPCError) as exc:
             log.warning("call %s: could not settle with the workflow: %s", self.call.call_id, exc)

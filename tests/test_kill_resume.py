@@ -26,6 +26,7 @@ kills it, attaches a new agent and replays the turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -42,14 +43,15 @@ from livekit.agents import AgentSession
 from temporalio.client import Client
 
 from activities.persistence import dispose_engines
+from agents.controller import Killed
 from agents.runner import AgentRun, attach_agent
 from callflow.engine import Engine
 from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.devstack import DevStack
 from ringflow.scripted_llm import ScriptedLLM
-from ringflow.scripts import Script, is_flow_file, load_script
-from ringflow.simulate import TURN_TIMEOUT_S, SimulationResult, _play, environment, run_script
+from ringflow.scripts import Script, is_flow_file, load_script, said_failures
+from ringflow.simulate import TURN_TIMEOUT_S, SimulationResult, _Killer, _play, environment, run_script
 from tests.kill_child import KILLPOINT, scripted_session
 from workflows.client import start_call
 from workflows.messages import Snapshot
@@ -319,3 +321,69 @@ async def finish_call(run: AgentRun, script: Script, definition: FlowDefinition,
         return await asyncio.wait_for(handle.result(), TURN_TIMEOUT_S)
     finally:
         await run.close()
+
+
+ACTION_SCRIPT = EXAMPLES / "order_status_lost.yaml"
+
+
+async def test_agent_dying_with_its_transition_into_an_action_node_unsent(env: Env) -> None:
+    """The LLM's function moves the call into an action node (``track``): the agent applies
+    the transition, queues its signal and waits, flushing, for the workflow to run the action.
+    It dies then, the transition still in its outbox (the sender held here until the kill, so
+    the order is certain; in the random draw above it was a race with the speech's turn).
+    The dead agent must ask the workflow nothing more: it used to go on to an ``attach``
+    settling on a seq that never came, which held the call until the workflow gave it up as
+    ``agent_lost`` instead of the new agent replaying the turn to the end node."""
+    want = await env.baseline(ACTION_SCRIPT)
+    script, flow_path = load_script(ACTION_SCRIPT)
+    definition = load_flow(flow_path)
+    call_id = f"held-{uuid.uuid4().hex[:10]}"
+    lane = env.llm.lane(call_id)
+    for node, values in script.extract.items():
+        lane.set_extract(node, values)
+    lane.replace_replies([t.llm for t in script.turns if t.llm is not None])
+    fresh_handlers(ACTION_SCRIPT)
+    handle = await start_call(env.client, definition, task_queue=env.task_queue, call_id=call_id,
+                              variables=script.variables)
+
+    def session_factory(snap: Snapshot) -> AgentSession:
+        return scripted_session(env.llm.base_url, call_id)
+
+    killer = _Killer("turn:assistant")  # the transition's speech, said while the agent waits
+    run = await attach_agent(env.client, call_id, f"held-agent-{uuid.uuid4().hex[:6]}",
+                             session_factory=session_factory, kill_hook=killer, answer_pending=False,
+                             idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+    idle_s = definition.flow.settings.idle.timeout_s
+    await run.session.wait_for_idle()
+    assert await run.outbox.flush(timeout=TURN_TIMEOUT_S)
+    send = run.outbox._send
+    dead = asyncio.Event()
+
+    async def held(batch: list[Any]) -> None:  # nothing leaves this agent until it is dead
+        await dead.wait()
+        await send(batch)
+
+    def kill_hook(point: str) -> None:
+        try:
+            killer(point)
+        except Killed:
+            dead.set()
+            raise
+
+    run.outbox._send = held
+    run.controller.kill_hook = kill_hook
+    killer.armed = True
+    with contextlib.suppress(Killed):
+        await asyncio.wait_for(_play(run, script.turns[0], "t0", idle_s), TURN_TIMEOUT_S)
+    assert killer.fired == "turn:assistant"
+    await run.kill()
+
+    lane.replace_replies([t.llm for t in script.turns if t.llm is not None])
+    run = await attach_agent(env.client, call_id, f"held-agent-{uuid.uuid4().hex[:6]}",
+                             session_factory=session_factory, answer_pending=False,
+                             idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+    record = await finish_call(run, script, definition, 0, handle.handle)
+    got = {k: getattr(record, k) for k in COMPARED}
+    assert not differences(got, want), "\n".join(differences(got, want))
+    heard = said_failures(script.expect.said, script.expect.not_said, record.transcript)
+    assert not heard, "\n".join(heard)
