@@ -351,6 +351,60 @@ async def hostile_inputs(client: Client, tq: str) -> Handles:
     return {"hostile_inputs": first, "hostile_inputs_run2": call.handle}
 
 
+async def crm_mcp_tools(client: Client, tq: str) -> Handles:
+    """MCP tools (issue 15): the servers' tools are listed in an activity when the call starts
+    and pinned; tool calls (one offered under an entry's name, two of a tools: group) run as
+    activities against the example CRM's MCP server, one routing the call on its result."""
+    import subprocess
+
+    import yaml
+
+    from callflow.loader import validate_data
+
+    source = Path("examples/mcp/crm_mcp/flow.yaml")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(source.parent / "crm_server.py"), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        data = yaml.safe_load(source.read_text())
+        data["mcp_servers"]["crm"]["url"] = f"http://127.0.0.1:{port}/mcp"
+        report = validate_data(data, base_dir=source.parent, source=str(source))
+        check(report.definition is not None, f"crm flow: {report.errors}")
+        assert report.definition is not None
+        deadline = time.monotonic() + 30
+        while True:  # the server is up once a connection succeeds
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                check(time.monotonic() < deadline and proc.poll() is None, "the CRM server did not start")
+                await asyncio.sleep(0.1)
+        call = await start_call(client, report.definition, task_queue=tq, call_id="hist-crm-mcp")
+        a = Agent(call, "cm")
+        snap = await call.attach("agent-hist-crm")
+        names = [t["function"]["name"] for t in snap.tools]
+        check(names == ["find_customer"], f"pinned tools: {names}")
+        await a.say(("assistant", "Hello, this is Ava at Northwind. What's your account's phone number?"),
+                    ("user", "It's 555 0100."))
+        found = await a.fn("identify", "find_customer", phone="+15550100")
+        check(found.node == "help" and found.result["name"] == "Dana Reyes", f"find_customer: {found}")
+        status = await a.fn("help", "order_status", order_id="A-1001")
+        check("Thursday" in status.result["status"], f"order_status: {status}")
+        ticket = await a.fn("help", "open_ticket", summary="The last box arrived broken")
+        check(str(ticket.result.get("ticket", "")).startswith("T-"), f"open_ticket: {ticket}")
+        await call.transition(a.transition("help", "all_done"))
+        await wait_for(call, lambda s: s["node"] == "goodbye", "node goodbye")
+        await a.say(("assistant", "Thanks for calling Northwind, Dana. Goodbye!"))
+        await call.hangup("completed", event_id="cm-hangup")
+        record = await call.handle.result()
+        check(record.disposition == "helped", f"record: {record.disposition}")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {"crm_mcp_tools": call.handle}
+
+
 SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "appointment_happy": appointment_happy,
     "appointment_out_of_order": appointment_out_of_order,
@@ -359,6 +413,7 @@ SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "appointment_agent_lost": appointment_agent_lost,
     "phone_calls": phone_calls,
     "hostile_inputs": hostile_inputs,
+    "crm_mcp_tools": crm_mcp_tools,
 }
 
 
