@@ -254,6 +254,11 @@ class _Checker(GateChecks):
                     self.err(f"{path}.{key}", f"'{key}' applies only to gate or action nodes")
             if not node.task:
                 self.err(f"{path}.task", f"an {node.type} node needs a task")
+            if not node.allow_interrupt and (node.listen or self.flow.settings.listen) == "realtime":
+                self.err(f"{path}.allow_interrupt", "a node that listens 'realtime' answers while the "
+                                                    "caller may still be talking: the caller must be able "
+                                                    "to interrupt it (drop allow_interrupt: false, or "
+                                                    "give the node listen: auto)")
         if node.type != "end" and "disposition" in given and node.type == "agent":
             self.err(f"{path}.disposition", "only an end node has a disposition")
         if node.type == "gate":

@@ -82,9 +82,12 @@ def test_an_unknown_empty_input_kind_is_rejected_unchanged() -> None:
     ("settings", {"idle": {"on_give_up": "hang"}}, "settings.idle.on_give_up", "'end' or 'wait'"),
     ("node", {"listen": "sometimes"}, "nodes.a.listen", "'auto', 'manual' or 'realtime'"),
     ("gate", {"listen": "manual"}, "nodes.g.listen", "does not apply to a gate node"),
+    ("node", {"listen": "realtime", "allow_interrupt": False}, "nodes.a.allow_interrupt",
+     "must be able to interrupt"),
+    ("settings", {"listen": "realtime"}, "nodes.b.allow_interrupt", "must be able to interrupt"),
 ])
 def test_new_keys_are_validated_with_a_path(where: str, value: Any, path: str, says: str) -> None:
-    nodes: dict[str, Any] = {"a": agent(go("go", "g")), "b": end(),
+    nodes: dict[str, Any] = {"a": agent(go("go", "g")), "b": end(allow_interrupt=False),
                              "g": {"type": "gate", "branches": [], "default": "b"}}
     top: dict[str, Any] = {}
     if where == "settings":
