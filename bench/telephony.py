@@ -10,22 +10,26 @@ Metrics (milliseconds):
 * ``dial``: ``start_call(dial=...)`` until the fake receives ``CreateSIPParticipant`` (the
   workflow's create room + dispatch + dial activities). Baseline: one raw
   ``CreateSIPParticipant`` through the SDK on the same fake.
-* ``agent_loss_detected``: the agent killed (its session dropped as a crash would, and the
-  fake's participant leaving with ``SIGNAL_CLOSE``, which LiveKit reports at once for a
-  dead process) until the fake receives the workflow's replacement ``CreateDispatch``:
-  webhook, signal, ``agent_lost``, the ``dispatch_agent`` activity. The agent timeout is an
-  hour, so heartbeats play no part. Baseline: one raw ``CreateDispatch`` on the fake.
-* ``resume_gap``: the same kill until the replacement agent's first words to the caller
-  (it attaches on the dispatch, as LiveKit would start the job, and answers the turn the
-  dead agent left unanswered). Baseline: a live agent's reply to a caller turn, timed the
-  same way (the first assistant item). Not measured here: LiveKit noticing a dead process's
-  closed connection and starting the job (a prewarmed process), and speech synthesis.
+* ``agent_loss_detected``: the agent, a process of its own (``bench/_agent_proc.py``), is
+  SIGKILLed at a random point of a caller's turn; its participant leaves the fake's room
+  (``SIGNAL_CLOSE``, as LiveKit reports a dropped connection) until the fake receives the
+  workflow's replacement ``CreateDispatch``: webhook, signal, ``agent_lost``, the
+  ``dispatch_agent`` activity. The agent timeout is an hour, so heartbeats play no part.
+  Baseline: one raw ``CreateDispatch`` on the fake.
+* ``resume_gap``: the same kill until the replacement agent's first words to the caller (it
+  attaches on the dispatch, as LiveKit starts a job in a prewarmed process, and answers the
+  turn the dead agent left unanswered; when the caller's words died with the agent, the
+  caller says them again). Baseline: the live agent's answer to a caller turn. Not measured
+  here: LiveKit's own detection of the closed connection and job start, and speech.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
+import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -53,7 +57,8 @@ from ringflow.simulate import environment
 from workflows.client import CallHandle, start_call
 
 FLOW = Path("examples/flows/outbound_reminder/flow.yaml")
-DIALS, KILLS, WARMUP = 30, 30, 3
+KILL_FLOW = Path("bench/flows/bench.yaml")  # an hour long: the kill rounds start agent processes
+DIALS, KILLS, WARMUP = 30, 15, 3
 NAME = "bench-lk"
 AGENT = proto_models.ParticipantInfo.AGENT
 
@@ -112,55 +117,77 @@ async def dials(client: Client, tq: str, lk: FakeLiveKit) -> dict[str, Any]:
     return metric("dial", ours, base)
 
 
-async def kills(client: Client, tq: str, lk: FakeLiveKit, base_url: str) -> list[dict[str, Any]]:
+async def agent_process(address: str, call_id: str, base_url: str) -> tuple[asyncio.subprocess.Process, str]:
+    """An agent in its own process (``bench/_agent_proc.py``), attached and ready."""
+    agent_id = f"agent-{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryFile() as log:  # its stderr: read only if it fails to start
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(ROOT / "bench" / "_agent_proc.py"), address, call_id, agent_id, base_url,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 120)
+        if line.strip() != b"ready":
+            log.seek(0)
+            raise RuntimeError(f"the agent process did not start: {log.read()[-2000:]!r}")
+    return proc, agent_id
+
+
+async def kills(client: Client, address: str, tq: str, lk: FakeLiveKit,
+                base_url: str) -> list[dict[str, Any]]:
+    """The agent runs in a process of its own, which is SIGKILLed at a random point of a
+    caller's turn (before, while or after its reply is generated and signalled)."""
     call_id = f"bench-tel-{uuid.uuid4().hex[:8]}"
-    await start_call(client, load_flow(FLOW), task_queue=tq, call_id=call_id, room=call_id,
-                            variables={"first_name": "Dana"}, agent_timeout_s=3600,
-                            max_history_events=50_000)
-
-    async def attach() -> AgentRun:
-        agent_id = f"agent-{uuid.uuid4().hex[:6]}"
-        run = await attach_agent(client, call_id, agent_id, idle_from_session=False, heartbeat_s=0,
-                                 session_factory=lambda _snap: session_for(base_url, call_id),
-                                 own_max_duration=False)
-        lk.add_participant(call_id, agent_id, AGENT)
-        return run
-
-    run = await attach()
-    await run.session.wait_for_idle()
+    await start_call(client, load_flow(KILL_FLOW), task_queue=tq, call_id=call_id, room=call_id,
+                     agent_timeout_s=3600, max_history_events=50_000)
     lk.add_participant(call_id, "sip-callee", proto_models.ParticipantInfo.SIP)
+    rng = random.Random(11)
     detected: list[float] = []
     gap: list[float] = []
     reply: list[float] = []
-    while not lk.dispatched.empty():
-        lk.dispatched.get_nowait()
-    for i in range(WARMUP + KILLS):
-        ctrl = run.controller
-        # a live reply first (the baseline), then the caller's next turn, left unanswered
-        ctrl.begin_turn(f"b{i}")
+    for i in range(KILLS):
+        proc, agent_id = await agent_process(address, call_id, base_url)
+        lk.add_participant(call_id, agent_id, AGENT)
+        while not lk.dispatched.empty():
+            lk.dispatched.get_nowait()
+        assert proc.stdin is not None and proc.stdout is not None
+        t0 = time.perf_counter()  # the baseline: a live agent's answer to a caller turn
+        proc.stdin.write(f"question {i}\n".encode())
+        await proc.stdin.drain()
+        await asyncio.wait_for(proc.stdout.readline(), 30)
+        base_ms = (time.perf_counter() - t0) * 1000
+        proc.stdin.write(f"and another thing {i}\n".encode())
+        await proc.stdin.drain()
+        await asyncio.sleep(rng.uniform(0.0, 2 * base_ms / 1000))  # a random point of that turn
         t0 = time.perf_counter()
-        words = asyncio.ensure_future(first_words(run))
-        run.session.generate_reply(user_input=f"question {i}")
-        base_ms = (await words - t0) * 1000
-        await run.session.wait_for_idle()
-        ctrl.begin_turn(f"k{i}")
-        ctrl.on_turn("user", f"and another thing {i}")
-        assert await run.outbox.flush(10)
-        t0 = time.perf_counter()
-        await run.kill()
-        lk.remove_participant(call_id, ctrl.agent_id, proto_models.SIGNAL_CLOSE)
-        while True:  # LiveKit starts a job for the workflow's dispatch: a new agent attaches
-            d = await asyncio.wait_for(lk.dispatched.get(), 30)
-            if d.metadata_json().get("resume"):
-                break
+        proc.kill()
+        await proc.wait()
+        lk.remove_participant(call_id, agent_id, proto_models.SIGNAL_CLOSE)  # LiveKit sees it drop
+        try:
+            while True:  # LiveKit starts a job for the workflow's dispatch: a new agent attaches
+                d = await asyncio.wait_for(lk.dispatched.get(), 30)
+                if d.metadata_json().get("resume"):
+                    break
+        except TimeoutError:
+            st = await CallHandle(client, call_id).state()
+            raise RuntimeError(f"no dispatch after kill {i}: {st['status']} {st['agent_id']} {agent_id} "
+                               f"{st['rejected'][-3:]}") from None
         t_dispatch = time.perf_counter()
-        run = await attach()
-        t_words = await first_words(run) if not run.controller.ended else time.perf_counter()
+        run = await attach_agent(client, call_id, f"agent-{uuid.uuid4().hex[:6]}", idle_from_session=False,
+                                 heartbeat_s=0, own_max_duration=False,
+                                 session_factory=lambda _snap: session_for(base_url, call_id))
+        words = asyncio.ensure_future(first_words(run))
+        if not (run.snapshot.transcript_tail and run.snapshot.transcript_tail[-1].role == "user"):
+            # killed before the caller's words reached the call (or after they were answered):
+            # the caller, hearing nothing new, says it again
+            run.controller.begin_turn(f"again{i}")
+            run.session.generate_reply(user_input=f"and another thing {i}")
+        t_words = await words
         await run.session.wait_for_idle()
-        if i >= WARMUP:
-            detected.append((t_dispatch - t0) * 1000)
-            gap.append((t_words - t0) * 1000)
-            reply.append(base_ms)
+        await run.kill()  # quietly: the next round's agent is a process again
+        detected.append((t_dispatch - t0) * 1000)
+        gap.append((t_words - t0) * 1000)
+        reply.append(base_ms)
     async with LiveKitAPI(lk.url, lk.api_key, lk.api_secret, failover=False) as api:
         raw: list[float] = []
         for i in range(WARMUP + KILLS):
@@ -169,9 +196,8 @@ async def kills(client: Client, tq: str, lk: FakeLiveKit, base_url: str) -> list
                 agent_name="raw", room=call_id, metadata="{}"))
             if i >= WARMUP:
                 raw.append((time.perf_counter() - t0) * 1000)
-    await run.controller.on_caller_hangup()
+    await CallHandle(client, call_id).hangup("user_hangup")
     await CallHandle(client, call_id).handle.result()
-    await run.close()
     return [metric("agent_loss_detected", detected, raw), metric("resume_gap", gap, reply)]
 
 
@@ -186,7 +212,7 @@ async def run() -> list[dict[str, Any]]:
         dispatch_mod.register_dispatcher(NAME, LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret))
         try:
             metrics = [await dials(client, tq, lk)]
-            metrics += await kills(client, tq, lk, llm.base_url)
+            metrics += await kills(client, bs.stack.address, tq, lk, llm.base_url)
         finally:
             await relay.cleanup()
     dispose_engines()
