@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 
 from activities import campaign_store as store
 from activities.campaign_rules import RetryRule
@@ -188,3 +188,36 @@ async def test_post_call_webhooks_carry_the_campaign_and_a_finished_webhook_foll
     (done,) = [b for e, b in events if e == "campaign.finished"]
     assert done["campaign_id"] == cid and done["status"] == "finished" and done["flow"] == "clinic_reminder"
     assert done["stats"]["dialed"] == 2
+
+
+async def test_limits_change_while_it_runs_and_bad_limits_are_refused(
+        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    people = [f"+1212555090{i}" for i in range(4)]
+    hold = set(people)
+    async with fake_line(monkeypatch) as lk, \
+            running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS), \
+            stand_in_agent(temporal_client, lk, hold=hold):
+        cid = new_id()
+        inp = campaign_input(cid, new_id("T"), max_concurrent=1, cps=50)
+        handle = await run_campaign(temporal_client, task_queue, sqlite_url, inp, contacts(*people))
+        await wait_until(lambda: _live(temporal_client, lk, people[0]), what="the first call live")
+        with pytest.raises(WorkflowUpdateFailedError) as zero:
+            await handle.execute_update("set_limits", {"cps": 0})
+        assert "greater than 0" in str(zero.value.cause)
+        with pytest.raises(WorkflowUpdateFailedError):  # not limits at all
+            await handle.execute_update("set_limits", "fast please")
+        assert (await progress(handle))["limits"]["cps"] == 50
+        limits = await handle.execute_update("set_limits", {"max_concurrent": 3})
+        assert limits["max_concurrent"] == 3 and limits["cps"] == 50
+        await wait_until(lambda: _at_least_live(temporal_client, lk, 3), what="three calls live at once")
+        assert len(lk.dials) == 3  # never more than the new limit
+        hold.clear()
+        result = await handle.result()
+    assert result["status"] == "finished" and len(lk.dials) == 4
+
+
+async def _at_least_live(client: Client, lk: FakeLiveKit, n: int) -> bool:
+    live = 0
+    for d in list(lk.dials):
+        live += (await CallHandle(client, d.room_name).state()).get("status") == "live"
+    return live >= n

@@ -20,6 +20,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -248,16 +249,24 @@ class CampaignWorkflow:
         self.show()
         return self.status()
 
+    # Taken as plain JSON and checked here, so a bad value is refused saying which and why
+    # (the SDK's own decoding would only say it failed).
     @workflow.update
-    def set_limits(self, change: LimitsChange) -> Limits:
-        self.limits = self.limits.model_copy(update=change.model_dump(exclude_none=True))
+    def set_limits(self, change: Any) -> Limits:
+        checked = LimitsChange.model_validate(change)
+        self.limits = self.limits.model_copy(update=checked.model_dump(exclude_none=True))
         self.wake = True
         return self.limits
 
     @set_limits.validator
-    def validate_set_limits(self, change: LimitsChange) -> None:
-        if not isinstance(change, LimitsChange):
-            raise ValueError("set_limits takes {max_concurrent, cps, max_attempts} (JSON)")
+    def validate_set_limits(self, change: Any) -> None:
+        if not isinstance(change, dict):
+            raise ValueError("set_limits takes an object: {max_concurrent, cps, max_attempts}")
+        try:
+            LimitsChange.model_validate(change)
+        except ValidationError as exc:
+            raise ValueError("; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+                                       for e in exc.errors())) from None
 
     @workflow.query
     def progress(self, *_: Any) -> dict[str, Any]:
