@@ -211,7 +211,7 @@ def text_session(base_url: str, lane: str, client: openai.AsyncClient | None = N
 async def durable(client: Client, task_queue: str, base_url: str) -> list[dict[str, Any]]:
     call_id = f"bench-agent-{uuid.uuid4().hex[:8]}"
     handle = await start_call(client, load_flow(FLOW), task_queue=task_queue, call_id=call_id,
-                              agent_timeout_s=3600, max_history_events=1_000_000)
+                              agent_timeout_s=3600, max_history_events=50_000)
     base: WorkflowHandle[Any, Any] = await client.start_workflow(
         BenchBaseline.run, id=f"base-{uuid.uuid4().hex[:10]}", task_queue=f"{task_queue}-base")
     # One LLM HTTP client for the process, as a prewarmed agent process would hold: building

@@ -167,7 +167,7 @@ class Baseline:
 async def new_call(client: Client, task_queue: str) -> BenchCall:
     call = await start_call(client, load_flow(FLOW), task_queue=task_queue,
                             call_id=f"bench-{uuid.uuid4().hex[:10]}",
-                            agent_timeout_s=3600, max_history_events=1_000_000)
+                            agent_timeout_s=3600, max_history_events=50_000)
     return BenchCall(call)
 
 
