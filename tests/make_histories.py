@@ -405,6 +405,34 @@ async def crm_mcp_tools(client: Client, tq: str) -> Handles:
     return {"crm_mcp_tools": call.handle}
 
 
+async def kiosk_empty_inputs(client: Client, tq: str) -> Handles:
+    """Empty inputs of every kind (the ``idle-kind-v1`` patch) on a push-to-talk kiosk that
+    waits instead of hanging up: an empty press, speech with no words, a kind that is not
+    one (refused), silences past the give-up mark (no end), then the guest speaks and a
+    handler checks them in."""
+    d = flow("kiosk")
+    call = await start_call(client, d, task_queue=tq, call_id="hist-kiosk-empty", direction="inbound")
+    a = Agent(call, "ke")
+    await call.attach("agent-hist-kiosk")
+    await a.say(("assistant", "Welcome to the Harbour Hotel. Hold the button and tell me the name on "
+                              "your booking."))
+    for kind in ("empty_turn", "empty_transcript", "shrug", None, None):
+        a.seq += 1
+        await call.event(CallEvent(event_id=a._id("idle"), seq=a.seq, kind="user_idle", at=T0 + a.seq,
+                                   data={} if kind is None else {"kind": kind}))
+    st = await wait_for(call, lambda s: s["next_seq"] == a.seq + 1, "the idle events applied")
+    check(st["status"] == "live" and any(r["event_id"] == "ke-idle-4" for r in st["rejected"]),
+          f"kiosk waits, the bad kind refused: {st}")
+    await a.say(("user", "Morgan Lee."))
+    found = await a.fn("welcome", "find_booking", name="Morgan Lee")
+    check(found.node == "checked_in", f"find_booking: {found}")
+    await a.say(("assistant", "Thank you, Morgan Lee. Your key card for room 412 is printing."))
+    await call.hangup("completed", event_id="ke-hangup")
+    record = await call.handle.result()
+    check(record.disposition == "checked_in", f"record: {record.disposition}")
+    return {"kiosk_empty_inputs": call.handle}
+
+
 SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "appointment_happy": appointment_happy,
     "appointment_out_of_order": appointment_out_of_order,
@@ -414,6 +442,7 @@ SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "phone_calls": phone_calls,
     "hostile_inputs": hostile_inputs,
     "crm_mcp_tools": crm_mcp_tools,
+    "kiosk_empty_inputs": kiosk_empty_inputs,
 }
 
 
