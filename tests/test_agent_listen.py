@@ -85,3 +85,37 @@ async def test_each_nodes_listen_mode_reaches_livekit_and_an_empty_press_is_coun
         await tc.user("again")
         assert tc.controller.node == "a"
         assert mode() == (None, default[1], default[2])
+
+
+async def test_speech_counts_as_empty_only_when_no_words_came_and_never_on_push_to_talk(
+        temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM) -> None:
+    """The watch livekit's user states feed (``speaking`` then ``listening``): a turn with
+    words in between is no empty input; none is one (``empty_transcript``); on a
+    push-to-talk node the client's ``end`` decides, not the watch. No grace to wait here:
+    the order of events is what is under test."""
+    async with running_worker(temporal_client, task_queue, sqlite_url), \
+            text_call(temporal_client, task_queue, llm, definition=three_modes()) as tc:
+        watch = tc.run.empty_speech
+        assert watch is not None
+        watch.grace_s = 0
+        watch.user_state("speaking")
+        tc.reply()  # the scripted model answers the words with a filler
+        await tc.user("Hello there.")
+        watch.user_state("listening")
+        if watch.timer is not None:
+            await asyncio.wait_for(watch.timer, TIMEOUT_S)
+        await tc.idle()
+        assert tc.controller.state.idle_count == 0
+        watch.user_state("speaking")
+        watch.user_state("listening")
+        assert watch.timer is not None
+        await asyncio.wait_for(watch.timer, TIMEOUT_S)
+        await tc.idle()
+        assert tc.controller.state.idle_count == 1
+        assert any("no words could be made out" in str(m.get("content")) for m in tc.chats()[-1].messages)
+        tc.reply(call("next"))
+        await tc.user("Next.")
+        assert tc.controller.node == "b" and tc.controller.state.idle_count == 0
+        watch.user_state("speaking")
+        watch.user_state("listening")
+        assert watch.timer is None and tc.controller.state.idle_count == 0
