@@ -107,3 +107,19 @@ def test_a_retry_due_outside_the_window_waits_for_the_next_opening(database_url:
     assert res.claimed == [] and res.next_due == utc(2026, 6, 8, 13, 0).timestamp()  # Monday 09:00 EDT
     (c2,) = store.claim(database_url, cid, "claim-2", 1, WEEKDAYS, 3, res.next_due).claimed
     assert c2.attempt == 2
+
+
+def test_an_attempt_given_back_before_its_call_started_does_not_count(database_url: str) -> None:
+    cid = new_id()
+    store.add_contacts(database_url, cid, [store.Contact(phone="+12125550198", tz="UTC")], now=0)
+    always = parse_windows(["always"])
+    (c,) = store.claim(database_url, cid, "claim-0", 1, always, 1, 10.0).claimed
+    assert store.predial(database_url, cid, c.idx, c.attempt, always, 11.0) == "go"
+    store.release(database_url, cid, c.idx, c.attempt, 12.0)  # paused while it waited: never dialed
+    store.release(database_url, cid, c.idx, c.attempt, 13.0)  # a retried activity changes nothing more
+    (row,) = store.report(database_url, cid)
+    assert (row["state"], row["attempts"]) == ("retry", 0)
+    (again,) = store.claim(database_url, cid, "claim-1", 1, always, 1, 14.0).claimed  # max_attempts 1
+    assert (again.attempt, again.call_id) == (2, f"{cid}-0-2")  # a new attempt, a new call id
+    assert [(t["attempt"], t["status"]) for t in store.attempts(database_url, cid)] == [
+        (1, "not_dialed"), (2, "claimed")]

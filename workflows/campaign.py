@@ -271,9 +271,10 @@ class CampaignWorkflow:
     @workflow.query
     def progress(self, *_: Any) -> dict[str, Any]:
         now = workflow.now().timestamp()
+        last_minute = sum(1 for t in self.recent if t > now - 60.0)
         return {"campaign_id": self.inp.campaign_id, "status": self.status(), "flow": self.flow(),
                 "pause_reason": self.pause_reason, "live": len(self.live), "starting": self.starting,
-                "attempts_last_minute": sum(1 for t in self.recent if t > now - 60.0),
+                "attempts_last_minute": last_minute, "attempts_per_second": round(last_minute / 60.0, 3),
                 "next_due": self.next_due, "limits": self.limits.model_dump(), "stats": self.stats,
                 "runs": self.runs,
                 "history_events": self.events_before + workflow.info().get_current_history_length()}
