@@ -62,7 +62,8 @@ async def ready(port: int, timeout: float = 60) -> None:
 async def live_calls(client, task_queue: str) -> list[CallHandle]:  # type: ignore[no-untyped-def]
     calls = []
     for _ in range(CALLS):
-        call = await start_call(client, clinic(), task_queue=task_queue, variables={"patient": "Alex Doe"})
+        call = await start_call(client, clinic(), task_queue=task_queue, variables={"patient": "Alex Doe"},
+                                agent_timeout_s=3600)
         agent = Agent(call)
         await agent.say(("user", "yes that's me"))
         await agent.transition("verify", "confirmed")

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from ringflow.cli import app
 from ringflow.devstack import DevStack, free_port
-from tests.test_worker_shutdown import Worker
+from tests.test_worker_shutdown import NO_AGENT, Worker
 from tests.wfkit import Agent, req, start, wait_state, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,7 +203,7 @@ async def test_worker_runs_without_the_audio_stack(temporal_client: Client, temp
                     argv=[sys.executable, str(shim), "worker"])
     try:
         await worker.wait_ready()
-        call = await start(temporal_client, task_queue)
+        call = await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT)
         agent = Agent(call)
         await agent.say(("user", "yes"))
         await agent.transition("verify", "confirmed")
@@ -261,7 +261,8 @@ async def test_a_worker_serves_handlers_from_the_baked_flows_dir(
     try:
         await worker.wait_ready()
         call = await start_call(temporal_client, definition, task_queue=task_queue,
-                                variables={"patient_first_name": "Robin", "appointment_time": "Tuesday 3 PM"})
+                                variables={"patient_first_name": "Robin", "appointment_time": "Tuesday 3 PM"},
+                                agent_timeout_s=NO_AGENT)
         checked = await call.call_function(req("verify_identity", "check_identity", birth_year="1987"))
         assert not checked.error and checked.result == {"status": "verified"}, checked
         await wait_state(call, lambda s: s["node"] == "remind", timeout=30, what="node remind")

@@ -23,6 +23,7 @@ from ringflow.devstack import DevStack, free_port
 from ringflow.settings import Settings
 from ringflow.temporal_env import TemporalConfigError, connect_options, describe
 from ringflow.temporal_setup import connect, list_custom_search_attributes
+from tests.test_worker_shutdown import NO_AGENT
 from tests.tls_proxy import Pki, TlsProxy, make_pki
 from tests.wfkit import Agent, req, start, wait_state, wait_until
 
@@ -123,7 +124,7 @@ client_key_path = "{pki.client_key}"
     try:
         client = await connect()
         assert "RingflowStatus" in await list_custom_search_attributes(client, "default")
-        call = await start(client, task_queue)
+        call = await start(client, task_queue, agent_timeout_s=NO_AGENT)
         agent = Agent(call)
         await agent.say(("user", "yes, speaking"))
         await agent.transition("verify", "confirmed")

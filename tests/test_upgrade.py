@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from tests.test_worker_shutdown import NO_AGENT
 from tests.upgraded_call import UPGRADE_PATCH, PatchedCallWorkflow, UnpatchedCallWorkflow
 from tests.wfkit import Agent, req, running_worker, settings_for, start, wait_state, wait_until
 from tests.workflow_fingerprint import MANIFEST, fingerprint, patch_ids, read_manifest
@@ -64,7 +65,7 @@ async def _to_offer(call: CallHandle) -> Agent:
 async def test_a_live_call_survives_an_upgrade_that_changes_call_workflow(
         temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):  # release N
-        call = await start(temporal_client, task_queue)
+        call = await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT)
         agent = await _to_offer(call)
     # Release N+1 (a patched CallWorkflow) takes over mid-call, as after a rolling deploy.
     async with _worker(temporal_client, task_queue, sqlite_url, PatchedCallWorkflow):
@@ -79,7 +80,7 @@ async def test_a_live_call_survives_an_upgrade_that_changes_call_workflow(
         # The old call took the old path; a call started on N+1 takes the new one.
         markers = [e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
         assert not any(UPGRADE_PATCH.encode() in e.SerializeToString() for e in markers)
-        fresh = await start(temporal_client, task_queue)
+        fresh = await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT)
         await _to_offer(fresh)
         fresh_events = await _history(fresh)
         assert any(e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and UPGRADE_PATCH.encode()
@@ -92,7 +93,7 @@ async def test_an_unpatched_change_breaks_a_live_call(temporal_client: Client, t
                                                       sqlite_url: str) -> None:
     """What the rule prevents: the same upgrade without the patch stalls the call in flight."""
     async with running_worker(temporal_client, task_queue, sqlite_url):
-        call = await start(temporal_client, task_queue)
+        call = await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT)
         agent = await _to_offer(call)
     async with _worker(temporal_client, task_queue, sqlite_url, UnpatchedCallWorkflow):
         await agent.say(("user", "Monday works"))  # a new workflow task: the new code replays

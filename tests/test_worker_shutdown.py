@@ -28,6 +28,10 @@ from ringflow.devstack import DevStack, free_port
 from tests.wfkit import Agent, req, start, wait_state, wait_until
 from workflows.client import CallHandle
 
+# No agent drives these calls: the liveness timer must not end one as agent_lost while a
+# busy machine runs the test.
+NO_AGENT = 3600.0
+
 
 class Worker:
     """``ringflow worker`` in its own process, with its health port."""
@@ -110,7 +114,7 @@ async def test_sigterm_hands_live_calls_to_another_worker_at_once(
         temporal_client: Client, task_queue: str, workers: Callable[[], Worker]) -> None:
     a = workers()
     await a.wait_ready()
-    calls = [await start(temporal_client, task_queue) for _ in range(3)]
+    calls = [await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT) for _ in range(3)]
     for call in calls:
         agent = Agent(call)
         await agent.say(("user", "yes that's me"))
