@@ -33,8 +33,10 @@ from pydantic import BaseModel, Field, field_validator
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.call_definition import call_definition
 from activities.metrics import timed
 from activities.netguard import BlockedDestination, ResolutionError, VettedTarget, vet_url
+from callflow.http_render import find_http_entry, render_http
 
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_REDIRECTS = 3
@@ -52,13 +54,23 @@ Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
 class HttpToolRequest(BaseModel):
-    """Input of ``http_tool``; ``seq`` numbers the tool calls within one call."""
+    """Input of ``http_tool``; ``seq`` numbers the tool calls within one call.
+
+    A call's workflow names the entry (``node``, ``entry``) with the LLM's ``args`` and the
+    call ``values`` its templates use, and the activity renders the request from the call's
+    definition (:func:`activities.call_definition.call_definition`): this input is recorded
+    in the history, the rendered headers must not be. A request given already rendered
+    (``url``, ``headers``: what workflows sent before, and direct callers) is sent as is."""
 
     call_id: str = Field(min_length=1)
     seq: int = Field(ge=0)
     method: Method = "GET"
-    url: str
+    url: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
+    node: str | None = None
+    entry: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    values: dict[str, Any] = Field(default_factory=dict)
     body: Any = None
     timeout_s: float = Field(default=10.0, gt=0)
     max_response_bytes: int | None = Field(default=None, gt=0)
@@ -68,6 +80,22 @@ class HttpToolRequest(BaseModel):
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+
+async def _rendered(req: HttpToolRequest) -> HttpToolRequest | dict[str, Any]:
+    """The request to send, rendered here from the call's definition (never an input)."""
+    if req.entry is None:
+        return req
+    flow = (await call_definition()).flow
+    spec = find_http_entry(flow, req.node or "", req.entry)
+    if spec is None:
+        return _error("unknown_entry", f"the flow has no HTTP function '{req.entry}' at node '{req.node}'")
+    try:
+        http = render_http(spec, req.args, req.values)
+    except ValueError as exc:  # a template that does not parse: validation refuses it first
+        return _error("invalid_template", str(exc)[:300])
+    return req.model_copy(update={"method": http.method, "url": http.url, "headers": http.headers or {},
+                                  "body": http.body, "entry": None})
 
 
 def _error(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -99,7 +127,8 @@ class HttpTool:
     @activity.defn(name="http_tool")
     async def http_tool(self, req: HttpToolRequest) -> dict[str, Any]:
         with timed("function", "http") as outcome:
-            result = await self._call(req)
+            rendered = await _rendered(req)
+            result = rendered if isinstance(rendered, dict) else await self._call(rendered)
             outcome["ok"] = result.get("status") != "error"
         return result
 

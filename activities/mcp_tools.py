@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.call_definition import call_definition
 from activities.mcp_client import call_tool, list_tools
 from activities.metrics import timed
 from callflow.mcp_spec import McpServer, McpServerTools
@@ -24,16 +25,20 @@ MAX_RESULT_CHARS = 64_000
 
 
 class McpListRequest(BaseModel):
+    """``server`` is None from a call's workflow: the activity reads the server's declaration
+    (its ``headers`` hold credentials; this input is history) from the call's definition.
+    Inputs recorded before that carry it, and are served as they are."""
+
     call_id: str = Field(min_length=1)
     server_name: str
-    server: McpServer
+    server: McpServer | None = None
 
 
 class McpCallRequest(BaseModel):
     call_id: str = Field(min_length=1)
     seq: int = Field(ge=0)
     server_name: str
-    server: McpServer
+    server: McpServer | None = None  # as in McpListRequest
     tool: str
     args: dict[str, Any] = {}
 
@@ -51,10 +56,22 @@ def why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
+async def declared(name: str, given: McpServer | None) -> McpServer:
+    """The server to talk to: as given (older inputs), else as the call's flow declares it."""
+    if given is not None:
+        return given
+    server = (await call_definition()).flow.mcp_servers.get(name)
+    if server is None:
+        raise ApplicationError(f"MCP server '{name}' is not declared in the call's flow",
+                               type=MCP_UNAVAILABLE, non_retryable=True)
+    return server
+
+
 @activity.defn(name="mcp_list_tools")
 async def mcp_list_tools(req: McpListRequest) -> McpServerTools:
+    server = await declared(req.server_name, req.server)
     try:
-        return await list_tools(req.server)
+        return await list_tools(server)
     except Exception as exc:
         raise ApplicationError(f"MCP server '{req.server_name}' could not be listed: {why(exc)}",
                                type=MCP_UNAVAILABLE) from None
@@ -62,9 +79,10 @@ async def mcp_list_tools(req: McpListRequest) -> McpServerTools:
 
 @activity.defn(name="mcp_call_tool")
 async def mcp_call_tool(req: McpCallRequest) -> McpCallResult:
+    server = await declared(req.server_name, req.server)
     with timed("function", "mcp") as outcome:
         try:
-            result, error = await call_tool(req.server, req.tool, req.args, f"{req.call_id}:{req.seq}")
+            result, error = await call_tool(server, req.tool, req.args, f"{req.call_id}:{req.seq}")
         except Exception as exc:
             raise ApplicationError(f"MCP tool '{req.tool}' on '{req.server_name}': {why(exc)}",
                                    type=MCP_UNAVAILABLE) from None

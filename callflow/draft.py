@@ -17,15 +17,13 @@ from callflow.conditions import BranchError, holds, resolve_branch
 from callflow.dispositions import disposition_of
 from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
 from callflow.end_reasons import EndReason
+from callflow.http_render import referenced_values, render_http
 from callflow.model import Action, HttpSpec, TransferSpec, Transition
 from callflow.state import CallState, PendingRun
 from callflow.templating import (
     Template,
     TemplateSyntaxError,
     compile_template,
-    render_any,
-    render_json,
-    render_url,
 )
 
 MAX_CHAIN = 1000  # gates and actions entered in one step; max_node_visits stops loops first
@@ -86,20 +84,11 @@ class Draft:
         self.add_pending(PendingRun(run_id=run_id, name=fn.entry.name, node=node, args=args,
                                     purpose=purpose))  # type: ignore[arg-type]
         http: HttpSpec | None = None
+        http_values: dict[str, Any] | None = None
         if fn.entry.http is not None:
-            # The flow's values win: an argument named like one (``crm_base_url``) must not
-            # choose where the flow's credentials go.
             flow_values = template_values(self.s)
-            values = {**args, **flow_values}
-            spec = fn.entry.http
-            http = HttpSpec(
-                method=spec.method,
-                url=render_url(compile_template(spec.url), values, set(args) - set(flow_values)),
-                headers=render_any(spec.headers, values) if spec.headers else None,
-                body=render_json(spec.body, values) if spec.body is not None else (
-                    args if spec.method != "GET" else None),
-                timeout_s=spec.timeout_s,
-            )
+            http = render_http(fn.entry.http, args, flow_values)
+            http_values = referenced_values(fn.entry.http, flow_values)
         mcp = fn.entry.mcp
         transfer: TransferSpec | None = None
         if fn.entry.transfer is not None:
@@ -112,7 +101,7 @@ class Draft:
             run_id=run_id, node=node, name=fn.entry.name,
             kind="mcp" if mcp is not None else "transfer" if transfer else "http" if http else "handler",
             args=args, timeout_s=(http.timeout_s if http and http.timeout_s else fn.timeout_s),
-            retry=fn.entry.retry, http=http, action=purpose == "action_node",
+            retry=fn.entry.retry, http=http, http_values=http_values, action=purpose == "action_node",
             cancel_on_interruption=fn.cancel_on_interruption,
             mcp_server=mcp.server if mcp is not None else None,
             mcp_tool=mcp.tool if mcp is not None else None, transfer=transfer,

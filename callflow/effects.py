@@ -74,6 +74,9 @@ class RunFunction(_Effect):
     timeout_s: float = 10
     retry: Retry | None = None
     http: HttpSpec | None = None  # rendered with the call's values and the arguments
+    # the call values the HTTP entry's templates name: the ``http_tool`` activity renders the
+    # request itself from these, so the rendered one never enters the history
+    http_values: dict[str, Any] | None = None
     transfer: TransferSpec | None = None  # ``to`` and ``announce`` rendered with the call's values
     action: bool = False
     cancel_on_interruption: bool = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from activities.persistence import load_call
 from callflow.errors import FlowError
 from callflow.loader import validate_data
 from callflow.model import FlowDefinition
+from tests.test_mcp import serving
 from tests.wfkit import Agent, req, running_worker, start, wait_state
 from workflows.call import CallWorkflow
 from workflows.messages import CallInput
@@ -80,8 +82,11 @@ async def events_carrying(client: Client, handle: Any, needle: str) -> list[int]
     return out
 
 
-def crm_flow() -> FlowDefinition:
-    report = validate_data({
+def crm_flow(timeout_s: float = 5, mcp_url: str | None = None) -> FlowDefinition:
+    """The CRM lookup; ``timeout_s`` over 10 runs it as a normal activity (its input is an
+    ActivityTaskScheduled event), at most 10 as a local one (a marker). With ``mcp_url``, an
+    MCP server with the same token in its ``headers`` offers ``find_customer`` too."""
+    data: dict[str, Any] = {
         "flow": "crm",
         "variables": {"crm_base_url": {"type": "string", "required": True}},
         "nodes": {
@@ -90,20 +95,28 @@ def crm_flow() -> FlowDefinition:
                  "parameters": {"type": "object", "properties": {"company": {"type": "string"}},
                                 "required": ["company"]},
                  "http": {"url": "{{crm_base_url}}/companies/{{company}}",
-                          "headers": {"Authorization": f"Bearer {TOKEN}"}, "timeout_s": 5}},
+                          "headers": {"Authorization": f"Bearer {TOKEN}"}, "timeout_s": timeout_s}},
                 {"name": "done", "transition_only": True, "description": "Finish.", "transition_to": "bye"}]},
             "bye": {"type": "end", "task": "Say goodbye.", "disposition": "found"},
         },
-    })
+    }
+    if mcp_url is not None:
+        data["mcp_servers"] = {"crm": {"url": mcp_url, "headers": {"Authorization": f"Bearer {TOKEN}"},
+                                       "timeout_s": 5}}
+        data["nodes"]["ask"]["functions"].append(
+            {"name": "find_customer", "description": "Look the caller up.",
+             "mcp": {"server": "crm", "tool": "lookup_customer"}})
+    report = validate_data(data)
     assert report.definition is not None, report.errors
     return report.definition
 
 
+@pytest.mark.parametrize("timeout_s", [5, 30], ids=["local-activity", "activity"])
 async def test_http_request_headers_never_reach_the_history(
-        temporal_client: Client, task_queue: str, sqlite_url: str, crm: Any) -> None:
+        temporal_client: Client, task_queue: str, sqlite_url: str, crm: Any, timeout_s: float) -> None:
     base, auth = crm
     async with running_worker(temporal_client, task_queue, sqlite_url):
-        call = await start(temporal_client, task_queue, crm_flow(),
+        call = await start(temporal_client, task_queue, crm_flow(timeout_s),
                            variables={"crm_base_url": base})
         out = await call.call_function(req("ask", "lookup_company", company="acme"))
         assert out.result == {"status": "found", "tier": "gold"}
@@ -115,6 +128,29 @@ async def test_http_request_headers_never_reach_the_history(
     carriers = await events_carrying(temporal_client, call.handle, TOKEN)
     # the flow (with its header) is the call's input; nothing the call did since may repeat it
     assert carriers == [1], carriers  # EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+
+
+async def test_mcp_server_headers_never_reach_the_history(
+        temporal_client: Client, task_queue: str, sqlite_url: str, crm: Any,
+        tmp_path: Path) -> None:
+    """The server's ``headers`` go with its tools' listing at the call's start and with each
+    tool call (the real MCP server on loopback logs what it got), yet no activity's input
+    (listing or call) repeats them."""
+    base, _ = crm
+    with serving(tmp_path / "calls.jsonl") as server:
+        async with running_worker(temporal_client, task_queue, sqlite_url):
+            call = await start(temporal_client, task_queue, crm_flow(mcp_url=server.url),
+                               variables={"crm_base_url": base})
+            out = await call.call_function(req("ask", "find_customer", phone="+15550100"))
+            assert out.result == {"found": True, "name": "Dana Reyes", "tier": "gold"}, out
+            seen = [c for c in server.calls() if c["tool"] == "lookup_customer"]
+            assert [c["auth"] for c in seen] == [f"Bearer {TOKEN}"]  # the request carried it
+            await call.hangup()
+            await call.handle.result()
+    history = await call.handle.fetch_history()
+    assert any(e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools"
+               for e in history.events)  # the listing ran as an activity whose input is history
+    assert await events_carrying(temporal_client, call.handle, TOKEN) == [1]
 
 
 SSN = "123-45-6789"

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from callflow.effects import RunFunction
     from callflow.events import FunctionResult
     from callflow.mcp_spec import UNAVAILABLE as MCP_UNAVAILABLE
-    from callflow.mcp_spec import McpServerTools
+    from callflow.mcp_spec import McpServer, McpServerTools
     from callflow.model import FlowDefinition, Retry
     from callflow.state import CallState
 
@@ -91,9 +91,11 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
         if eff.kind == "mcp":
             return await call_mcp_tool(eff, definition, state)
         if eff.kind == "http" and eff.http is not None:
+            # named, not rendered: this input is history, the rendered headers hold credentials
             req = HttpToolRequest(call_id=state.call_id, seq=eff.run_id, method=eff.http.method,
-                                  url=eff.http.url, headers=eff.http.headers or {}, body=eff.http.body,
-                                  timeout_s=eff.timeout_s, idempotency_key=key)
+                                  node=eff.node, entry=eff.name, args=eff.args,
+                                  values=eff.http_values or {}, timeout_s=eff.timeout_s,
+                                  idempotency_key=key)
             out = await _execute("http_tool", req, dict, eff.timeout_s, _retry(eff.retry), on_start)
             return FunctionResult(run_id=eff.run_id, result=out)
         inp = HandlerInput(call_id=state.call_id, node=eff.node, name=eff.name,
@@ -120,8 +122,9 @@ async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: Cal
     if server is None or not eff.mcp_tool:
         return FunctionResult(run_id=eff.run_id, error=f"{eff.name}: MCP server '{eff.mcp_server}' is not "
                                                        "declared")
+    # the activity reads the server (its headers hold credentials) from the call's definition
     req = McpCallRequest(call_id=state.call_id, seq=eff.run_id, server_name=eff.mcp_server or "",
-                         server=server, tool=eff.mcp_tool, args=eff.args)
+                         tool=eff.mcp_tool, args=eff.args)
     try:
         out: McpCallResult = await _execute("mcp_call_tool", req, McpCallResult, eff.timeout_s,
                                             _retry(eff.retry))
@@ -131,11 +134,11 @@ async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: Cal
     return FunctionResult(run_id=eff.run_id, result=out.result, error=out.error)
 
 
-async def list_mcp_tools(req: McpListRequest) -> McpServerTools:
+async def list_mcp_tools(req: McpListRequest, server: McpServer) -> McpServerTools:
     """A server's tools for the call being started; after retries, the failure in words."""
     # The call's first turn waits for this: each attempt gets a connection and a few pages
     # (every request bounded by the server's timeout), all attempts together a few more.
-    timeout = req.server.timeout_s
+    timeout = server.timeout_s
     try:
         out: McpServerTools = await workflow.execute_activity(
             "mcp_list_tools", req, result_type=McpServerTools,

@@ -57,8 +57,8 @@ def _public(eff: Effect) -> Effect:
     """An effect as it may go into an update's result, and so into the history: an HTTP
     request's rendered URL, headers and body carry the flow's credentials (``Authorization``)
     and are for the activity alone. The agent ignores ``run_function`` effects anyway."""
-    if isinstance(eff, RunFunction) and eff.http is not None:
-        return eff.model_copy(update={"http": None})
+    if isinstance(eff, RunFunction) and (eff.http is not None or eff.http_values is not None):
+        return eff.model_copy(update={"http": None, "http_values": None})
     return eff
 
 

@@ -37,8 +37,9 @@ async def pin_tools(wf: Any) -> None:
     definition = wf.inp.definition
     names = used_servers(definition.flow)
     listed = await asyncio.gather(*(
-        acts.list_mcp_tools(McpListRequest(call_id=wf.inp.call_id, server_name=name,
-                                           server=definition.flow.mcp_servers[name]))
+        # the server itself (its headers hold credentials) is read by the activity, not sent
+        acts.list_mcp_tools(McpListRequest(call_id=wf.inp.call_id, server_name=name),
+                            definition.flow.mcp_servers[name])
         for name in names))
     pinned = pinned_definition(definition, dict(zip(names, listed, strict=True)))
     try:
