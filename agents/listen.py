@@ -47,9 +47,18 @@ def apply_listen(agent: Any, mode: ListenMode) -> None:
             handling.pop("preemptive_generation", None)
     if (mode == "manual") != (current == "manual"):
         try:
-            agent.turn_detection = "manual" if mode == "manual" else None  # None: the session's choice
+            # back from push-to-talk: the session's own turn detection (its turn detector model,
+            # if it has one), not None, which would make livekit choose again without it
+            agent.turn_detection = "manual" if mode == "manual" else _session_turn_detection(agent)
         except Exception as exc:  # a session without audio (text mode) has no turn detection to switch
             log.debug("turn detection not switched to %s: %s", mode, exc)
+
+
+def _session_turn_detection(agent: Any) -> Any:
+    try:
+        return agent.session.turn_detection
+    except RuntimeError:  # not running yet: nothing was switched on it
+        return None
 
 
 class PushToTalk:

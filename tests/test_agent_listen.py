@@ -78,13 +78,13 @@ async def test_each_nodes_listen_mode_reaches_livekit_and_an_empty_press_is_coun
         assert mode()[0] == "manual"
         tc.reply(call("next"))
         await tc.user("next please")
-        assert tc.controller.node == "c" and agent.listen_mode == "realtime"
-        assert mode()[1:] == (True, True) and mode()[0] is None  # LLM and TTS start early
+        assert tc.controller.node == "c" and agent.listen_mode == "realtime"  # LLM and TTS start early
+        assert mode()[1:] == (True, True) and mode()[0] is tc.session.turn_detection
         assert await tc.run.talk.handle("start") == "ignored: this node does not listen push-to-talk"
         tc.reply(call("next"))
         await tc.user("again")
         assert tc.controller.node == "a"
-        assert mode() == (None, default[1], default[2])
+        assert mode() == (tc.session.turn_detection, default[1], default[2])  # the session's again
 
 
 async def test_speech_counts_as_empty_only_when_no_words_came_and_never_on_push_to_talk(
