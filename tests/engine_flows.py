@@ -210,7 +210,8 @@ def flows(draw: st.DrawFn) -> Data:
     globals_ = draw(st.sampled_from([[], [go("g_help", ends[0])],
                                      [go("g_help", ends[-1]), capture("g_note")]]))
     settings = {"max_transitions": draw(st.integers(1, 8)), "max_node_visits": draw(st.integers(1, 4)),
-                "idle": {"prompts": draw(st.integers(0, 2))},
+                "idle": {"prompts": draw(st.integers(0, 2)),
+                         "on_give_up": draw(st.sampled_from(("end", "wait")))},
                 "context": draw(st.sampled_from(["append", "reset", "reset_with_summary"]))}
     return flow({n: nodes[n] for n in draw(st.permutations(every))}, start=order[0], handlers=HANDLERS,
                 role="You are Ava{{ tier | }}.", settings=settings, global_functions=globals_,
@@ -296,6 +297,9 @@ def events(data: st.DataObject, definition: FlowDefinition, state: CallState, at
         event = HangUp(reason=data.draw(st.sampled_from(("user_hangup", "agent_lost", "error"))), at=stamp)
     elif kind == "garbage":
         return data.draw(GARBAGE)
+    elif kind == "idle":
+        empty = data.draw(st.sampled_from(("silence", "empty_transcript", "empty_turn")))
+        event = UserIdle(kind=empty, at=stamp)  # type: ignore[arg-type]
     else:
         event = {"idle": UserIdle, "spoke": UserSpoke, "max_duration": MaxDuration}[kind](at=stamp)
     if data.draw(st.booleans()):
