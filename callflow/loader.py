@@ -213,12 +213,30 @@ def _describe(value: Any) -> str:
     return short_repr(value)
 
 
+def _non_text_key(data: Any, loc: tuple[Any, ...]) -> bool:
+    """Whether a trailing ``[key]`` in ``loc`` is pydantic's mark for a mapping key that is
+    not text (``(..., 1, "[key]")``, ``"None"`` for ``None``), not a key the user wrote as
+    ``"[key]"`` (unknown or wrong, like any other): only then is the part before it a
+    non-text key, as pydantic shows it, of the mapping that ``loc`` reaches before it."""
+    if len(loc) < 2 or loc[-1] != "[key]":
+        return False
+    parent, _ = _data_path(data, loc[:-2])
+    cur = data
+    for part in parent:
+        try:
+            cur = cur[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    return isinstance(cur, dict) and any(
+        not isinstance(k, str) and (k == loc[-2] or str(k) == loc[-2]) for k in cur)
+
+
 def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
     raw: list[tuple[str, str, bool]] = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         kind = err["type"]
-        if kind == "invalid_key" or (loc and loc[-1] == "[key]"):
+        if kind == "invalid_key" or _non_text_key(data, loc):
             # a key that is not text (YAML ``1:``, ``~:``, ``true:``): name it, say what to do
             key = loc[-1] if kind == "invalid_key" else loc[-2]
             parent, _ = _data_path(data, loc[:-1] if kind == "invalid_key" else loc[:-2])

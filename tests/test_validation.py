@@ -449,6 +449,23 @@ _json_like = st.recursive(
 )
 
 
+def test_a_key_written_as_the_marker_pydantic_uses_for_bad_keys() -> None:
+    """Pydantic marks a mapping key that is not text with a trailing ``[key]`` in the error's
+    location; a key the user wrote as ``"[key]"`` ends the location the same way. Taking it for
+    that mark raised IndexError (hypothesis found ``{'[key]': None}``): it is an unknown key
+    named where it is, and a real non-text key is still reported as one."""
+    top = validate_data({"[key]": None})
+    assert ("[key]", "unknown key '[key]'") in [(e.path, e.message) for e in top.errors], top.errors
+    nested = validate_data({"flow": "a", "nodes": {"a": {"task": "t", "[key]": None}}})
+    assert [(e.path, e.message) for e in nested.errors] == [("nodes.a.[key]", "unknown key '[key]'")]
+    in_list = validate_data({"flow": "a", "nodes": {"a": {"task": "t", "functions": [{"[key]": 1}]}}})
+    assert ("nodes.a.functions[0].[key]", "unknown key '[key]'") in [
+        (e.path, e.message) for e in in_list.errors], in_list.errors
+    not_text = validate_data({"flow": "a", "nodes": {1: {"task": "t"}}})
+    assert [(e.path, e.message) for e in not_text.errors] == [
+        ("nodes.1", "key 1 must be text: quote it or rename it")]
+
+
 @settings(max_examples=200, deadline=None)
 @given(data=_json_like)
 def test_random_structures(data: Any) -> None:
