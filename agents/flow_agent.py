@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from livekit.agents import Agent, AgentSession, FunctionToolsExecutedEvent, function_tool
+from livekit.agents import Agent, AgentSession, FunctionToolsExecutedEvent, StopResponse, function_tool
 from livekit.agents import llm as lk_llm
 from opentelemetry import trace
 
@@ -97,6 +97,13 @@ class FlowAgent(Agent):
         if first is not None:
             self.set_interruptible(first.allow_interrupt)
             apply_listen(self, first.listen)
+
+    async def on_user_turn_completed(self, turn_ctx: lk_llm.ChatContext,
+                                     new_message: lk_llm.ChatMessage) -> None:
+        """A turn with no words (a push-to-talk press released in silence) is not answered:
+        it is an empty input, which ``agents/listen.py`` hands to the idle rule."""
+        if not (new_message.text_content or "").strip():
+            raise StopResponse()
 
     def set_interruptible(self, allow: bool) -> None:
         """The node's ``allow_interrupt`` as this agent's default: livekit reads it for every

@@ -104,17 +104,15 @@ class PushToTalk:
             self.session.clear_user_turn()
 
     async def end(self) -> str:
-        """Commit the turn; its transcript ('' when nothing was said). livekit adds a
-        non-empty transcript to the context (the transcript turn follows from there) and
-        the reply is generated here, so an empty turn gets the idle prompt instead of a
-        reply to nothing."""
+        """Commit the turn; its transcript ('' when nothing was said). livekit answers words
+        as any turn; an empty turn gets no reply (``FlowAgent.on_user_turn_completed``
+        stops it) but the idle rule's prompt."""
         self.open = False
         try:
-            text = await self.session.commit_user_turn(skip_reply=True)
+            text = await self.session.commit_user_turn()
         except RuntimeError:
             text = ""
         if (text or "").strip():
-            self.port.reply(None, self.port.agent.allow_interruptions is not False)
             return text
         await self.controller.on_idle("empty_turn")
         return ""

@@ -119,3 +119,19 @@ async def test_speech_counts_as_empty_only_when_no_words_came_and_never_on_push_
         watch.user_state("speaking")
         watch.user_state("listening")
         assert watch.timer is None and tc.controller.state.idle_count == 0
+
+
+async def test_a_committed_turn_without_words_gets_no_reply_of_its_own(
+        temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM) -> None:
+    """livekit asks the agent before answering a committed turn: one with no words (a
+    push-to-talk press released in silence) is stopped there, so the idle prompt is the
+    only reply; a turn with words goes on to the LLM."""
+    from livekit.agents import StopResponse
+    from livekit.agents import llm as lk_llm
+
+    async with running_worker(temporal_client, task_queue, sqlite_url), \
+            text_call(temporal_client, task_queue, llm, definition=three_modes()) as tc:
+        agent, ctx = tc.run.agent, lk_llm.ChatContext.empty()
+        with pytest.raises(StopResponse):
+            await agent.on_user_turn_completed(ctx, lk_llm.ChatMessage(role="user", content=["  "]))
+        await agent.on_user_turn_completed(ctx, lk_llm.ChatMessage(role="user", content=["Morgan Lee."]))
