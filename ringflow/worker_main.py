@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
-import sys
 
 from temporalio.worker import Worker
 
@@ -21,6 +21,8 @@ from ringflow.health import HealthServer
 from ringflow.settings import Settings
 from ringflow.temporal_env import connect_options, describe
 from ringflow.temporal_setup import connect
+
+log = logging.getLogger("ringflow.worker")
 
 
 async def serve(settings: Settings) -> None:
@@ -44,9 +46,10 @@ async def serve(settings: Settings) -> None:
         runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
         client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
         target = describe(connect_options(settings.temporal_address, settings.temporal_namespace))
-        print(f"worker on {target}, task queue {settings.task_queue!r}, "
-              f"metrics on {settings.metrics_host}:{settings.metrics_port}/metrics"
-              + (f", health on :{settings.health_port}" if health else ""), file=sys.stderr, flush=True)
+        # a log line (JSON with `ringflow worker`), so stderr holds nothing but log lines
+        log.info("worker on %s, task queue %r, metrics on %s:%s/metrics%s", target, settings.task_queue,
+                 settings.metrics_host, settings.metrics_port,
+                 f", health on :{settings.health_port}" if health else "", extra={"event": "worker_started"})
         relay = None
         if settings.livekit_webhook_port:  # LiveKit's webhooks, mounted in the worker (ringflow/cli_sip.py)
             from ringflow.cli_sip import start_relay
@@ -57,7 +60,7 @@ async def serve(settings: Settings) -> None:
         finally:
             if relay is not None:
                 await relay.cleanup()
-        print("worker stopped gracefully", file=sys.stderr, flush=True)
+        log.info("worker stopped gracefully", extra={"event": "worker_stopped"})
     finally:
         if health is not None:
             health.stop()
