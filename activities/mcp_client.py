@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 import httpx2
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import RequestParamsMeta, TextContent
 
 from callflow.mcp_spec import MAX_SERVER_CHARS, MAX_TOOLS_PER_SERVER, McpServer, McpServerTools, McpTool
 from callflow.mcp_tools import usable_tool
 
 MAX_PAGES = 50  # a server whose cursor never ends cannot hold a call's start hostage
-IDEMPOTENCY_META_KEY = "ringflow/idempotency-key"
+IDEMPOTENCY_META_KEY: Final = "ringflow/idempotency-key"
 
 
 @asynccontextmanager
@@ -79,8 +80,10 @@ async def call_tool(server: McpServer, tool: str, args: dict[str, Any], idempote
     """(result for the LLM, error text or None). A tool's own error (``isError``) is an
     answer, not a failure: it comes back as the error text; transport problems raise."""
     async with connect(server) as client:
-        res = await client.call_tool(tool, args, meta={IDEMPOTENCY_META_KEY: idempotency_key})
-    texts = [c.text for c in res.content if getattr(c, "type", None) == "text"]
+        # RequestParamsMeta is an open map (PEP 728 extra_items), which mypy does not model yet.
+        meta: RequestParamsMeta = {IDEMPOTENCY_META_KEY: idempotency_key}  # type: ignore[typeddict-unknown-key]
+        res = await client.call_tool(tool, args, meta=meta)
+    texts = [c.text for c in res.content if isinstance(c, TextContent)]
     others = [c.type for c in res.content if getattr(c, "type", None) != "text"]
     if res.is_error:
         return None, " ".join(texts)[:2000] or "the tool reported an error"

@@ -103,7 +103,7 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
         raise ResolutionError(f"cannot resolve {host}: {err.strerror}") from None
     addresses: list[IPAddress] = []
     for _family, _type, _proto, _canon, sockaddr in infos:
-        ip = ipaddress.ip_address(sockaddr[0].split("%", 1)[0])  # drop an IPv6 zone id
+        ip = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])  # drop an IPv6 zone id
         if ip not in addresses:
             addresses.append(ip)
     if not addresses:

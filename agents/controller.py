@@ -203,7 +203,7 @@ class FlowController:
             self.state = res.state
         effects = EFFECTS_ADAPTER.validate_python(res.effects)
         await self.apply(effects)
-        if any(type(e) is RunFunction and e.action for e in effects):  # type: ignore[attr-defined]
+        if any(type(e) is RunFunction and e.action for e in effects):
             await self.follow_actions()
         return ToolOutcome(res.result, reply_required=res.run_llm, error=res.error)
 
@@ -285,7 +285,7 @@ class FlowController:
         # A turn longer than the workflow takes in one piece goes as consecutive turns of the
         # same role, rather than being refused there and lost from the transcript.
         for start in range(0, len(text), MAX_TEXT_CHARS):
-            turn = Turn(role=role, text=text[start:start + MAX_TEXT_CHARS], node=self.state.node,  # type: ignore[arg-type]
+            turn = Turn(role=role, text=text[start:start + MAX_TEXT_CHARS], node=self.state.node,
                         interrupted=interrupted, started_at=started_at or now, ended_at=ended_at or now)
             self.outbox.put(TurnsEvent(event_id=self.event_id(role), seq=self.next_seq(), items=[turn],
                                        at=now))

@@ -92,7 +92,8 @@ class FlowAgent(Agent):
     def __init__(self, controller: FlowController, first: SetNode | None,
                  chat_ctx: lk_llm.ChatContext | None = None) -> None:
         self.controller = controller
-        tools = [build_tool(t, controller) for t in first.tools] if first else []
+        tools: list[lk_llm.Tool | lk_llm.Toolset] = (
+            [build_tool(t, controller) for t in first.tools] if first else [])
         super().__init__(instructions=first.prompt if first else "", tools=tools, chat_ctx=chat_ctx)
         if first is not None:
             self.set_interruptible(first.allow_interrupt)

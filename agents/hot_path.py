@@ -8,7 +8,7 @@ bench's baseline can use ``call_locally`` without any of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from callflow.effects import Rejected, RunFunction, SetNode, ToolResponse
 from callflow.end_reasons import EndReason
@@ -50,11 +50,11 @@ def call_locally(engine: Engine, state: CallState, name: str, args: dict[str, An
         kind = type(e)
         if kind is ToolResponse:
             if resp is None:
-                resp = e  # type: ignore[assignment]
-        elif kind is RunFunction and e.action:  # type: ignore[attr-defined]
+                resp = cast(ToolResponse, e)
+        elif kind is RunFunction and cast(RunFunction, e).action:
             runs = True  # a `function:` action only has side effects: nothing to wait for
     if resp is None:
-        reason = next((e.reason for e in step.effects if type(e) is Rejected), "not applied")  # type: ignore[attr-defined]
+        reason = next((e.reason for e in step.effects if type(e) is Rejected), "not applied")
         return step, ToolOutcome({"status": "error", "error": reason}, True, True), False
     if resp.error:
         return step, ToolOutcome(resp.result, True, True), False

@@ -11,6 +11,7 @@ agent dispatch carries ``{"flow": ...}`` as job metadata, which the agent reads
 
 from __future__ import annotations
 
+import builtins
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,7 +136,7 @@ class LiveKitInbound:
             return InboundSetup(number=number, flow=flow, trunk_id=trunk, rule_id=rule.sip_dispatch_rule_id,
                                 created=created, updated=updated)
 
-    async def _list(self) -> list[dict[str, Any]]:
+    async def _list(self) -> builtins.list[dict[str, Any]]:
         async with _client(self.url, self.api_key, self._api_secret, self.timeout_s) as lk:
             trunks = (await lk.sip.list_inbound_trunk(ListSIPInboundTrunkRequest())).items
             rules = (await lk.sip.list_dispatch_rule(ListSIPDispatchRuleRequest())).items
@@ -144,7 +145,7 @@ class LiveKitInbound:
             for number in t.numbers or [""]:
                 on_trunk = [r for r in rules if t.sip_trunk_id in r.trunk_ids]
                 named = [r for r in on_trunk if r.name == rule_name(number)]
-                rule = (named or on_trunk or [None])[0]
+                rule = next(iter(named or on_trunk), None)
                 rows.append({"number": number or None, "trunk_id": t.sip_trunk_id, "trunk": t.name,
                              "rule_id": rule.sip_dispatch_rule_id if rule else None,
                              "flow": _flow_of(rule) if rule else None,

@@ -27,6 +27,7 @@ from livekit.api import (
     CreateRoomRequest,
     CreateSIPParticipantRequest,
     ListParticipantsRequest,
+    LiveKitAPI,
     MoveParticipantRequest,
     ParticipantInfo,
     RoomParticipantIdentity,
@@ -85,7 +86,7 @@ class LiveKitTelephony:
     def __repr__(self) -> str:  # never the secret
         return f"LiveKitTelephony(url={self.url!r}, api_key={self.api_key!r}, trunk_id={self.trunk_id!r})"
 
-    def _lk(self, timeout_s: float | None = None):  # type: ignore[no-untyped-def]
+    def _lk(self, timeout_s: float | None = None) -> LiveKitAPI:
         return _client(self.url, self.api_key, self._api_secret, timeout_s or self.timeout_s)
 
     async def prepare(self, req: PrepareRequest) -> PrepareResult:

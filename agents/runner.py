@@ -185,11 +185,10 @@ async def _attach_agent(
     session = session_factory(snap)
     port = LiveKitPort(session, agent, close=close_room)
     controller.bind(port)
+    empty_speech = EmptySpeechWatch(controller, agent)
     run = AgentRun(call, snap, controller, session, agent, outbox, resumed,
-                   talk=PushToTalk(session, controller, port),
-                   empty_speech=EmptySpeechWatch(controller, agent))
+                   talk=PushToTalk(session, controller, port), empty_speech=empty_speech)
     outbox.on_error = run.outbox_failed
-    empty_speech = run.empty_speech
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
         item = ev.item

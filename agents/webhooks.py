@@ -73,7 +73,7 @@ def room_event_of(ev: proto_webhook.WebhookEvent) -> tuple[str, RoomEvent] | Non
         kind = "caller_left"
     else:
         return None
-    return call_id, RoomEvent(event_id=ev.id[:128], kind=kind,  # type: ignore[arg-type]
+    return call_id, RoomEvent(event_id=ev.id[:128], kind=kind,
                               identity=p.identity[:256] or None, reason=reason, at=at)
 
 

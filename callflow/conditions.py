@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from callflow.model import BranchTable, Condition, canonical
 from callflow.templating import lookup
@@ -29,17 +29,22 @@ def _equal(a: Any, b: Any) -> bool:
     return canonical(a) == canonical(b)
 
 
+_Comparable = TypeVar("_Comparable", int, float, str)
+
+
+def _compare(x: _Comparable, y: _Comparable, op: str) -> bool:
+    return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+
+
 def _order(a: Any, b: Any, op: str) -> bool:
     na, nb = _num(a), _num(b)
     if type(a) is int and type(b) is int:  # exact, even beyond float range
-        x, y = a, b
-    elif na is not None and nb is not None:
-        x, y = na, nb
-    elif isinstance(a, str) and isinstance(b, str):
-        x, y = a, b  # type: ignore[assignment]
-    else:
-        return False
-    return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+        return _compare(a, b, op)
+    if na is not None and nb is not None:
+        return _compare(na, nb, op)
+    if isinstance(a, str) and isinstance(b, str):
+        return _compare(a, b, op)
+    return False
 
 
 def holds(cond: Condition, values: Mapping[str, Any]) -> bool:

@@ -82,7 +82,7 @@ class Draft:
         self.s.seq += 1
         run_id = self.s.seq
         self.add_pending(PendingRun(run_id=run_id, name=fn.entry.name, node=node, args=args,
-                                    purpose=purpose))  # type: ignore[arg-type]
+                                    purpose=purpose))
         http: HttpSpec | None = None
         http_values: dict[str, Any] | None = None
         if fn.entry.http is not None:
@@ -93,10 +93,10 @@ class Draft:
         transfer: TransferSpec | None = None
         if fn.entry.transfer is not None:
             values = template_values(self.s)
-            spec = fn.entry.transfer
-            transfer = spec.model_copy(update={
-                "to": compile_template(spec.to).render(values).strip(),
-                "announce": compile_template(spec.announce).render(values) if spec.announce else None})
+            tspec = fn.entry.transfer
+            transfer = tspec.model_copy(update={
+                "to": compile_template(tspec.to).render(values).strip(),
+                "announce": compile_template(tspec.announce).render(values) if tspec.announce else None})
         self.effects.append(RunFunction(
             run_id=run_id, node=node, name=fn.entry.name,
             kind="mcp" if mcp is not None else "transfer" if transfer else "http" if http else "handler",

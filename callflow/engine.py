@@ -8,6 +8,7 @@ LLM's mistakes, an error ``ToolResponse``) with the state unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +74,7 @@ class Engine:
         if state.node is not None and state.node not in self.flow.nodes:
             return self._reject(state, f"the state is on node '{state.node}', which flow "
                                        f"'{self.definition.flow.flow}' does not have")
-        handler = getattr(self, f"_on_{event.type}")
+        handler: Callable[[CallState, Any], Step] = getattr(self, f"_on_{event.type}")
         try:
             return handler(state, event)
         except Exception as exc:  # a bug must not take a live call down with it
@@ -155,7 +156,8 @@ class Engine:
             return Step(d.s, d.effects)
         if fn.kind == "capture":
             d.put_state(entry.name, args)
-        result = {"status": "ok", "captured": args} if fn.kind == "capture" else {"status": "ok"}
+        result: dict[str, Any] = (
+            {"status": "ok", "captured": args} if fn.kind == "capture" else {"status": "ok"})
         if fn.kind == "send_dtmf":  # the agent presses them on the line; nothing moves
             result = {"status": "ok", "pressed": args.get("digits")}
         marker = len(d.effects)
@@ -243,7 +245,7 @@ class Engine:
         specs = {x.name: x for x in self.flow.nodes[ev.node].node.extract}
         kept = {k: v for k, v in ev.values.items()
                 if k in specs and type_ok(specs[k].type, v)
-                and (specs[k].enum is None or v is None or v in specs[k].enum)}
+                and ((enum := specs[k].enum) is None or v is None or v in enum)}
         dropped = sorted(set(ev.values) - set(kept))
         d = Draft(self.flow, state, ev.at)
         d.s.extracted = {**state.extracted, **kept}

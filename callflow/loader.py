@@ -48,7 +48,8 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}{why}",
                                                         key_node.start_mark)
             seen[key] = key
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 @dataclass
@@ -142,7 +143,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     if not tail:
         return Flow
     parent = tail[-2] if len(tail) >= 2 else ""
-    by_parent = {
+    by_parent: dict[str, type[BaseModel]] = {
         "settings": m.Settings, "idle": m.IdleSettings, "http": m.HttpSpec, "retry": m.Retry,
         "run": m.FunctionEntry, "functions": m.FunctionEntry, "global_functions": m.FunctionEntry,
         "transition_to": m.BranchTable, "when": m.Condition, "branches": m.GateBranch,

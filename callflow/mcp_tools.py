@@ -83,10 +83,10 @@ def missing_tools(definition: FlowDefinition) -> list[str]:
         ref = fn.mcp
         if ref is None:
             continue
-        listed = pinned.servers.get(ref.server)
-        if listed is None or listed.error:
+        server = pinned.servers.get(ref.server)
+        if server is None or server.error:
             continue
-        have = {t.name for t in listed.tools}
+        have = {t.name for t in server.tools}
         if ref.tools == "all":
             odd = [t for t in sorted(have) if not _NAME.match(t)]
             if odd:

@@ -109,7 +109,8 @@ def to_strict(schema: dict[str, Any]) -> dict[str, Any] | None:
     non-strict rather than rejected, so flows with open-ended arguments still work.
     """
     try:
-        return _strict(copy.deepcopy(schema))
+        strict: dict[str, Any] = _strict(copy.deepcopy(schema))  # a dict in, a dict out
+        return strict
     except _NotStrict:
         return None
 

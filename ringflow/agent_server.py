@@ -192,7 +192,7 @@ async def announce(ctx: JobContext, settings: Settings, text: str) -> None:
     await ctx.connect()
     await ctx.wait_for_participant()
     tts: Any = lk_openai.TTS() if settings.tts == "openai" else settings.tts
-    session = AgentSession(tts=tts)
+    session: AgentSession[None] = AgentSession(tts=tts)
     await session.start(Agent(instructions="You only announce a transferred caller."), room=ctx.room)
     await session.say(text, allow_interruptions=False)
     await session.wait_for_idle()

@@ -49,7 +49,8 @@ def _contact(raw: dict[str, Any], where: str, definition: FlowDefinition | None,
     except RuleError as exc:
         raise ContactsError(f"{where}: {exc}") from None
     skip = {phone_key, *TZ_KEYS}
-    variables = raw.get("variables") if isinstance(raw.get("variables"), dict) else {
+    given = raw.get("variables")
+    variables: dict[str, Any] = given if isinstance(given, dict) else {
         k: v for k, v in raw.items() if k not in skip and v not in (None, "")}
     if definition is not None:
         _, issues = resolve_variables(definition.flow, variables)

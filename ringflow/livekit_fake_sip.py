@@ -50,6 +50,11 @@ ANSWERS: dict[str, tuple[int, str, str] | None] = {
     "declined": (603, "Decline", "permission_denied"),
 }
 Claims = dict[str, Any]
+
+
+def _video_grant(claims: Claims) -> dict[str, Any]:
+    grant = claims.get("video")
+    return grant if isinstance(grant, dict) else {}
 ANSWERED_BY = "ringflow.fake/answered_by"  # participant attribute: human or machine (for simulation)
 
 
@@ -186,7 +191,7 @@ class SipFake(WebhookFake):
 
     async def _transfer(self, req: proto_sip.TransferSIPParticipantRequest, claims: Claims) -> Message:
         self._ensure_sip(claims, "call")
-        video = claims.get("video") if isinstance(claims.get("video"), dict) else {}
+        video = _video_grant(claims)
         if not video.get("roomAdmin") or video.get("room", "") != req.room_name:
             raise self._twirp_error("unauthenticated", "permissions denied")
         room = self.rooms.get(req.room_name)
@@ -205,7 +210,7 @@ class SipFake(WebhookFake):
     async def _move(self, req: proto_room.MoveParticipantRequest, claims: Claims) -> Message:
         """MoveParticipant (LiveKit Cloud): the participant leaves ``room`` and joins
         ``destination_room`` as it is; needs ``roomAdmin`` for the source room."""
-        video = claims.get("video") if isinstance(claims.get("video"), dict) else {}
+        video = _video_grant(claims)
         if not video.get("roomAdmin") or video.get("room", "") != req.room:
             raise self._twirp_error("unauthenticated", "permissions denied")
         room = self.rooms.get(req.room)

@@ -46,16 +46,16 @@ async def check_servers(definition: FlowDefinition) -> list[Issue]:
                                 f"MCP server '{name}' cannot be listed: {listed.error}"))
     for path, fn in _entries(definition):
         ref = fn.mcp
-        listed = servers.get(ref.server) if ref is not None else None
-        if ref is None or listed is None or listed.error:
+        server = servers.get(ref.server) if ref is not None else None
+        if ref is None or server is None or server.error:
             continue
-        have = {t.name for t in listed.tools}
+        have = {t.name for t in server.tools}
         wanted = ref.wanted() or []
         for i, tool in enumerate(wanted):
             where = f"{path}.mcp.tool" if ref.tool is not None else f"{path}.mcp.tools[{i}]"
-            if tool in listed.left_out:
+            if tool in server.left_out:
                 issues.append(Issue(where, f"MCP server '{ref.server}' lists '{tool}' but it cannot be "
-                                           f"offered: {listed.left_out[tool]}"))
+                                           f"offered: {server.left_out[tool]}"))
             elif tool not in have:
                 options = ", ".join(sorted(have)) or "none"
                 issues.append(Issue(where, f"MCP server '{ref.server}' has no tool '{tool}' (it has: "

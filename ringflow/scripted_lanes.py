@@ -296,8 +296,10 @@ def _after_user(messages: list[dict[str, Any]]) -> bool:
 def schema_answer(js: dict[str, Any], values: dict[str, Any] | None) -> dict[str, Any]:
     """Mapped values plus a null for each schema property they lack; structured values go
     out as JSON text where the schema asks for text."""
-    schema = js.get("schema") if isinstance(js.get("schema"), dict) else {}
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    raw_schema = js.get("schema")
+    schema: dict[str, Any] = raw_schema if isinstance(raw_schema, dict) else {}
+    raw_props = schema.get("properties")
+    props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
     out: dict[str, Any] = dict.fromkeys(props)
     for key, value in (values or {}).items():
         types = (props.get(key) or {}).get("type")

@@ -345,8 +345,7 @@ async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
         return
     if turn.user is not None:
         ctrl.begin_turn(key)
-        res = run.session.run(user_input=turn.user)
-        await res
+        await run.session.run(user_input=turn.user)
         if run.controller.kill_hook is not None and getattr(run.controller.kill_hook, "fired", None):
             raise Killed("during turn")
         await run.session.wait_for_idle()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import trace
 
@@ -93,13 +93,16 @@ def setup_tracing() -> bool:
         if _provider is None:
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
             resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "ringflow")})
             providers = []
             for _ in range(2):
                 provider = TracerProvider(resource=resource)  # flushed and shut down at exit
-                provider.add_span_processor(BatchSpanProcessor(RedactingExporter(_exporter())))
+                # Duck-typed: it cannot subclass SpanExporter without importing the SDK
+                # into every process that imports this module, traced or not.
+                exporter = cast(SpanExporter, RedactingExporter(_exporter()))
+                provider.add_span_processor(BatchSpanProcessor(exporter))
                 providers.append(provider)
             trace.set_tracer_provider(providers[0])
             _provider = providers

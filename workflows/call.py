@@ -194,7 +194,11 @@ class CallWorkflow(CallCarry):
                     timer.cancel()
                 timer_at = due
                 timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
-            await workflow.wait_condition(lambda t=timer: self.wake or self.state.ended or t.done())
+
+            def woken(t: asyncio.Task[None] = timer) -> bool:  # this pass's timer, bound now
+                return self.wake or self.state.ended or t.done()
+
+            await workflow.wait_condition(woken)
             self.wake = False
             self.vis.sync(self.state, self.status)
             if self.state.ended:
@@ -380,7 +384,8 @@ class CallWorkflow(CallCarry):
         out at continue-as-new) from the database."""
         start = args[0] if args and type(args[0]) is int else 0
         first = max(start, self.transcript_base)
-        turns, size = [], 0
+        turns: list[dict[str, Any]] = []
+        size = 0
         for t in self.transcript[first - self.transcript_base:]:
             size += budget.turn_bytes(t)
             if turns and size > budget.SLICE_MAX_BYTES:

@@ -152,7 +152,7 @@ class CampaignWorkflow:
                         result_type=str, start_to_close_timeout=timedelta(hours=2),
                         heartbeat_timeout=timedelta(seconds=30), retry_policy=_RETRY)
                 except Exception as exc:
-                    self.pause(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
+                    self.hold(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
                     verdict = "held"
             if verdict == "go" and (self.paused or self.cancelled):
                 verdict = "held"  # paused while this attempt waited for its slot: not dialed
@@ -196,7 +196,9 @@ class CampaignWorkflow:
         now = workflow.now().timestamp()
         self.recent = [t for t in self.recent if t > now - 60.0] + [now]
         try:
-            return await workflow.start_child_workflow(
+            # CallWorkflow.run takes a RawValue (a malformed input fails the workflow, not its
+            # task); what is sent is a CallInput, which mypy cannot match against RawValue.
+            return await workflow.start_child_workflow(  # type: ignore[misc]
                 CallWorkflow.run, call_inp, id=workflow_id(c.call_id), search_attributes=attrs,
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -228,11 +230,16 @@ class CampaignWorkflow:
     # --- control ------------------------------------------------------------------------
     @workflow.update
     def pause(self, reason: str | None = None) -> str:
+        self.hold(reason or "paused by an operator")
+        return self.status()
+
+    def hold(self, reason: str) -> None:
+        """Pause as an operator would; the workflow pauses itself this way when pacing fails
+        (an update method is not meant to be called as a plain one)."""
         if not self.cancelled:
             self.paused = True
-            self.pause_reason = (reason or "paused by an operator")[:300]
+            self.pause_reason = reason[:300]
             self.show()
-        return self.status()
 
     @workflow.update
     def resume(self) -> str:

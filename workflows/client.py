@@ -87,7 +87,9 @@ async def start_call(client: Client, definition: FlowDefinition, *, task_queue: 
                      **fields: Any) -> CallHandle:
     """Start a CallWorkflow; raises :class:`FlowError` when the inputs are wrong."""
     inp, attrs = _prepare(definition, call_id, variables, fields)
-    handle = await client.start_workflow(
+    # CallWorkflow.run takes a RawValue (a malformed input fails the workflow, not its task);
+    # what is sent is a CallInput, which mypy cannot match against RawValue.
+    handle = await client.start_workflow(  # type: ignore[misc]
         CallWorkflow.run, inp, id=workflow_id(inp.call_id), task_queue=task_queue,
         search_attributes=attrs, static_summary=f"{definition.flow.flow} v{definition.flow.version} call")
     return CallHandle(client, inp.call_id, handle)
@@ -99,7 +101,7 @@ async def start_or_attach(client: Client, definition: FlowDefinition, *, task_qu
     """An inbound call: start its workflow and attach to it in one round trip
     (update-with-start). A second agent for the same room attaches to the running call."""
     inp, attrs = _prepare(definition, call_id, variables, fields)
-    start = WithStartWorkflowOperation(
+    start = WithStartWorkflowOperation(  # type: ignore[misc]  # RawValue parameter: see start_call
         CallWorkflow.run, inp, id=workflow_id(call_id), task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, search_attributes=attrs,
         static_summary=f"{definition.flow.flow} v{definition.flow.version} inbound call")
@@ -144,7 +146,7 @@ class CallHandle:
 
     async def hangup(self, reason: str = "user_hangup", event_id: str | None = None) -> None:
         await self.handle.signal("hangup", HangupEvent(
-            event_id=event_id or f"hangup-{uuid.uuid4().hex[:8]}", reason=reason))  # type: ignore[arg-type]
+            event_id=event_id or f"hangup-{uuid.uuid4().hex[:8]}", reason=reason))
 
     async def heartbeat(self, agent_id: str) -> None:
         await self.handle.signal("heartbeat", Heartbeat(agent_id=agent_id))
@@ -182,10 +184,10 @@ class CallHandle:
         if missing and database_url is not None:
             from activities.persistence import load_transcript
 
-            for i in load_transcript(self.call_id, database_url=database_url):
-                if i.idx not in got and i.idx < total:
-                    got[i.idx] = Turn(role=i.role, text=i.text, node=i.node,  # type: ignore[arg-type]
-                                      started_at=i.at.timestamp() if i.at else None,
-                                      ended_at=i.data.get("ended_at"),
-                                      interrupted=bool(i.data.get("interrupted")))
+            for row in load_transcript(self.call_id, database_url=database_url):
+                if row.idx not in got and row.idx < total:
+                    got[row.idx] = Turn(role=row.role, text=row.text, node=row.node,
+                                        started_at=row.at.timestamp() if row.at else None,
+                                        ended_at=row.data.get("ended_at"),
+                                        interrupted=bool(row.data.get("interrupted")))
         return [got[i] for i in sorted(got)]

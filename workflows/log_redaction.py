@@ -63,9 +63,9 @@ class RedactPayloadErrors(logging.Filter):
             cause = _payload_error(record, record.exc_info[1])
             if cause is None:
                 return True
-            record.reason = safe_reason(cause)
-            record.event_id = _event_id(cause)
-            record.msg = f"{record.getMessage()} (event {record.event_id or '?'}: {record.reason})"
+            reason, event_id = safe_reason(cause), _event_id(cause)
+            record.__dict__.update(reason=reason, event_id=event_id)  # extra fields, as `extra=` sets them
+            record.msg = f"{record.getMessage()} (event {event_id or '?'}: {reason})"
             record.args = ()
             record.exc_info = None
             record.exc_text = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeUpdate
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
     from activities.search_attributes import (
@@ -55,10 +55,11 @@ class Visibility:
             want["end_reason"] = state.end_reason or ""
             if status == "ended":
                 want["disposition"] = self.disposition(state.disposition or state.end_reason)
-        keys = {"status": RINGFLOW_STATUS, "node": RINGFLOW_NODE, "flow": RINGFLOW_FLOW,
-                "direction": RINGFLOW_DIRECTION, "transitions": RINGFLOW_TRANSITIONS,
-                "campaign": RINGFLOW_CAMPAIGN, "end_reason": RINGFLOW_END_REASON,
-                "disposition": RINGFLOW_DISPOSITION}
+        keys: dict[str, SearchAttributeKey[Any]] = {
+            "status": RINGFLOW_STATUS, "node": RINGFLOW_NODE, "flow": RINGFLOW_FLOW,
+            "direction": RINGFLOW_DIRECTION, "transitions": RINGFLOW_TRANSITIONS,
+            "campaign": RINGFLOW_CAMPAIGN, "end_reason": RINGFLOW_END_REASON,
+            "disposition": RINGFLOW_DISPOSITION}
         updates: list[SearchAttributeUpdate[Any]] = [
             keys[k].value_set(v) for k, v in want.items() if self.last.get(k) != v]
         if updates:

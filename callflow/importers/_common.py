@@ -39,6 +39,11 @@ class FlowImportError(ValueError):
     """
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is an object, else an empty one: for optional sections of an export."""
+    return value if isinstance(value, dict) else {}
+
+
 def wrong_type(path: Path, what: str, expected: str, value: Any) -> FlowImportError:
     """A key holding a JSON value of the wrong kind (a list for a node's ``type``...).
 

@@ -19,6 +19,7 @@ from callflow.importers._common import (
     Names,
     Path,
     Warnings,
+    as_dict,
     flow_name,
     function_name,
     label,
@@ -126,7 +127,7 @@ class _Importer:
         if kind is not None and not isinstance(kind, str):
             raise wrong_type((*self.w.root, *path, "type"), "a node's type", "a string such as "
                              "'agentNode'", kind)
-        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        data = as_dict(raw.get("data"))
         title = text(data.get("name"))
         who = f"node '{label(title or '')}' (id {label(src_id)}, type {label(kind)})"
         if not isinstance(src_id, str | int) or isinstance(src_id, bool) or str(src_id) in self.skipped \
@@ -226,7 +227,7 @@ class _Importer:
                 self.w.add(path, f"edge {eid} from {label(src)} to {label(dst)} not carried: "
                                  f"{label(end)} is {why}")
                 return
-        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        data = as_dict(raw.get("data"))
         source, target = self.by_source[src], self.by_source[dst]
         raw_label = data.get("label")
         if raw_label is not None and not isinstance(raw_label, str):

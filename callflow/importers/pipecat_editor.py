@@ -17,6 +17,7 @@ from callflow.importers._common import (
     Names,
     Path,
     Warnings,
+    as_dict,
     flow_name,
     label,
     node_id,
@@ -75,7 +76,7 @@ class _Importer:
         for key in sorted(k for k in self.data if k not in TOP_KEYS):
             self.w.add((key,), f"top-level key '{label(key)}' not carried")
         self.check_edges()
-        meta = self.data.get("meta") if isinstance(self.data.get("meta"), dict) else {}
+        meta = as_dict(self.data.get("meta"))
         draft = Draft(
             name=flow_name(meta.get("name")), description=text(meta.get("description")),
             warnings=self.w, nodes=self.nodes, start=start, origin=self.origin,
@@ -96,7 +97,7 @@ class _Importer:
         src, kind = raw.get("id"), raw.get("type")
         if kind is not None and not isinstance(kind, str):
             raise wrong_type((*path, "type"), "a node's type", "a string such as 'node'", kind)
-        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        data = as_dict(raw.get("data"))
         if not isinstance(src, str) or src in self.ids:
             self.w.add(path, f"node {label(src)}: missing or repeated id; not carried")
             return
