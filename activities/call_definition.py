@@ -28,7 +28,7 @@ _cache: OrderedDict[str, FlowDefinition] = OrderedDict()
 async def call_definition() -> FlowDefinition:
     """The definition in the current run's input; retryable if the history cannot be read."""
     info = activity.info()
-    key = f"{info.workflow_namespace}/{info.workflow_id}/{info.workflow_run_id}"
+    key = f"{info.namespace}/{info.workflow_id}/{info.workflow_run_id}"
     if (found := _cache.get(key)) is not None:
         _cache.move_to_end(key)
         return found
@@ -36,7 +36,7 @@ async def call_definition() -> FlowDefinition:
     try:
         page = await client.workflow_service.get_workflow_execution_history(
             GetWorkflowExecutionHistoryRequest(
-                namespace=info.workflow_namespace, maximum_page_size=1,
+                namespace=info.namespace, maximum_page_size=1,
                 execution=WorkflowExecution(workflow_id=info.workflow_id or "",
                                             run_id=info.workflow_run_id or "")))
     except Exception as exc:  # the frontend briefly unreachable: a retry can fix it
