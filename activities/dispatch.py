@@ -1,6 +1,6 @@
 """Bringing a new agent into a call whose agent went silent.
 
-Dispatchers are pluggable: the LiveKit one (next issue) asks the LiveKit server to
+Dispatchers are pluggable: the LiveKit one (``agents/livekit_api.py``) asks the LiveKit server to
 dispatch an agent into the room; until one is configured, ``NoAgentDispatcher``
 truthfully reports that no agent is available, and the workflow ends the call with
 ``agent_lost`` after its attempts run out.

@@ -10,6 +10,7 @@ ids the workflow already has, and nothing is applied or run twice.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -94,6 +95,11 @@ class FlowController:
     # --- plumbing ---------------------------------------------------------------------
     def bind(self, port: SessionPort) -> None:
         self.port = port
+
+    @property
+    def ending(self) -> asyncio.Task[None] | None:
+        """The port's hang-up task once the call's end started it; None before (or unbound)."""
+        return self.port.ending if self.port is not None else None
 
     def point(self, name: str) -> None:
         """A place where the simulator may kill this agent. After a kill the controller is

@@ -108,8 +108,10 @@ class FlowAgent(Agent):
 
     def set_interruptible(self, allow: bool) -> None:
         """The node's ``allow_interrupt`` as this agent's default: livekit reads it for every
-        speech it creates itself (replies to the caller, replies to tool results). It has no
-        public setter, hence the private attribute."""
+        speech it creates itself (replies to the caller, replies to tool results). livekit-agents
+        1.8 has no public setter (only the constructor's ``turn_handling`` and the per-call
+        ``allow_interruptions`` of ``say``/``generate_reply``, which miss those replies), hence
+        the private attribute, and pyproject's pin below 1.9."""
         self._allow_interruptions = allow
 
 

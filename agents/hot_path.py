@@ -7,6 +7,7 @@ bench's baseline can use ``call_locally`` without any of it.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -19,6 +20,10 @@ from callflow.state import CallState
 
 class SessionPort(Protocol):
     """What the controller needs of the live session (LiveKit, or a test double)."""
+
+    # The hang-up ``end_call`` started (None until then): whoever closes the job awaits it,
+    # so the room is gone and the last events are sent before the process moves on.
+    ending: asyncio.Task[None] | None
 
     async def set_node(self, eff: SetNode) -> None: ...
     def say(self, text: str, allow_interrupt: bool) -> None: ...

@@ -97,6 +97,7 @@ class NoopPort:
 
     def __init__(self) -> None:
         self.calls: list[Any] = []
+        self.ending: asyncio.Task[None] | None = None
 
     async def set_node(self, eff: SetNode) -> None:
         self.calls.append(eff)

@@ -144,9 +144,8 @@ async def entrypoint(ctx: JobContext) -> None:
             asyncio.get_running_loop().create_task(run.controller.on_caller_hangup()).add_done_callback(
                 lambda _: finished.set())
 
-    port = run.controller.port
     while not finished.is_set():
-        ending = getattr(port, "ending", None)
+        ending = run.controller.ending
         if ending is not None:
             await ending
             break

@@ -1,6 +1,6 @@
 """``ringflow flow ...``: validate, show, graph and import flows.
 
-Exit codes follow the issue: 0 valid (warnings allowed), 1 invalid, 2 unreadable or
+Exit codes: 0 valid (warnings allowed), 1 invalid, 2 unreadable or
 wrong usage. No input, however malformed, ends in a traceback.
 """
 

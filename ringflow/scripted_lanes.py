@@ -309,5 +309,3 @@ def schema_answer(js: dict[str, Any], values: dict[str, Any] | None) -> dict[str
         out[key] = value
     return out
 
-
-# --- the server -------------------------------------------------------------------------

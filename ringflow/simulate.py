@@ -303,7 +303,7 @@ async def _run_script(path: Path, script: Any, flow_path: Path, line: PhoneLine,
         i += 1
     if not run.controller.ended:
         await run.controller.on_caller_hangup()
-    ending = getattr(run.controller.port, "ending", None)
+    ending = run.controller.ending
     if ending is not None:
         await asyncio.wait_for(ending, TURN_TIMEOUT_S)
     record = await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)

@@ -140,7 +140,7 @@ class TextCall:
 
     async def ended(self) -> CallRecord:
         """The call's final record, after the agent's own hang-up task (if any) finished."""
-        ending = getattr(self.controller.port, "ending", None)
+        ending = self.controller.ending
         if ending is not None:
             await asyncio.wait_for(ending, TIMEOUT_S)
         record: CallRecord = await asyncio.wait_for(self.call.handle.result(), TIMEOUT_S)

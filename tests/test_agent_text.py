@@ -268,7 +268,7 @@ async def test_an_agent_whose_call_was_ended_elsewhere_leaves_at_its_next_event(
     outbox = tc.controller.outbox
 
     async def leaving() -> Any:
-        return getattr(tc.controller.port, "ending", None)
+        return tc.controller.ending
 
     ending = await wait_until(leaving, TIMEOUT_S, "the agent to leave the call")
     await asyncio.wait_for(ending, TIMEOUT_S)

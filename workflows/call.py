@@ -255,7 +255,6 @@ class CallWorkflow(CallCarry):
             await workflow.sleep(timedelta(seconds=backoff))
             self.last_seen = workflow.now().timestamp() - self.inp.agent_timeout_s
 
-    # --- engine and effects -----------------------------------------------------------
     # --- messages from the agent ------------------------------------------------------
     # One dynamic handler takes every signal (``events``, ``transition``, ``turns``, ``event``,
     # ``hangup``, ``heartbeat``; see ``workflows/intake.py``) as raw payloads: the SDK's own
