@@ -7,6 +7,7 @@ stops the others, so one run of ``flow validate`` shows every problem.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ class _Checker(GateChecks):
             self.err(path, "a branch table needs at least one case or a default")
 
     # --- templates --------------------------------------------------------------------
-    def check_template(self, path: str, text: str | None, extra: set[str] = frozenset(),  # type: ignore[assignment]
+    def check_template(self, path: str, text: str | None, extra: AbstractSet[str] = frozenset(),
                        url: bool = False) -> None:
         if not text:
             return
