@@ -65,6 +65,8 @@ class DncRow(SQLModel, table=True):
     added_at: float = 0.0
 
 
+# SQLModel's classes get ``__table__`` from SQLAlchemy at class creation; its stubs do not
+# declare it, hence the ignores.
 _TABLES = [ContactRow.__table__, AttemptRow.__table__, DncRow.__table__]  # type: ignore[attr-defined]
 C = ContactRow.__table__  # type: ignore[attr-defined]
 A = AttemptRow.__table__  # type: ignore[attr-defined]

@@ -78,6 +78,8 @@ class CallTurnRow(SQLModel, table=True):
     data: dict[str, Any] = _json_col()
 
 
+# SQLModel's classes get ``__table__`` from SQLAlchemy at class creation; its stubs do not
+# declare it, hence the ignores on each use below.
 _TABLES = [CallRow.__table__, CallTurnRow.__table__]  # type: ignore[attr-defined]
 _JSON_FIELDS = ("path", "variables", "extracted", "state", "tags", "transcript")
 _engines: dict[str, Engine] = {}
