@@ -188,6 +188,7 @@ class FlowController:
     async def remote_function(self, eid: str, name: str, args: dict[str, Any]) -> ToolOutcome:
         req = CallFunctionRequest(event_id=eid, node=self.state.node or "", name=name, args=args,
                                   at=self.clock(), after_seq=self.seq)
+        self.outbox.kick()  # the update waits for every seq before it: no lingering turns
         self.point("during_function")
         cancellable = (req.node, name) in self.cancellable
         if cancellable:

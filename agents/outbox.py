@@ -32,6 +32,20 @@ order. What is sent is therefore always a subsequence of what was put, in put or
 only superseded heartbeats. This keeps an outage of minutes from filling the outbox with
 heartbeats; a heartbeat already in flight is never touched, so retries stay identical.
 
+Coalescing (``linger_s`` > 0): a transcript turn is not worth a signal of its own; Temporal
+only needs it durable by the time something depends on it. So when only turns wait, the
+sender holds them up to ``linger_s`` (from the oldest) and they ride with the next event
+that goes at once (a transition, a line event, a hang-up, a heartbeat), with ``flush``,
+``kick`` (the controller calls it before a function-call update, which waits for every seq
+before it), ``close``, or a full batch. Order is untouched: a send carries everything put
+before it (up to ``max_batch``), so a crash loses no turn put before the last successful
+send; what it can lose is what was put after it, as before, now for up to ``linger_s``.
+
+Heartbeat suppression (``heartbeat_quiet_s`` > 0): any delivered event tells the workflow
+the agent is alive, so a heartbeat put within ``heartbeat_quiet_s`` of the last successful
+send, or while other events wait to go, is not queued at all: heartbeats go only on a call
+where nothing else went out for a whole interval.
+
 Not thread-safe: call ``put`` from the event loop's thread (LiveKit's agent callbacks run
 there). Events queued here are lost if the process dies (``abandon`` simulates that); the
 workflow then re-dispatches an agent, which resumes from the workflow's ``Snapshot``.
@@ -46,7 +60,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from workflows.messages import MAX_BATCH, AgentEvent, Heartbeat
+from workflows.messages import MAX_BATCH, AgentEvent, Heartbeat, TurnsEvent
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +118,8 @@ class Outbox:
     def __init__(self, send: Send, *, max_events: int = 10_000, max_batch: int = 50,
                  initial_backoff_s: float = 0.05, max_backoff_s: float = 2.0,
                  on_error: Callable[[BaseException], None] | None = None,
-                 send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S) -> None:
+                 send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S, linger_s: float = 0.0,
+                 heartbeat_quiet_s: float = 0.0) -> None:
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
         if not 1 <= max_batch <= MAX_BATCH:
@@ -113,12 +128,20 @@ class Outbox:
             raise ValueError("need 0 < initial_backoff_s <= max_backoff_s")
         if send_timeout_s <= 0:
             raise ValueError("send_timeout_s must be positive")
+        if linger_s < 0 or heartbeat_quiet_s < 0:
+            raise ValueError("linger_s and heartbeat_quiet_s must not be negative")
         self._send = send
         self.max_events = max_events
         self.max_batch = max_batch
         self.initial_backoff_s = initial_backoff_s
         self.max_backoff_s = max_backoff_s
         self.send_timeout_s = send_timeout_s
+        self.linger_s = linger_s
+        self.heartbeat_quiet_s = heartbeat_quiet_s
+        self._urgent = 0  # queued live events that end a linger (all but turns)
+        self._kicked = False  # kick(): send what waits without lingering
+        self._last_ok = float("-inf")  # monotonic time of the last successful send
+        self.heartbeats_skipped = 0
         self.on_error = on_error  # settable later: the owner may exist only after its outbox
         self.gone: ReceiverGone | None = None  # why the outbox stopped on its own, if it did
         self._queue: deque[_Slot] = deque()  # may hold dead (superseded) heartbeats
@@ -154,9 +177,25 @@ class Outbox:
         self._last_ticket += 1
         self._queue.append(_Slot(self._last_ticket, event, time.monotonic()))
         self._live += 1
-        self._wake()
+        if type(event) is not TurnsEvent:
+            self._urgent += 1
+            self._wake()
+        elif not self.linger_s or self._live >= self.max_batch:
+            self._wake()
+        elif self._sleeper is not None and self._live == 1:
+            self._wake()  # the idle sender starts the linger clock
+
+    def kick(self) -> None:
+        """Send what waits now, without lingering (before an update that waits for it)."""
+        if self._live:
+            self._kicked = True
+            self._wake()
 
     def _put_heartbeat(self, event: Heartbeat) -> None:
+        if self.heartbeat_quiet_s and (self._live > (self._hb is not None)
+                                       or time.monotonic() - self._last_ok < self.heartbeat_quiet_s):
+            self.heartbeats_skipped += 1  # what goes (or just went) out proves the agent alive
+            return
         hb = self._hb
         if hb is not None:
             self._last_ticket += 1
@@ -178,6 +217,7 @@ class Outbox:
         self._hb = _Slot(self._last_ticket, event, time.monotonic())
         self._queue.append(self._hb)
         self._live += 1
+        self._urgent += 1
         self._wake()
 
     def _wake(self) -> None:
@@ -211,6 +251,7 @@ class Outbox:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         waiter = (target, fut)
         self._waiters.append(waiter)
+        self._wake()  # a lingering sender sends now: someone waits for it
         try:
             done, _ = await asyncio.wait({fut}, timeout=timeout)
             return bool(fut.result()) if done else False
@@ -263,12 +304,17 @@ class Outbox:
         attempt = 0
         while not self._stopped:
             if not self._inflight:
-                self._take_batch()
+                linger = self._linger_left()
+                if linger <= 0:
+                    self._take_batch()
                 if not self._inflight:
                     # No await since the queue was seen empty, so no put can slip in between.
                     self._sleeper = asyncio.get_running_loop().create_future()
                     try:
-                        await self._sleeper
+                        if linger > 0:
+                            await asyncio.wait({self._sleeper}, timeout=linger)
+                        else:
+                            await self._sleeper
                     finally:
                         self._sleeper = None
                     continue
@@ -298,6 +344,18 @@ class Outbox:
                 return
             await asyncio.sleep(backoff_delay(attempt, self.initial_backoff_s, self.max_backoff_s))
             attempt += 1
+
+    def _linger_left(self) -> float:
+        """How much longer the queued events may wait for company: > 0 only when nothing
+        but turns waits, nobody flushes or kicked, the batch is not full, and the oldest turn
+        has waited less than ``linger_s``."""
+        if (not self.linger_s or self._urgent or self._kicked or self._waiters or self._closed
+                or self._live >= self.max_batch):
+            return 0.0
+        head = self._live_head()
+        if head is None:
+            return 0.0
+        return head.put_at + self.linger_s - time.monotonic()
 
     def _failed(self, exc: BaseException, attempt: int) -> None:
         self.send_errors += 1
@@ -331,7 +389,10 @@ class Outbox:
                 continue
             if slot is self._hb:
                 self._hb = None  # in flight now: a newer heartbeat must not touch it
+            if type(slot.event) is not TurnsEvent:
+                self._urgent -= 1
             self._inflight.append(slot)
+        self._kicked = False
 
     def _acknowledge(self) -> None:
         for slot in self._inflight:
@@ -339,6 +400,7 @@ class Outbox:
             if seq is not None and (self.last_acked_seq is None or seq > self.last_acked_seq):
                 self.last_acked_seq = seq
         self.sent_events += len(self._inflight)
+        self._last_ok = time.monotonic()
         self._live -= len(self._inflight)
         self._inflight = []
         covers = [s.cover for s in (self._live_head(), self._hb) if s is not None]

@@ -36,6 +36,10 @@ from workflows.messages import Snapshot, Turn
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("ringflow.agent")
 HEARTBEAT_S = 5.0
+# Turns wait at most this long for a transition, line event or heartbeat to ride with
+# (agents/outbox.py, "Coalescing"): well under the workflow's agent timeout, and what a crash
+# of the agent can cost beyond its last successful send. Measured in bench/load.py.
+LINGER_S = 2.0
 MAX_DURATION_MARGIN_S = 5.0
 
 
@@ -172,7 +176,10 @@ async def _attach_agent(
         # route on the result. The agent starts where that goes, with that node's prompt,
         # tools and greeting, not on a node where no LLM runs.
         snap = await call.attach(agent_id, after_seq=snap.next_seq - 1, settle=True)
-    outbox = Outbox(workflow_sender(call))
+    # A heartbeat goes only when nothing else went out for a whole interval: any delivered
+    # event keeps the call alive in the workflow, so a talking call sends no heartbeats.
+    outbox = Outbox(workflow_sender(call), linger_s=min(LINGER_S, heartbeat_s or LINGER_S),
+                    heartbeat_quiet_s=heartbeat_s)
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)
     bind_call(call_id, workflow_id(call_id), lambda: controller.node)  # every log line from here on

@@ -53,3 +53,26 @@ class BenchBaseline:
     @workflow.update
     def echo(self, arg: dict[str, Any]) -> dict[str, Any]:
         return arg
+
+
+@workflow.defn(name="LoadBaseline")
+class LoadBaseline:
+    """bench/load.py's raw design: every agent event is its own signal, appended to a list.
+    Nothing else: no inbox, no engine, no timers, no search attributes."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.done = False
+
+    @workflow.run
+    async def run(self) -> int:
+        await workflow.wait_condition(lambda: self.done)
+        return len(self.events)
+
+    @workflow.signal
+    def event(self, arg: dict[str, Any]) -> None:
+        self.events.append(arg)
+
+    @workflow.signal
+    def stop(self) -> None:
+        self.done = True

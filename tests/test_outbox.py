@@ -637,3 +637,89 @@ async def test_an_unsendable_event_does_not_block_the_events_behind_it(
         await outbox.close()
         await call.hangup()
         await call.handle.result()
+
+
+# --- unit: coalescing (issue 13) ---------------------------------------------------------------
+def turn(i: int) -> TurnsEvent:
+    return TurnsEvent(event_id=f"t{i}", seq=i, items=[Turn(role="user", text=f"turn {i}")])
+
+
+async def test_turns_ride_with_the_next_state_changing_event() -> None:
+    """Turns wait (the linger is long here); a transition sends them with it in one batch,
+    in put order, and goes at once."""
+    send = FakeSend()
+    outbox = Outbox(send, linger_s=60)
+    outbox.start()
+    outbox.put(turn(1))
+    outbox.put(turn(2))
+    for _ in range(20):  # give the sender every chance to send on its own
+        await asyncio.sleep(0)
+    assert send.calls == [] and outbox.pending == 2
+    outbox.put(CallEvent(event_id="x3", seq=3, kind="note", data={}))
+    await send.until_calls(1)
+    assert send.calls == [["t1", "t2", "x3"]]
+    outbox.put(turn(4))
+    outbox.put(HangupEvent(event_id="h5", reason="completed"))
+    await send.until_calls(2)
+    assert send.calls[1] == ["t4", "h5"]
+    await outbox.close()
+
+
+async def test_lingering_turns_go_on_their_own_after_the_linger() -> None:
+    send = FakeSend()
+    outbox = Outbox(send, linger_s=0.05)
+    outbox.start()
+    outbox.put(turn(1))
+    outbox.put(turn(2))
+    await send.until_calls(1)
+    assert send.calls == [["t1", "t2"]] and outbox.pending == 0
+    await outbox.close()
+
+
+async def test_flush_kick_and_a_full_batch_end_the_linger() -> None:
+    send = FakeSend()
+    outbox = Outbox(send, linger_s=60, max_batch=3)
+    outbox.start()
+    outbox.put(turn(1))
+    assert await outbox.flush(timeout=5)  # someone waits: no lingering
+    outbox.put(turn(2))
+    outbox.kick()  # before a function-call update, which waits for every seq before it
+    await send.until_calls(2)
+    for i in (3, 4, 5):
+        outbox.put(turn(i))
+    await send.until_calls(3)
+    assert send.calls == [["t1"], ["t2"], ["t3", "t4", "t5"]]
+    outbox.put(turn(6))
+    await outbox.close(flush_timeout=5)  # close sends what lingers
+    assert send.delivered[-1] == "t6" and outbox.pending == 0
+
+
+async def test_a_heartbeat_goes_only_when_nothing_else_went_out_for_an_interval() -> None:
+    send = FakeSend()
+    outbox = Outbox(send, heartbeat_quiet_s=60)
+    outbox.start()
+    outbox.put(hb(1))  # nothing went out yet: it goes
+    await send.until_calls(1)
+    outbox.put(hb(2))  # a send succeeded just now: skipped
+    outbox.put(ev(1))
+    await send.until_calls(2)
+    assert outbox.heartbeats_skipped == 1
+    assert send.calls == [["hb1"], ["e1"]]
+    quiet = Outbox(FakeSend(gated=True), heartbeat_quiet_s=0.001)
+    quiet.put(ev(1))
+    quiet.put(hb(3))  # an event waits to go: it proves the agent alive, no heartbeat needed
+    assert quiet.pending == 1 and quiet.heartbeats_skipped == 1
+    quiet.abandon()
+    await outbox.close()
+
+
+async def test_coalescing_off_by_default_keeps_one_send_per_event_when_idle() -> None:
+    send = FakeSend()
+    outbox = Outbox(send)
+    outbox.start()
+    outbox.put(turn(1))
+    await send.until_calls(1)
+    outbox.put(hb(1))
+    await send.until_calls(2)
+    assert send.calls == [["t1"], ["hb1"]]
+    await outbox.close()

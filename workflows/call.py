@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.visibility import Visibility
 
 REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
+REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signal's task
 BOUNDED_INPUT_PATCH = "bounded-call-input-text"
 PATCH_UNATTENDED_END = "final-turn-before-any-agent"
 LATE_TIMER_S = 5.0
@@ -182,6 +183,7 @@ class CallWorkflow(CallCarry):
         # event, so the timer may fire early; the checks below then find nothing due and re-arm.
         timer: asyncio.Task[None] | None = None
         timer_at = 0.0
+        rearm = workflow.patched(REARM_PATCH)
         while not self.state.ended:
             now = workflow.now().timestamp()
             due = deadline
@@ -189,14 +191,17 @@ class CallWorkflow(CallCarry):
                 due = min(due, self.last_seen + inp.agent_timeout_s)
             if self.inbox.held_since is not None and workflow.patched("gap-timer-v1"):
                 due = min(due, self.inbox.held_since + inp.gap_wait_s)  # see Inbox.skip_gap
+            if rearm and timer is not None and not timer.done() and self.rearm_due(timer_at):
+                timer.cancel()
+                timer = None
             if timer is None or timer.done() or due < timer_at:
                 if timer is not None:
                     timer.cancel()
                 timer_at = due
                 timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
 
-            def woken(t: asyncio.Task[None] = timer) -> bool:  # this pass's timer, bound now
-                return self.wake or self.state.ended or t.done()
+            def woken(t: asyncio.Task[None] = timer, at: float = timer_at) -> bool:  # bound now
+                return self.wake or self.state.ended or t.done() or (rearm and self.rearm_due(at))
 
             await workflow.wait_condition(woken)
             self.wake = False

@@ -163,6 +163,14 @@ class CallCore:
         if len(self.rejected) > REJECTED_TAIL * 2:
             self.rejected = self.rejected[-REJECTED_TAIL:]
 
+    def rearm_due(self, timer_at: float) -> bool:
+        """Else a healthy call's liveness timer fires early, a workflow task of its own every
+        agent timeout: it is moved later inside a signal's task (which runs anyway) once half
+        its time is gone and the agent was seen since it was armed (issue 13)."""
+        timeout = self.inp.agent_timeout_s
+        return (self.status == "live" and self.last_seen + timeout > timer_at
+                and timer_at - workflow.now().timestamp() < timeout / 2)
+
     def seen_agent(self, agent_id: str | None = None) -> None:
         self.last_seen = workflow.now().timestamp()
         if isinstance(agent_id, str) and 0 < len(agent_id) <= MAX_ID_CHARS:

@@ -1,0 +1,332 @@
+"""Load bench (issue 13): how many live calls one dev server and one worker hold.
+
+Starts one private dev server (``bench/_stack.py``, the ``DevStack`` that ``ringflow dev``
+runs), one ``ringflow worker`` process, and one raw-baseline worker process
+(``bench/_load_worker.py``), then ramps N concurrent calls. Each call carries the issue's
+traffic: a heartbeat every 5 s, and every ~5 s a user turn, an assistant turn and, one time
+in four, a transition. Ringflow's calls go through the agent's real ``Outbox`` and
+``workflow_sender`` with the agent's settings (coalescing, ``agents/runner.py``); the
+baseline sends every event as its own signal into a workflow that appends it to a list
+(``LoadBaseline``), the raw-signal design. Each side ramps until its p99 passes 300 ms.
+
+Lag is read from the histories: from an event's ``at`` (stamped when the agent queued it)
+to the completion of the workflow task that applied it (the first task started after its
+signal). ``state_lag`` is for state-changing events (transitions, line events, hang-ups),
+``turn_lag`` for transcript turns (their linger included). Rates are counted in the
+histories of a sample of calls inside the measured window and scaled to N. CPU is percent
+of one core over the window (psutil), memory the RSS at its end. ``wrong_calls`` are calls
+that did not end ``completed`` with every turn sent in their transcript.
+
+``RINGFLOW_BENCH_SHORT=1`` (``make bench``) runs two small steps only; the full ramp runs
+minutes: ``make bench-load``. Payload encryption is off here (histories are read in clear);
+the codec costs the client and worker, not the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ["RINGFLOW_ENCRYPTION"] = "0"
+import psutil
+from _report import emit, percentile
+from _stack import ROOT, bench_stack
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from agents.outbox import Outbox
+from agents.runner import HEARTBEAT_S, LINGER_S
+from agents.signals import DeferredTransition, workflow_sender
+from callflow.loader import load_flow
+from ringflow.devstack import free_port
+from workflows.client import CallHandle, start_call
+from workflows.messages import HangupEvent, Heartbeat, Turn, TurnsEvent
+
+SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1" or "--short" in sys.argv
+STEPS = [5, 10] if SHORT else [50, 100, 200, 300, 400, 600, 800, 1000, 1200, 1500]
+WINDOW_S = 10.0 if SHORT else 40.0  # measured, after one period of warm-up
+PERIOD_S = 5.0
+SAMPLE = 10 if SHORT else 40  # histories read per step and side
+TARGET_MS = 300.0
+FLOW = Path("bench/flows/bench.yaml")
+STATE_KINDS = {"transition", "event", "hangup"}
+USER = "Yes, Tuesday at ten works for me, and could you send the confirmation by text?"
+ASSISTANT = "Done: Tuesday at ten. I'll text you the confirmation in a minute. Anything else?"
+
+
+class RingflowCall:
+    """One CallWorkflow fed as the agent feeds it: through its outbox, never awaited."""
+
+    def __init__(self, call: CallHandle) -> None:
+        self.call = call
+        self.outbox = Outbox(workflow_sender(call), linger_s=LINGER_S, heartbeat_quiet_s=HEARTBEAT_S)
+        self.seq = 0
+        self.turns = 0
+        self.node = "ping"
+
+    def turn(self, role: str, text: str) -> None:
+        self.seq += 1
+        self.turns += 1
+        now = time.time()
+        self.outbox.put(TurnsEvent(event_id=f"{role}-{self.seq}", seq=self.seq, at=now, items=[
+            Turn(role=role, text=text, node=self.node, started_at=now, ended_at=now)]))  # type: ignore[arg-type]
+
+    def transition(self, name: str = "flip") -> None:
+        self.seq += 1
+        self.outbox.put(DeferredTransition(f"t{self.seq}", 0, self.seq, self.node, name, {}, time.time()))  # type: ignore[arg-type]
+        self.node = {"ping": "pong", "pong": "ping"}.get(self.node, self.node)
+
+    def heartbeat(self) -> None:
+        self.outbox.put(Heartbeat(agent_id="bench-agent", at=time.time()))
+
+    async def finish(self) -> bool:
+        self.transition("finish")
+        self.outbox.put(HangupEvent(event_id="hangup", reason="completed", at=time.time()))
+        await self.outbox.close(flush_timeout=60)
+        rec = await self.call.handle.result()
+        said = [t for t in rec.transcript if t.get("role") in ("user", "assistant")]
+        return rec.end_reason == "completed" and len(said) == self.turns
+
+
+class RawCall:
+    """The raw design: each event its own signal, sent at once, appended to a list."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Any]) -> None:
+        self.handle = handle
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.sent = 0
+        self.failed = 0
+
+    def _signal(self, kind: str, **extra: Any) -> None:
+        self.sent += 1
+        task = asyncio.get_running_loop().create_task(self._send({"type": kind, "at": time.time(), **extra}))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _send(self, body: dict[str, Any]) -> None:
+        try:
+            await self.handle.signal("event", body)
+        except Exception:
+            self.failed += 1
+
+    def turn(self, role: str, text: str) -> None:
+        self._signal("turns", role=role, text=text)
+
+    def transition(self, name: str = "flip") -> None:
+        self._signal("transition", name=name)
+
+    def heartbeat(self) -> None:
+        self._signal("heartbeat")
+
+    async def finish(self) -> bool:
+        self._signal("hangup")
+        await asyncio.gather(*list(self.tasks))
+        await self.handle.signal("stop")
+        return await self.handle.result() == self.sent and not self.failed
+
+
+async def drive(call: RingflowCall | RawCall, stop_at: float, rng: random.Random) -> None:
+    """The issue's traffic for one call until ``stop_at``, from a random phase."""
+    loop = asyncio.get_running_loop()
+
+    async def heartbeats() -> None:
+        await asyncio.sleep(rng.uniform(0, PERIOD_S))
+        while loop.time() < stop_at:
+            call.heartbeat()
+            await asyncio.sleep(PERIOD_S)
+
+    async def talk() -> None:
+        await asyncio.sleep(rng.uniform(0, PERIOD_S))
+        while loop.time() < stop_at:
+            call.turn("user", USER)
+            await asyncio.sleep(rng.uniform(0.5, 1.5))  # the reply comes after the LLM and TTS
+            if rng.random() < 0.25:
+                call.transition()
+            call.turn("assistant", ASSISTANT)
+            await asyncio.sleep(rng.uniform(0.8, 1.2) * PERIOD_S - 1.0)
+
+    await asyncio.gather(heartbeats(), talk())
+
+
+def _ts(event: Any) -> float:
+    return event.event_time.seconds + event.event_time.nanos / 1e9
+
+
+async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1: float) -> dict[str, Any]:
+    """Lags and counts inside [t0, t1) from the histories of ``handles``."""
+    state: list[float] = []
+    turns: list[float] = []
+    signals = wfts = events = 0
+    for handle in handles:
+        started: list[tuple[str, float]] = []
+        pending: list[tuple[str, float]] = []
+        async for ev in handle.fetch_history_events():
+            at = _ts(ev)
+            inside = t0 <= at < t1
+            events += inside
+            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                attrs = ev.workflow_execution_signaled_event_attributes
+                signals += inside
+                if attrs.input.payloads:
+                    body = json.loads(attrs.input.payloads[0].data)
+                    for item in body.get("events", [body]) if isinstance(body, dict) else []:
+                        if isinstance(item, dict) and isinstance(item.get("at"), (int, float)):
+                            pending.append((str(item.get("type")), float(item["at"])))
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                started, pending = started + pending, []
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                wfts += inside
+                for kind, sent in started:
+                    if t0 <= sent < t1:
+                        lag = (at - sent) * 1000
+                        if kind in STATE_KINDS:
+                            state.append(lag)
+                        elif kind == "turns":
+                            turns.append(lag)
+                started = []
+    return {"state": state, "turns": turns, "signals": signals, "wfts": wfts, "events": events}
+
+
+class Meter:
+    """CPU (percent of one core) and RSS of a process over a window."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+        self.t0 = 0.0
+        self.c0 = 0.0
+
+    def _cpu(self) -> float:
+        times = self.proc.cpu_times()
+        return times.user + times.system + times.children_user + times.children_system
+
+    def start(self) -> None:
+        self.t0, self.c0 = time.monotonic(), self._cpu()
+
+    def stop(self) -> tuple[float, float]:
+        cpu = (self._cpu() - self.c0) / max(1e-9, time.monotonic() - self.t0) * 100
+        return round(cpu, 1), round(self.proc.memory_info().rss / 2**20, 1)
+
+
+async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Meter]) -> dict[str, Any]:
+    rng = random.Random(n * 2 + raw)
+    flow = load_flow(FLOW)
+
+    async def open_one(i: int) -> RingflowCall | RawCall:
+        if raw:
+            handle = await client.start_workflow("LoadBaseline", id=f"raw-{n}-{i}-{uuid.uuid4().hex[:6]}",
+                                                 task_queue=tq)
+            return RawCall(handle)
+        call = await start_call(client, flow, task_queue=tq, call_id=f"load-{n}-{i}-{uuid.uuid4().hex[:6]}")
+        await call.attach("bench-agent")
+        rc = RingflowCall(call)
+        rc.outbox.start()
+        return rc
+
+    calls: list[RingflowCall | RawCall] = []
+    for i in range(0, n, 50):  # start in slices: a burst of 1,000 starts is not the test
+        calls += await asyncio.gather(*(open_one(j) for j in range(i, min(n, i + 50))))
+    loop = asyncio.get_running_loop()
+    stop_at = loop.time() + PERIOD_S + WINDOW_S
+    drivers = [loop.create_task(drive(c, stop_at, rng)) for c in calls]
+    await asyncio.sleep(PERIOD_S)
+    t0 = time.time()
+    for m in meters.values():
+        m.start()
+    await asyncio.sleep(WINDOW_S)
+    t1 = time.time()  # the window counted in histories; the drivers' last sends fall after it
+    usage = {name: m.stop() for name, m in meters.items()}
+    await asyncio.gather(*drivers)
+    ok = await asyncio.gather(*(c.finish() for c in calls), return_exceptions=True)
+    wrong = sum(1 for x in ok if x is not True)
+    sample = calls[:: max(1, len(calls) // SAMPLE)][:SAMPLE]
+    handles = [c.handle if isinstance(c, RawCall) else c.call.handle for c in sample]
+    h = await read_histories(handles, t0, t1)
+    scale, span = n / len(sample), t1 - t0
+    lags = h["state"] + ([] if not raw else h["turns"])  # the raw design: every signal the same
+    return {
+        "n": n, "wrong": wrong, "window_s": round(span, 1),
+        "p50": round(percentile(lags, 50), 1) if lags else None,
+        "p99": round(percentile(lags, 99), 1) if lags else None,
+        "turn_p50": round(percentile(h["turns"], 50), 1) if h["turns"] else None,
+        "turn_p99": round(percentile(h["turns"], 99), 1) if h["turns"] else None,
+        "signals_per_s": round(h["signals"] * scale / span, 1),
+        "wft_per_s": round(h["wfts"] * scale / span, 1),
+        "events_per_call_min": round(h["events"] / len(sample) / (span / 60), 1),
+        **{f"{name}_cpu_pct": u[0] for name, u in usage.items()},
+        **{f"{name}_rss_mb": u[1] for name, u in usage.items()},
+    }
+
+
+async def ramp(client: Client, raw: bool, tq: str, meters: dict[str, Meter]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for n in STEPS:
+        res = await step(client, n, raw, tq, meters)
+        print(json.dumps({"side": "raw" if raw else "ringflow", **res}), file=sys.stderr, flush=True)
+        out.append(res)
+        if res["p99"] is None or res["p99"] > TARGET_MS or res["wrong"]:
+            break
+    return out
+
+
+def held(results: list[dict[str, Any]]) -> int:
+    """The most calls held at the target: p99 under it and no call ending wrongly."""
+    good = [r["n"] for r in results if r["p99"] is not None and r["p99"] <= TARGET_MS and not r["wrong"]]
+    return max(good, default=0)
+
+
+async def run() -> list[dict[str, Any]]:
+    async with bench_stack() as bs:
+        tq = f"load-{uuid.uuid4().hex[:8]}"
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "RINGFLOW_TEMPORAL_ADDRESS": bs.stack.address,
+               "RINGFLOW_TEMPORAL_NAMESPACE": bs.stack.namespace, "RINGFLOW_TASK_QUEUE": tq,
+               "RINGFLOW_DATABASE_URL": bs.database_url, "RINGFLOW_METRICS_PORT": str(free_port()),
+               "RINGFLOW_ENCRYPTION": "0", "RINGFLOW_LOG_LEVEL": "WARNING"}
+        ringflow = [sys.executable, "-c", "from ringflow.cli import main; main()", "worker"]
+        worker = subprocess.Popen(ringflow, cwd=ROOT, env=env)
+        baseline = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_load_worker.py"),
+                                     bs.stack.address, bs.stack.namespace, f"{tq}-raw"], cwd=ROOT, env=env)
+        try:
+            server = Meter(bs.stack._proc.pid)  # type: ignore[union-attr]
+            me = Meter(os.getpid())
+            ours = await ramp(bs.client, False, tq, {"server": server, "worker": Meter(worker.pid),
+                                                     "driver": me})
+            theirs = await ramp(bs.client, True, f"{tq}-raw",
+                                {"server": server, "worker": Meter(baseline.pid), "driver": me})
+        finally:
+            for proc in (worker, baseline):
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    value, base = held(ours), held(theirs)
+    metrics: list[dict[str, Any]] = [{
+        "name": "live_calls", "unit": "calls", "value": value, "baseline": base,
+        "ratio": round(value / base, 2) if base else None, "target_p99_ms": TARGET_MS,
+        "short": SHORT, "max_n_tried": STEPS[-1]}]
+    raw_at = {r["n"]: r for r in theirs}
+    for r in ours:
+        b = raw_at.get(r["n"], {})
+        metrics.append({"name": f"state_lag@{r['n']}", "unit": "ms", "p50": r["p50"], "p99": r["p99"],
+                        "baseline_p50": b.get("p50"), "baseline_p99": b.get("p99"),
+                        "ratio": round(r["p50"] / b["p50"], 3) if r["p50"] and b.get("p50") else None,
+                        "detail": r, "baseline_detail": b or None})
+    return metrics
+
+
+def main() -> None:
+    os.chdir(ROOT)
+    emit("load", asyncio.run(run()))
+
+
+if __name__ == "__main__":
+    main()
