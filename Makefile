@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: setup test lint run bench clean lock
+.PHONY: setup test lint run bench bench-load clean lock
 
 setup: $(STAMP)
 
@@ -39,7 +39,10 @@ run: setup
 	$(BIN)/ringflow dev --demo examples/scripts/appointment_reminder_reschedule.yaml --demo-kill-at 3
 
 bench: setup
-	@for b in bench/[!_]*.py; do $(BIN)/python $$b || exit 1; done
+	@for b in bench/[!_]*.py; do RINGFLOW_BENCH_SHORT=1 $(BIN)/python $$b || exit 1; done
+
+bench-load: setup  # the full capacity ramp of bench/load.py (many minutes)
+	$(BIN)/python bench/load.py
 
 clean:
 	rm -rf $(VENV) .ringflow .pytest_cache

@@ -18,8 +18,10 @@ of one core over the window (psutil), memory the RSS at its end. ``wrong_calls``
 that did not end ``completed`` with every turn sent in their transcript.
 
 ``RINGFLOW_BENCH_SHORT=1`` (``make bench``) runs two small steps only; the full ramp runs
-minutes: ``make bench-load``. Payload encryption is off here (histories are read in clear);
-the codec costs the client and worker, not the server.
+for many minutes: ``make bench-load``. ``RINGFLOW_LOAD_STEPS=100,200`` and
+``RINGFLOW_LOAD_WINDOW_S`` choose the steps and the measured window. Payload encryption
+is off here (histories are read in clear); the codec costs the client and worker, not the
+server.
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ from workflows.client import CallHandle, start_call
 from workflows.messages import HangupEvent, Heartbeat, Turn, TurnsEvent
 
 SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1" or "--short" in sys.argv
-STEPS = [5, 10] if SHORT else [50, 100, 200, 300, 400, 600, 800, 1000, 1200, 1500]
-WINDOW_S = 10.0 if SHORT else 40.0  # measured, after one period of warm-up
+_STEPS = os.environ.get("RINGFLOW_LOAD_STEPS")  # e.g. "100,200,400": the ramp's N
+STEPS = ([int(x) for x in _STEPS.split(",")] if _STEPS else
+         [5, 10] if SHORT else [50, 100, 200, 300, 400, 600, 800, 1000, 1200, 1500])
+WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.0))  # after 5 s warm-up
 PERIOD_S = 5.0
 SAMPLE = 10 if SHORT else 40  # histories read per step and side
 TARGET_MS = 300.0
