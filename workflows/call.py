@@ -191,7 +191,7 @@ class CallWorkflow(CallCarry):
                 due = min(due, self.last_seen + inp.agent_timeout_s)
             if self.inbox.held_since is not None and workflow.patched("gap-timer-v1"):
                 due = min(due, self.inbox.held_since + inp.gap_wait_s)  # see Inbox.skip_gap
-            if rearm and timer is not None and not timer.done() and self.rearm_due(timer_at):
+            if rearm and timer is not None and not timer.done() and self.rearm_due(timer_at, deadline):
                 timer.cancel()
                 timer = None
             if timer is None or timer.done() or due < timer_at:
@@ -201,7 +201,7 @@ class CallWorkflow(CallCarry):
                 timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
 
             def woken(t: asyncio.Task[None] = timer, at: float = timer_at) -> bool:  # bound now
-                return self.wake or self.state.ended or t.done() or (rearm and self.rearm_due(at))
+                return self.wake or self.state.ended or t.done() or (rearm and self.rearm_due(at, deadline))
 
             await workflow.wait_condition(woken)
             self.wake = False

@@ -163,13 +163,18 @@ class CallCore:
         if len(self.rejected) > REJECTED_TAIL * 2:
             self.rejected = self.rejected[-REJECTED_TAIL:]
 
-    def rearm_due(self, timer_at: float) -> bool:
+    def rearm_due(self, timer_at: float, deadline: float) -> bool:
         """Else a healthy call's liveness timer fires early, a workflow task of its own every
         agent timeout: it is moved later inside a signal's task (which runs anyway) once half
         its time is gone and the agent was seen since it was armed (issue 13)."""
         timeout = self.inp.agent_timeout_s
-        return (self.status == "live" and self.last_seen + timeout > timer_at
-                and timer_at - workflow.now().timestamp() < timeout / 2)
+        if self.status != "live" or timer_at - workflow.now().timestamp() >= timeout / 2:
+            return False
+        # The due time the main loop would arm now; it must be later, or it would re-arm forever.
+        due = min(self.last_seen + timeout, deadline)
+        if self.inbox.held_since is not None:
+            due = min(due, self.inbox.held_since + self.inp.gap_wait_s)
+        return due > timer_at
 
     def seen_agent(self, agent_id: str | None = None) -> None:
         self.last_seen = workflow.now().timestamp()
