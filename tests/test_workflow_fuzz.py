@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from tests.hostile import finished, raw, worker_with_hooks
 from tests.wfkit import start
@@ -105,7 +106,14 @@ async def test_random_payloads_never_fail_a_workflow_task(temporal_client: Clien
             except Exception:  # a refused or failed update is the workflow's answer, not ours
                 pass
             return
-        await call.handle.signal(name, args=args)
+        try:
+            await call.handle.signal(name, args=args)
+        except RPCError as err:
+            # A valid hangup among the random payloads ends the call; one still RUNNING when
+            # described can complete before this signal lands. The server's answer is then
+            # NOT_FOUND, and the call's invariants are still checked at the end.
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
 
     @settings(max_examples=60, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
