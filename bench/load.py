@@ -45,7 +45,7 @@ from _stack import ROOT, bench_stack
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from agents.outbox import Outbox
+from agents.outbox import Outbox, OutboxClosed, OutboxFull
 from agents.runner import HEARTBEAT_S, LINGER_S
 from agents.signals import DeferredTransition, workflow_sender
 from callflow.loader import load_flow
@@ -76,29 +76,36 @@ class RingflowCall:
         self.seq = 0
         self.turns = 0
         self.node = "ping"
+        self.broken = False  # the outbox stopped (the workflow ended under the call): a wrong end
+
+    def put(self, event: Any) -> None:
+        try:
+            self.outbox.put(event)
+        except (OutboxClosed, OutboxFull):
+            self.broken = True
 
     def turn(self, role: str, text: str) -> None:
         self.seq += 1
         self.turns += 1
         now = time.time()
-        self.outbox.put(TurnsEvent(event_id=f"{role}-{self.seq}", seq=self.seq, at=now, items=[
+        self.put(TurnsEvent(event_id=f"{role}-{self.seq}", seq=self.seq, at=now, items=[
             Turn(role=role, text=text, node=self.node, started_at=now, ended_at=now)]))  # type: ignore[arg-type]
 
     def transition(self, name: str = "flip") -> None:
         self.seq += 1
-        self.outbox.put(DeferredTransition(f"t{self.seq}", 0, self.seq, self.node, name, {}, time.time()))  # type: ignore[arg-type]
+        self.put(DeferredTransition(f"t{self.seq}", 0, self.seq, self.node, name, {}, time.time()))  # type: ignore[arg-type]
         self.node = {"ping": "pong", "pong": "ping"}.get(self.node, self.node)
 
     def heartbeat(self) -> None:
-        self.outbox.put(Heartbeat(agent_id="bench-agent", at=time.time()))
+        self.put(Heartbeat(agent_id="bench-agent", at=time.time()))
 
     async def finish(self) -> bool:
         self.transition("finish")
-        self.outbox.put(HangupEvent(event_id="hangup", reason="completed", at=time.time()))
+        self.put(HangupEvent(event_id="hangup", reason="completed", at=time.time()))
         await self.outbox.close(flush_timeout=60)
         rec = await self.call.handle.result()
         said = [t for t in rec.transcript if t.get("role") in ("user", "assistant")]
-        return rec.end_reason == "completed" and len(said) == self.turns
+        return not self.broken and rec.end_reason == "completed" and len(said) == self.turns
 
 
 class RawCall:
