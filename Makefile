@@ -30,6 +30,7 @@ MYPY_PACKAGES := -p callflow -p workflows -p activities -p agents -p ringflow
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy $(MYPY_PACKAGES)
 
 test: lint

@@ -36,19 +36,27 @@ async def call_definition() -> FlowDefinition:
     try:
         page = await client.workflow_service.get_workflow_execution_history(
             GetWorkflowExecutionHistoryRequest(
-                namespace=info.namespace, maximum_page_size=1,
-                execution=WorkflowExecution(workflow_id=info.workflow_id or "",
-                                            run_id=info.workflow_run_id or "")))
+                namespace=info.namespace,
+                maximum_page_size=1,
+                execution=WorkflowExecution(
+                    workflow_id=info.workflow_id or "", run_id=info.workflow_run_id or ""
+                ),
+            )
+        )
     except Exception as exc:  # the frontend briefly unreachable: a retry can fix it
-        raise ApplicationError(f"the call's definition could not be read: {type(exc).__name__}",
-                               type=CALL_DEFINITION_UNAVAILABLE) from None
+        raise ApplicationError(
+            f"the call's definition could not be read: {type(exc).__name__}", type=CALL_DEFINITION_UNAVAILABLE
+        ) from None
     started = page.history.events[0].workflow_execution_started_event_attributes
     try:
         [raw] = await client.data_converter.decode(list(started.input.payloads)[:1], [dict])
         definition = FlowDefinition.model_validate(_definition_of(raw))
     except Exception as exc:  # not a call's input: the same history would fail again
-        raise ApplicationError(f"the call's input holds no flow definition: {type(exc).__name__}",
-                               type=CALL_DEFINITION_UNAVAILABLE, non_retryable=True) from None
+        raise ApplicationError(
+            f"the call's input holds no flow definition: {type(exc).__name__}",
+            type=CALL_DEFINITION_UNAVAILABLE,
+            non_retryable=True,
+        ) from None
     _cache[key] = definition
     while len(_cache) > _KEPT:
         _cache.popitem(last=False)

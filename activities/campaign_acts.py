@@ -34,8 +34,9 @@ local slot = math.max(now, last + tonumber(ARGV[1]))
 redis.call('SET', KEYS[1], slot, 'PX', slot - now + 60000)
 return slot - now
 """
-REDIS_REQUIRED = ("campaign pacing needs Redis (one limiter per trunk, shared by every campaign): "
-                  "set RINGFLOW_REDIS_URL")
+REDIS_REQUIRED = (
+    "campaign pacing needs Redis (one limiter per trunk, shared by every campaign): set RINGFLOW_REDIS_URL"
+)
 
 
 class ClaimRequest(BaseModel):
@@ -92,8 +93,14 @@ async def reserve_slot(redis: Redis, trunk: str, cps: float) -> float:
 
 
 class CampaignActivities:
-    def __init__(self, database_url: str, redis_url: str | None, client: Client | None = None,
-                 webhook_url: str | None = None, webhook_secret: SecretStr | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        redis_url: str | None,
+        client: Client | None = None,
+        webhook_url: str | None = None,
+        webhook_secret: SecretStr | None = None,
+    ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
         self.client = client
@@ -102,14 +109,28 @@ class CampaignActivities:
         self._redis: Redis | None = None
 
     def all(self) -> list[Any]:
-        return [self.campaign_claim, self.campaign_pace, self.campaign_release,
-                self.campaign_outcome, self.campaign_await_call, self.campaign_counts,
-                self.campaign_finished]
+        return [
+            self.campaign_claim,
+            self.campaign_pace,
+            self.campaign_release,
+            self.campaign_outcome,
+            self.campaign_await_call,
+            self.campaign_counts,
+            self.campaign_finished,
+        ]
 
     @activity.defn(name="campaign_claim")
     async def campaign_claim(self, req: ClaimRequest) -> store.ClaimResult:
-        return await asyncio.to_thread(store.claim, self.database_url, req.campaign_id, req.claim_key,
-                                       req.limit, req.windows, req.max_attempts, time.time())
+        return await asyncio.to_thread(
+            store.claim,
+            self.database_url,
+            req.campaign_id,
+            req.claim_key,
+            req.limit,
+            req.windows,
+            req.max_attempts,
+            time.time(),
+        )
 
     @activity.defn(name="campaign_pace")
     async def campaign_pace(self, req: PaceRequest) -> str:
@@ -125,19 +146,30 @@ class CampaignActivities:
             await asyncio.sleep(min(left, 5.0))
             left -= 5.0
             activity.heartbeat()
-        return await asyncio.to_thread(store.predial, self.database_url, req.campaign_id, req.idx,
-                                       req.attempt, req.windows, time.time())
+        return await asyncio.to_thread(
+            store.predial, self.database_url, req.campaign_id, req.idx, req.attempt, req.windows, time.time()
+        )
 
     @activity.defn(name="campaign_release")
     async def campaign_release(self, req: PredialRequest) -> None:
-        await asyncio.to_thread(store.release, self.database_url, req.campaign_id, req.idx, req.attempt,
-                                time.time())
+        await asyncio.to_thread(
+            store.release, self.database_url, req.campaign_id, req.idx, req.attempt, time.time()
+        )
 
     @activity.defn(name="campaign_outcome")
     async def campaign_outcome(self, req: OutcomeRequest) -> OutcomeResult:
         state, next_at = await asyncio.to_thread(
-            store.record_outcome, self.database_url, req.campaign_id, req.idx, req.attempt, req.outcome,
-            req.retry, req.max_attempts, req.time_scale, time.time())
+            store.record_outcome,
+            self.database_url,
+            req.campaign_id,
+            req.idx,
+            req.attempt,
+            req.outcome,
+            req.retry,
+            req.max_attempts,
+            req.time_scale,
+            time.time(),
+        )
         return OutcomeResult(state=state, next_at=next_at)
 
     @activity.defn(name="campaign_await_call")
@@ -156,8 +188,11 @@ class CampaignActivities:
         except Exception as exc:  # the call's workflow failed: the attempt ended in error
             return store.Outcome(end_reason="error", disposition=str(exc)[:200])
         rec = rec if isinstance(rec, dict) else rec.model_dump()
-        return store.Outcome(end_reason=rec.get("end_reason") or "error", disposition=rec.get("disposition"),
-                             extracted=rec.get("extracted") or {})
+        return store.Outcome(
+            end_reason=rec.get("end_reason") or "error",
+            disposition=rec.get("disposition"),
+            extracted=rec.get("extracted") or {},
+        )
 
     @activity.defn(name="campaign_counts")
     async def campaign_counts(self, campaign_id: str) -> dict[str, dict[str, int]]:
@@ -171,8 +206,12 @@ class CampaignActivities:
         body = req.model_dump_json().encode()
         msg_id = f"msg_{uuid.uuid5(uuid.NAMESPACE_URL, 'campaign:' + req.campaign_id).hex}"
         stamp = int(time.time())
-        headers = {"Content-Type": "application/json", DELIVERY_HEADER: msg_id,
-                   EVENT_HEADER: "campaign.finished", TIMESTAMP_HEADER: str(stamp)}
+        headers = {
+            "Content-Type": "application/json",
+            DELIVERY_HEADER: msg_id,
+            EVENT_HEADER: "campaign.finished",
+            TIMESTAMP_HEADER: str(stamp),
+        }
         if self.webhook_secret:
             headers[SIGNATURE_HEADER] = sign(msg_id, stamp, body, self.webhook_secret)
         async with httpx.AsyncClient(timeout=10.0, follow_redirects=False) as http:

@@ -110,8 +110,9 @@ def parse_retry(spec: str) -> tuple[str, RetryRule]:
     outcome, eq, rest = spec.partition("=")
     outcome = outcome.strip()
     if not eq or outcome not in RETRY_OUTCOMES:
-        raise RuleError(f"retry '{spec}': expected OUTCOME=COUNT/DELAY with OUTCOME one of "
-                        + ", ".join(RETRY_OUTCOMES))
+        raise RuleError(
+            f"retry '{spec}': expected OUTCOME=COUNT/DELAY with OUTCOME one of " + ", ".join(RETRY_OUTCOMES)
+        )
     count, slash, delay = rest.partition("/")
     if not slash or not count.strip().isdigit():
         raise RuleError(f"retry '{spec}': expected COUNT/DELAY, e.g. 3/2h")

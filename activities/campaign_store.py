@@ -103,14 +103,28 @@ def call_id_for(campaign_id: str, idx: int, attempt: int) -> str:
     return f"{campaign_id}-{idx}-{attempt}"
 
 
-def add_contacts(database_url: str, campaign_id: str, contacts: list[Contact], start_idx: int = 0,
-                 now: float = 0.0) -> int:
+def add_contacts(
+    database_url: str, campaign_id: str, contacts: list[Contact], start_idx: int = 0, now: float = 0.0
+) -> int:
     """Insert contacts numbered from ``start_idx``; rows already there are kept as they are."""
     engine = engine_for(database_url)
     for i in range(0, len(contacts), 1000):
-        rows = [{"campaign_id": campaign_id, "idx": start_idx + i + j, "phone": c.phone, "tz": c.tz,
-                 "variables": c.variables, "state": "pending", "attempts": 0, "seq": 0, "next_at": now,
-                 "extracted": {}, "retries": {}} for j, c in enumerate(contacts[i:i + 1000])]
+        rows = [
+            {
+                "campaign_id": campaign_id,
+                "idx": start_idx + i + j,
+                "phone": c.phone,
+                "tz": c.tz,
+                "variables": c.variables,
+                "state": "pending",
+                "attempts": 0,
+                "seq": 0,
+                "next_at": now,
+                "extracted": {},
+                "retries": {},
+            }
+            for j, c in enumerate(contacts[i : i + 1000])
+        ]
         stmt = _insert_for(engine, C).values(rows).on_conflict_do_nothing()
         with engine.begin() as conn:
             conn.execute(stmt)
@@ -132,8 +146,15 @@ def _dnc(conn: Any, phone: str) -> bool:
     return conn.execute(select(D.c.phone).where(D.c.phone == phone)).first() is not None
 
 
-def claim(database_url: str, campaign_id: str, claim_key: str, limit: int, windows: Windows,
-          max_attempts: int, now: float) -> ClaimResult:
+def claim(
+    database_url: str,
+    campaign_id: str,
+    claim_key: str,
+    limit: int,
+    windows: Windows,
+    max_attempts: int,
+    now: float,
+) -> ClaimResult:
     """Up to ``limit`` due contacts, each with a new attempt row, in one transaction.
 
     A contact due now but outside its calling window gets its window's next opening as its
@@ -143,19 +164,42 @@ def claim(database_url: str, campaign_id: str, claim_key: str, limit: int, windo
     engine = engine_for(database_url)
     at = datetime.fromtimestamp(now, UTC)
     with engine.begin() as conn:
-        done = conn.execute(select(A, C.c.phone, C.c.variables).join(
-            C, (C.c.campaign_id == A.c.campaign_id) & (C.c.idx == A.c.idx)).where(
-            A.c.campaign_id == campaign_id, A.c.claim_key == claim_key)).mappings().all()
+        done = (
+            conn.execute(
+                select(A, C.c.phone, C.c.variables)
+                .join(C, (C.c.campaign_id == A.c.campaign_id) & (C.c.idx == A.c.idx))
+                .where(A.c.campaign_id == campaign_id, A.c.claim_key == claim_key)
+            )
+            .mappings()
+            .all()
+        )
         if done:
-            return ClaimResult(claimed=[Claimed(idx=r["idx"], attempt=r["attempt"], call_id=r["call_id"],
-                                                phone=r["phone"], variables=r["variables"]) for r in done],
-                               next_due=now)
+            return ClaimResult(
+                claimed=[
+                    Claimed(
+                        idx=r["idx"],
+                        attempt=r["attempt"],
+                        call_id=r["call_id"],
+                        phone=r["phone"],
+                        variables=r["variables"],
+                    )
+                    for r in done
+                ],
+                next_due=now,
+            )
         out: list[Claimed] = []
         moved = 0
         while len(out) < limit:
-            rows = conn.execute(select(C).where(C.c.campaign_id == campaign_id, C.c.state.in_(ACTIVE),
-                                                C.c.next_at <= now)
-                                .order_by(C.c.next_at, C.c.idx).limit(max(limit * 2, 50))).mappings().all()
+            rows = (
+                conn.execute(
+                    select(C)
+                    .where(C.c.campaign_id == campaign_id, C.c.state.in_(ACTIVE), C.c.next_at <= now)
+                    .order_by(C.c.next_at, C.c.idx)
+                    .limit(max(limit * 2, 50))
+                )
+                .mappings()
+                .all()
+            )
             if not rows:
                 break
             for r in rows:
@@ -178,19 +222,30 @@ def claim(database_url: str, campaign_id: str, claim_key: str, limit: int, windo
                     continue
                 n = r["seq"] + 1
                 cid = call_id_for(campaign_id, r["idx"], n)
-                conn.execute(_insert_for(engine, A).values(
-                    campaign_id=campaign_id, idx=r["idx"], attempt=n, call_id=cid, claim_key=claim_key,
-                    status="claimed", claimed_at=now).on_conflict_do_nothing())
+                conn.execute(
+                    _insert_for(engine, A)
+                    .values(
+                        campaign_id=campaign_id,
+                        idx=r["idx"],
+                        attempt=n,
+                        call_id=cid,
+                        claim_key=claim_key,
+                        status="claimed",
+                        claimed_at=now,
+                    )
+                    .on_conflict_do_nothing()
+                )
                 conn.execute(C.update().where(key).values(state="dialing", seq=n))
-                out.append(Claimed(idx=r["idx"], attempt=n, call_id=cid, phone=r["phone"],
-                                   variables=r["variables"]))
-        nxt = conn.execute(select(func.min(C.c.next_at)).where(
-            C.c.campaign_id == campaign_id, C.c.state.in_(ACTIVE))).scalar()
+                out.append(
+                    Claimed(idx=r["idx"], attempt=n, call_id=cid, phone=r["phone"], variables=r["variables"])
+                )
+        nxt = conn.execute(
+            select(func.min(C.c.next_at)).where(C.c.campaign_id == campaign_id, C.c.state.in_(ACTIVE))
+        ).scalar()
     return ClaimResult(claimed=out, next_due=None if nxt is None else float(nxt), out_of_window=moved)
 
 
-def predial(database_url: str, campaign_id: str, idx: int, attempt: int, windows: Windows,
-            now: float) -> str:
+def predial(database_url: str, campaign_id: str, idx: int, attempt: int, windows: Windows, now: float) -> str:
     """Right before the dial: ``go``, or why not (``dnc``, ``window``). Not dialing gives the
     attempt back: the contact is closed (do-not-call) or due again when its window opens."""
     engine = engine_for(database_url)
@@ -210,13 +265,24 @@ def predial(database_url: str, campaign_id: str, idx: int, attempt: int, windows
             opens = window_open_at(windows, c["tz"], at)
             if opens is None or opens != at:
                 verdict = "window"
-                conn.execute(C.update().where(key).values(
-                    state="retry" if opens else "no_window", next_at=opens.timestamp() if opens else now))
+                conn.execute(
+                    C.update()
+                    .where(key)
+                    .values(
+                        state="retry" if opens else "no_window", next_at=opens.timestamp() if opens else now
+                    )
+                )
         if verdict == "go":
             conn.execute(C.update().where(key).values(attempts=c["attempts"] + 1))
-        conn.execute(A.update().where(akey).values(
-            status="dialed" if verdict == "go" else "not_dialed", dialed_at=now,
-            outcome=None if verdict == "go" else verdict))
+        conn.execute(
+            A.update()
+            .where(akey)
+            .values(
+                status="dialed" if verdict == "go" else "not_dialed",
+                dialed_at=now,
+                outcome=None if verdict == "go" else verdict,
+            )
+        )
     return verdict
 
 
@@ -231,9 +297,17 @@ def classify(end_reason: str) -> str:
     return end_reason if end_reason in RETRY_OUTCOMES else "reached"
 
 
-def record_outcome(database_url: str, campaign_id: str, idx: int, attempt: int, result: Outcome,
-                   retry: dict[str, RetryRule], max_attempts: int, time_scale: float,
-                   now: float) -> tuple[str, float | None]:
+def record_outcome(
+    database_url: str,
+    campaign_id: str,
+    idx: int,
+    attempt: int,
+    result: Outcome,
+    retry: dict[str, RetryRule],
+    max_attempts: int,
+    time_scale: float,
+    now: float,
+) -> tuple[str, float | None]:
     """Close the attempt and decide the contact's next state; once per attempt."""
     engine = engine_for(database_url)
     key = (C.c.campaign_id == campaign_id) & (C.c.idx == idx)
@@ -274,37 +348,59 @@ def release(database_url: str, campaign_id: str, idx: int, attempt: int, now: fl
             return
         c = conn.execute(select(C.c.attempts).where(key)).one()
         conn.execute(A.update().where(akey).values(status="not_dialed", outcome="released"))
-        conn.execute(C.update().where(key).values(
-            state="retry", next_at=now, attempts=c[0] - 1 if row[0] == "dialed" else c[0]))
+        conn.execute(
+            C.update()
+            .where(key)
+            .values(state="retry", next_at=now, attempts=c[0] - 1 if row[0] == "dialed" else c[0])
+        )
 
 
 def counts(database_url: str, campaign_id: str) -> dict[str, dict[str, int]]:
     engine = engine_for(database_url)
     with engine.connect() as conn:
-        states = conn.execute(select(C.c.state, func.count()).where(C.c.campaign_id == campaign_id)
-                              .group_by(C.c.state)).all()
-        outcomes = conn.execute(select(A.c.outcome, func.count()).where(A.c.campaign_id == campaign_id)
-                                .group_by(A.c.outcome)).all()
-    return {"contacts": {str(s): int(n) for s, n in states},
-            "attempts": {str(o or "in_progress"): int(n) for o, n in outcomes}}
+        states = conn.execute(
+            select(C.c.state, func.count()).where(C.c.campaign_id == campaign_id).group_by(C.c.state)
+        ).all()
+        outcomes = conn.execute(
+            select(A.c.outcome, func.count()).where(A.c.campaign_id == campaign_id).group_by(A.c.outcome)
+        ).all()
+    return {
+        "contacts": {str(s): int(n) for s, n in states},
+        "attempts": {str(o or "in_progress"): int(n) for o, n in outcomes},
+    }
 
 
 def report(database_url: str, campaign_id: str) -> list[dict[str, Any]]:
     """One row per contact: its attempts, final state and outcome, disposition, extracted values."""
     engine = engine_for(database_url)
     with engine.connect() as conn:
-        rows = conn.execute(select(C).where(C.c.campaign_id == campaign_id)
-                            .order_by(C.c.idx)).mappings().all()
-    return [{"idx": r["idx"], "phone": r["phone"], "timezone": r["tz"], "state": r["state"],
-             "attempts": r["attempts"], "outcome": r["outcome"], "disposition": r["disposition"],
-             "extracted": r["extracted"]} for r in rows]
+        rows = (
+            conn.execute(select(C).where(C.c.campaign_id == campaign_id).order_by(C.c.idx)).mappings().all()
+        )
+    return [
+        {
+            "idx": r["idx"],
+            "phone": r["phone"],
+            "timezone": r["tz"],
+            "state": r["state"],
+            "attempts": r["attempts"],
+            "outcome": r["outcome"],
+            "disposition": r["disposition"],
+            "extracted": r["extracted"],
+        }
+        for r in rows
+    ]
 
 
 def attempts(database_url: str, campaign_id: str) -> list[dict[str, Any]]:
     engine = engine_for(database_url)
     with engine.connect() as conn:
-        return [dict(r) for r in conn.execute(select(A).where(A.c.campaign_id == campaign_id)
-                                              .order_by(A.c.claimed_at, A.c.idx)).mappings()]
+        return [
+            dict(r)
+            for r in conn.execute(
+                select(A).where(A.c.campaign_id == campaign_id).order_by(A.c.claimed_at, A.c.idx)
+            ).mappings()
+        ]
 
 
 def contact_count(database_url: str, campaign_id: str) -> int:

@@ -97,12 +97,21 @@ async def _extract(inp: ExtractionInput) -> ExtractionOutput:
         resp = await client.chat.completions.create(
             model=model,
             messages=[
-                {"role": "system", "content": "Extract the requested values from this phone call "
-                                              "transcript. Use null for anything not stated.\n" + wanted},
+                {
+                    "role": "system",
+                    "content": "Extract the requested values from this phone call "
+                    "transcript. Use null for anything not stated.\n" + wanted,
+                },
                 {"role": "user", "content": _conversation(inp.transcript) or "(no conversation)"},
             ],
-            response_format={"type": "json_schema", "json_schema": {
-                "name": schema_name(inp.node), "strict": True, "schema": response_schema(inp.fields)}},
+            response_format={
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema_name(inp.node),
+                    "strict": True,
+                    "schema": response_schema(inp.fields),
+                },
+            },
             user=inp.call_id,  # lets a scripted endpoint answer each call from its own script
         )
         text = resp.choices[0].message.content or ""

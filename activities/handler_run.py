@@ -110,8 +110,10 @@ def module_folder(module: str, source: str | None, dirs: Sequence[Path]) -> Path
                 if file.is_file() and _inside(file.resolve(), root):  # no symlink out of it
                     return folder
     shown = os.pathsep.join(str(d) for d in dirs)
-    raise HandlerModuleError(f"handlers module '{module}' is not in the worker's flow directories "
-                             f"({shown}); put it there beside its flow, or set RINGFLOW_FLOWS_DIR")
+    raise HandlerModuleError(
+        f"handlers module '{module}' is not in the worker's flow directories "
+        f"({shown}); put it there beside its flow, or set RINGFLOW_FLOWS_DIR"
+    )
 
 
 @lru_cache(maxsize=1024)
@@ -140,8 +142,9 @@ async def call_handler(inp: HandlerInput, flow_dirs: Sequence[Path] | None = Non
     if problem is not None:  # never called: a definition may name any callable
         log.warning("handler %s refused: %s", inp.name, problem)
         return HandlerOutput(error=f"handler '{inp.name}' in '{inp.module}' was refused: {problem}")
-    fm = FlowManager(call_id=inp.call_id, node=inp.node, variables=dict(inp.variables),
-                     state=copy.deepcopy(inp.state))
+    fm = FlowManager(
+        call_id=inp.call_id, node=inp.node, variables=dict(inp.variables), state=copy.deepcopy(inp.state)
+    )
     try:
         returned = await asyncio.wait_for(fn(fm, **inp.args), timeout=inp.timeout_s)
     except TimeoutError:
@@ -150,8 +153,10 @@ async def call_handler(inp: HandlerInput, flow_dirs: Sequence[Path] | None = Non
         log.warning("handler %s raised %s", inp.name, type(exc).__name__)
         return HandlerOutput(error=f"{type(exc).__name__}: {exc}"[:500])
     if not (isinstance(returned, tuple) and len(returned) == 2):
-        return HandlerOutput(error=f"handler '{inp.name}' must return (result, TRANSITION_IN_YAML) "
-                                   f"or (result, NO_RESPONSE), not {type(returned).__name__}")
+        return HandlerOutput(
+            error=f"handler '{inp.name}' must return (result, TRANSITION_IN_YAML) "
+            f"or (result, NO_RESPONSE), not {type(returned).__name__}"
+        )
     result, marker = returned
     try:
         size = len(json.dumps(result))
@@ -159,12 +164,14 @@ async def call_handler(inp: HandlerInput, flow_dirs: Sequence[Path] | None = Non
     except (TypeError, ValueError) as exc:
         return HandlerOutput(error=f"handler '{inp.name}' returned a value that is not JSON: {exc}")
     if size > MAX_RESULT_BYTES:
-        return HandlerOutput(error=f"handler '{inp.name}' returned {size} bytes; the limit is "
-                                   f"{MAX_RESULT_BYTES}")
+        return HandlerOutput(
+            error=f"handler '{inp.name}' returned {size} bytes; the limit is {MAX_RESULT_BYTES}"
+        )
     changed = {k: v for k, v in fm.state.items() if k not in inp.state or inp.state[k] != v}
     removed = [k for k in inp.state if k not in fm.state]
-    return HandlerOutput(result=result, response=_response_name(marker), state=fm.state,
-                         changed=changed, removed=removed)
+    return HandlerOutput(
+        result=result, response=_response_name(marker), state=fm.state, changed=changed, removed=removed
+    )
 
 
 class HandlerRunner:
@@ -190,6 +197,7 @@ def _heartbeats() -> asyncio.Task[None]:
     """A run the workflow may cancel (``cancel_on_interruption``) heartbeats while the
     handler runs: a cancellation reaches an activity only in a heartbeat's answer, and then
     cancels the handler's coroutine here."""
+
     async def beat() -> None:
         interval = (activity.info().heartbeat_timeout or timedelta(seconds=2)).total_seconds() / 4
         while True:

@@ -43,8 +43,9 @@ MAX_REDIRECTS = 3
 PREVIEW_CHARS = 500
 HTTP_TOOL_UNAVAILABLE = "HttpToolUnavailable"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_STRIPPED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection",
-                               "accept-encoding"})
+_STRIPPED_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+)
 # Only encodings decompressed here, under the size cap: a server may not pick another.
 ACCEPT_ENCODING = "gzip, deflate"
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -94,8 +95,15 @@ async def _rendered(req: HttpToolRequest) -> HttpToolRequest | dict[str, Any]:
         http = render_http(spec, req.args, req.values)
     except ValueError as exc:  # a template that does not parse: validation refuses it first
         return _error("invalid_template", str(exc)[:300])
-    return req.model_copy(update={"method": http.method, "url": http.url, "headers": http.headers or {},
-                                  "body": http.body, "entry": None})
+    return req.model_copy(
+        update={
+            "method": http.method,
+            "url": http.url,
+            "headers": http.headers or {},
+            "body": http.body,
+            "entry": None,
+        }
+    )
 
 
 def _error(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -163,8 +171,11 @@ class HttpTool:
             if hop_origin != origin:
                 user_headers = {}  # credentials meant for one API must not follow a redirect away
                 if body is not None:  # nor may the body (a 307/308 keeps method and body)
-                    return _error("redirect_refused", f"{origin[1]} redirected the {method} request "
-                                  f"to another origin ({target.host}); its body was not sent there")
+                    return _error(
+                        "redirect_refused",
+                        f"{origin[1]} redirected the {method} request "
+                        f"to another origin ({target.host}); its body was not sent there",
+                    )
             status, headers, content = await self._send(req, target, method, body, cap, user_headers)
             if isinstance(content, ResponseTooLarge):
                 return _error("response_too_large", f"response larger than {cap} bytes", http_status=status)

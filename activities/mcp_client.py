@@ -31,8 +31,12 @@ async def connect(server: McpServer) -> AsyncIterator[Client]:
     """A ready session with ``server``; every read is bounded by its ``timeout_s``."""
     if server.url is not None:
         http = httpx2.AsyncClient(headers=server.headers or {}, timeout=httpx2.Timeout(server.timeout_s))
-        async with http, Client(streamable_http_client(server.url, http_client=http),
-                                read_timeout_seconds=server.timeout_s) as client:
+        async with (
+            http,
+            Client(
+                streamable_http_client(server.url, http_client=http), read_timeout_seconds=server.timeout_s
+            ) as client,
+        ):
             yield client
         return
     assert server.command is not None
@@ -75,8 +79,12 @@ def _usable(t: Any) -> tuple[McpTool | None, str]:
     return usable_tool(t.name, t.description or t.title, dict(t.input_schema or {}), llm_name=False)
 
 
-async def call_tool(server: McpServer, tool: str, args: dict[str, Any], idempotency_key: str,
-                    ) -> tuple[Any, str | None]:
+async def call_tool(
+    server: McpServer,
+    tool: str,
+    args: dict[str, Any],
+    idempotency_key: str,
+) -> tuple[Any, str | None]:
     """(result for the LLM, error text or None). A tool's own error (``isError``) is an
     answer, not a failure: it comes back as the error text; transport problems raise."""
     async with connect(server) as client:

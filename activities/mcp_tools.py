@@ -62,8 +62,11 @@ async def declared(name: str, given: McpServer | None) -> McpServer:
         return given
     server = (await call_definition()).flow.mcp_servers.get(name)
     if server is None:
-        raise ApplicationError(f"MCP server '{name}' is not declared in the call's flow",
-                               type=MCP_UNAVAILABLE, non_retryable=True)
+        raise ApplicationError(
+            f"MCP server '{name}' is not declared in the call's flow",
+            type=MCP_UNAVAILABLE,
+            non_retryable=True,
+        )
     return server
 
 
@@ -73,8 +76,9 @@ async def mcp_list_tools(req: McpListRequest) -> McpServerTools:
     try:
         return await list_tools(server)
     except Exception as exc:
-        raise ApplicationError(f"MCP server '{req.server_name}' could not be listed: {why(exc)}",
-                               type=MCP_UNAVAILABLE) from None
+        raise ApplicationError(
+            f"MCP server '{req.server_name}' could not be listed: {why(exc)}", type=MCP_UNAVAILABLE
+        ) from None
 
 
 @activity.defn(name="mcp_call_tool")
@@ -84,8 +88,9 @@ async def mcp_call_tool(req: McpCallRequest) -> McpCallResult:
         try:
             result, error = await call_tool(server, req.tool, req.args, f"{req.call_id}:{req.seq}")
         except Exception as exc:
-            raise ApplicationError(f"MCP tool '{req.tool}' on '{req.server_name}': {why(exc)}",
-                                   type=MCP_UNAVAILABLE) from None
+            raise ApplicationError(
+                f"MCP tool '{req.tool}' on '{req.server_name}': {why(exc)}", type=MCP_UNAVAILABLE
+            ) from None
         outcome["ok"] = error is None
     if result is not None and len(str(result)) > MAX_RESULT_CHARS:
         return McpCallResult(error=f"MCP tool '{req.tool}' returned more than {MAX_RESULT_CHARS} characters")

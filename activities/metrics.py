@@ -32,9 +32,10 @@ def timed(what: str, kind: str) -> Iterator[dict[str, bool]]:
             attrs = {"kind": kind, "outcome": "ok" if outcome["ok"] else "error"}
             runs = meter.create_counter(f"ringflow_{what}_runs", f"{what.capitalize()} runs, by outcome.")
             runs.add(1, attrs)
-            meter.create_histogram_float(f"ringflow_{what}_duration_seconds",
-                                         f"{what.capitalize()} run time.", "seconds").record(
-                time.perf_counter() - start, attrs)
+            meter.create_histogram_float(
+                f"ringflow_{what}_duration_seconds", f"{what.capitalize()} run time.", "seconds"
+            ).record(time.perf_counter() - start, attrs)
             if not outcome["ok"] and what == "extraction":
                 meter.create_counter("ringflow_extraction_errors", "Extraction attempts that failed.").add(
-                    1, {"kind": kind})
+                    1, {"kind": kind}
+                )

@@ -31,8 +31,13 @@ class _LoggedActivity(ActivityInboundInterceptor):
             result = await super().execute_activity(input)
         except BaseException as exc:
             fields["duration_ms"] = round((time.monotonic() - start) * 1000, 1)
-            log.warning("activity %s attempt %d failed: %s", info.activity_type, info.attempt,
-                        type(exc).__name__, extra={"event": "activity_failed", **fields})
+            log.warning(
+                "activity %s attempt %d failed: %s",
+                info.activity_type,
+                info.attempt,
+                type(exc).__name__,
+                extra={"event": "activity_failed", **fields},
+            )
             raise
         fields["duration_ms"] = round((time.monotonic() - start) * 1000, 1)
         log.info("activity %s done", info.activity_type, extra={"event": "activity_done", **fields})

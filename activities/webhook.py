@@ -77,7 +77,7 @@ def secret_key(secret: str) -> bytes:
     """The HMAC key: a ``whsec_<base64>`` secret (the spec's form) is decoded, any other
     secret is used as its UTF-8 bytes (give a receiver's library those bytes)."""
     if secret.startswith(SECRET_PREFIX):
-        return base64.b64decode(secret[len(SECRET_PREFIX):] + "==")
+        return base64.b64decode(secret[len(SECRET_PREFIX) :] + "==")
     return secret.encode()
 
 
@@ -88,8 +88,13 @@ def sign(msg_id: str, timestamp: int, body: bytes, secret: str) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
-def verify_signature(body: bytes, secret: str, headers: Mapping[str, str],
-                     now: float | None = None, tolerance_s: float = TOLERANCE_S) -> bool:
+def verify_signature(
+    body: bytes,
+    secret: str,
+    headers: Mapping[str, str],
+    now: float | None = None,
+    tolerance_s: float = TOLERANCE_S,
+) -> bool:
     """For receivers (as the spec says): the signature covers id, timestamp and body, and
     the timestamp is within ``tolerance_s`` of now. Also remember ``webhook-id``s seen and
     refuse repeats: that stops a replay inside the tolerance."""

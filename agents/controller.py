@@ -65,9 +65,15 @@ WRAP_UP = "The call has reached its time limit: wrap up in one short sentence an
 
 
 class FlowController:
-    def __init__(self, call: CallHandle, snapshot: Snapshot, outbox: Outbox, agent_id: str,
-                 clock: Callable[[], float] = time.time,
-                 kill_hook: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        call: CallHandle,
+        snapshot: Snapshot,
+        outbox: Outbox,
+        agent_id: str,
+        clock: Callable[[], float] = time.time,
+        kill_hook: Callable[[str], None] | None = None,
+    ) -> None:
         self.call = call
         self.engine = Engine(snapshot.definition)
         self.state: CallState = snapshot.state
@@ -83,12 +89,18 @@ class FlowController:
         self.dead = False
         self.transferring = False
         # (node, function) pairs that run in the workflow (handler, HTTP, MCP and transfer functions)
-        self.remote = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
-                                for fn_name, fn in cnode.functions.items()
-                                if fn.kind in ("handler", "http", "mcp", "transfer"))
-        self.cancellable = frozenset((node_id, fn_name) for node_id, cnode in self.engine.flow.nodes.items()
-                                     for fn_name, fn in cnode.functions.items()
-                                     if fn.kind in ("handler", "http", "mcp") and fn.cancel_on_interruption)
+        self.remote = frozenset(
+            (node_id, fn_name)
+            for node_id, cnode in self.engine.flow.nodes.items()
+            for fn_name, fn in cnode.functions.items()
+            if fn.kind in ("handler", "http", "mcp", "transfer")
+        )
+        self.cancellable = frozenset(
+            (node_id, fn_name)
+            for node_id, cnode in self.engine.flow.nodes.items()
+            for fn_name, fn in cnode.functions.items()
+            if fn.kind in ("handler", "http", "mcp") and fn.cancel_on_interruption
+        )
         self.in_flight: dict[str, bool] = {}  # cancellable calls running, by event id: cancel asked?
         self.device: DeviceTools | None = None  # the caller's device's tools (agents/device_tools.py)
 
@@ -169,25 +181,49 @@ class FlowController:
         step, out, runs = call_locally(self.engine, self.state, name, args, now)
         if out.error:
             return out
-        if (send := getattr(self.port, "send_dtmf", None)) is not None and \
-                self.engine.flow.nodes[node].functions[name].kind == "send_dtmf":  # type: ignore[index]
+        send = getattr(self.port, "send_dtmf", None)
+        if (
+            send is not None
+            and node is not None
+            and self.engine.flow.nodes[node].functions[name].kind == "send_dtmf"
+        ):
             await send(str(args.get("digits", "")))
         self.state = step.state
         if self.kill_hook is not None:
             self.point("after_local_transition")  # applied here, its signal not yet queued
         self.seq += 1
-        self.outbox.put(DeferredTransition(self.turn_key, self.step_no, self.seq, node or "", name, args,  # type: ignore[arg-type]
-                                           now))
-        log.info("transition %s -> %s by %s", node, self.state.node, name,
-                 extra={"event": "transition", "from_node": node, "function": name})
+        self.outbox.put(
+            DeferredTransition(
+                self.turn_key,
+                self.step_no,
+                self.seq,
+                node or "",
+                name,
+                args,  # type: ignore[arg-type]
+                now,
+            )
+        )
+        log.info(
+            "transition %s -> %s by %s",
+            node,
+            self.state.node,
+            name,
+            extra={"event": "transition", "from_node": node, "function": name},
+        )
         await self.apply(step.effects)  # the transition's speech, or the whole new node
         if runs:
             await self.follow_actions()
         return out
 
     async def remote_function(self, eid: str, name: str, args: dict[str, Any]) -> ToolOutcome:
-        req = CallFunctionRequest(event_id=eid, node=self.state.node or "", name=name, args=args,
-                                  at=self.clock(), after_seq=self.seq)
+        req = CallFunctionRequest(
+            event_id=eid,
+            node=self.state.node or "",
+            name=name,
+            args=args,
+            at=self.clock(),
+            after_seq=self.seq,
+        )
         self.outbox.kick()  # the update waits for every seq before it: no lingering turns
         self.point("during_function")
         cancellable = (req.node, name) in self.cancellable
@@ -197,8 +233,11 @@ class FlowController:
             res = await self.call.call_function(req)
         except (WorkflowUpdateFailedError, RPCError) as exc:
             cause = getattr(exc, "cause", None) or exc
-            return ToolOutcome({"status": "error", "error": str(getattr(cause, "message", cause))},
-                               reply_required=True, error=True)
+            return ToolOutcome(
+                {"status": "error", "error": str(getattr(cause, "message", cause))},
+                reply_required=True,
+                error=True,
+            )
         finally:
             cancelled = self.in_flight.pop(eid, False) if cancellable else False
         self.point("after_function")
@@ -278,8 +317,15 @@ class FlowController:
                 await port.end_call(eff.reason)
 
     # --- what the caller does ---------------------------------------------------------
-    def on_turn(self, role: str, text: str, *, interrupted: bool = False,
-                started_at: float | None = None, ended_at: float | None = None) -> None:
+    def on_turn(
+        self,
+        role: str,
+        text: str,
+        *,
+        interrupted: bool = False,
+        started_at: float | None = None,
+        ended_at: float | None = None,
+    ) -> None:
         """A final utterance (user), a finished reply (assistant), or the summary a node's
         context was reset to (system) goes to the transcript."""
         if not text or self.dead:
@@ -292,10 +338,17 @@ class FlowController:
         # A turn longer than the workflow takes in one piece goes as consecutive turns of the
         # same role, rather than being refused there and lost from the transcript.
         for start in range(0, len(text), MAX_TEXT_CHARS):
-            turn = Turn(role=role, text=text[start:start + MAX_TEXT_CHARS], node=self.state.node,
-                        interrupted=interrupted, started_at=started_at or now, ended_at=ended_at or now)
-            self.outbox.put(TurnsEvent(event_id=self.event_id(role), seq=self.next_seq(), items=[turn],
-                                       at=now))
+            turn = Turn(
+                role=role,
+                text=text[start : start + MAX_TEXT_CHARS],
+                node=self.state.node,
+                interrupted=interrupted,
+                started_at=started_at or now,
+                ended_at=ended_at or now,
+            )
+            self.outbox.put(
+                TurnsEvent(event_id=self.event_id(role), seq=self.next_seq(), items=[turn], at=now)
+            )
         if role == "user":
             self.state = self.engine.apply(self.state, UserSpoke(at=now)).state
 
@@ -313,8 +366,15 @@ class FlowController:
             log.warning("keys on node %s not applied: %s", node, step.effects[0])
             return
         self.state = step.state
-        self.outbox.put(CallEvent(event_id=self.event_id("dtmf"), seq=self.next_seq(), kind="dtmf",
-                                  data={"digits": digits, "node": node}, at=now))
+        self.outbox.put(
+            CallEvent(
+                event_id=self.event_id("dtmf"),
+                seq=self.next_seq(),
+                kind="dtmf",
+                data={"digits": digits, "node": node},
+                at=now,
+            )
+        )
         if (heard := getattr(self.port, "heard_keys", None)) is not None:
             await heard(digits)
         if any(type(e) is SetNode for e in step.effects):
@@ -333,8 +393,9 @@ class FlowController:
         for eid, asked in list(self.in_flight.items()):
             if not asked:
                 self.in_flight[eid] = True
-                self.outbox.put(CallEvent(event_id=f"{eid}:cancel", kind="interruption", data={"cancel": eid},
-                                          at=now))
+                self.outbox.put(
+                    CallEvent(event_id=f"{eid}:cancel", kind="interruption", data={"cancel": eid}, at=now)
+                )
 
     async def on_machine(self, category: str) -> None:
         """Answering-machine detection said a machine picked up: the flow's voicemail node
@@ -347,8 +408,15 @@ class FlowController:
         if any(type(e) is Rejected for e in step.effects):
             return
         self.state = step.state
-        self.outbox.put(CallEvent(event_id=self.event_id("machine"), seq=self.next_seq(),
-                                  kind="answering_machine", data={"category": category[:40]}, at=now))
+        self.outbox.put(
+            CallEvent(
+                event_id=self.event_id("machine"),
+                seq=self.next_seq(),
+                kind="answering_machine",
+                data={"category": category[:40]},
+                at=now,
+            )
+        )
         await self.apply(step.effects)
 
     async def on_idle(self, kind: IdleKind = "silence") -> None:
@@ -364,8 +432,15 @@ class FlowController:
         step = self.engine.apply(self.state, UserIdle(at=now, kind=kind))
         self.state = step.state
         if not self.state.ended:
-            self.outbox.put(CallEvent(event_id=self.event_id("idle"), seq=self.next_seq(), kind="user_idle",
-                                      data={} if kind == "silence" else {"kind": kind}, at=now))
+            self.outbox.put(
+                CallEvent(
+                    event_id=self.event_id("idle"),
+                    seq=self.next_seq(),
+                    kind="user_idle",
+                    data={} if kind == "silence" else {"kind": kind},
+                    at=now,
+                )
+            )
         # Giving up: the goodbye is said first and ``finish`` then sends the hangup (reason
         # user_idle), as for max_duration. Sending the idle event now would end the workflow
         # before the goodbye's turn reached it, and the record would lack the goodbye.

@@ -106,9 +106,12 @@ class DeviceTools:
 
     def spec(self, tool: McpTool) -> ToolSpec:
         strict = to_strict(tool.input_schema)
-        return ToolSpec(name=tool.name, description=tool.description.replace("{{", "{ {"),
-                        parameters=strict if strict is not None else tool.input_schema,
-                        strict=strict is not None)
+        return ToolSpec(
+            name=tool.name,
+            description=tool.description.replace("{{", "{ {"),
+            parameters=strict if strict is not None else tool.input_schema,
+            strict=strict is not None,
+        )
 
     async def call(self, name: str, args: dict[str, Any], key: str) -> ToolOutcome:
         """Run a device tool; its arguments are checked against its schema first, as the
@@ -143,8 +146,11 @@ def _error(message: str) -> ToolOutcome:
 def _outcome(answer: Any) -> ToolOutcome:
     if not isinstance(answer, dict):
         return _error("the device answered something that is not a tool result")
-    texts = [c.get("text", "") for c in answer.get("content") or [] if isinstance(c, dict)
-             and c.get("type") == "text"]
+    texts = [
+        c.get("text", "")
+        for c in answer.get("content") or []
+        if isinstance(c, dict) and c.get("type") == "text"
+    ]
     if answer.get("isError"):
         return _error(" ".join(texts)[:2000] or "the device reported an error")
     structured = answer.get("structuredContent")

@@ -32,8 +32,10 @@ SUMMARY_TIMEOUT_S = 5.0
 # True while a tool of ours runs (a context variable: only code the tool awaits sees it).
 IN_TOOL: contextvars.ContextVar[bool] = contextvars.ContextVar("ringflow_in_tool", default=False)
 SUMMARY_PREFIX = "(Summary of the call so far: "
-SUMMARY_PROMPT = ("Summarise the conversation so far in three sentences for whoever takes over: "
-                  "who the caller is, what they want, and what was agreed.")
+SUMMARY_PROMPT = (
+    "Summarise the conversation so far in three sentences for whoever takes over: "
+    "who the caller is, what they want, and what was agreed."
+)
 
 
 def summary_message(summary: str) -> str:
@@ -57,8 +59,11 @@ def tool_span(call_id: str, name: str, node: str | None) -> contextlib.AbstractC
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return contextlib.nullcontext()
     return TRACER.start_as_current_span(
-        "ringflow.agent.tool_call", record_exception=False, set_status_on_exception=False,
-        attributes={"ringflow.call_id": call_id, "ringflow.function": name, "ringflow.node": node or ""})
+        "ringflow.agent.tool_call",
+        record_exception=False,
+        set_status_on_exception=False,
+        attributes={"ringflow.call_id": call_id, "ringflow.function": name, "ringflow.node": node or ""},
+    )
 
 
 def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunctionTool:
@@ -69,8 +74,13 @@ def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunction
             with tool_span(controller.call.call_id, spec.name, node):
                 started = time.perf_counter()
                 out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
-            observe_tool_call(controller.engine.definition.flow.flow, before, controller.state.transitions,
-                              (node, spec.name) not in controller.remote, time.perf_counter() - started)
+            observe_tool_call(
+                controller.engine.definition.flow.flow,
+                before,
+                controller.state.transitions,
+                (node, spec.name) not in controller.remote,
+                time.perf_counter() - started,
+            )
         finally:
             IN_TOOL.reset(token)
         text = result_text(out.result)
@@ -79,8 +89,11 @@ def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunction
         # (an error needing no reply: a run cancelled because the caller talked over it)
         return lk_llm.ToolResult(text, reply_required=out.reply_required)
 
-    schema: dict[str, Any] = {"name": spec.name, "description": spec.description,
-                              "parameters": spec.parameters}
+    schema: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.parameters,
+    }
     if spec.strict:
         schema["strict"] = True
     return function_tool(call, raw_schema=schema)
@@ -89,18 +102,21 @@ def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunction
 class FlowAgent(Agent):
     """Starts on the call's current node; ``on_enter`` applies the node's entry effects."""
 
-    def __init__(self, controller: FlowController, first: SetNode | None,
-                 chat_ctx: lk_llm.ChatContext | None = None) -> None:
+    def __init__(
+        self, controller: FlowController, first: SetNode | None, chat_ctx: lk_llm.ChatContext | None = None
+    ) -> None:
         self.controller = controller
         tools: list[lk_llm.Tool | lk_llm.Toolset] = (
-            [build_tool(t, controller) for t in first.tools] if first else [])
+            [build_tool(t, controller) for t in first.tools] if first else []
+        )
         super().__init__(instructions=first.prompt if first else "", tools=tools, chat_ctx=chat_ctx)
         if first is not None:
             self.set_interruptible(first.allow_interrupt)
             apply_listen(self, first.listen)
 
-    async def on_user_turn_completed(self, turn_ctx: lk_llm.ChatContext,
-                                     new_message: lk_llm.ChatMessage) -> None:
+    async def on_user_turn_completed(
+        self, turn_ctx: lk_llm.ChatContext, new_message: lk_llm.ChatMessage
+    ) -> None:
         """A turn with no words (a push-to-talk press released in silence) is not answered:
         it is an empty input, which ``agents/listen.py`` hands to the idle rule."""
         if not (new_message.text_content or "").strip():

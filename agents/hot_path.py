@@ -38,8 +38,9 @@ class ToolOutcome:
     error: bool = False
 
 
-def call_locally(engine: Engine, state: CallState, name: str, args: dict[str, Any],
-                 at: float) -> tuple[Step, ToolOutcome, bool]:
+def call_locally(
+    engine: Engine, state: CallState, name: str, args: dict[str, Any], at: float
+) -> tuple[Step, ToolOutcome, bool]:
     """A function the engine decides alone (transition, capture), as any engine answering an
     LLM applies it: the step, what the LLM is told, and whether an action node was entered
     (its function runs in the workflow, which decides where the call goes next). Nothing

@@ -73,8 +73,15 @@ def _credentials(url: str | None, api_key: str | None, api_secret: str | None) -
     url = url or os.environ.get("LIVEKIT_URL")
     api_key = api_key or os.environ.get("LIVEKIT_API_KEY")
     api_secret = api_secret or os.environ.get("LIVEKIT_API_SECRET")
-    missing = [name for name, value in (("LIVEKIT_URL", url), ("LIVEKIT_API_KEY", api_key),
-                                        ("LIVEKIT_API_SECRET", api_secret)) if not value]
+    missing = [
+        name
+        for name, value in (
+            ("LIVEKIT_URL", url),
+            ("LIVEKIT_API_KEY", api_key),
+            ("LIVEKIT_API_SECRET", api_secret),
+        )
+        if not value
+    ]
     if missing:
         raise ValueError(f"LiveKit is not configured: set {', '.join(missing)} (or pass them explicitly)")
     assert url and api_key and api_secret
@@ -84,8 +91,9 @@ def _credentials(url: str | None, api_key: str | None, api_secret: str | None) -
 def _client(url: str, api_key: str, api_secret: str, timeout_s: float) -> LiveKitAPI:
     """A client per operation: dispatches and room closes are rare, and a session created on
     the running loop never outlives it (activities and tests run on different loops)."""
-    return LiveKitAPI(url, api_key, api_secret, timeout=aiohttp.ClientTimeout(total=timeout_s),
-                      failover=False)
+    return LiveKitAPI(
+        url, api_key, api_secret, timeout=aiohttp.ClientTimeout(total=timeout_s), failover=False
+    )
 
 
 def _is_transient(err: ServerError) -> bool:
@@ -112,56 +120,85 @@ class LiveKitDispatcher:
     ``"ringflow"``.
     """
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, api_secret: str | None = None,
-                 *, agent_name: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        api_secret: str | None = None,
+        *,
+        agent_name: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.url, self.api_key, self._api_secret = _credentials(url, api_key, api_secret)
         self.agent_name = agent_name or os.environ.get("RINGFLOW_AGENT_NAME") or DEFAULT_AGENT_NAME
         self.timeout_s = timeout_s
 
     def __repr__(self) -> str:  # never the secret
-        return (f"LiveKitDispatcher(url={self.url!r}, api_key={self.api_key!r}, "
-                f"agent_name={self.agent_name!r})")
+        return (
+            f"LiveKitDispatcher(url={self.url!r}, api_key={self.api_key!r}, agent_name={self.agent_name!r})"
+        )
 
     async def dispatch(self, req: DispatchRequest) -> DispatchResult:
         """Dispatch a fresh agent into the call's room; see the module docstring for which
         failures are results and which raise."""
         if not req.room:
-            return DispatchResult(dispatched=False,
-                                  detail=f"call {req.call_id} has no LiveKit room; nowhere to dispatch")
+            return DispatchResult(
+                dispatched=False, detail=f"call {req.call_id} has no LiveKit room; nowhere to dispatch"
+            )
         step = "ListRooms"
         try:
             async with _client(self.url, self.api_key, self._api_secret, self.timeout_s) as lk:
                 listed = await lk.room.list_rooms(ListRoomsRequest(names=[req.room]))
                 if not any(room.name == req.room for room in listed.rooms):
-                    return DispatchResult(dispatched=False, detail=(
-                        f"room '{req.room}' of call {req.call_id} no longer exists (the caller has left); "
-                        "not dispatching an agent into it"))
+                    return DispatchResult(
+                        dispatched=False,
+                        detail=(
+                            f"room '{req.room}' of call {req.call_id} no longer exists (the caller has left); "  # noqa: E501
+                            "not dispatching an agent into it"
+                        ),
+                    )
                 step = "CreateDispatch"
-                dispatch = await lk.agent_dispatch.create_dispatch(CreateAgentDispatchRequest(
-                    agent_name=self.agent_name, room=req.room, metadata=job_metadata(req.call_id)))
+                dispatch = await lk.agent_dispatch.create_dispatch(
+                    CreateAgentDispatchRequest(
+                        agent_name=self.agent_name, room=req.room, metadata=job_metadata(req.call_id)
+                    )
+                )
         except ServerError as err:
             if _is_transient(err):
                 raise LiveKitUnavailable(
-                    f"LiveKit {step} for call {req.call_id} failed, will retry: {_describe(err)}") from err
+                    f"LiveKit {step} for call {req.call_id} failed, will retry: {_describe(err)}"
+                ) from err
             if err.status == 404:
-                detail = (f"room '{req.room}' of call {req.call_id} no longer exists "
-                          f"({step}: {_describe(err)})")
+                detail = (
+                    f"room '{req.room}' of call {req.call_id} no longer exists ({step}: {_describe(err)})"
+                )
             elif err.status in (401, 403):
-                detail = (f"LiveKit refused API key '{self.api_key}' for {step} in room '{req.room}' "
-                          f"(bad credentials or missing grants; {_describe(err)})")
+                detail = (
+                    f"LiveKit refused API key '{self.api_key}' for {step} in room '{req.room}' "
+                    f"(bad credentials or missing grants; {_describe(err)})"
+                )
             else:
                 detail = f"LiveKit refused {step} for room '{req.room}' ({_describe(err)})"
             return DispatchResult(dispatched=False, detail=detail)
         except (TimeoutError, aiohttp.ClientError) as err:
             raise LiveKitUnavailable(
                 f"LiveKit at {self.url} unreachable during {step} for call {req.call_id}, will retry: "
-                f"{type(err).__name__}: {err}") from err
-        return DispatchResult(dispatched=True, detail=(
-            f"dispatched agent '{self.agent_name}' into room '{req.room}' (dispatch {dispatch.id})"))
+                f"{type(err).__name__}: {err}"
+            ) from err
+        return DispatchResult(
+            dispatched=True,
+            detail=(f"dispatched agent '{self.agent_name}' into room '{req.room}' (dispatch {dispatch.id})"),
+        )
 
 
-async def close_room(room: str, *, url: str | None = None, api_key: str | None = None,
-                     api_secret: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+async def close_room(
+    room: str,
+    *,
+    url: str | None = None,
+    api_key: str | None = None,
+    api_secret: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> bool:
     """Delete ``room``, which disconnects everyone in it -- for a SIP caller, a hang-up.
 
     Idempotent, since a hang-up may be retried or race the caller leaving: True if this
@@ -183,8 +220,9 @@ async def close_room(room: str, *, url: str | None = None, api_key: str | None =
             raise LiveKitUnavailable(f"LiveKit DeleteRoom '{room}' failed: {_describe(err)}") from err
         raise LiveKitRefused(f"LiveKit refused DeleteRoom '{room}': {_describe(err)}", err.status) from err
     except (TimeoutError, aiohttp.ClientError) as err:
-        raise LiveKitUnavailable(f"LiveKit at {url} unreachable for DeleteRoom '{room}': "
-                                 f"{type(err).__name__}: {err}") from err
+        raise LiveKitUnavailable(
+            f"LiveKit at {url} unreachable for DeleteRoom '{room}': {type(err).__name__}: {err}"
+        ) from err
     return True
 
 
@@ -245,13 +283,16 @@ def parse_job_metadata(raw: str | None) -> JobInfo:
     except json.JSONDecodeError as err:
         raise JobMetadataError(
             f"job metadata is not valid JSON ({err.msg} at line {err.lineno} column {err.colno}): "
-            f"{_preview(raw)}") from None
+            f"{_preview(raw)}"
+        ) from None
     if not isinstance(data, dict):
         raise JobMetadataError(
-            f"job metadata must be a JSON object, got {type(data).__name__}: {_preview(raw)}")
+            f"job metadata must be a JSON object, got {type(data).__name__}: {_preview(raw)}"
+        )
     try:
         return JobInfo.model_validate(data)
     except ValidationError as err:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'metadata'}: {e['msg']}" for e in err.errors())
+            f"{'.'.join(str(p) for p in e['loc']) or 'metadata'}: {e['msg']}" for e in err.errors()
+        )
         raise JobMetadataError(f"job metadata is invalid: {problems}") from None

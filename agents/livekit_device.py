@@ -28,7 +28,8 @@ class LiveKitDeviceLink:
 
     async def rpc(self, method: str, payload: str, timeout_s: float) -> str:
         return await self.room.local_participant.perform_rpc(
-            destination_identity=self.identity, method=method, payload=payload, response_timeout=timeout_s)
+            destination_identity=self.identity, method=method, payload=payload, response_timeout=timeout_s
+        )
 
 
 def is_device(participant: Any) -> bool:

@@ -72,8 +72,15 @@ def _flow_of(rule: SIPDispatchRuleInfo) -> str | None:
 
 
 class LiveKitInbound:
-    def __init__(self, url: str | None = None, api_key: str | None = None, api_secret: str | None = None,
-                 *, agent_name: str = DEFAULT_AGENT_NAME, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        api_secret: str | None = None,
+        *,
+        agent_name: str = DEFAULT_AGENT_NAME,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.url, self.api_key, self._api_secret = _credentials(url, api_key, api_secret)
         self.agent_name = agent_name
         self.timeout_s = timeout_s
@@ -92,8 +99,9 @@ class LiveKitInbound:
                 raise LiveKitUnavailable(f"LiveKit failed {what}: {_describe(err)}") from err
             raise LiveKitRefused(f"LiveKit refused {what}: {_describe(err)}", err.status) from err
         except (TimeoutError, aiohttp.ClientError) as err:
-            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable {what}: "
-                                     f"{type(err).__name__}: {err}") from err
+            raise LiveKitUnavailable(
+                f"LiveKit at {self.url} unreachable {what}: {type(err).__name__}: {err}"
+            ) from err
 
     async def _setup(self, number: str, flow: str, trunk_id: str | None) -> InboundSetup:
         async with _client(self.url, self.api_key, self._api_secret, self.timeout_s) as lk:
@@ -113,15 +121,26 @@ class LiveKitInbound:
                 if found:
                     trunk = found[0].sip_trunk_id
                 else:
-                    made = await lk.sip.create_inbound_trunk(CreateSIPInboundTrunkRequest(
-                        trunk=SIPInboundTrunkInfo(name=f"ringflow {number}", numbers=[number])))
+                    made = await lk.sip.create_inbound_trunk(
+                        CreateSIPInboundTrunkRequest(
+                            trunk=SIPInboundTrunkInfo(name=f"ringflow {number}", numbers=[number])
+                        )
+                    )
                     trunk = made.sip_trunk_id
                     created.append("trunk")
             wanted = SIPDispatchRuleInfo(
-                rule=SIPDispatchRule(dispatch_rule_individual=SIPDispatchRuleIndividual(room_prefix=ROOM_PREFIX)),
-                trunk_ids=[trunk], name=rule_name(number), metadata=json.dumps({"flow": flow}),
-                room_config=RoomConfiguration(agents=[RoomAgentDispatch(
-                    agent_name=self.agent_name, metadata=json.dumps({"flow": flow}))]))
+                rule=SIPDispatchRule(
+                    dispatch_rule_individual=SIPDispatchRuleIndividual(room_prefix=ROOM_PREFIX)
+                ),
+                trunk_ids=[trunk],
+                name=rule_name(number),
+                metadata=json.dumps({"flow": flow}),
+                room_config=RoomConfiguration(
+                    agents=[
+                        RoomAgentDispatch(agent_name=self.agent_name, metadata=json.dumps({"flow": flow}))
+                    ]
+                ),
+            )
             rules = (await lk.sip.list_dispatch_rule(ListSIPDispatchRuleRequest(trunk_ids=[trunk]))).items
             mine = next((r for r in rules if r.name == rule_name(number)), None)
             if mine is None:
@@ -133,8 +152,14 @@ class LiveKitInbound:
                 if _comparable(mine) != _comparable(wanted):
                     rule = await lk.sip.update_dispatch_rule(mine.sip_dispatch_rule_id, wanted)
                     updated.append("rule")
-            return InboundSetup(number=number, flow=flow, trunk_id=trunk, rule_id=rule.sip_dispatch_rule_id,
-                                created=created, updated=updated)
+            return InboundSetup(
+                number=number,
+                flow=flow,
+                trunk_id=trunk,
+                rule_id=rule.sip_dispatch_rule_id,
+                created=created,
+                updated=updated,
+            )
 
     async def _list(self) -> builtins.list[dict[str, Any]]:
         async with _client(self.url, self.api_key, self._api_secret, self.timeout_s) as lk:
@@ -146,11 +171,18 @@ class LiveKitInbound:
                 on_trunk = [r for r in rules if t.sip_trunk_id in r.trunk_ids]
                 named = [r for r in on_trunk if r.name == rule_name(number)]
                 rule = next(iter(named or on_trunk), None)
-                rows.append({"number": number or None, "trunk_id": t.sip_trunk_id, "trunk": t.name,
-                             "rule_id": rule.sip_dispatch_rule_id if rule else None,
-                             "flow": _flow_of(rule) if rule else None,
-                             "agent": rule.room_config.agents[0].agent_name
-                             if rule and rule.room_config.agents else None})
+                rows.append(
+                    {
+                        "number": number or None,
+                        "trunk_id": t.sip_trunk_id,
+                        "trunk": t.name,
+                        "rule_id": rule.sip_dispatch_rule_id if rule else None,
+                        "flow": _flow_of(rule) if rule else None,
+                        "agent": rule.room_config.agents[0].agent_name
+                        if rule and rule.room_config.agents
+                        else None,
+                    }
+                )
         return rows
 
 

@@ -71,16 +71,25 @@ def dial_metadata(call_id: str, identity: str) -> str:
 
 
 class LiveKitTelephony:
-    def __init__(self, url: str | None = None, api_key: str | None = None, api_secret: str | None = None,
-                 *, agent_name: str | None = None, trunk_id: str | None = None,
-                 from_number: str | None = None, ringing_timeout_s: float | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        api_secret: str | None = None,
+        *,
+        agent_name: str | None = None,
+        trunk_id: str | None = None,
+        from_number: str | None = None,
+        ringing_timeout_s: float | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.url, self.api_key, self._api_secret = _credentials(url, api_key, api_secret)
         self.agent_name = agent_name or os.environ.get("RINGFLOW_AGENT_NAME") or DEFAULT_AGENT_NAME
         self.trunk_id = trunk_id or os.environ.get("RINGFLOW_SIP_TRUNK_ID") or None
         self.from_number = from_number or os.environ.get("RINGFLOW_SIP_FROM") or None
         self.ringing_timeout_s = ringing_timeout_s or float(
-            os.environ.get("RINGFLOW_SIP_RINGING_TIMEOUT_S") or DEFAULT_RINGING_TIMEOUT_S)
+            os.environ.get("RINGFLOW_SIP_RINGING_TIMEOUT_S") or DEFAULT_RINGING_TIMEOUT_S
+        )
         self.timeout_s = timeout_s
 
     def __repr__(self) -> str:  # never the secret
@@ -93,44 +102,59 @@ class LiveKitTelephony:
         step = "CreateRoom"
         try:
             async with self._lk() as lk:
-                await lk.room.create_room(CreateRoomRequest(
-                    name=req.room, metadata=json.dumps({"call_id": req.call_id})))
+                await lk.room.create_room(
+                    CreateRoomRequest(name=req.room, metadata=json.dumps({"call_id": req.call_id}))
+                )
                 step = "ListDispatch"
                 listed = await lk.agent_dispatch.list_dispatch(req.room)
                 if any(_call_of(d.metadata) == req.call_id for d in listed):
                     return PrepareResult(ok=True, detail="room and agent dispatch were already there")
                 step = "CreateDispatch"
-                await lk.agent_dispatch.create_dispatch(CreateAgentDispatchRequest(
-                    agent_name=req.agent_name or self.agent_name, room=req.room,
-                    metadata=dial_metadata(req.call_id, sip_identity(req.call_id))))
+                await lk.agent_dispatch.create_dispatch(
+                    CreateAgentDispatchRequest(
+                        agent_name=req.agent_name or self.agent_name,
+                        room=req.room,
+                        metadata=dial_metadata(req.call_id, sip_identity(req.call_id)),
+                    )
+                )
         except ServerError as err:
             if _is_transient(err):
                 raise LiveKitUnavailable(f"LiveKit {step} for call {req.call_id}: {_describe(err)}") from err
-            return PrepareResult(ok=False, detail=f"LiveKit refused {step} for room '{req.room}' "
-                                                  f"({_describe(err)})")
+            return PrepareResult(
+                ok=False, detail=f"LiveKit refused {step} for room '{req.room}' ({_describe(err)})"
+            )
         except (TimeoutError, aiohttp.ClientError) as err:
-            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable during {step}: "
-                                     f"{type(err).__name__}: {err}") from err
+            raise LiveKitUnavailable(
+                f"LiveKit at {self.url} unreachable during {step}: {type(err).__name__}: {err}"
+            ) from err
         return PrepareResult(ok=True, detail=f"room '{req.room}' created, agent dispatched")
 
     async def dial(self, req: DialRequest, dialed_before: bool) -> DialResult:
         ring_s = req.dial.ringing_timeout_s or self.ringing_timeout_s
         trunk = req.dial.trunk_id or self.trunk_id
         if not trunk:
-            return DialResult(outcome="dial_failed", detail="no SIP trunk: set RINGFLOW_SIP_TRUNK_ID or "
-                                                            "pass --trunk")
+            return DialResult(
+                outcome="dial_failed", detail="no SIP trunk: set RINGFLOW_SIP_TRUNK_ID or pass --trunk"
+            )
         try:
             earlier = await self._follow_earlier(req, ring_s)
             if earlier is not None:
                 return earlier
             if dialed_before:
-                return DialResult(outcome="dial_failed", detail=(
-                    "an earlier attempt sent the dial and its outcome is unknown; not dialing twice"))
+                return DialResult(
+                    outcome="dial_failed",
+                    detail=("an earlier attempt sent the dial and its outcome is unknown; not dialing twice"),
+                )
             create = CreateSIPParticipantRequest(
-                sip_trunk_id=trunk, sip_call_to=req.dial.to, room_name=req.room,
-                participant_identity=req.identity, participant_name="callee",
-                wait_until_answered=True, ringing_timeout=Duration(seconds=int(ring_s)),
-                play_dialtone=False)
+                sip_trunk_id=trunk,
+                sip_call_to=req.dial.to,
+                room_name=req.room,
+                participant_identity=req.identity,
+                participant_name="callee",
+                wait_until_answered=True,
+                ringing_timeout=Duration(seconds=int(ring_s)),
+                play_dialtone=False,
+            )
             if req.dial.from_number or self.from_number:
                 create.sip_number = req.dial.from_number or self.from_number or ""
             async with self._lk(ring_s + 10) as lk:
@@ -144,14 +168,17 @@ class LiveKitTelephony:
             return self._server_error(req, err)
         except (TimeoutError, aiohttp.ClientError) as err:
             mark_dialed()  # the dial may have gone out, and the call may be over by the retry
-            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable while dialing for call "
-                                     f"{req.call_id}: {type(err).__name__}: {err}") from err
+            raise LiveKitUnavailable(
+                f"LiveKit at {self.url} unreachable while dialing for call "
+                f"{req.call_id}: {type(err).__name__}: {err}"
+            ) from err
         return DialResult(outcome="answered", sip_code=200, sip_status="OK", detail="answered")
 
     def _server_error(self, req: DialRequest, err: ServerError) -> DialResult:
         if _is_transient(err):
-            raise LiveKitUnavailable(f"LiveKit CreateSIPParticipant for call {req.call_id}: "
-                                     f"{_describe(err)}") from err
+            raise LiveKitUnavailable(
+                f"LiveKit CreateSIPParticipant for call {req.call_id}: {_describe(err)}"
+            ) from err
         return DialResult(outcome="dial_failed", detail=f"LiveKit refused the dial ({_describe(err)})")
 
     async def _follow_earlier(self, req: DialRequest, ring_s: float) -> DialResult | None:
@@ -160,20 +187,29 @@ class LiveKitTelephony:
         async with self._lk() as lk:
             while True:
                 try:
-                    p = await lk.room.get_participant(RoomParticipantIdentity(room=req.room,
-                                                                              identity=req.identity))
+                    p = await lk.room.get_participant(
+                        RoomParticipantIdentity(room=req.room, identity=req.identity)
+                    )
                 except ServerError as err:
                     if err.status == 404:
                         return None  # nobody dialed it (or the earlier dial ended: see below)
                     raise
                 status = p.attributes.get("sip.callStatus", "active")
                 if status == "active":
-                    return DialResult(outcome="answered", sip_code=200, sip_status="OK", followed=True,
-                                      answered_by=p.attributes.get(ANSWERED_BY),
-                                      detail="an earlier attempt's dial was answered")
+                    return DialResult(
+                        outcome="answered",
+                        sip_code=200,
+                        sip_status="OK",
+                        followed=True,
+                        answered_by=p.attributes.get(ANSWERED_BY),
+                        detail="an earlier attempt's dial was answered",
+                    )
                 if status == "hangup" or asyncio.get_running_loop().time() > deadline:
-                    return DialResult(outcome="no_answer", followed=True,
-                                      detail="an earlier attempt's dial ended unanswered")
+                    return DialResult(
+                        outcome="no_answer",
+                        followed=True,
+                        detail="an earlier attempt's dial ended unanswered",
+                    )
                 await asyncio.sleep(POLL_S)
 
     async def transfer(self, req: TransferRequest, retry: bool) -> dict[str, Any]:
@@ -188,19 +224,30 @@ class LiveKitTelephony:
                 callers = [p for p in listed.participants if p.kind == ParticipantInfo.SIP]
                 if not callers:
                     return _gone(req, retry)
-                await lk.sip.transfer_sip_participant(TransferSIPParticipantRequest(
-                    room_name=req.room, participant_identity=callers[0].identity, transfer_to=to,
-                    play_dialtone=False), timeout=45)
+                await lk.sip.transfer_sip_participant(
+                    TransferSIPParticipantRequest(
+                        room_name=req.room,
+                        participant_identity=callers[0].identity,
+                        transfer_to=to,
+                        play_dialtone=False,
+                    ),
+                    timeout=45,
+                )
         except SipCallError as err:
             if err.sip_status_code is not None or err.sip_transfer_reason:
-                return {"status": "failed", "to": req.to, "sip_code": err.sip_status_code,
-                        "detail": str(err)[:300]}
+                return {
+                    "status": "failed",
+                    "to": req.to,
+                    "sip_code": err.sip_status_code,
+                    "detail": str(err)[:300],
+                }
             return self._transfer_error(req, err, retry)
         except ServerError as err:
             return self._transfer_error(req, err, retry)
         except (TimeoutError, aiohttp.ClientError) as err:
-            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable during a transfer: "
-                                     f"{type(err).__name__}: {err}") from err
+            raise LiveKitUnavailable(
+                f"LiveKit at {self.url} unreachable during a transfer: {type(err).__name__}: {err}"
+            ) from err
         return {"status": "transferred", "to": req.to}
 
     async def _warm(self, req: TransferRequest) -> dict[str, Any]:
@@ -216,36 +263,59 @@ class LiveKitTelephony:
                 if await _present(lk, req.room, identity):  # an earlier attempt moved them
                     await self.hang_up(consult)
                     return {**done, "detail": "an earlier attempt connected them"}
-                await lk.room.create_room(CreateRoomRequest(name=consult, metadata=json.dumps(
-                    {"call_id": req.call_id, "consult": True})))
+                await lk.room.create_room(
+                    CreateRoomRequest(
+                        name=consult, metadata=json.dumps({"call_id": req.call_id, "consult": True})
+                    )
+                )
             person = Dial(to=req.to, ringing_timeout_s=req.ringing_timeout_s)
-            answer = await self.dial(DialRequest(call_id=req.call_id, room=consult, identity=identity,
-                                                 dial=person), dialed_before=False)
+            answer = await self.dial(
+                DialRequest(call_id=req.call_id, room=consult, identity=identity, dial=person),
+                dialed_before=False,
+            )
             if answer.outcome != "answered":
                 await self.hang_up(consult)
-                return {"status": "failed", "to": req.to, "mode": "warm", "sip_code": answer.sip_code,
-                        "detail": f"{answer.outcome}: {answer.detail or answer.sip_status or ''}".strip(": ")}
+                return {
+                    "status": "failed",
+                    "to": req.to,
+                    "mode": "warm",
+                    "sip_code": answer.sip_code,
+                    "detail": f"{answer.outcome}: {answer.detail or answer.sip_status or ''}".strip(": "),
+                }
             async with self._lk() as lk:
                 if not any(_announces(d.metadata) for d in await lk.agent_dispatch.list_dispatch(consult)):
-                    await lk.agent_dispatch.create_dispatch(CreateAgentDispatchRequest(
-                        agent_name=self.agent_name, room=consult, metadata=json.dumps(
-                            {"call_id": req.call_id, "announce": req.announce or DEFAULT_ANNOUNCE})))
+                    await lk.agent_dispatch.create_dispatch(
+                        CreateAgentDispatchRequest(
+                            agent_name=self.agent_name,
+                            room=consult,
+                            metadata=json.dumps(
+                                {"call_id": req.call_id, "announce": req.announce or DEFAULT_ANNOUNCE}
+                            ),
+                        )
+                    )
                 problem = await _announced(lk, consult, identity)
                 if problem is not None:
                     await self.hang_up(consult)
                     return {"status": "failed", "to": req.to, "mode": "warm", "detail": problem}
-                await lk.room.move_participant(MoveParticipantRequest(room=consult, identity=identity,
-                                                                      destination_room=req.room))
+                await lk.room.move_participant(
+                    MoveParticipantRequest(room=consult, identity=identity, destination_room=req.room)
+                )
             await self.hang_up(consult)  # the announcer leaves with the room
         except ServerError as err:
             if _is_transient(err):
-                raise LiveKitUnavailable(f"LiveKit warm transfer for call {req.call_id}: {_describe(err)}") \
-                    from err
-            return {"status": "failed", "to": req.to, "mode": "warm",
-                    "detail": f"LiveKit refused a step of the transfer ({_describe(err)})"}
+                raise LiveKitUnavailable(
+                    f"LiveKit warm transfer for call {req.call_id}: {_describe(err)}"
+                ) from err
+            return {
+                "status": "failed",
+                "to": req.to,
+                "mode": "warm",
+                "detail": f"LiveKit refused a step of the transfer ({_describe(err)})",
+            }
         except (TimeoutError, aiohttp.ClientError) as err:
-            raise LiveKitUnavailable(f"LiveKit at {self.url} unreachable during a transfer: "
-                                     f"{type(err).__name__}: {err}") from err
+            raise LiveKitUnavailable(
+                f"LiveKit at {self.url} unreachable during a transfer: {type(err).__name__}: {err}"
+            ) from err
         return done
 
     def _transfer_error(self, req: TransferRequest, err: ServerError, retry: bool) -> dict[str, Any]:
@@ -253,12 +323,16 @@ class LiveKitTelephony:
             raise LiveKitUnavailable(f"LiveKit transfer for call {req.call_id}: {_describe(err)}") from err
         if err.status == 404:
             return _gone(req, retry)
-        return {"status": "failed", "to": req.to,
-                "detail": f"LiveKit refused the transfer ({_describe(err)})"}
+        return {
+            "status": "failed",
+            "to": req.to,
+            "detail": f"LiveKit refused the transfer ({_describe(err)})",
+        }
 
     async def hang_up(self, room: str) -> bool:
-        return await close_room(room, url=self.url, api_key=self.api_key, api_secret=self._api_secret,
-                                timeout_s=self.timeout_s)
+        return await close_room(
+            room, url=self.url, api_key=self.api_key, api_secret=self._api_secret, timeout_s=self.timeout_s
+        )
 
 
 DEFAULT_ANNOUNCE = "I have a caller for you; I'm connecting you now."
@@ -300,8 +374,11 @@ async def _announced(lk: Any, consult: str, identity: str) -> str | None:
 
 def _gone(req: TransferRequest, retry: bool) -> dict[str, Any]:
     if retry:
-        return {"status": "transferred", "to": req.to,
-                "detail": "the caller had left the room: an earlier attempt transferred them"}
+        return {
+            "status": "transferred",
+            "to": req.to,
+            "detail": "the caller had left the room: an earlier attempt transferred them",
+        }
     return {"status": "failed", "to": req.to, "detail": "no caller on the line to transfer"}
 
 

@@ -32,30 +32,46 @@ if TYPE_CHECKING:
 REFRESH_S = 1.0
 FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
-CALLS_ACTIVE = Gauge("ringflow_agent_calls_active", "Calls the agent serves now.",
-                     multiprocess_mode="livesum")
+CALLS_ACTIVE = Gauge(
+    "ringflow_agent_calls_active", "Calls the agent serves now.", multiprocess_mode="livesum"
+)
 TRANSITIONS = Counter("ringflow_agent_transitions", "Node transitions made by the agent's LLM.", ["flow"])
-TRANSITION_SECONDS = Histogram("ringflow_agent_transition_seconds",
-                               "Local cost of applying a transition on the agent (no Temporal round trip).",
-                               ["flow"], buckets=FAST_BUCKETS)
-OUTBOX_PENDING = Gauge("ringflow_agent_outbox_pending_events",
-                       "Agent events not yet acknowledged by the workflow.", multiprocess_mode="livesum")
-OUTBOX_OLDEST = Gauge("ringflow_agent_outbox_oldest_pending_seconds",
-                      "Age of the oldest agent event not yet acknowledged by the workflow.",
-                      multiprocess_mode="max")
-ATTACH_SECONDS = Histogram("ringflow_agent_attach_seconds", "Attach (resumed=false) or resume to serving.",
-                           ["resumed"], buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+TRANSITION_SECONDS = Histogram(
+    "ringflow_agent_transition_seconds",
+    "Local cost of applying a transition on the agent (no Temporal round trip).",
+    ["flow"],
+    buckets=FAST_BUCKETS,
+)
+OUTBOX_PENDING = Gauge(
+    "ringflow_agent_outbox_pending_events",
+    "Agent events not yet acknowledged by the workflow.",
+    multiprocess_mode="livesum",
+)
+OUTBOX_OLDEST = Gauge(
+    "ringflow_agent_outbox_oldest_pending_seconds",
+    "Age of the oldest agent event not yet acknowledged by the workflow.",
+    multiprocess_mode="max",
+)
+ATTACH_SECONDS = Histogram(
+    "ringflow_agent_attach_seconds",
+    "Attach (resumed=false) or resume to serving.",
+    ["resumed"],
+    buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
 SIGNALS_FAILED = Counter("ringflow_agent_signals_failed", "Failed sends of agent events to the workflow.")
-EVENTS_DROPPED = Counter("ringflow_agent_events_dropped",
-                         "Agent events too large for any signal, replaced by a note (agents/signals.py).",
-                         ["type"])
+EVENTS_DROPPED = Counter(
+    "ringflow_agent_events_dropped",
+    "Agent events too large for any signal, replaced by a note (agents/signals.py).",
+    ["type"],
+)
 
 _runs: weakref.WeakValueDictionary[int, AgentRun] = weakref.WeakValueDictionary()  # AgentRun is unhashable
 _refresher: asyncio.Task[None] | None = None
 
 
-def observe_tool_call(flow: str, transitions_before: int, transitions_after: int, local: bool,
-                      seconds: float) -> None:
+def observe_tool_call(
+    flow: str, transitions_before: int, transitions_after: int, local: bool, seconds: float
+) -> None:
     """After a tool call: a transition if the call's transition count moved."""
     if transitions_after > transitions_before:
         TRANSITIONS.labels(flow).inc(transitions_after - transitions_before)

@@ -89,8 +89,9 @@ def _cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def backoff_delay(attempt: int, initial_s: float, max_s: float,
-                  rand: Callable[[], float] = random.random) -> float:
+def backoff_delay(
+    attempt: int, initial_s: float, max_s: float, rand: Callable[[], float] = random.random
+) -> float:
     """The wait before retry number ``attempt`` (0-based): doubling from ``initial_s``,
     capped at ``max_s``, then shortened by up to ``JITTER`` so that many agents cut off by
     the same outage do not all retry in lockstep when it ends."""
@@ -115,11 +116,19 @@ class _Slot:
 class Outbox:
     """Queue of agent events drained in order into the workflow by one background task."""
 
-    def __init__(self, send: Send, *, max_events: int = 10_000, max_batch: int = 50,
-                 initial_backoff_s: float = 0.05, max_backoff_s: float = 2.0,
-                 on_error: Callable[[BaseException], None] | None = None,
-                 send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S, linger_s: float = 0.0,
-                 heartbeat_quiet_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        send: Send,
+        *,
+        max_events: int = 10_000,
+        max_batch: int = 50,
+        initial_backoff_s: float = 0.05,
+        max_backoff_s: float = 2.0,
+        on_error: Callable[[BaseException], None] | None = None,
+        send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+        linger_s: float = 0.0,
+        heartbeat_quiet_s: float = 0.0,
+    ) -> None:
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
         if not 1 <= max_batch <= MAX_BATCH:
@@ -192,8 +201,9 @@ class Outbox:
             self._wake()
 
     def _put_heartbeat(self, event: Heartbeat) -> None:
-        if self.heartbeat_quiet_s and (self._live > (self._hb is not None)
-                                       or time.monotonic() - self._last_ok < self.heartbeat_quiet_s):
+        if self.heartbeat_quiet_s and (
+            self._live > (self._hb is not None) or time.monotonic() - self._last_ok < self.heartbeat_quiet_s
+        ):
             self.heartbeats_skipped += 1  # what goes (or just went) out proves the agent alive
             return
         hb = self._hb
@@ -266,8 +276,9 @@ class Outbox:
         task = self._task
         if task is not None and not task.done():
             if not await self.flush(flush_timeout):
-                log.warning("outbox closed with %d events undelivered after %.1f s", self.pending,
-                            flush_timeout)
+                log.warning(
+                    "outbox closed with %d events undelivered after %.1f s", self.pending, flush_timeout
+                )
             self._stop()  # the sender also checks this, should a send swallow the cancel
             task.cancel()
             try:
@@ -349,8 +360,14 @@ class Outbox:
         """How much longer the queued events may wait for company: > 0 only when nothing
         but turns waits, nobody flushes or kicked, the batch is not full, and the oldest turn
         has waited less than ``linger_s``."""
-        if (not self.linger_s or self._urgent or self._kicked or self._waiters or self._closed
-                or self._live >= self.max_batch):
+        if (
+            not self.linger_s
+            or self._urgent
+            or self._kicked
+            or self._waiters
+            or self._closed
+            or self._live >= self.max_batch
+        ):
             return 0.0
         head = self._live_head()
         if head is None:

@@ -77,8 +77,11 @@ def unsaid_last_turn(controller: FlowController, snap: Snapshot) -> list[Effect]
         return []  # said already: only the hangup is missing
     # what entering the node says (pre-action speech, greeting or LLM turn, a goodbye); the
     # hangup is the caller's to add, and the context is the one the transcript rebuilt
-    return [e.model_copy(update={"context": "append"}) if isinstance(e, SetNode) else e
-            for e in controller.engine.arrival(state) if not isinstance(e, EndCall)]
+    return [
+        e.model_copy(update={"context": "append"}) if isinstance(e, SetNode) else e
+        for e in controller.engine.arrival(state)
+        if not isinstance(e, EndCall)
+    ]
 
 
 @dataclass
@@ -153,7 +156,10 @@ async def attach_agent(client: Client, call_id: str, agent_id: str, **options: A
 
 
 async def _attach_agent(
-    client: Client, call_id: str, agent_id: str, *,
+    client: Client,
+    call_id: str,
+    agent_id: str,
+    *,
     session_factory: Callable[[Snapshot], AgentSession],
     room: Any = None,
     close_room: Callable[[], Awaitable[None]] | None = None,
@@ -178,8 +184,9 @@ async def _attach_agent(
         snap = await call.attach(agent_id, after_seq=snap.next_seq - 1, settle=True)
     # A heartbeat goes only when nothing else went out for a whole interval: any delivered
     # event keeps the call alive in the workflow, so a talking call sends no heartbeats.
-    outbox = Outbox(workflow_sender(call), linger_s=min(LINGER_S, heartbeat_s or LINGER_S),
-                    heartbeat_quiet_s=heartbeat_s)
+    outbox = Outbox(
+        workflow_sender(call), linger_s=min(LINGER_S, heartbeat_s or LINGER_S), heartbeat_quiet_s=heartbeat_s
+    )
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)
     bind_call(call_id, workflow_id(call_id), lambda: controller.node)  # every log line from here on
@@ -193,8 +200,17 @@ async def _attach_agent(
     port = LiveKitPort(session, agent, close=close_room)
     controller.bind(port)
     empty_speech = EmptySpeechWatch(controller, agent)
-    run = AgentRun(call, snap, controller, session, agent, outbox, resumed,
-                   talk=PushToTalk(session, controller, port), empty_speech=empty_speech)
+    run = AgentRun(
+        call,
+        snap,
+        controller,
+        session,
+        agent,
+        outbox,
+        resumed,
+        talk=PushToTalk(session, controller, port),
+        empty_speech=empty_speech,
+    )
     outbox.on_error = run.outbox_failed
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
@@ -230,16 +246,25 @@ async def _attach_agent(
         await controller.apply(unsaid_last_turn(controller, snap))
         await port.end_call(snap.state.end_reason or "completed")
     elif resumed:  # the context is rebuilt above as the node's strategy left it: no new reset
-        await controller.apply([e.model_copy(update={"context": "append"}) for e in controller.entry_effects()
-                                if e.type in ("set_node",)])
+        await controller.apply(
+            [
+                e.model_copy(update={"context": "append"})
+                for e in controller.entry_effects()
+                if e.type in ("set_node",)
+            ]
+        )
         last = snap.transcript_tail[-1]
         if answer_pending and last.role == "user":
             # The caller spoke and the dead agent never answered: answer now, not after a silence.
             port.reply(None, agent.allow_interruptions is not False)
     elif greet:  # not greeting: who answered is not known yet (answering-machine detection)
         await controller.apply(controller.start_effects())
-    log.info("agent %s attached (resumed=%s)", agent_id, resumed,
-             extra={"event": "agent_attached", "agent_id": agent_id, "resumed": resumed})
+    log.info(
+        "agent %s attached (resumed=%s)",
+        agent_id,
+        resumed,
+        extra={"event": "agent_attached", "agent_id": agent_id, "resumed": resumed},
+    )
     return run
 
 
@@ -248,8 +273,9 @@ async def _heartbeat(run: AgentRun, every: float, lease: AgentLease | None) -> N
     while not controller.ended:
         controller.heartbeat()
         if lease is not None and not await lease.renew(run.call.call_id, controller.agent_id):
-            log.warning("agent %s lost the lease of call %s; leaving the call", controller.agent_id,
-                        run.call.call_id)
+            log.warning(
+                "agent %s lost the lease of call %s; leaving the call", controller.agent_id, run.call.call_id
+            )
             await run.kill()
             return
         await asyncio.sleep(every)

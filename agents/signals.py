@@ -34,8 +34,9 @@ class DeferredTransition:
 
     __slots__ = ("args", "at", "from_node", "name", "seq", "step", "turn")
 
-    def __init__(self, turn: str, step: int, seq: int, from_node: str, name: str, args: dict[str, Any],
-                 at: float) -> None:
+    def __init__(
+        self, turn: str, step: int, seq: int, from_node: str, name: str, args: dict[str, Any], at: float
+    ) -> None:
         self.turn, self.step, self.seq, self.from_node = turn, step, seq, from_node
         self.name, self.args, self.at = name, args, at
 
@@ -45,8 +46,14 @@ class DeferredTransition:
         return f"{self.turn}:{self.step}:fn:{self.name}"
 
     def build(self) -> TransitionEvent:
-        return TransitionEvent(event_id=self.event_id, seq=self.seq, from_node=self.from_node,
-                               name=self.name, args=self.args, at=self.at)
+        return TransitionEvent(
+            event_id=self.event_id,
+            seq=self.seq,
+            from_node=self.from_node,
+            name=self.name,
+            args=self.args,
+            at=self.at,
+        )
 
 
 def built(events: list[Any]) -> list[AgentEvent]:
@@ -66,12 +73,24 @@ def sendable(events: list[AgentEvent], limit: int) -> list[AgentEvent]:
             out.append(ev)
             continue
         kind = ev.type
-        log.error("event %s (%s, %d bytes) can never be sent: the signal limit is %d bytes; dropped",
-                  getattr(ev, "event_id", "?"), kind, size, limit)
+        log.error(
+            "event %s (%s, %d bytes) can never be sent: the signal limit is %d bytes; dropped",
+            getattr(ev, "event_id", "?"),
+            kind,
+            size,
+            limit,
+        )
         EVENTS_DROPPED.labels(kind).inc()
         reason = f"a {kind} event of {size} bytes, over the {limit} bytes a signal may carry"
-        out.append(CallEvent(event_id=getattr(ev, "event_id", None) or "dropped", kind="note", at=ev.at,
-                             seq=getattr(ev, "seq", None), data={"dropped": kind, "reason": reason}))
+        out.append(
+            CallEvent(
+                event_id=getattr(ev, "event_id", None) or "dropped",
+                kind="note",
+                at=ev.at,
+                seq=getattr(ev, "seq", None),
+                data={"dropped": kind, "reason": reason},
+            )
+        )
     return out
 
 
@@ -103,6 +122,7 @@ def workflow_sender(handle: CallHandle) -> Send:
     hangup or the workflow's own backstop) raises :class:`ReceiverGone`, which stops the
     outbox: the agent hears of it and leaves the call instead of retrying until close.
     """
+
     async def send(events: list[AgentEvent]) -> None:
         for chunk in chunks(sendable(built(events), MAX_SIGNAL_BYTES), MAX_SIGNAL_BYTES):
             try:

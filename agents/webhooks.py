@@ -65,24 +65,29 @@ def room_event_of(ev: proto_webhook.WebhookEvent) -> tuple[str, RoomEvent] | Non
     if ev.event != "participant_left":
         return None
     p = ev.participant
-    reason = proto_models.DisconnectReason.Name(p.disconnect_reason) if p.disconnect_reason in \
-        proto_models.DisconnectReason.values() else None
+    reason = (
+        proto_models.DisconnectReason.Name(p.disconnect_reason)
+        if p.disconnect_reason in proto_models.DisconnectReason.values()
+        else None
+    )
     if p.kind == proto_models.ParticipantInfo.AGENT:
         kind = "agent_left"
     elif p.kind == proto_models.ParticipantInfo.SIP:
         kind = "caller_left"
     else:
         return None
-    return call_id, RoomEvent(event_id=ev.id[:128], kind=kind,
-                              identity=p.identity[:256] or None, reason=reason, at=at)
+    return call_id, RoomEvent(
+        event_id=ev.id[:128], kind=kind, identity=p.identity[:256] or None, reason=reason, at=at
+    )
 
 
 class WebhookRelay:
     """The handler; ``lease`` (the agents' Redis lease) is released for an agent that left,
     so its replacement attaches at once instead of waiting out the dead agent's lease."""
 
-    def __init__(self, client: Client, api_key: str, api_secret: str, *,
-                 lease: AgentLease | None = None) -> None:
+    def __init__(
+        self, client: Client, api_key: str, api_secret: str, *, lease: AgentLease | None = None
+    ) -> None:
         self.client = client
         self.receiver = WebhookReceiver(TokenVerifier(api_key, api_secret))
         self.lease = lease
@@ -97,8 +102,9 @@ class WebhookRelay:
         if len(raw) > MAX_BODY:
             return web.Response(status=413, text="webhook body too large")
         try:
-            ev = self.receiver.receive(raw.decode("utf-8", errors="replace"),
-                                       request.headers.get("Authorization", ""))
+            ev = self.receiver.receive(
+                raw.decode("utf-8", errors="replace"), request.headers.get("Authorization", "")
+            )
         except Exception:  # any failure to verify is the same answer: not LiveKit's (or not ours)
             return web.Response(status=401, text="webhook signature could not be verified")
         mapped = room_event_of(ev)

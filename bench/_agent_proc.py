@@ -24,11 +24,18 @@ from ringflow.temporal_setup import connect  # noqa: E402
 
 async def main(address: str, call_id: str, agent_id: str, base_url: str) -> None:
     client = await connect(address)
-    model = lk_openai.LLM(model="scripted", base_url=base_url, api_key="scripted",
-                          extra_headers={"X-Ringflow-Script": call_id})
-    run = await attach_agent(client, call_id, agent_id, idle_from_session=False, heartbeat_s=0,
-                             own_max_duration=False,
-                             session_factory=lambda _snap: AgentSession(llm=model, user_away_timeout=None))
+    model = lk_openai.LLM(
+        model="scripted", base_url=base_url, api_key="scripted", extra_headers={"X-Ringflow-Script": call_id}
+    )
+    run = await attach_agent(
+        client,
+        call_id,
+        agent_id,
+        idle_from_session=False,
+        heartbeat_s=0,
+        own_max_duration=False,
+        session_factory=lambda _snap: AgentSession(llm=model, user_away_timeout=None),
+    )
     await run.session.wait_for_idle()
     print("ready", flush=True)
     loop = asyncio.get_running_loop()

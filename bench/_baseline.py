@@ -48,7 +48,8 @@ class BenchBaseline:
     async def call(self, arg: dict[str, Any]) -> dict[str, Any]:
         """Same durable work as call_function with a no-op handler: one local activity."""
         return await workflow.execute_local_activity(
-            "bench_noop", arg, result_type=dict, start_to_close_timeout=timedelta(seconds=2))
+            "bench_noop", arg, result_type=dict, start_to_close_timeout=timedelta(seconds=2)
+        )
 
     @workflow.update
     def echo(self, arg: dict[str, Any]) -> dict[str, Any]:

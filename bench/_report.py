@@ -43,8 +43,9 @@ def percentile(samples: Sequence[float], q: float) -> float:
     return float(ordered[rank - 1])
 
 
-def metric(name: str, samples_ns: Sequence[int], baseline_ns: Sequence[int],
-           unit: str = "us") -> dict[str, Any]:
+def metric(
+    name: str, samples_ns: Sequence[int], baseline_ns: Sequence[int], unit: str = "us"
+) -> dict[str, Any]:
     """One metric entry; ``ratio`` is p50 over the baseline's p50 (how many trivial ops it costs)."""
     scale = UNITS_NS[unit]
     p50 = percentile(samples_ns, 50) / scale

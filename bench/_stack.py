@@ -41,8 +41,9 @@ class BenchStack:
 async def bench_stack() -> AsyncIterator[BenchStack]:
     """Start a headless dev server on free ports in a temp dir; stop and delete it on exit."""
     with tempfile.TemporaryDirectory(prefix="ringflow-bench-") as tmp:
-        stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal",
-                         headless=True)
+        stack = DevStack(
+            port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal", headless=True
+        )
         await stack.start()
         try:
             client = await connect(stack.address, stack.namespace)

@@ -85,9 +85,15 @@ def metric(name: str, unit: str, samples: list[float], baseline: list[float]) ->
     """``_report``'s shape, with ``ratio`` to 3 decimals: the 1.1 target would vanish in
     rounding to one."""
     p50, base = percentile(samples, 50), percentile(baseline, 50)
-    return {"name": name, "unit": unit, "p50": round(p50, 3), "p99": round(percentile(samples, 99), 3),
-            "baseline_p50": round(base, 3), "ratio": round(p50 / base, 3) if base else None,
-            "n": len(samples)}
+    return {
+        "name": name,
+        "unit": unit,
+        "p50": round(p50, 3),
+        "p99": round(percentile(samples, 99), 3),
+        "baseline_p50": round(base, 3),
+        "ratio": round(p50 / base, 3) if base else None,
+        "n": len(samples),
+    }
 
 
 # --- transition hot path ------------------------------------------------------------------
@@ -140,8 +146,17 @@ async def transition_hot_path() -> dict[str, Any]:
     definition = report.definition
     engine = Engine(definition)
     start = engine.start(CallStarted(call_id="bench", variables={"first_name": "Dana"}, at=T0)).state
-    snap = Snapshot(call_id="bench", node=start.node, prompt=None, tools=[], state=start, transcript_tail=[],
-                    ended=False, next_seq=1, definition=definition)
+    snap = Snapshot(
+        call_id="bench",
+        node=start.node,
+        prompt=None,
+        tools=[],
+        state=start,
+        transcript_tail=[],
+        ended=False,
+        next_seq=1,
+        definition=definition,
+    )
 
     async def send(events: list[AgentEvent]) -> None:
         """Delivered at once; it only runs between samples (see ``drain``)."""
@@ -204,17 +219,29 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
 def text_session(base_url: str, lane: str, client: openai.AsyncClient | None = None) -> AgentSession:
     """The text-mode session ``ringflow call simulate`` uses (no room, no STT/TTS); with
     ``client``, its LLM shares that HTTP client instead of building its own."""
-    model = lk_openai.LLM(model="scripted", base_url=base_url, api_key="scripted", client=client,
-                          extra_headers={LANE_HEADER: lane})
+    model = lk_openai.LLM(
+        model="scripted",
+        base_url=base_url,
+        api_key="scripted",
+        client=client,
+        extra_headers={LANE_HEADER: lane},
+    )
     return AgentSession(llm=model, user_away_timeout=None)
 
 
 async def durable(client: Client, task_queue: str, base_url: str) -> list[dict[str, Any]]:
     call_id = f"bench-agent-{uuid.uuid4().hex[:8]}"
-    handle = await start_call(client, load_flow(FLOW), task_queue=task_queue, call_id=call_id,
-                              agent_timeout_s=3600, max_history_events=50_000)
+    handle = await start_call(
+        client,
+        load_flow(FLOW),
+        task_queue=task_queue,
+        call_id=call_id,
+        agent_timeout_s=3600,
+        max_history_events=50_000,
+    )
     base: WorkflowHandle[Any, Any] = await client.start_workflow(
-        BenchBaseline.run, id=f"base-{uuid.uuid4().hex[:10]}", task_queue=f"{task_queue}-base")
+        BenchBaseline.run, id=f"base-{uuid.uuid4().hex[:10]}", task_queue=f"{task_queue}-base"
+    )
     # One LLM HTTP client for the process, as a prewarmed agent process would hold: building
     # one (an SSL context, even for plain HTTP) costs ~50 ms, measured apart below.
     shared = openai.AsyncClient(api_key="scripted", base_url=base_url, max_retries=0)
@@ -223,8 +250,15 @@ async def durable(client: Client, task_queue: str, base_url: str) -> list[dict[s
         def factory(snap: Snapshot) -> AgentSession:
             return text_session(base_url, call_id, None if own_client else shared)
 
-        return await attach_agent(client, call_id, f"bench-{uuid.uuid4().hex[:6]}", session_factory=factory,
-                                  idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+        return await attach_agent(
+            client,
+            call_id,
+            f"bench-{uuid.uuid4().hex[:6]}",
+            session_factory=factory,
+            idle_from_session=False,
+            heartbeat_s=0,
+            own_max_duration=False,
+        )
 
     async def echo() -> Any:
         return await base.execute_update(BenchBaseline.echo, {"name": "noop"})
@@ -276,9 +310,11 @@ async def durable(client: Client, task_queue: str, base_url: str) -> list[dict[s
     await shared.close()
     await base.signal(BenchBaseline.stop)
     await base.result()
-    return [metric("resume", "ms", resume[0], resume_base[0]),
-            metric("resume_new_llm_client", "ms", resume[1], resume_base[1]),
-            metric("node_function", "ms", fn, fn_base)]
+    return [
+        metric("resume", "ms", resume[0], resume_base[0]),
+        metric("resume_new_llm_client", "ms", resume[1], resume_base[1]),
+        metric("node_function", "ms", fn, fn_base),
+    ]
 
 
 async def run() -> list[dict[str, Any]]:

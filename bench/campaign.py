@@ -48,8 +48,10 @@ ANSWERS = "human=0.4,no_answer=0.3,busy=0.1,voicemail=0.2"
 
 
 def people(n: int) -> list[store.Contact]:
-    return [store.Contact(phone=f"+1212{5550000 + i:07d}", tz="America/New_York",
-                          variables={"patient": f"P{i}"}) for i in range(n)]
+    return [
+        store.Contact(phone=f"+1212{5550000 + i:07d}", tz="America/New_York", variables={"patient": f"P{i}"})
+        for i in range(n)
+    ]
 
 
 def windows_rates(times: list[float], size: float = 10.0) -> list[float]:
@@ -75,26 +77,48 @@ def best_rate(times: list[float], size: float = 10.0) -> float:
     return best / size
 
 
-async def run(contacts: int, cps: float, max_concurrent: int, probe_cps: float, probe_contacts: int,
-              seed: int) -> list[dict[str, Any]]:
+async def run(
+    contacts: int, cps: float, max_concurrent: int, probe_cps: float, probe_contacts: int, seed: int
+) -> list[dict[str, Any]]:
     redis_url = os.environ.get("RINGFLOW_REDIS_URL", "redis://127.0.0.1:6379/0")
     definition = load_flow(FLOW)
     retry = dict([parse_retry("no_answer=2/2h"), parse_retry("busy=1/30m"), parse_retry("voicemail=1/4h")])
     async with bench_stack() as b:
-        inp = CampaignInput(campaign_id=f"bench-{uuid.uuid4().hex[:6]}", definition=definition,
-                            trunk_id=f"ST_bench_{uuid.uuid4().hex[:6]}",
-                            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=3),
-                            windows=parse_windows(["always"]), retry=retry, time_scale=3600)
-        main = await simulate_campaign(inp, people(contacts), parse_answers(ANSWERS), seed=seed,
-                                       redis_url=redis_url, address=b.stack.address,
-                                       database_url=b.database_url)
-        probe_inp = inp.model_copy(update={
-            "campaign_id": f"probe-{uuid.uuid4().hex[:6]}", "trunk_id": f"ST_probe_{uuid.uuid4().hex[:6]}",
-            "limits": Limits(max_concurrent=max(4 * max_concurrent, 50), cps=probe_cps, max_attempts=1),
-            "retry": {}})
-        probe = await simulate_campaign(probe_inp, people(probe_contacts), parse_answers("human=1"),
-                                        seed=seed, redis_url=redis_url, address=b.stack.address,
-                                        database_url=b.database_url)
+        inp = CampaignInput(
+            campaign_id=f"bench-{uuid.uuid4().hex[:6]}",
+            definition=definition,
+            trunk_id=f"ST_bench_{uuid.uuid4().hex[:6]}",
+            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=3),
+            windows=parse_windows(["always"]),
+            retry=retry,
+            time_scale=3600,
+        )
+        main = await simulate_campaign(
+            inp,
+            people(contacts),
+            parse_answers(ANSWERS),
+            seed=seed,
+            redis_url=redis_url,
+            address=b.stack.address,
+            database_url=b.database_url,
+        )
+        probe_inp = inp.model_copy(
+            update={
+                "campaign_id": f"probe-{uuid.uuid4().hex[:6]}",
+                "trunk_id": f"ST_probe_{uuid.uuid4().hex[:6]}",
+                "limits": Limits(max_concurrent=max(4 * max_concurrent, 50), cps=probe_cps, max_attempts=1),
+                "retry": {},
+            }
+        )
+        probe = await simulate_campaign(
+            probe_inp,
+            people(probe_contacts),
+            parse_answers("human=1"),
+            seed=seed,
+            redis_url=redis_url,
+            address=b.stack.address,
+            database_url=b.database_url,
+        )
     rates = windows_rates(main["dial_times"])
     errors = [abs(r - cps) / cps * 100 for r in rates] or [float("nan")]
 
@@ -102,16 +126,28 @@ async def run(contacts: int, cps: float, max_concurrent: int, probe_cps: float, 
         return {"name": name, "unit": unit, "value": value}
 
     return [
-        {"name": "pacing_error", "unit": "%", "p50": round(percentile(errors, 50), 2),
-         "p99": round(percentile(errors, 99), 2), "baseline_p50": None, "ratio": None, "n": len(rates),
-         "cps": cps, "contacts": contacts, "dials": main["dials"]},
+        {
+            "name": "pacing_error",
+            "unit": "%",
+            "p50": round(percentile(errors, 50), 2),
+            "p99": round(percentile(errors, 99), 2),
+            "baseline_p50": None,
+            "ratio": None,
+            "n": len(rates),
+            "cps": cps,
+            "contacts": contacts,
+            "dials": main["dials"],
+        },
         count("double_dials", main["double_dials"] + probe["double_dials"]),
         count("out_of_window", main["out_of_window"]),
         count("concurrency_exceeded", main["concurrency_exceeded"] + probe["concurrency_exceeded"]),
         {**count("max_concurrent_seen", main["max_concurrent_seen"]), "max_concurrent": max_concurrent},
         count("history_events_per_1000_contacts", main["history_events_per_1000_contacts"], "events"),
-        {**count("max_cps_sustained", best_rate(probe["dial_times"]), "attempts/s"), "probe_cps": probe_cps,
-         "probe_contacts": probe_contacts},
+        {
+            **count("max_cps_sustained", best_rate(probe["dial_times"]), "attempts/s"),
+            "probe_cps": probe_cps,
+            "probe_contacts": probe_contacts,
+        },
         count("wall_time", main["wall_s"], "s"),
     ]
 

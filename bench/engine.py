@@ -38,35 +38,70 @@ def bench_flow() -> dict[str, Any]:
         nxt = ids[i + 1] if i + 1 < len(ids) else "done"
         nodes[nid] = {
             "task": f"Stage {i}: help {{{{first_name}}}} with their {{{{topic}}}}. Their plan is "
-                    "{{state.plan.name | not chosen yet}}. Keep answers short.",
+            "{{state.plan.name | not chosen yet}}. Keep answers short.",
             "functions": [
-                {"name": f"next_{i}", "transition_only": True, "transition_to": nxt,
-                 "description": f"{{{{first_name}}}} is ready to move past stage {i}."},
-                {"name": f"back_{i}", "transition_only": True, "transition_to": ids[max(i - 1, 0)],
-                 "description": "The caller wants to go back a step."},
-                {"name": f"note_{i}", "capture": True, "description": "Note a detail the caller gave.",
-                 "parameters": {"type": "object", "required": ["text"],
-                                "properties": {"text": {"type": "string"}, "score": {"type": "integer"}}}},
-                {"name": f"check_{i}", "description": "Check availability for a date.",
-                 "parameters": {"type": "object", "properties": {"date": {"type": "string"}},
-                                "required": ["date"]},
-                 "http": {"method": "POST", "url": "https://api.example.test/availability?d={{date}}"},
-                 "transition_to": {"field": "status", "cases": {"available": nxt, "full": ids[0]},
-                                   "default": "done"}},
+                {
+                    "name": f"next_{i}",
+                    "transition_only": True,
+                    "transition_to": nxt,
+                    "description": f"{{{{first_name}}}} is ready to move past stage {i}.",
+                },
+                {
+                    "name": f"back_{i}",
+                    "transition_only": True,
+                    "transition_to": ids[max(i - 1, 0)],
+                    "description": "The caller wants to go back a step.",
+                },
+                {
+                    "name": f"note_{i}",
+                    "capture": True,
+                    "description": "Note a detail the caller gave.",
+                    "parameters": {
+                        "type": "object",
+                        "required": ["text"],
+                        "properties": {"text": {"type": "string"}, "score": {"type": "integer"}},
+                    },
+                },
+                {
+                    "name": f"check_{i}",
+                    "description": "Check availability for a date.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"date": {"type": "string"}},
+                        "required": ["date"],
+                    },
+                    "http": {"method": "POST", "url": "https://api.example.test/availability?d={{date}}"},
+                    "transition_to": {
+                        "field": "status",
+                        "cases": {"available": nxt, "full": ids[0]},
+                        "default": "done",
+                    },
+                },
             ],
         }
     nodes["done"] = {"type": "end", "task": "Thank {{first_name}} and say goodbye.", "disposition": "done"}
     return {
-        "flow": "bench", "role": "You are Ava from {{company}}, calling {{first_name}}. Be brief.",
-        "variables": {"first_name": {"type": "string", "required": True},
-                      "company": {"type": "string", "default": "Northside"},
-                      "topic": {"type": "string", "default": "appointment"}},
+        "flow": "bench",
+        "role": "You are Ava from {{company}}, calling {{first_name}}. Be brief.",
+        "variables": {
+            "first_name": {"type": "string", "required": True},
+            "company": {"type": "string", "default": "Northside"},
+            "topic": {"type": "string", "default": "appointment"},
+        },
         "settings": {"max_transitions": 1000, "max_node_visits": 100},
         "global_functions": [
-            {"name": "talk_to_human", "transition_only": True, "transition_to": "done",
-             "description": "The caller asks for a human."},
-            {"name": "complain", "capture": True, "description": "Record a complaint.",
-             "parameters": {"type": "object", "properties": {"about": {"type": "string"}}}},
+            {
+                "name": "talk_to_human",
+                "transition_only": True,
+                "transition_to": "done",
+                "description": "The caller asks for a human.",
+            },
+            {
+                "name": "complain",
+                "capture": True,
+                "description": "Record a complaint.",
+                "parameters": {"type": "object", "properties": {"about": {"type": "string"}}},
+            },
         ],
         "nodes": nodes,
     }

@@ -55,8 +55,13 @@ from workflows.messages import HangupEvent, Heartbeat, Turn, TurnsEvent
 
 SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1" or "--short" in sys.argv
 _STEPS = os.environ.get("RINGFLOW_LOAD_STEPS")  # e.g. "100,200,400": the ramp's N
-STEPS = ([int(x) for x in _STEPS.split(",")] if _STEPS else
-         [5, 10] if SHORT else [50, 100, 200, 300, 400, 600, 800, 1000, 1200, 1500])
+STEPS = (
+    [int(x) for x in _STEPS.split(",")]
+    if _STEPS
+    else [5, 10]
+    if SHORT
+    else [50, 100, 200, 300, 400, 600, 800, 1000, 1200, 1500]
+)
 WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.0))  # after 5 s warm-up
 PERIOD_S = 5.0
 SAMPLE = 10 if SHORT else 40  # histories read per step and side
@@ -88,8 +93,14 @@ class RingflowCall:
         self.seq += 1
         self.turns += 1
         now = time.time()
-        self.put(TurnsEvent(event_id=f"{role}-{self.seq}", seq=self.seq, at=now, items=[
-            Turn(role=role, text=text, node=self.node, started_at=now, ended_at=now)]))  # type: ignore[arg-type]
+        self.put(
+            TurnsEvent(
+                event_id=f"{role}-{self.seq}",
+                seq=self.seq,
+                at=now,
+                items=[Turn(role=role, text=text, node=self.node, started_at=now, ended_at=now)],
+            )
+        )  # type: ignore[arg-type]
 
     def transition(self, name: str = "flip") -> None:
         self.seq += 1
@@ -233,8 +244,9 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
 
     async def open_one(i: int) -> RingflowCall | RawCall:
         if raw:
-            handle = await client.start_workflow("LoadBaseline", id=f"raw-{n}-{i}-{uuid.uuid4().hex[:6]}",
-                                                 task_queue=tq)
+            handle = await client.start_workflow(
+                "LoadBaseline", id=f"raw-{n}-{i}-{uuid.uuid4().hex[:6]}", task_queue=tq
+            )
             return RawCall(handle)
         call = await start_call(client, flow, task_queue=tq, call_id=f"load-{n}-{i}-{uuid.uuid4().hex[:6]}")
         await call.attach("bench-agent")
@@ -264,7 +276,9 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
     scale, span = n / len(sample), t1 - t0
     lags = h["state"] + ([] if not raw else h["turns"])  # the raw design: every signal the same
     return {
-        "n": n, "wrong": wrong, "window_s": round(span, 1),
+        "n": n,
+        "wrong": wrong,
+        "window_s": round(span, 1),
         "p50": round(percentile(lags, 50), 1) if lags else None,
         "p99": round(percentile(lags, 99), 1) if lags else None,
         "turn_p50": round(percentile(h["turns"], 50), 1) if h["turns"] else None,
@@ -297,21 +311,39 @@ def held(results: list[dict[str, Any]]) -> int:
 async def run() -> list[dict[str, Any]]:
     async with bench_stack() as bs:
         tq = f"load-{uuid.uuid4().hex[:8]}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "RINGFLOW_TEMPORAL_ADDRESS": bs.stack.address,
-               "RINGFLOW_TEMPORAL_NAMESPACE": bs.stack.namespace, "RINGFLOW_TASK_QUEUE": tq,
-               "RINGFLOW_DATABASE_URL": bs.database_url, "RINGFLOW_METRICS_PORT": str(free_port()),
-               "RINGFLOW_ENCRYPTION": "0", "RINGFLOW_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "RINGFLOW_TEMPORAL_ADDRESS": bs.stack.address,
+            "RINGFLOW_TEMPORAL_NAMESPACE": bs.stack.namespace,
+            "RINGFLOW_TASK_QUEUE": tq,
+            "RINGFLOW_DATABASE_URL": bs.database_url,
+            "RINGFLOW_METRICS_PORT": str(free_port()),
+            "RINGFLOW_ENCRYPTION": "0",
+            "RINGFLOW_LOG_LEVEL": "WARNING",
+        }
         ringflow = [sys.executable, "-c", "from ringflow.cli import main; main()", "worker"]
         worker = subprocess.Popen(ringflow, cwd=ROOT, env=env)
-        baseline = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_load_worker.py"),
-                                     bs.stack.address, bs.stack.namespace, f"{tq}-raw"], cwd=ROOT, env=env)
+        baseline = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "bench" / "_load_worker.py"),
+                bs.stack.address,
+                bs.stack.namespace,
+                f"{tq}-raw",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
         try:
             server = Meter(bs.stack._proc.pid)  # type: ignore[union-attr]
             me = Meter(os.getpid())
-            ours = await ramp(bs.client, False, tq, {"server": server, "worker": Meter(worker.pid),
-                                                     "driver": me})
-            theirs = await ramp(bs.client, True, f"{tq}-raw",
-                                {"server": server, "worker": Meter(baseline.pid), "driver": me})
+            ours = await ramp(
+                bs.client, False, tq, {"server": server, "worker": Meter(worker.pid), "driver": me}
+            )
+            theirs = await ramp(
+                bs.client, True, f"{tq}-raw", {"server": server, "worker": Meter(baseline.pid), "driver": me}
+            )
         finally:
             for proc in (worker, baseline):
                 proc.terminate()
@@ -320,17 +352,34 @@ async def run() -> list[dict[str, Any]]:
                 except subprocess.TimeoutExpired:
                     proc.kill()
     value, base = held(ours), held(theirs)
-    metrics: list[dict[str, Any]] = [{
-        "name": "live_calls", "unit": "calls", "value": value, "baseline": base,
-        "ratio": round(value / base, 2) if base else None, "target_p99_ms": TARGET_MS,
-        "short": SHORT, "max_n_tried": STEPS[-1]}]
+    metrics: list[dict[str, Any]] = [
+        {
+            "name": "live_calls",
+            "unit": "calls",
+            "value": value,
+            "baseline": base,
+            "ratio": round(value / base, 2) if base else None,
+            "target_p99_ms": TARGET_MS,
+            "short": SHORT,
+            "max_n_tried": STEPS[-1],
+        }
+    ]
     raw_at = {r["n"]: r for r in theirs}
     for r in ours:
         b = raw_at.get(r["n"], {})
-        metrics.append({"name": f"state_lag@{r['n']}", "unit": "ms", "p50": r["p50"], "p99": r["p99"],
-                        "baseline_p50": b.get("p50"), "baseline_p99": b.get("p99"),
-                        "ratio": round(r["p50"] / b["p50"], 3) if r["p50"] and b.get("p50") else None,
-                        "detail": r, "baseline_detail": b or None})
+        metrics.append(
+            {
+                "name": f"state_lag@{r['n']}",
+                "unit": "ms",
+                "p50": r["p50"],
+                "p99": r["p99"],
+                "baseline_p50": b.get("p50"),
+                "baseline_p99": b.get("p99"),
+                "ratio": round(r["p50"] / b["p50"], 3) if r["p50"] and b.get("p50") else None,
+                "detail": r,
+                "baseline_detail": b or None,
+            }
+        )
     return metrics
 
 

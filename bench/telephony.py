@@ -65,14 +65,21 @@ AGENT = proto_models.ParticipantInfo.AGENT
 
 def metric(name: str, samples: list[float], baseline: list[float]) -> dict[str, Any]:
     p50, base = percentile(samples, 50), percentile(baseline, 50)
-    return {"name": name, "unit": "ms", "p50": round(p50, 1), "p99": round(percentile(samples, 99), 1),
-            "baseline_p50": round(base, 2), "ratio": round(p50 / base, 1) if base > 0 else None,
-            "n": len(samples)}
+    return {
+        "name": name,
+        "unit": "ms",
+        "p50": round(p50, 1),
+        "p99": round(percentile(samples, 99), 1),
+        "baseline_p50": round(base, 2),
+        "ratio": round(p50 / base, 1) if base > 0 else None,
+        "n": len(samples),
+    }
 
 
 def session_for(base_url: str, call_id: str) -> AgentSession:
-    model = lk_openai.LLM(model="scripted", base_url=base_url, api_key="scripted",
-                          extra_headers={"X-Ringflow-Script": call_id})
+    model = lk_openai.LLM(
+        model="scripted", base_url=base_url, api_key="scripted", extra_headers={"X-Ringflow-Script": call_id}
+    )
     return AgentSession(llm=model, user_away_timeout=None)
 
 
@@ -97,8 +104,9 @@ async def dials(client: Client, tq: str, lk: FakeLiveKit) -> dict[str, Any]:
     for i in range(WARMUP + DIALS):
         before = len(lk.dial_times)
         t0 = time.perf_counter()
-        call = await start_call(client, definition, task_queue=tq, variables={"first_name": "Dana"},
-                                dial=Dial(to="+15550100"))
+        call = await start_call(
+            client, definition, task_queue=tq, variables={"first_name": "Dana"}, dial=Dial(to="+15550100")
+        )
         while len(lk.dial_times) == before:
             await asyncio.sleep(0.0005)
         if i >= WARMUP:
@@ -109,9 +117,15 @@ async def dials(client: Client, tq: str, lk: FakeLiveKit) -> dict[str, Any]:
     async with LiveKitAPI(lk.url, lk.api_key, lk.api_secret, failover=False) as api:
         for i in range(WARMUP + DIALS):
             t0 = time.perf_counter()
-            await api.sip.create_sip_participant(CreateSIPParticipantRequest(
-                sip_trunk_id="ST_bench", sip_call_to="+15550100", room_name=f"raw-{i}",
-                participant_identity=f"raw-{i}", wait_until_answered=True))
+            await api.sip.create_sip_participant(
+                CreateSIPParticipantRequest(
+                    sip_trunk_id="ST_bench",
+                    sip_call_to="+15550100",
+                    room_name=f"raw-{i}",
+                    participant_identity=f"raw-{i}",
+                    wait_until_answered=True,
+                )
+            )
             if i >= WARMUP:
                 base.append((time.perf_counter() - t0) * 1000)
     return metric("dial", ours, base)
@@ -122,9 +136,17 @@ async def agent_process(address: str, call_id: str, base_url: str) -> tuple[asyn
     agent_id = f"agent-{uuid.uuid4().hex[:6]}"
     with tempfile.TemporaryFile() as log:  # its stderr: read only if it fails to start
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(ROOT / "bench" / "_agent_proc.py"), address, call_id, agent_id, base_url,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-            env={**os.environ, "PYTHONPATH": str(ROOT)})
+            sys.executable,
+            str(ROOT / "bench" / "_agent_proc.py"),
+            address,
+            call_id,
+            agent_id,
+            base_url,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 120)
         if line.strip() != b"ready":
@@ -133,13 +155,21 @@ async def agent_process(address: str, call_id: str, base_url: str) -> tuple[asyn
     return proc, agent_id
 
 
-async def kills(client: Client, address: str, tq: str, lk: FakeLiveKit,
-                base_url: str) -> list[dict[str, Any]]:
+async def kills(
+    client: Client, address: str, tq: str, lk: FakeLiveKit, base_url: str
+) -> list[dict[str, Any]]:
     """The agent runs in a process of its own, which is SIGKILLed at a random point of a
     caller's turn (before, while or after its reply is generated and signalled)."""
     call_id = f"bench-tel-{uuid.uuid4().hex[:8]}"
-    await start_call(client, load_flow(KILL_FLOW), task_queue=tq, call_id=call_id, room=call_id,
-                     agent_timeout_s=3600, max_history_events=50_000)
+    await start_call(
+        client,
+        load_flow(KILL_FLOW),
+        task_queue=tq,
+        call_id=call_id,
+        room=call_id,
+        agent_timeout_s=3600,
+        max_history_events=50_000,
+    )
     lk.add_participant(call_id, "sip-callee", proto_models.ParticipantInfo.SIP)
     rng = random.Random(11)
     detected: list[float] = []
@@ -170,12 +200,20 @@ async def kills(client: Client, address: str, tq: str, lk: FakeLiveKit,
                     break
         except TimeoutError:
             st = await CallHandle(client, call_id).state()
-            raise RuntimeError(f"no dispatch after kill {i}: {st['status']} {st['agent_id']} {agent_id} "
-                               f"{st['rejected'][-3:]}") from None
+            raise RuntimeError(
+                f"no dispatch after kill {i}: {st['status']} {st['agent_id']} {agent_id} "
+                f"{st['rejected'][-3:]}"
+            ) from None
         t_dispatch = time.perf_counter()
-        run = await attach_agent(client, call_id, f"agent-{uuid.uuid4().hex[:6]}", idle_from_session=False,
-                                 heartbeat_s=0, own_max_duration=False,
-                                 session_factory=lambda _snap: session_for(base_url, call_id))
+        run = await attach_agent(
+            client,
+            call_id,
+            f"agent-{uuid.uuid4().hex[:6]}",
+            idle_from_session=False,
+            heartbeat_s=0,
+            own_max_duration=False,
+            session_factory=lambda _snap: session_for(base_url, call_id),
+        )
         words = asyncio.ensure_future(first_words(run))
         if not (run.snapshot.transcript_tail and run.snapshot.transcript_tail[-1].role == "user"):
             # killed before the caller's words reached the call (or after they were answered):
@@ -192,8 +230,9 @@ async def kills(client: Client, address: str, tq: str, lk: FakeLiveKit,
         raw: list[float] = []
         for i in range(WARMUP + KILLS):
             t0 = time.perf_counter()
-            await api.agent_dispatch.create_dispatch(CreateAgentDispatchRequest(
-                agent_name="raw", room=call_id, metadata="{}"))
+            await api.agent_dispatch.create_dispatch(
+                CreateAgentDispatchRequest(agent_name="raw", room=call_id, metadata="{}")
+            )
             if i >= WARMUP:
                 raw.append((time.perf_counter() - t0) * 1000)
     await CallHandle(client, call_id).hangup("user_hangup")
@@ -202,13 +241,17 @@ async def kills(client: Client, address: str, tq: str, lk: FakeLiveKit,
 
 
 async def run() -> list[dict[str, Any]]:
-    async with bench_stack() as bs, environment(bs.stack.address) as (client, tq, llm, _), \
-            FakeLiveKit() as lk:
+    async with (
+        bench_stack() as bs,
+        environment(bs.stack.address) as (client, tq, llm, _),
+        FakeLiveKit() as lk,
+    ):
         relay = await serve(WebhookRelay(client, lk.api_key, lk.api_secret), "127.0.0.1", 0)
         lk.webhook_url = f"http://127.0.0.1:{bound_port(relay)}{WEBHOOK_PATH}"
         os.environ["RINGFLOW_DISPATCHER"] = NAME  # environment() puts the previous value back
-        telephony.register_telephony(NAME, LiveKitTelephony(lk.url, lk.api_key, lk.api_secret,
-                                                             trunk_id="ST_bench"))
+        telephony.register_telephony(
+            NAME, LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id="ST_bench")
+        )
         dispatch_mod.register_dispatcher(NAME, LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret))
         try:
             metrics = [await dials(client, tq, lk)]

@@ -36,13 +36,21 @@ CALLS = 5
 
 def spawn(address: str, task_queue: str, database_url: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     health = free_port()
-    env = {**os.environ, "RINGFLOW_TEMPORAL_ADDRESS": address, "RINGFLOW_TASK_QUEUE": task_queue,
-           "RINGFLOW_DATABASE_URL": database_url, "RINGFLOW_METRICS_PORT": str(free_port()),
-           "RINGFLOW_HEALTH_PORT": str(health), "RINGFLOW_GRACEFUL_SHUTDOWN_S": "5",
-           "RINGFLOW_LOG_LEVEL": "WARNING", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {
+        **os.environ,
+        "RINGFLOW_TEMPORAL_ADDRESS": address,
+        "RINGFLOW_TASK_QUEUE": task_queue,
+        "RINGFLOW_DATABASE_URL": database_url,
+        "RINGFLOW_METRICS_PORT": str(free_port()),
+        "RINGFLOW_HEALTH_PORT": str(health),
+        "RINGFLOW_GRACEFUL_SHUTDOWN_S": "5",
+        "RINGFLOW_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
     with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ringflow.cli", "worker"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=out)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ringflow.cli", "worker"], env=env, stdout=subprocess.DEVNULL, stderr=out
+        )
     return proc, health
 
 
@@ -62,8 +70,9 @@ async def ready(port: int, timeout: float = 60) -> None:
 async def live_calls(client, task_queue: str) -> list[CallHandle]:  # type: ignore[no-untyped-def]
     calls = []
     for _ in range(CALLS):
-        call = await start_call(client, clinic(), task_queue=task_queue, variables={"patient": "Alex Doe"},
-                                agent_timeout_s=3600)
+        call = await start_call(
+            client, clinic(), task_queue=task_queue, variables={"patient": "Alex Doe"}, agent_timeout_s=3600
+        )
         agent = Agent(call)
         await agent.say(("user", "yes that's me"))
         await agent.transition("verify", "confirmed")
@@ -113,10 +122,17 @@ async def main() -> None:
         term, steady_1 = await round_(bs, signal.SIGTERM, log)
         kill, steady_2 = await round_(bs, signal.SIGKILL, log)
     steady = steady_1 + steady_2
-    print(json.dumps({"bench": "worker_shutdown", "metrics": [
-        metric("next_update_after_sigterm", term, steady, unit="ms"),
-        metric("next_update_after_sigkill", kill, steady, unit="ms"),
-    ]}))
+    print(
+        json.dumps(
+            {
+                "bench": "worker_shutdown",
+                "metrics": [
+                    metric("next_update_after_sigterm", term, steady, unit="ms"),
+                    metric("next_update_after_sigkill", kill, steady, unit="ms"),
+                ],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

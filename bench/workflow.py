@@ -64,9 +64,15 @@ def metric(name: str, unit: str, samples: list[float], baseline: list[float]) ->
     """Like ``_report.metric`` but for ms and event counts, and ``ratio`` to 3 decimals:
     the targets (1.3) sit where rounding to one decimal would hide a miss."""
     p50, base = percentile(samples, 50), percentile(baseline, 50)
-    return {"name": name, "unit": unit, "p50": round(p50, 3), "p99": round(percentile(samples, 99), 3),
-            "baseline_p50": round(base, 3), "ratio": round(p50 / base, 3) if base else None,
-            "n": len(samples)}
+    return {
+        "name": name,
+        "unit": unit,
+        "p50": round(p50, 3),
+        "p99": round(percentile(samples, 99), 3),
+        "baseline_p50": round(base, 3),
+        "ratio": round(p50 / base, 3) if base else None,
+        "n": len(samples),
+    }
 
 
 async def poll(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
@@ -98,17 +104,28 @@ class BenchCall:
 
     def transition_event(self) -> TransitionEvent:
         self.seq += 1
-        ev = TransitionEvent(event_id=f"t-{uuid.uuid4().hex[:10]}", seq=self.seq, from_node=self.node,
-                             name="flip", at=time.time())
+        ev = TransitionEvent(
+            event_id=f"t-{uuid.uuid4().hex[:10]}",
+            seq=self.seq,
+            from_node=self.node,
+            name="flip",
+            at=time.time(),
+        )
         self.node = "pong" if self.node == "ping" else "ping"
         self.transitions += 1
         return ev
 
     def turns_event(self) -> TurnsEvent:
         self.seq += 1
-        return TurnsEvent(event_id=f"u-{uuid.uuid4().hex[:10]}", seq=self.seq, at=time.time(), items=[
-            Turn(role="assistant", text="Would Tuesday at ten suit you?"),
-            Turn(role="user", text="Yes, Tuesday works for me.")])
+        return TurnsEvent(
+            event_id=f"u-{uuid.uuid4().hex[:10]}",
+            seq=self.seq,
+            at=time.time(),
+            items=[
+                Turn(role="assistant", text="Would Tuesday at ten suit you?"),
+                Turn(role="user", text="Yes, Tuesday works for me."),
+            ],
+        )
 
     async def applied(self) -> None:
         want = self.transitions
@@ -134,8 +151,9 @@ class BenchCall:
 
     async def finish(self) -> None:
         self.seq += 1
-        await self.call.transition(TransitionEvent(event_id=f"end-{self.seq}", seq=self.seq,
-                                                   from_node=self.node, name="finish"))
+        await self.call.transition(
+            TransitionEvent(event_id=f"end-{self.seq}", seq=self.seq, from_node=self.node, name="finish")
+        )
         await self.call.handle.result()
 
 
@@ -165,20 +183,27 @@ class Baseline:
 
 
 async def new_call(client: Client, task_queue: str) -> BenchCall:
-    call = await start_call(client, load_flow(FLOW), task_queue=task_queue,
-                            call_id=f"bench-{uuid.uuid4().hex[:10]}",
-                            agent_timeout_s=3600, max_history_events=50_000)
+    call = await start_call(
+        client,
+        load_flow(FLOW),
+        task_queue=task_queue,
+        call_id=f"bench-{uuid.uuid4().hex[:10]}",
+        agent_timeout_s=3600,
+        max_history_events=50_000,
+    )
     return BenchCall(call)
 
 
 async def new_baseline(client: Client, task_queue: str) -> Baseline:
-    handle = await client.start_workflow(BenchBaseline.run, id=f"base-{uuid.uuid4().hex[:10]}",
-                                         task_queue=task_queue)
+    handle = await client.start_workflow(
+        BenchBaseline.run, id=f"base-{uuid.uuid4().hex[:10]}", task_queue=task_queue
+    )
     return Baseline(handle)
 
 
-async def paired(ours: Callable[[], Awaitable[Any]], theirs: Callable[[], Awaitable[Any]],
-                 n: int) -> tuple[list[float], list[float]]:
+async def paired(
+    ours: Callable[[], Awaitable[Any]], theirs: Callable[[], Awaitable[Any]], n: int
+) -> tuple[list[float], list[float]]:
     """Alternate the two, so a slow patch of the machine lands on both."""
     a: list[float] = []
     b: list[float] = []
@@ -217,8 +242,9 @@ async def run() -> list[dict[str, Any]]:
         settings = Settings(database_url=bs.database_url)
         # A second Worker in this process (build_worker takes only CallWorkflow), on the same
         # client and core runtime, so both sides share the process, connection and event loop.
-        base_worker = Worker(client, task_queue=f"{tq}-base", workflows=[BenchBaseline],
-                             activities=[bench_noop])
+        base_worker = Worker(
+            client, task_queue=f"{tq}-base", workflows=[BenchBaseline], activities=[bench_noop]
+        )
         async with build_worker(client, settings, task_queue=tq), base_worker:
             call, base = await new_call(client, tq), await new_baseline(client, f"{tq}-base")
             sig, sig_base = await paired(call.signal, base.signal, ITERATIONS)

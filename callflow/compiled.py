@@ -50,6 +50,7 @@ def _no_text(_values: Mapping[str, Any]) -> str:
 
 def _prompt(parts: list[Render]) -> Render:
     """Role then task, each stripped, blank ones left out."""
+
     def render(values: Mapping[str, Any]) -> str:
         return "\n\n".join(p for p in (r(values).strip() for r in parts) if p)
 
@@ -137,8 +138,12 @@ def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> Compiled
     llm_parameters = strict if strict is not None else params
     tool = None
     if template.is_static:
-        tool = ToolSpec(name=fn.name, description=template.render({}), parameters=llm_parameters,
-                        strict=strict is not None)
+        tool = ToolSpec(
+            name=fn.name,
+            description=template.render({}),
+            parameters=llm_parameters,
+            strict=strict is not None,
+        )
     return CompiledFunction(
         entry=fn,
         kind=fn.kind,
@@ -154,8 +159,9 @@ def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> Compiled
     )
 
 
-def _compile_node(nid: str, node: Node, role: Template | None,
-                  fns: dict[str, CompiledFunction]) -> CompiledNode:
+def _compile_node(
+    nid: str, node: Node, role: Template | None, fns: dict[str, CompiledFunction]
+) -> CompiledNode:
     task = compile_template(node.task) if node.task else None
     greeting = compile_template(node.greeting) if node.greeting else None
     templates = [t for t in (role if node.add_role else None, task) if t is not None]
@@ -165,7 +171,12 @@ def _compile_node(nid: str, node: Node, role: Template | None,
         render_prompt = _constant(render_prompt({}))
     tools_static = all(fn.tool is not None for fn in fns.values())
     return CompiledNode(
-        id=nid, node=node, task=task, greeting=greeting, functions=fns, render_prompt=render_prompt,
+        id=nid,
+        node=node,
+        task=task,
+        greeting=greeting,
+        functions=fns,
+        render_prompt=render_prompt,
         render_greeting=renderer(greeting) if greeting is not None else None,
         tools=tuple(fn.tool for fn in fns.values() if fn.tool is not None) if tools_static else None,
         static=prompt_static and tools_static and (greeting is None or greeting.is_static),

@@ -61,8 +61,13 @@ def tools_for(node: CompiledNode, values: dict[str, Any]) -> list[ToolSpec]:
     if node.tools is not None:
         return list(node.tools)
     return [
-        fn.tool or ToolSpec(name=name, description=fn.render_description(values),
-                            parameters=fn.llm_parameters, strict=fn.strict)
+        fn.tool
+        or ToolSpec(
+            name=name,
+            description=fn.render_description(values),
+            parameters=fn.llm_parameters,
+            strict=fn.strict,
+        )
         for name, fn in node.functions.items()
     ]
 

@@ -87,8 +87,9 @@ class BranchError(ValueError):
 def resolve_branch(table: BranchTable, result: Any) -> str | None:
     """The target node for ``result``, or None to stay on the node."""
     if not isinstance(result, Mapping) or table.field not in result:
-        raise BranchError(f"the result must be an object with a '{table.field}' field to decide "
-                          "where the call goes")
+        raise BranchError(
+            f"the result must be an object with a '{table.field}' field to decide where the call goes"
+        )
     key = canonical(result[table.field])
     target = table.cases.get(key)
     return target if target is not None else table.default

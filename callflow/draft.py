@@ -81,8 +81,7 @@ class Draft:
     def run_function(self, fn: CompiledFunction, node: str, args: dict[str, Any], purpose: str) -> None:
         self.s.seq += 1
         run_id = self.s.seq
-        self.add_pending(PendingRun(run_id=run_id, name=fn.entry.name, node=node, args=args,
-                                    purpose=purpose))
+        self.add_pending(PendingRun(run_id=run_id, name=fn.entry.name, node=node, args=args, purpose=purpose))
         http: HttpSpec | None = None
         http_values: dict[str, Any] | None = None
         if fn.entry.http is not None:
@@ -94,18 +93,30 @@ class Draft:
         if fn.entry.transfer is not None:
             values = template_values(self.s)
             tspec = fn.entry.transfer
-            transfer = tspec.model_copy(update={
-                "to": compile_template(tspec.to).render(values).strip(),
-                "announce": compile_template(tspec.announce).render(values) if tspec.announce else None})
-        self.effects.append(RunFunction(
-            run_id=run_id, node=node, name=fn.entry.name,
-            kind="mcp" if mcp is not None else "transfer" if transfer else "http" if http else "handler",
-            args=args, timeout_s=(http.timeout_s if http and http.timeout_s else fn.timeout_s),
-            retry=fn.entry.retry, http=http, http_values=http_values, action=purpose == "action_node",
-            cancel_on_interruption=fn.cancel_on_interruption,
-            mcp_server=mcp.server if mcp is not None else None,
-            mcp_tool=mcp.tool if mcp is not None else None, transfer=transfer,
-        ))
+            transfer = tspec.model_copy(
+                update={
+                    "to": compile_template(tspec.to).render(values).strip(),
+                    "announce": compile_template(tspec.announce).render(values) if tspec.announce else None,
+                }
+            )
+        self.effects.append(
+            RunFunction(
+                run_id=run_id,
+                node=node,
+                name=fn.entry.name,
+                kind="mcp" if mcp is not None else "transfer" if transfer else "http" if http else "handler",
+                args=args,
+                timeout_s=(http.timeout_s if http and http.timeout_s else fn.timeout_s),
+                retry=fn.entry.retry,
+                http=http,
+                http_values=http_values,
+                action=purpose == "action_node",
+                cancel_on_interruption=fn.cancel_on_interruption,
+                mcp_server=mcp.server if mcp is not None else None,
+                mcp_tool=mcp.tool if mcp is not None else None,
+                transfer=transfer,
+            )
+        )
 
     def run_side_effect(self, name: str, node: str) -> None:
         self.s.seq += 1
@@ -203,8 +214,9 @@ class Draft:
             self.effects.append(Say(text=goodbye, allow_interrupt=False))
         self.effects.append(EndCall(reason=reason, disposition=self.s.disposition))
 
-    def transition_after(self, t: Transition | None, result: Any, from_node: str,
-                         speech: str | None) -> tuple[bool, str | None]:
+    def transition_after(
+        self, t: Transition | None, result: Any, from_node: str, speech: str | None
+    ) -> tuple[bool, str | None]:
         """(moved, error for the LLM)."""
         try:
             target = self.route(t, result, from_node)

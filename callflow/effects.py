@@ -31,8 +31,11 @@ class ToolSpec(BaseModel):
     strict: bool = True
 
     def openai(self) -> dict[str, Any]:
-        fn: dict[str, Any] = {"name": self.name, "description": self.description,
-                              "parameters": self.parameters}
+        fn: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+        }
         if self.strict:
             fn["strict"] = True
         return {"type": "function", "function": fn}

@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 EndReason = Literal[
-    "completed",        # an end node (or an end_conversation action) finished the call
-    "user_hangup",      # the caller hung up
-    "user_idle",        # the caller stayed silent after the last idle prompt
-    "max_duration",     # settings.max_duration_s
+    "completed",  # an end node (or an end_conversation action) finished the call
+    "user_hangup",  # the caller hung up
+    "user_idle",  # the caller stayed silent after the last idle prompt
+    "max_duration",  # settings.max_duration_s
     "max_transitions",  # settings.max_transitions
-    "loop_detected",    # settings.max_node_visits
-    "agent_lost",       # no agent could be (re)attached to the call
-    "error",            # the flow could not go on (an action node with nowhere to route)
+    "loop_detected",  # settings.max_node_visits
+    "agent_lost",  # no agent could be (re)attached to the call
+    "error",  # the flow could not go on (an action node with nowhere to route)
     # outbound dialling and telephony outcomes
     "no_answer",
     "busy",

@@ -44,8 +44,18 @@ IDLE_INSTRUCTIONS = idle_instructions("silence", 1, 2, "end")  # the default flo
 
 
 # a tuple, not a union built per call: this check runs on every event
-_EVENT_TYPES = (CallStarted, FunctionCalled, FunctionResult, ExtractionResult, UserSpoke, UserIdle, HangUp,
-                MaxDuration, DtmfEntered, MachineAnswered)
+_EVENT_TYPES = (
+    CallStarted,
+    FunctionCalled,
+    FunctionResult,
+    ExtractionResult,
+    UserSpoke,
+    UserIdle,
+    HangUp,
+    MaxDuration,
+    DtmfEntered,
+    MachineAnswered,
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +82,11 @@ class Engine:
                 where = ".".join(str(p) for p in first["loc"])
                 return Step(state, [Rejected(reason=f"malformed event: {where}: {first['msg']}")])
         if state.node is not None and state.node not in self.flow.nodes:
-            return self._reject(state, f"the state is on node '{state.node}', which flow "
-                                       f"'{self.definition.flow.flow}' does not have")
+            return self._reject(
+                state,
+                f"the state is on node '{state.node}', which flow "
+                f"'{self.definition.flow.flow}' does not have",
+            )
         handler: Callable[[CallState, Any], Step] = getattr(self, f"_on_{event.type}")
         try:
             return handler(state, event)
@@ -101,8 +114,11 @@ class Engine:
             return [EndCall(reason=state.end_reason or "completed", disposition=state.disposition)]
         if self.flow.nodes[state.node].node.type not in ("agent", "end"):
             # still on an action node (its run has not settled): nothing to show yet
-            return [EndCall(reason=state.end_reason or "completed", disposition=state.disposition)] \
-                if state.ended else []
+            return (
+                [EndCall(reason=state.end_reason or "completed", disposition=state.disposition)]
+                if state.ended
+                else []
+            )
         d = Draft(self.flow, state.model_copy(update={"ended": False, "end_reason": None}), None)
         before = state.path[-2] if len(state.path) > 1 else None
         d.show_node(state.node, before)
@@ -131,8 +147,10 @@ class Engine:
         if state.node is None:
             return self._reject(state, "the call has not started")
         if ev.node is not None and ev.node != state.node:
-            return self._reject(state, f"function '{ev.name}' was called on node '{ev.node}' but the "
-                                       f"call is on '{state.node}'")
+            return self._reject(
+                state,
+                f"function '{ev.name}' was called on node '{ev.node}' but the call is on '{state.node}'",
+            )
         cnode = self.flow.nodes[state.node]
         if cnode.node.type not in ("agent", "end"):
             return self._reject(state, f"node '{state.node}' is a {cnode.node.type} node: no LLM runs there")
@@ -141,11 +159,20 @@ class Engine:
         fn = cnode.functions.get(ev.name)
         if fn is None:
             valid = list(cnode.functions)
-            return Step(state, [ToolResponse(name=ev.name, error=True, result={
-                "status": "error",
-                "error": f"unknown function '{ev.name}'; call one of: {', '.join(valid) or 'none'}",
-                "valid_functions": valid,
-            })])
+            return Step(
+                state,
+                [
+                    ToolResponse(
+                        name=ev.name,
+                        error=True,
+                        result={
+                            "status": "error",
+                            "error": f"unknown function '{ev.name}'; call one of: {', '.join(valid) or 'none'}",  # noqa: E501
+                            "valid_functions": valid,
+                        },
+                    )
+                ],
+            )
         args, problem = fn.check_args(ev.args)
         if problem is not None or args is None:
             return Step(state, [_llm_error(ev.name, problem or "invalid arguments")])
@@ -157,7 +184,8 @@ class Engine:
         if fn.kind == "capture":
             d.put_state(entry.name, args)
         result: dict[str, Any] = (
-            {"status": "ok", "captured": args} if fn.kind == "capture" else {"status": "ok"})
+            {"status": "ok", "captured": args} if fn.kind == "capture" else {"status": "ok"}
+        )
         if fn.kind == "send_dtmf":  # the agent presses them on the line; nothing moves
             result = {"status": "ok", "pressed": args.get("digits")}
         marker = len(d.effects)
@@ -170,8 +198,9 @@ class Engine:
     def _on_function_result(self, state: CallState, ev: FunctionResult) -> Step:
         run = state.pending.get(str(ev.run_id))
         if run is None:
-            return self._reject(state, f"no function run {ev.run_id} is pending (a duplicate or a "
-                                       "stale result)")
+            return self._reject(
+                state, f"no function run {ev.run_id} is pending (a duplicate or a stale result)"
+            )
         d = Draft(self.flow, state, ev.at)
         d.pop_pending(ev.run_id)
         if ev.state is not None:
@@ -184,9 +213,14 @@ class Engine:
             d.effects.append(_llm_error(run.name, ev.error))
             return Step(d.s, d.effects)
         if ev.response not in RESPONSES:
-            d.effects.append(_llm_error(run.name, f"handler '{run.name}' returned {ev.response!r} as "
-                                                  "its second value; return TRANSITION_IN_YAML or "
-                                                  "NO_RESPONSE"))
+            d.effects.append(
+                _llm_error(
+                    run.name,
+                    f"handler '{run.name}' returned {ev.response!r} as "
+                    "its second value; return TRANSITION_IN_YAML or "
+                    "NO_RESPONSE",
+                )
+            )
             return Step(d.s, d.effects)
         speak = ev.response != "no_response"
         if d.s.ended or d.s.node != run.node:
@@ -197,8 +231,11 @@ class Engine:
         if entry is not None and entry.transfer is not None:
             return self._transfer_result(d, run.node, run.name, entry.transfer.fallback, ev.result)
         marker = len(d.effects)
-        moved, error = (False, None) if entry is None else d.transition_after(
-            entry.transition_to, ev.result, run.node, entry.speech)
+        moved, error = (
+            (False, None)
+            if entry is None
+            else d.transition_after(entry.transition_to, ev.result, run.node, entry.speech)
+        )
         if error:
             d.effects.append(_llm_error(run.name, error))
             return Step(d.s, d.effects)
@@ -243,18 +280,26 @@ class Engine:
         if ev.error is not None:
             return self._reject(state, f"extraction for '{ev.node}' failed: {ev.error}")
         specs = {x.name: x for x in self.flow.nodes[ev.node].node.extract}
-        kept = {k: v for k, v in ev.values.items()
-                if k in specs and type_ok(specs[k].type, v)
-                and ((enum := specs[k].enum) is None or v is None or v in enum)}
+        kept = {
+            k: v
+            for k, v in ev.values.items()
+            if k in specs
+            and type_ok(specs[k].type, v)
+            and ((enum := specs[k].enum) is None or v is None or v in enum)
+        }
         dropped = sorted(set(ev.values) - set(kept))
         d = Draft(self.flow, state, ev.at)
         d.s.extracted = {**state.extracted, **kept}
         if state.ended and state.node is not None:  # the last node's values may decide the outcome
-            d.s.disposition = disposition_of(d.s.extracted, self.flow.nodes[state.node].node,
-                                             state.end_reason)
+            d.s.disposition = disposition_of(
+                d.s.extracted, self.flow.nodes[state.node].node, state.end_reason
+            )
         if dropped:
-            d.effects.append(Rejected(reason=f"extraction for '{ev.node}': ignored undeclared or "
-                                             f"ill-typed values {dropped}"))
+            d.effects.append(
+                Rejected(
+                    reason=f"extraction for '{ev.node}': ignored undeclared or ill-typed values {dropped}"
+                )
+            )
         return Step(d.s, d.effects)
 
     def _on_user_spoke(self, state: CallState, ev: UserSpoke) -> Step:
@@ -275,8 +320,12 @@ class Engine:
         d = Draft(self.flow, state, ev.at)
         d.s.idle_count = min(state.idle_count + 1, idle.prompts + 1)
         if d.s.idle_count <= idle.prompts:
-            d.effects.append(LLMTurn(reason="idle", instructions=idle_instructions(
-                ev.kind, d.s.idle_count, idle.prompts, idle.on_give_up)))
+            d.effects.append(
+                LLMTurn(
+                    reason="idle",
+                    instructions=idle_instructions(ev.kind, d.s.idle_count, idle.prompts, idle.on_give_up),
+                )
+            )
         elif idle.on_give_up == "end":
             d.end("user_idle", goodbye=d.render(idle.goodbye))
         return Step(d.s, d.effects)
@@ -292,8 +341,9 @@ class Engine:
         if state.node is None or state.ended:
             return self._reject(state, "keys pressed outside a live call")
         if ev.node is not None and ev.node != state.node:
-            return self._reject(state, f"keys collected on node '{ev.node}' but the call is on "
-                                       f"'{state.node}'")
+            return self._reject(
+                state, f"keys collected on node '{ev.node}' but the call is on '{state.node}'"
+            )
         spec = self.flow.nodes[state.node].node.dtmf
         if spec is None:
             return Step(state, [])

@@ -67,8 +67,10 @@ def safe_reason(exc: BaseException, limit: int = 300) -> str:
         except TypeError:
             items = None
         if isinstance(items, list):
-            parts = [f"{'.'.join(str(p) for p in e.get('loc', ())) or '(root)'}: {e.get('type', '?')}"
-                     for e in items[:5]]
+            parts = [
+                f"{'.'.join(str(p) for p in e.get('loc', ())) or '(root)'}: {e.get('type', '?')}"
+                for e in items[:5]
+            ]
             more = f" (+{len(items) - 5} more)" if len(items) > 5 else ""
             return f"{type(exc).__name__}: {'; '.join(parts)}{more}"[:limit]
     return type(exc).__name__

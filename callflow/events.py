@@ -99,8 +99,16 @@ class MaxDuration(_Event):
 
 
 Event = Annotated[
-    CallStarted | FunctionCalled | FunctionResult | ExtractionResult | UserSpoke | UserIdle
-    | HangUp | MaxDuration | DtmfEntered | MachineAnswered,
+    CallStarted
+    | FunctionCalled
+    | FunctionResult
+    | ExtractionResult
+    | UserSpoke
+    | UserIdle
+    | HangUp
+    | MaxDuration
+    | DtmfEntered
+    | MachineAnswered,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

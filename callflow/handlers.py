@@ -40,13 +40,16 @@ def load_module(module: str, base_dir: Path | None, search_path: bool = True) ->
     """Import ``module``, beside the flow (``base_dir``) first, then on sys.path (unless
     ``search_path`` is false: the worker imports only from its flow directories)."""
     if not _MODULE_NAME.fullmatch(module):
-        raise HandlerModuleError(f"'{short_repr(module)[1:-1]}' is not a dotted Python module name "
-                                 "(like 'my_handlers' or 'package.handlers')")
+        raise HandlerModuleError(
+            f"'{short_repr(module)[1:-1]}' is not a dotted Python module name "
+            "(like 'my_handlers' or 'package.handlers')"
+        )
     try:
         local = _local_file(module, base_dir) if base_dir is not None else None
     except OSError as exc:
-        raise HandlerModuleError(f"cannot look for module '{module}' beside the flow: {exc.strerror}"
-                                 ) from None
+        raise HandlerModuleError(
+            f"cannot look for module '{module}' beside the flow: {exc.strerror}"
+        ) from None
     if local is None and not search_path:
         raise HandlerModuleError(f"module '{module}' is not in {base_dir}")
     try:

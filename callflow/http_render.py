@@ -24,8 +24,9 @@ def render_http(spec: HttpSpec, args: Mapping[str, Any], flow_values: Mapping[st
         method=spec.method,
         url=render_url(compile_template(spec.url), values, set(args) - set(flow_values)),
         headers=render_any(spec.headers, values) if spec.headers else None,
-        body=render_json(spec.body, values) if spec.body is not None else (
-            dict(args) if spec.method != "GET" else None),
+        body=render_json(spec.body, values)
+        if spec.body is not None
+        else (dict(args) if spec.method != "GET" else None),
         timeout_s=spec.timeout_s,
     )
 
@@ -47,8 +48,11 @@ def find_http_entry(flow: Flow, node: str, name: str) -> HttpSpec | None:
     """The ``http`` spec of the entry the engine ran: the node's own functions (or its
     ``run``) before the flow's global ones, as the engine offers them."""
     own = flow.nodes.get(node)
-    candidates = [*(own.functions if own else []), *([own.run] if own and own.run else []),
-                  *flow.global_functions]
+    candidates = [
+        *(own.functions if own else []),
+        *([own.run] if own and own.run else []),
+        *flow.global_functions,
+    ]
     for entry in candidates:
         if entry.name == name and entry.http is not None:
             return entry.http

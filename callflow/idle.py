@@ -21,10 +21,15 @@ ASK: dict[str, str] = {
 
 def idle_instructions(kind: IdleKind, attempt: int, prompts: int, on_give_up: str) -> str:
     """The instructions for re-prompt ``attempt`` (1-based) of ``prompts``."""
-    text = (f"{WHAT_HAPPENED[kind]} This is empty input {attempt} of {prompts} before giving up. "
-            f"{ASK[kind]}, in the language of the conversation.")
+    text = (
+        f"{WHAT_HAPPENED[kind]} This is empty input {attempt} of {prompts} before giving up. "
+        f"{ASK[kind]}, in the language of the conversation."
+    )
     if attempt >= prompts:
-        text += (" If nothing comes, you will stop prompting and wait quietly: say they can talk "
-                 "to you whenever they are ready." if on_give_up == "wait" else
-                 " If nothing comes, the call will end: say so kindly.")
+        text += (
+            " If nothing comes, you will stop prompting and wait quietly: say they can talk "
+            "to you whenever they are ready."
+            if on_give_up == "wait"
+            else " If nothing comes, the call will end: say so kindly."
+        )
     return text

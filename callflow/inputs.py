@@ -39,16 +39,16 @@ def resolve_variables(flow: Flow, given: dict[str, Any]) -> tuple[dict[str, Any]
         if name in given:
             value = given[name]
             if not type_ok(var.type, value):
-                issues.append(Issue(f"variables.{name}",
-                                    f"expected {var.type}, got {type(value).__name__}"))
+                issues.append(Issue(f"variables.{name}", f"expected {var.type}, got {type(value).__name__}"))
             elif var.enum is not None and value not in var.enum:
                 issues.append(Issue(f"variables.{name}", f"{value!r} is not one of {var.enum}"))
             values[name] = value
         elif var.default is not None:
             values[name] = var.default
         elif var.required:
-            issues.append(Issue(f"variables.{name}", f"required variable '{name}' was not given "
-                                                     f"when the call started"))
+            issues.append(
+                Issue(f"variables.{name}", f"required variable '{name}' was not given when the call started")
+            )
         else:
             values[name] = None
     for name, value in given.items():
@@ -65,9 +65,14 @@ def undeclared_variables(flow: Flow, given: dict[str, Any]) -> list[Issue]:
     """
     declared = sorted(flow.variables)
     hint = f"; declared: {', '.join(declared)}" if declared else "; the flow declares none"
-    return [Issue(f"variables.{str(name)[:64]}", f"'{str(name)[:64]}' is not a declared variable of "
-                                                 f"flow '{flow.flow}'{hint}")
-            for name in given if name not in flow.variables]
+    return [
+        Issue(
+            f"variables.{str(name)[:64]}",
+            f"'{str(name)[:64]}' is not a declared variable of flow '{flow.flow}'{hint}",
+        )
+        for name in given
+        if name not in flow.variables
+    ]
 
 
 def coerce_cli_value(text: str) -> Any:

@@ -45,8 +45,9 @@ class _Loader(_Base):  # type: ignore[misc, valid-type]
                 continue  # an unhashable key: the base constructor reports it
             if prior is not _NONE:
                 why = "" if type(prior) is type(key) else f" (it is the same key as {prior!r})"
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}{why}",
-                                                        key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}{why}", key_node.start_mark
+                )
             seen[key] = key
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
@@ -144,11 +145,21 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         return Flow
     parent = tail[-2] if len(tail) >= 2 else ""
     by_parent: dict[str, type[BaseModel]] = {
-        "settings": m.Settings, "idle": m.IdleSettings, "http": m.HttpSpec, "retry": m.Retry,
-        "run": m.FunctionEntry, "functions": m.FunctionEntry, "global_functions": m.FunctionEntry,
-        "transition_to": m.BranchTable, "when": m.Condition, "branches": m.GateBranch,
-        "extract": m.ExtractSpec, "pre_actions": m.Action, "post_actions": m.Action,
-        "variables": m.Variable, "nodes": m.Node,
+        "settings": m.Settings,
+        "idle": m.IdleSettings,
+        "http": m.HttpSpec,
+        "retry": m.Retry,
+        "run": m.FunctionEntry,
+        "functions": m.FunctionEntry,
+        "global_functions": m.FunctionEntry,
+        "transition_to": m.BranchTable,
+        "when": m.Condition,
+        "branches": m.GateBranch,
+        "extract": m.ExtractSpec,
+        "pre_actions": m.Action,
+        "post_actions": m.Action,
+        "variables": m.Variable,
+        "nodes": m.Node,
     }
     if len(tail) >= 3 and tail[-3] in ("nodes", "variables"):
         return by_parent[tail[-3]]
@@ -194,13 +205,17 @@ def _pattern_message(value: Any, pattern: str, loc: tuple[Any, ...] = ()) -> str
         fixed = re.sub(r"[^A-Za-z0-9_]", "_", text)
         fixed = (fixed if re.match(r"[A-Za-z_]", fixed) else f"_{fixed}")[:64]
         what = "an extracted value's name" if "extract" in loc else "a function name"
-        return (f"'{shown}' is not valid as {what}: use letters, digits and '_' only, not starting "
-                f"with a digit, at most 64 characters{size} (try '{fixed}')")
+        return (
+            f"'{shown}' is not valid as {what}: use letters, digits and '_' only, not starting "
+            f"with a digit, at most 64 characters{size} (try '{fixed}')"
+        )
     if pattern == FLOW_NAME_PATTERN:
         fixed = re.sub(r"[^a-z0-9_-]", "_", text.lower()).lstrip("_-0123456789")[:64]
         hint = f" (try '{fixed}')" if fixed else ""
-        return (f"'{shown}' is not a valid flow name: use lower-case letters, digits, '_' and '-', "
-                f"starting with a letter, at most 64 characters{size}{hint}")
+        return (
+            f"'{shown}' is not a valid flow name: use lower-case letters, digits, '_' and '-', "
+            f"starting with a letter, at most 64 characters{size}{hint}"
+        )
     return f"{text!r} does not match the pattern {pattern}"
 
 
@@ -229,7 +244,8 @@ def _non_text_key(data: Any, loc: tuple[Any, ...]) -> bool:
         except (KeyError, IndexError, TypeError):
             return False
     return isinstance(cur, dict) and any(
-        not isinstance(k, str) and (k == loc[-2] or str(k) == loc[-2]) for k in cur)
+        not isinstance(k, str) and (k == loc[-2] or str(k) == loc[-2]) for k in cur
+    )
 
 
 def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
@@ -241,8 +257,9 @@ def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
             # a key that is not text (YAML ``1:``, ``~:``, ``true:``): name it, say what to do
             key = loc[-1] if kind == "invalid_key" else loc[-2]
             parent, _ = _data_path(data, loc[:-1] if kind == "invalid_key" else loc[:-2])
-            raw.append((join_path([*parent, str(key)]), f"key {key!r} must be text: quote it or rename it",
-                        False))
+            raw.append(
+                (join_path([*parent, str(key)]), f"key {key!r} must be text: quote it or rename it", False)
+            )
             continue
         path_parts, mismatch = _data_path(data, loc)
         path = join_path(path_parts)
@@ -275,8 +292,9 @@ def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
     return issues
 
 
-def validate_data(data: Any, base_dir: Path | None = None, source: str | None = None,
-                  load_handlers: bool = True) -> ValidationReport:
+def validate_data(
+    data: Any, base_dir: Path | None = None, source: str | None = None, load_handlers: bool = True
+) -> ValidationReport:
     """Every check the spec names, on already-parsed data."""
     from callflow.validate import semantic_checks
 

@@ -47,8 +47,11 @@ def expand(fn: FunctionEntry, definition: FlowDefinition) -> list[FunctionEntry]
         return [_entry(fn, fn.name, fn.description or _literal(tool.description), tool, timeout)]
     wanted = ref.wanted()
     names = [t.name for t in listed.tools] if wanted is None else [n for n in wanted if n in by_name]
-    return [_entry(fn, name, _literal(by_name[name].description), by_name[name], timeout)
-            for name in names if _NAME.match(name)]
+    return [
+        _entry(fn, name, _literal(by_name[name].description), by_name[name], timeout)
+        for name in names
+        if _NAME.match(name)
+    ]
 
 
 def _literal(text: str) -> str:
@@ -60,10 +63,15 @@ def _literal(text: str) -> str:
 def _entry(fn: FunctionEntry, name: str, description: str, tool: McpTool, timeout: float) -> FunctionEntry:
     assert fn.mcp is not None
     # model_copy keeps the author's other keys (transition_to, speech, retry...) as given.
-    return fn.model_copy(update={
-        "name": name, "description": description, "parameters": tool.input_schema, "timeout_s": timeout,
-        "mcp": McpRef(server=fn.mcp.server, tool=tool.name),
-    })
+    return fn.model_copy(
+        update={
+            "name": name,
+            "description": description,
+            "parameters": tool.input_schema,
+            "timeout_s": timeout,
+            "mcp": McpRef(server=fn.mcp.server, tool=tool.name),
+        }
+    )
 
 
 def missing_tools(definition: FlowDefinition) -> list[str]:
@@ -90,13 +98,16 @@ def missing_tools(definition: FlowDefinition) -> list[str]:
         if ref.tools == "all":
             odd = [t for t in sorted(have) if not _NAME.match(t)]
             if odd:
-                out.append(f"MCP server '{ref.server}': {', '.join(repr(t) for t in odd)} not offered "
-                           f"(function '{fn.name}'): not valid function names; offer one with "
-                           "'tool:' and a 'name'")
+                out.append(
+                    f"MCP server '{ref.server}': {', '.join(repr(t) for t in odd)} not offered "
+                    f"(function '{fn.name}'): not valid function names; offer one with "
+                    "'tool:' and a 'name'"
+                )
         for tool in ref.wanted() or []:
             if tool not in have:
-                out.append(f"MCP server '{ref.server}' has no tool '{tool}' (function '{fn.name}'): "
-                           "not offered")
+                out.append(
+                    f"MCP server '{ref.server}' has no tool '{tool}' (function '{fn.name}'): not offered"
+                )
     return out
 
 
@@ -108,8 +119,9 @@ def pinned_definition(definition: FlowDefinition, servers: dict[str, McpServerTo
 MAX_DESCRIPTION_CHARS = 4_000
 
 
-def usable_tool(name: Any, description: Any, schema: Any,
-                llm_name: bool = True) -> tuple[McpTool | None, str]:
+def usable_tool(
+    name: Any, description: Any, schema: Any, llm_name: bool = True
+) -> tuple[McpTool | None, str]:
     """A listed tool as one the LLM can be offered, or (None, why not): a server's and a
     device's tools pass the same gate before a call offers them. A server's tool may have
     a name the LLM would refuse (``llm_name=False``): an entry can offer it under another."""

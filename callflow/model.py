@@ -101,8 +101,10 @@ class BranchTable(Strict):
         if isinstance(cases, dict):
             out = {canonical(k): v for k, v in cases.items()}
             if len(out) != len(cases):
-                raise ValueError(f"two case keys are the same value once compared as text "
-                                 f"({', '.join(repr(k) for k in cases)}): keep one")
+                raise ValueError(
+                    f"two case keys are the same value once compared as text "
+                    f"({', '.join(repr(k) for k in cases)}): keep one"
+                )
             return out
         return cases
 
@@ -136,11 +138,20 @@ class TransferSpec(Strict):
     mode: Literal["cold", "warm"] = "cold"
     announce: str | None = None
     fallback: str | None = None
+
+
 DTMF_KEYS = r"^[0-9*#A-Da-d]+$"
 SEND_DTMF_PARAMETERS: dict[str, Any] = {
-    "type": "object", "required": ["digits"],
-    "properties": {"digits": {"type": "string", "pattern": r"^[0-9*#]{1,32}$",
-                              "description": "The keys to press, in order, e.g. '1' or '1234#'."}}}
+    "type": "object",
+    "required": ["digits"],
+    "properties": {
+        "digits": {
+            "type": "string",
+            "pattern": r"^[0-9*#]{1,32}$",
+            "description": "The keys to press, in order, e.g. '1' or '1234#'.",
+        }
+    },
+}
 
 
 class DtmfSpec(Strict):
@@ -176,8 +187,12 @@ class FunctionEntry(Strict):
     def _mcp_group_name(cls, data: Any) -> Any:
         # ``mcp: {tools: [...]}`` offers each tool under its own name: the entry needs none.
         mcp = data.get("mcp") if isinstance(data, dict) else None
-        if (isinstance(mcp, dict) and "name" not in data and mcp.get("tools") is not None
-                and isinstance(mcp.get("server"), str)):
+        if (
+            isinstance(mcp, dict)
+            and "name" not in data
+            and mcp.get("tools") is not None
+            and isinstance(mcp.get("server"), str)
+        ):
             return {**data, "name": re.sub(r"\W", "_", f"mcp_{mcp['server']}")[:64]}
         return data
 
@@ -231,8 +246,13 @@ class Action(Strict):
     @classmethod
     def _bare_end(cls, data: Any) -> Any:
         # ``{end_conversation: }`` (no goodbye) arrives as None: keep it meaningful.
-        if (isinstance(data, dict) and "end_conversation" in data and data["end_conversation"] is None
-                and data.get("tts_say") is None and data.get("function") is None):
+        if (
+            isinstance(data, dict)
+            and "end_conversation" in data
+            and data["end_conversation"] is None
+            and data.get("tts_say") is None
+            and data.get("function") is None
+        ):
             return {**data, "end_conversation": ""}
         return data
 

@@ -15,8 +15,11 @@ def _where(fn_target: list[tuple[str, str]]) -> str:
 
 
 def show(flow: Flow) -> str:
-    lines = [f"flow {flow.flow} v{flow.version}" + (f": {flow.description}" if flow.description else ""),
-             f"start: {flow.start_node}", ""]
+    lines = [
+        f"flow {flow.flow} v{flow.version}" + (f": {flow.description}" if flow.description else ""),
+        f"start: {flow.start_node}",
+        "",
+    ]
     rows: list[tuple[str, str, str, str]] = [("NODE", "TYPE", "FUNCTION", "GOES TO")]
     for nid, node in flow.nodes.items():
         first = True
@@ -34,8 +37,9 @@ def show(flow: Flow) -> str:
             if fn.mcp is not None and fn.mcp.tools is not None:  # a group of server tools: name them
                 tools = "all" if fn.mcp.tools == "all" else ", ".join(fn.mcp.tools)
                 name = f"{fn.mcp.server}: {tools} (mcp{', global' if is_global else ''})"
-            rows.append((nid if first else "", node.type if first else "", name,
-                         _where(targets(fn.transition_to))))
+            rows.append(
+                (nid if first else "", node.type if first else "", name, _where(targets(fn.transition_to)))
+            )
             first = False
         if first:
             rows.append((nid, node.type, "-", f"ends call ({node.disposition})" if node.disposition else "-"))
@@ -47,8 +51,23 @@ def show(flow: Flow) -> str:
 
 # Words Mermaid reads as syntax when used as a node id (a node called ``end`` closes a
 # subgraph). Flow node ids are lower case, so a capitalised id cannot clash with another.
-_MERMAID_RESERVED = frozenset({"end", "graph", "flowchart", "subgraph", "style", "class", "classdef",
-                               "click", "linkstyle", "direction", "default", "call", "href"})
+_MERMAID_RESERVED = frozenset(
+    {
+        "end",
+        "graph",
+        "flowchart",
+        "subgraph",
+        "style",
+        "class",
+        "classdef",
+        "click",
+        "linkstyle",
+        "direction",
+        "default",
+        "call",
+        "href",
+    }
+)
 
 
 def _mid(nid: str) -> str:

@@ -57,8 +57,11 @@ def annotation_schema(tp: Any) -> dict[str, Any]:
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     t = schema.get("type")
     if isinstance(t, str):
-        return {**schema, "type": [t, "null"]} if "enum" not in schema else {
-            **schema, "type": [t, "null"], "enum": [*schema["enum"], None]}
+        return (
+            {**schema, "type": [t, "null"]}
+            if "enum" not in schema
+            else {**schema, "type": [t, "null"], "enum": [*schema["enum"], None]}
+        )
     if isinstance(t, list):
         return schema if "null" in t else {**schema, "type": [*t, "null"]}
     return {"anyOf": [schema, {"type": "null"}]}

@@ -71,7 +71,7 @@ def compile_template(text: str) -> Template:
         name = name.strip()
         raw = name.startswith(RAW_PREFIX)
         if raw:
-            name = name[len(RAW_PREFIX):].strip()
+            name = name[len(RAW_PREFIX) :].strip()
         if not _PATH.match(name):
             raise TemplateSyntaxError(f"bad placeholder '{{{{{inner}}}}}': expected a name or a dotted path")
         parts.append(Placeholder(tuple(name.split(".")), fallback.strip() if sep else None, raw))
@@ -109,8 +109,9 @@ def _render_value(value: Any, fallback: str | None) -> str:
     return str(value)
 
 
-def render_url(template: Template, values: Mapping[str, Any],
-               arguments: frozenset[str] | set[str] = frozenset()) -> str:
+def render_url(
+    template: Template, values: Mapping[str, Any], arguments: frozenset[str] | set[str] = frozenset()
+) -> str:
     """Render an HTTP entry's URL, percent-encoding every value that lands in its path,
     query or fragment, and every LLM argument (names in ``arguments``) wherever it lands.
 

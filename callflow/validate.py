@@ -22,8 +22,16 @@ from callflow.validate_gates import GateChecks
 from callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
-_LLM_NODE_ONLY = ("task", "greeting", "extract", "functions", "pre_actions", "post_actions", "context",
-                  "listen")
+_LLM_NODE_ONLY = (
+    "task",
+    "greeting",
+    "extract",
+    "functions",
+    "pre_actions",
+    "post_actions",
+    "context",
+    "listen",
+)
 
 
 _SCHEMA_PROBLEMS: dict[str, tuple[str, str] | None] = {}
@@ -59,9 +67,7 @@ class _Checker(GateChecks):
         self.handlers: dict[str, HandlerSpec] = {}
         self.module: Any = None
         self.node_ids = list(flow.nodes)
-        self.known_names = set(flow.variables) | {
-            x.name for n in flow.nodes.values() for x in n.extract
-        }
+        self.known_names = set(flow.variables) | {x.name for n in flow.nodes.values() for x in n.extract}
 
     def err(self, path: str, msg: str) -> None:
         self.errors.append(Issue(path, msg))
@@ -88,8 +94,9 @@ class _Checker(GateChecks):
             self.err(path, "a branch table needs at least one case or a default")
 
     # --- templates --------------------------------------------------------------------
-    def check_template(self, path: str, text: str | None, extra: AbstractSet[str] = frozenset(),
-                       url: bool = False) -> None:
+    def check_template(
+        self, path: str, text: str | None, extra: AbstractSet[str] = frozenset(), url: bool = False
+    ) -> None:
         if not text:
             return
         try:
@@ -106,23 +113,31 @@ class _Checker(GateChecks):
             if head in self.known_names or head in extra:
                 continue
             options = sorted(self.known_names | BUILTINS | extra)
-            self.err(path, f"undefined template variable '{ph.name}'{did_you_mean(head, options)}: "
-                           "declare it under 'variables', extract it in a node, or give a fallback "
-                           f"'{{{{{ph.name} | ...}}}}'")
+            self.err(
+                path,
+                f"undefined template variable '{ph.name}'{did_you_mean(head, options)}: "
+                "declare it under 'variables', extract it in a node, or give a fallback "
+                f"'{{{{{ph.name} | ...}}}}'",
+            )
 
     # --- functions --------------------------------------------------------------------
     def handler(self, path: str, name: str, no_args: bool = False) -> HandlerSpec | None:
         if self.flow.handlers is None:
-            self.err(path, f"'{name}' is a handler entry but the flow names no 'handlers' module "
-                           "(or mark it transition_only, capture or http)")
+            self.err(
+                path,
+                f"'{name}' is a handler entry but the flow names no 'handlers' module "
+                "(or mark it transition_only, capture or http)",
+            )
             return None
         if self.module is None:
             return None
         fn = get_handler(self.module, name)
         if fn is None:
             names = [n for n in dir(self.module) if not n.startswith("_")]
-            self.err(path, f"handlers module '{self.flow.handlers}' has no function '{name}'"
-                           f"{did_you_mean(name, names)}")
+            self.err(
+                path,
+                f"handlers module '{self.flow.handlers}' has no function '{name}'{did_you_mean(name, names)}",
+            )
             return None
         try:
             spec = handler_spec(fn)
@@ -131,8 +146,11 @@ class _Checker(GateChecks):
             return None
         needed = spec.parameters.get("required") or []
         if no_args and needed:
-            self.err(path, f"handler '{name}' is run here with no arguments but requires "
-                           f"{', '.join(repr(n) for n in needed)}: give them defaults")
+            self.err(
+                path,
+                f"handler '{name}' is run here with no arguments but requires "
+                f"{', '.join(repr(n) for n in needed)}: give them defaults",
+            )
         self.handlers[name] = spec
         return spec
 
@@ -150,9 +168,18 @@ class _Checker(GateChecks):
             self.err(f"{path}{where}", f"not a valid JSON Schema: {message}")
 
     def check_function(self, path: str, fn: FunctionEntry, node: Node | None, is_run: bool = False) -> None:
-        kinds = [k for k, on in (("transition_only", fn.transition_only), ("capture", fn.capture),
-                                 ("http", fn.http is not None), ("send_dtmf", fn.send_dtmf),
-                                 ("mcp", fn.mcp is not None), ("transfer", fn.transfer is not None)) if on]
+        kinds = [
+            k
+            for k, on in (
+                ("transition_only", fn.transition_only),
+                ("capture", fn.capture),
+                ("http", fn.http is not None),
+                ("send_dtmf", fn.send_dtmf),
+                ("mcp", fn.mcp is not None),
+                ("transfer", fn.transfer is not None),
+            )
+            if on
+        ]
         if len(kinds) > 1:
             self.err(path, f"an entry is one kind only, not {' and '.join(kinds)}")
             return
@@ -163,11 +190,15 @@ class _Checker(GateChecks):
                 self.err(f"{path}.description", "a transfer entry needs a description")
             for key in ("parameters", "transition_to"):
                 if getattr(fn, key) is not None:
-                    self.err(f"{path}.{key}", f"a transfer entry takes no {key}: it ends the call, or goes "
-                                              "to its fallback")
+                    self.err(
+                        f"{path}.{key}",
+                        f"a transfer entry takes no {key}: it ends the call, or goes to its fallback",
+                    )
             if t.mode == "cold" and t.announce:
-                self.err(f"{path}.transfer.announce", "only a warm transfer announces the caller: use "
-                                                      "mode: warm, or remove announce")
+                self.err(
+                    f"{path}.transfer.announce",
+                    "only a warm transfer announces the caller: use mode: warm, or remove announce",
+                )
             if t.fallback is not None:
                 self.check_target(f"{path}.transfer.fallback", t.fallback)
             self.check_template(f"{path}.transfer.to", t.to)
@@ -179,8 +210,10 @@ class _Checker(GateChecks):
             if not fn.description:
                 self.err(f"{path}.description", "a send_dtmf entry needs a description")
             if fn.parameters is not None:
-                self.err(f"{path}.parameters", "a send_dtmf entry takes one argument, 'digits', given by "
-                                               "Ringflow: remove parameters")
+                self.err(
+                    f"{path}.parameters",
+                    "a send_dtmf entry takes one argument, 'digits', given by Ringflow: remove parameters",
+                )
             if fn.transition_to is not None:
                 self.err(f"{path}.transition_to", "pressing keys moves nothing: remove transition_to")
             if is_run:
@@ -193,8 +226,11 @@ class _Checker(GateChecks):
         if kind == "handler":
             for key in ("description", "parameters"):
                 if getattr(fn, key) is not None:
-                    self.err(f"{path}.{key}", f"a handler entry takes its {key} from the handler's "
-                                              "signature and docstring: remove it here")
+                    self.err(
+                        f"{path}.{key}",
+                        f"a handler entry takes its {key} from the handler's "
+                        "signature and docstring: remove it here",
+                    )
             self.handler(f"{path}.name", fn.name, no_args=is_run)
         elif kind == "transition_only":
             if not fn.description:
@@ -202,11 +238,15 @@ class _Checker(GateChecks):
             if fn.transition_to is None:
                 self.err(f"{path}.transition_to", "a transition-only entry needs a transition_to node")
             elif not isinstance(fn.transition_to, str):
-                self.err(f"{path}.transition_to", "a transition-only entry has no result to branch on: "
-                                                  "name one node")
+                self.err(
+                    f"{path}.transition_to",
+                    "a transition-only entry has no result to branch on: name one node",
+                )
             if fn.parameters is not None:
-                self.err(f"{path}.parameters", "a transition-only entry takes no parameters "
-                                               "(use capture: true to record arguments)")
+                self.err(
+                    f"{path}.parameters",
+                    "a transition-only entry takes no parameters (use capture: true to record arguments)",
+                )
         elif kind == "mcp":
             check_mcp_entry(self, path, fn)
         else:
@@ -228,9 +268,11 @@ class _Checker(GateChecks):
         if fn.http is not None:
             self.check_template(f"{path}.http.url", fn.http.url, args, url=True)
             for arg in sorted(args & (self.known_names | BUILTINS)):
-                self.err(f"{path}.parameters.properties.{arg}",
-                         f"parameter '{arg}' has the name of a flow value, which wins over an argument "
-                         "in the request's templates: rename the parameter")
+                self.err(
+                    f"{path}.parameters.properties.{arg}",
+                    f"parameter '{arg}' has the name of a flow value, which wins over an argument "
+                    "in the request's templates: rename the parameter",
+                )
             for k, v in (fn.http.headers or {}).items():
                 self.check_template(f"{path}.http.headers.{k}", v, args)
             for s in strings_in(fn.http.body):
@@ -242,8 +284,11 @@ class _Checker(GateChecks):
         if not _NODE_ID.match(nid):
             fixed = re.sub(r"[^a-z0-9_]", "_", nid.lower()).lstrip("_0123456789")[:64]
             hint = f" (try '{fixed}')" if fixed else ""
-            self.err(path, f"node id '{nid}' must be lower-case letters, digits and '_', starting with a "
-                           f"letter, at most 64 characters{hint}")
+            self.err(
+                path,
+                f"node id '{nid}' must be lower-case letters, digits and '_', starting with a "
+                f"letter, at most 64 characters{hint}",
+            )
         given = node.model_fields_set
         if node.type in ("gate", "action"):
             for key in (*_LLM_NODE_ONLY, "disposition"):
@@ -256,10 +301,13 @@ class _Checker(GateChecks):
             if not node.task:
                 self.err(f"{path}.task", f"an {node.type} node needs a task")
             if not node.allow_interrupt and (node.listen or self.flow.settings.listen) == "realtime":
-                self.err(f"{path}.allow_interrupt", "a node that listens 'realtime' answers while the "
-                                                    "caller may still be talking: the caller must be able "
-                                                    "to interrupt it (drop allow_interrupt: false, or "
-                                                    "give the node listen: auto)")
+                self.err(
+                    f"{path}.allow_interrupt",
+                    "a node that listens 'realtime' answers while the "
+                    "caller may still be talking: the caller must be able "
+                    "to interrupt it (drop allow_interrupt: false, or "
+                    "give the node listen: auto)",
+                )
         if node.type != "end" and "disposition" in given and node.type == "agent":
             self.err(f"{path}.disposition", "only an end node has a disposition")
         if node.type == "gate":
@@ -285,8 +333,10 @@ class _Checker(GateChecks):
                 self.err(f"{path}.dtmf", "only an agent node collects key presses")
             t = node.dtmf.transition_to
             if t is not None and not isinstance(t, str) and t.field != node.dtmf.field:
-                self.err(f"{path}.dtmf.transition_to.field", f"the keys are the result's "
-                                                             f"'{node.dtmf.field}': branch on that field")
+                self.err(
+                    f"{path}.dtmf.transition_to.field",
+                    f"the keys are the result's '{node.dtmf.field}': branch on that field",
+                )
             self.check_transition(f"{path}.dtmf.transition_to", t)
         self.check_template(f"{path}.task", node.task)
         self.check_template(f"{path}.greeting", node.greeting)
@@ -299,8 +349,11 @@ class _Checker(GateChecks):
             fpath = f"{path}.functions[{i}]"
             if fn.name in seen:
                 where = "a global function" if seen[fn.name] == "global_functions" else "another function"
-                self.err(f"{fpath}.name", f"duplicate function name '{fn.name}': {where} on this node "
-                                          "has the same name; tool names must be unique")
+                self.err(
+                    f"{fpath}.name",
+                    f"duplicate function name '{fn.name}': {where} on this node "
+                    "has the same name; tool names must be unique",
+                )
             seen[fn.name] = fpath
             self.check_function(fpath, fn, node)
         names = [x.name for x in node.extract]
@@ -333,12 +386,18 @@ class _Checker(GateChecks):
             can_finish |= reachable(e, rev)
         from_start = reachable(start, adj)
         if not exits & from_start:
-            self.err("nodes", f"no end node can be reached from the start node '{start}': "
-                              "add an end node and a transition to it")
+            self.err(
+                "nodes",
+                f"no end node can be reached from the start node '{start}': "
+                "add an end node and a transition to it",
+            )
         for nid in flow.nodes:
             if nid not in can_finish:
-                self.err(f"nodes.{nid}", f"dead end: no end node can be reached from '{nid}'; "
-                                         "give it a transition towards an end node")
+                self.err(
+                    f"nodes.{nid}",
+                    f"dead end: no end node can be reached from '{nid}'; "
+                    "give it a transition towards an end node",
+                )
             elif nid not in from_start:
                 self.warn(f"nodes.{nid}", f"unreachable: no transition leads to '{nid}' from start")
         local = adjacency(flow, include_globals=False)
@@ -349,8 +408,10 @@ class _Checker(GateChecks):
             leaves = any(d not in members for n in comp for d in local[n])
             if not leaves and not members & exits and members <= can_finish:
                 cyc = " -> ".join(sorted(comp))
-                self.warn(f"nodes.{sorted(comp)[0]}", f"cycle {cyc} has no exit of its own; only global "
-                                                      "functions or max_node_visits end it")
+                self.warn(
+                    f"nodes.{sorted(comp)[0]}",
+                    f"cycle {cyc} has no exit of its own; only global functions or max_node_visits end it",
+                )
 
     def check_flow(self) -> None:
         flow = self.flow
@@ -365,8 +426,11 @@ class _Checker(GateChecks):
         if voicemail is not None:
             self.check_target("settings.voicemail.node", voicemail.node)
             if voicemail.node in flow.nodes and flow.nodes[voicemail.node].type != "end":
-                self.err("settings.voicemail.node", "the voicemail node is an end node: its greeting or "
-                                                    "task is the message left after the beep")
+                self.err(
+                    "settings.voicemail.node",
+                    "the voicemail node is an end node: its greeting or "
+                    "task is the message left after the beep",
+                )
         for name, var in flow.variables.items():
             if var.enum is not None and var.default is not None and var.default not in var.enum:
                 self.err(f"variables.{name}.default", f"default {var.default!r} is not one of its enum")
@@ -385,8 +449,9 @@ class _Checker(GateChecks):
         self.check_graph()
 
 
-def semantic_checks(flow: Flow, base_dir: Path | None, load_handlers: bool = True
-                    ) -> tuple[dict[str, HandlerSpec], list[Issue], list[Issue]]:
+def semantic_checks(
+    flow: Flow, base_dir: Path | None, load_handlers: bool = True
+) -> tuple[dict[str, HandlerSpec], list[Issue], list[Issue]]:
     checker = _Checker(flow, base_dir, load_handlers)
     checker.check_flow()
     return checker.handlers, checker.errors, checker.warnings

@@ -81,20 +81,32 @@ class GateChecks:
                 fn = writers[key]
                 props = (fn.parameters or {}).get("properties") if fn is not None else None
                 if len(parts) > 2 and isinstance(props, dict) and parts[2] not in props:
-                    self.err(path, f"capture '{key}' has no parameter '{parts[2]}'"
-                                   f"{did_you_mean(parts[2], [str(p) for p in props])}")
+                    self.err(
+                        path,
+                        f"capture '{key}' has no parameter '{parts[2]}'"
+                        f"{did_you_mean(parts[2], [str(p) for p in props])}",
+                    )
                 return
             hint = did_you_mean(key, writers)
             if self.flow.handlers:
                 if not self.handlers_mention(key):
-                    self.warn(path, f"no capture, save_as or handler writes 'state.{key}'{hint}: until "
-                                    "something does, the condition sees no value")
+                    self.warn(
+                        path,
+                        f"no capture, save_as or handler writes 'state.{key}'{hint}: until "
+                        "something does, the condition sees no value",
+                    )
             else:
-                self.err(path, f"nothing writes 'state.{key}'{hint}: the flow has no handlers, and no "
-                               "capture entry or action node's save_as has that name")
+                self.err(
+                    path,
+                    f"nothing writes 'state.{key}'{hint}: the flow has no handlers, and no "
+                    "capture entry or action node's save_as has that name",
+                )
             return
         if head in self.known_names:
             return
         options = sorted(self.known_names | {f"state.{k}" for k in writers})
-        self.err(path, f"unknown value '{head}'{did_you_mean(head, options)}: a gate reads a declared "
-                       "variable, an extracted value, or 'state.<name>' (a capture, save_as or handler)")
+        self.err(
+            path,
+            f"unknown value '{head}'{did_you_mean(head, options)}: a gate reads a declared "
+            "variable, an extracted value, or 'state.<name>' (a capture, save_as or handler)",
+        )

@@ -22,14 +22,20 @@ def check_mcp_entry(checker: Any, path: str, fn: FunctionEntry) -> None:
     servers = list(checker.flow.mcp_servers)
     if ref.server not in checker.flow.mcp_servers:
         hint = did_you_mean(ref.server, servers) if servers else ""
-        checker.err(f"{path}.mcp.server", f"unknown MCP server '{ref.server}'{hint}: declare it under "
-                                          "mcp_servers")
+        checker.err(
+            f"{path}.mcp.server", f"unknown MCP server '{ref.server}'{hint}: declare it under mcp_servers"
+        )
     if fn.parameters is not None:
-        checker.err(f"{path}.parameters", "an mcp entry takes its parameters from the server's tools/list: "
-                                          "remove them here")
+        checker.err(
+            f"{path}.parameters",
+            "an mcp entry takes its parameters from the server's tools/list: remove them here",
+        )
     if ref.tools is not None and fn.description is not None:
-        checker.err(f"{path}.description", "with 'tools', each tool keeps the server's description: "
-                                           "remove it here (or offer one tool with 'tool')")
+        checker.err(
+            f"{path}.description",
+            "with 'tools', each tool keeps the server's description: "
+            "remove it here (or offer one tool with 'tool')",
+        )
     names = [ref.tool] if ref.tool is not None else (ref.tools if isinstance(ref.tools, list) else [])
     key = "tool" if ref.tool is not None else "tools"
     for i, name in enumerate(names):
@@ -37,9 +43,12 @@ def check_mcp_entry(checker: Any, path: str, fn: FunctionEntry) -> None:
         if not name:
             checker.err(where, "an MCP tool name cannot be empty")
         elif key == "tools" and not _FUNCTION_NAME.match(name):
-            checker.err(where, f"'{name}' cannot be offered to the LLM under its own name (letters, digits "
-                               "and '_' only, at most 64): offer it with its own entry, "
-                               f"'mcp: {{server: {ref.server}, tool: {name}}}' and a 'name'")
+            checker.err(
+                where,
+                f"'{name}' cannot be offered to the LLM under its own name (letters, digits "
+                "and '_' only, at most 64): offer it with its own entry, "
+                f"'mcp: {{server: {ref.server}, tool: {name}}}' and a 'name'",
+            )
         elif names.index(name) != i:
             checker.err(where, f"'{name}' is listed twice")
 
@@ -50,15 +59,22 @@ def check_mcp_flow(checker: Any, flow: Flow) -> None:
     for name, server in flow.mcp_servers.items():
         path = f"mcp_servers.{name}"
         if not SERVER_NAME.match(name):
-            checker.err(path, f"MCP server name '{name}' must be lower-case letters, digits and '_', "
-                              "starting with a letter, at most 32 characters")
+            checker.err(
+                path,
+                f"MCP server name '{name}' must be lower-case letters, digits and '_', "
+                "starting with a letter, at most 32 characters",
+            )
         for header, value in (server.headers or {}).items():
             if _BAD_HEADER.search(header) or _BAD_HEADER.search(value):
-                checker.err(f"{path}.headers.{header}", "a header name or value cannot hold a line break "
-                                                        "or NUL")
+                checker.err(
+                    f"{path}.headers.{header}", "a header name or value cannot hold a line break or NUL"
+                )
         if server.command is not None:
-            checker.warn(f"{path}.command", "a stdio MCP server runs a local command on the worker: for "
-                                            "local development only; deploy servers with a 'url'")
+            checker.warn(
+                f"{path}.command",
+                "a stdio MCP server runs a local command on the worker: for "
+                "local development only; deploy servers with a 'url'",
+            )
         if name not in used:
             checker.warn(path, f"MCP server '{name}' is declared but no function entry uses it")
     for nid, node in flow.nodes.items():
@@ -70,6 +86,8 @@ def check_mcp_flow(checker: Any, flow: Flow) -> None:
         if isinstance(node.device_tools, list):
             for i, name in enumerate(node.device_tools):
                 if not _FUNCTION_NAME.match(name):
-                    checker.err(f"{path}[{i}]", f"'{name}' is not a valid tool name (letters, digits and "
-                                                "'_' only, at most 64 characters)")
-
+                    checker.err(
+                        f"{path}[{i}]",
+                        f"'{name}' is not a valid tool name (letters, digits and "
+                        "'_' only, at most 64 characters)",
+                    )

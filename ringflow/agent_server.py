@@ -103,13 +103,19 @@ async def entrypoint(ctx: JobContext) -> None:
     call_id = info.call_id
     if call_id is None:
         caller = await ctx.wait_for_participant()
-        call_id = await start_inbound(client, settings, ctx.room.name, caller, info.flow, agent_id,
-                                      info.variables)
+        call_id = await start_inbound(
+            client, settings, ctx.room.name, caller, info.flow, agent_id, info.variables
+        )
 
     async def hang_up() -> None:
-        await close_room(ctx.room.name, url=settings.livekit_url, api_key=settings.livekit_api_key,
-                         api_secret=settings.livekit_api_secret.get_secret_value()
-                         if settings.livekit_api_secret else None)
+        await close_room(
+            ctx.room.name,
+            url=settings.livekit_url,
+            api_key=settings.livekit_api_key,
+            api_secret=settings.livekit_api_secret.get_secret_value()
+            if settings.livekit_api_secret
+            else None,
+        )
 
     lease = None
     if settings.redis_url:
@@ -117,9 +123,15 @@ async def entrypoint(ctx: JobContext) -> None:
 
         lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.agent_timeout_s)
     try:
-        run = await attach_agent(client, call_id, agent_id, room=ctx.room, close_room=hang_up, lease=lease,
-                                 session_factory=lambda snap: make_session(settings, snap,
-                                                                           ctx.proc.userdata.get("vad")))
+        run = await attach_agent(
+            client,
+            call_id,
+            agent_id,
+            room=ctx.room,
+            close_room=hang_up,
+            lease=lease,
+            session_factory=lambda snap: make_session(settings, snap, ctx.proc.userdata.get("vad")),
+        )
     except LeaseHeld as exc:  # a duplicate dispatch: the call already has a live agent
         log.warning("not joining: %s", exc)
         ctx.shutdown("another agent holds the call")
@@ -142,7 +154,8 @@ async def entrypoint(ctx: JobContext) -> None:
     def _gone(p: rtc.RemoteParticipant) -> None:
         if p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_SIP or not ctx.room.remote_participants:
             asyncio.get_running_loop().create_task(run.controller.on_caller_hangup()).add_done_callback(
-                lambda _: finished.set())
+                lambda _: finished.set()
+            )
 
     while not finished.is_set():
         ending = run.controller.ending
@@ -164,8 +177,11 @@ async def picked_up(room: rtc.Room, callee: rtc.RemoteParticipant) -> bool:
     outcome: asyncio.Future[bool] = loop.create_future()
 
     def changed(_changed: dict[str, str], p: rtc.Participant) -> None:
-        if p.identity == callee.identity and p.attributes.get("sip.callStatus") == "active" \
-                and not outcome.done():
+        if (
+            p.identity == callee.identity
+            and p.attributes.get("sip.callStatus") == "active"
+            and not outcome.done()
+        ):
             outcome.set_result(True)
 
     def left(p: rtc.RemoteParticipant) -> None:
@@ -213,8 +229,13 @@ async def detect_machine(run: Any) -> None:
     except Exception as exc:  # no verdict: carry on as with a human, say why
         log.warning("answering-machine detection failed on call %s: %s", run.call.call_id, exc)
         return
-    log.info("call %s answered by %s (%s)", run.call.call_id, verdict.category.value, verdict.reason,
-             extra={"event": "amd"})
+    log.info(
+        "call %s answered by %s (%s)",
+        run.call.call_id,
+        verdict.category.value,
+        verdict.reason,
+        extra={"event": "amd"},
+    )
     if verdict.category.value in MACHINE:
         await run.controller.on_machine(verdict.category.value)
 
@@ -229,33 +250,53 @@ async def press_keys(room: rtc.Room, digits: str) -> None:
             await room.local_participant.publish_dtmf(code=DTMF_CODES[digit], digit=digit)
 
 
-async def start_inbound(client: Any, settings: Settings, room: str, caller: rtc.RemoteParticipant,
-                        flow: str | None, agent_id: str, variables: dict[str, Any]) -> str:
+async def start_inbound(
+    client: Any,
+    settings: Settings,
+    room: str,
+    caller: rtc.RemoteParticipant,
+    flow: str | None,
+    agent_id: str,
+    variables: dict[str, Any],
+) -> str:
     called = caller.attributes.get(SIP_CALLED)
     flow_path = flow or (settings.inbound_flows.get(called) if called else None) or settings.inbound_flow
     if not flow_path:
-        raise RuntimeError(f"inbound call in room {room}: no flow for called number; set "
-                           "RINGFLOW_INBOUND_FLOW or RINGFLOW_INBOUND_FLOWS")
+        raise RuntimeError(
+            f"inbound call in room {room}: no flow for called number; set "
+            "RINGFLOW_INBOUND_FLOW or RINGFLOW_INBOUND_FLOWS"
+        )
     definition = load_flow(flow_path)
     handle, _ = await start_or_attach(
-        client, definition, task_queue=settings.task_queue, call_id=room, agent_id=agent_id,
-        variables=variables, direction="inbound", room=room,
-        caller_number=caller.attributes.get(SIP_CALLER), called_number=called)
+        client,
+        definition,
+        task_queue=settings.task_queue,
+        call_id=room,
+        agent_id=agent_id,
+        variables=variables,
+        direction="inbound",
+        room=room,
+        caller_number=caller.attributes.get(SIP_CALLER),
+        called_number=called,
+    )
     return handle.call_id
 
 
 def build_server(settings: Settings) -> AgentServer:
-    server = AgentServer(ws_url=settings.livekit_url, api_key=settings.livekit_api_key,
-                         api_secret=settings.livekit_api_secret.get_secret_value()
-                         if settings.livekit_api_secret else None,
-                         drain_timeout=settings.agent_drain_timeout_s,
-                         port=settings.agent_health_port,
-                         # LiveKit's metrics server, which also serves Ringflow's (agents.metrics),
-                         # collected from every job process (multiprocess mode)
-                         prometheus_port=settings.agent_metrics_port or None,
-                         prometheus_multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-                         or tempfile.mkdtemp(prefix="ringflow-agent-metrics-")
-                         if settings.agent_metrics_port else None)
+    server = AgentServer(
+        ws_url=settings.livekit_url,
+        api_key=settings.livekit_api_key,
+        api_secret=settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret else None,
+        drain_timeout=settings.agent_drain_timeout_s,
+        port=settings.agent_health_port,
+        # LiveKit's metrics server, which also serves Ringflow's (agents.metrics),
+        # collected from every job process (multiprocess mode)
+        prometheus_port=settings.agent_metrics_port or None,
+        prometheus_multiproc_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        or tempfile.mkdtemp(prefix="ringflow-agent-metrics-")
+        if settings.agent_metrics_port
+        else None,
+    )
     server.setup_fnc = prewarm
     server.rtc_session(entrypoint, agent_name=settings.agent_name)
     return server
@@ -266,8 +307,11 @@ def run(settings: Settings | None = None) -> None:
     from livekit.agents import cli
 
     settings = settings or get_settings()
-    needed = (("LIVEKIT_URL", settings.livekit_url), ("LIVEKIT_API_KEY", settings.livekit_api_key),
-              ("LIVEKIT_API_SECRET", settings.livekit_api_secret))
+    needed = (
+        ("LIVEKIT_URL", settings.livekit_url),
+        ("LIVEKIT_API_KEY", settings.livekit_api_key),
+        ("LIVEKIT_API_SECRET", settings.livekit_api_secret),
+    )
     missing = [name for name, value in needed if not value]
     if missing:
         raise SystemExit(f"error: ringflow agent needs {', '.join(missing)}")

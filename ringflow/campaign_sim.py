@@ -84,7 +84,7 @@ class Callee:
     async def run(self) -> None:
         while True:
             dials = self.lk.dials
-            for d in dials[self.seen:]:
+            for d in dials[self.seen :]:
                 task = asyncio.create_task(self.play(d.room_name, d.sip_call_to))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
@@ -111,8 +111,9 @@ class Callee:
             machine = self.kinds.get(phone) == "voicemail"
             reply = "Beep. Please leave a message." if machine else "Yes, speaking."
             said = [Turn(role="assistant", text=self.greeting), Turn(role="user", text=reply)]
-            await call.turns(TurnsEvent(event_id=f"t-{uuid.uuid4().hex[:8]}", seq=1, items=said,
-                                        at=time.time()))
+            await call.turns(
+                TurnsEvent(event_id=f"t-{uuid.uuid4().hex[:8]}", seq=1, items=said, at=time.time())
+            )
             await call.hangup("voicemail" if machine else "user_hangup")
         finally:
             self.live -= 1
@@ -127,8 +128,10 @@ async def sim_line(kinds: dict[str, str]) -> AsyncIterator[FakeLiveKit]:
         before = telephony._TELEPHONY.get("local")
         saved = os.environ.get("RINGFLOW_DISPATCHER")
         os.environ["RINGFLOW_DISPATCHER"] = "local"
-        telephony.register_telephony("local", LiveKitTelephony(lk.url, lk.api_key, lk.api_secret,
-                                                               trunk_id=SIM_TRUNK, ringing_timeout_s=20))
+        telephony.register_telephony(
+            "local",
+            LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id=SIM_TRUNK, ringing_timeout_s=20),
+        )
         try:
             yield lk
         finally:
@@ -182,9 +185,16 @@ def greeting_of(definition: FlowDefinition) -> str:
     return (getattr(node, "greeting", None) or "Hello!")[:500]
 
 
-async def simulate_campaign(inp: CampaignInput, contacts: list[store.Contact], answers: dict[str, float], *,
-                            seed: int, redis_url: str, address: str | None = None,
-                            database_url: str | None = None) -> dict[str, Any]:
+async def simulate_campaign(
+    inp: CampaignInput,
+    contacts: list[store.Contact],
+    answers: dict[str, float],
+    *,
+    seed: int,
+    redis_url: str,
+    address: str | None = None,
+    database_url: str | None = None,
+) -> dict[str, Any]:
     """Run the campaign to its end; what happened, measured from the attempt rows and the fake."""
     kinds = draw([c.phone for c in contacts], answers, seed)
     with tempfile.TemporaryDirectory(prefix="ringflow-campaign-db-") as db_dir:
@@ -197,8 +207,9 @@ async def simulate_campaign(inp: CampaignInput, contacts: list[store.Contact], a
             started = time.monotonic()
             try:
                 async with build_worker(client, settings, task_queue=task_queue):
-                    handle = await start_campaign(client, inp, contacts, database_url=db,
-                                                  task_queue=task_queue)
+                    handle = await start_campaign(
+                        client, inp, contacts, database_url=db, task_queue=task_queue
+                    )
                     result = await handle.result()
                     events = await _history_events(client, handle.id)
             finally:
@@ -218,27 +229,47 @@ async def _history_events(client: Client, workflow_id: str) -> int:
     return total
 
 
-def summarize(db: str, inp: CampaignInput, result: dict[str, Any], lk: FakeLiveKit, wall: float,
-              events: int, kinds: dict[str, str]) -> dict[str, Any]:
+def summarize(
+    db: str,
+    inp: CampaignInput,
+    result: dict[str, Any],
+    lk: FakeLiveKit,
+    wall: float,
+    events: int,
+    kinds: dict[str, str],
+) -> dict[str, Any]:
     tries = store.attempts(db, inp.campaign_id)
     dialed = [t for t in tries if t["dialed_at"] is not None and t["status"] in ("dialed", "done")]
     rooms = Counter(d.room_name for d in lk.dials)
     tz = {r["idx"]: r["timezone"] for r in store.report(db, inp.campaign_id)}
-    out_of_window = sum(1 for t in dialed if not in_window(
-        inp.windows, tz[t["idx"]], datetime.fromtimestamp(t["dialed_at"], UTC)))
-    spans = sorted([(t["dialed_at"], 1) for t in dialed]
-                   + [(t["ended_at"], -1) for t in dialed if t["ended_at"]])
+    out_of_window = sum(
+        1
+        for t in dialed
+        if not in_window(inp.windows, tz[t["idx"]], datetime.fromtimestamp(t["dialed_at"], UTC))
+    )
+    spans = sorted(
+        [(t["dialed_at"], 1) for t in dialed] + [(t["ended_at"], -1) for t in dialed if t["ended_at"]]
+    )
     live = peak = 0
     for _, step in spans:
         live += step
         peak = max(peak, live)
     n = len(tz)
-    return {"campaign_id": inp.campaign_id, "status": result.get("status"), "contacts": n,
-            "answers_drawn": dict(Counter(kinds.values())), "contact_states": result.get("contacts", {}),
-            "attempt_outcomes": result.get("attempts", {}), "dials": len(lk.dials),
-            "double_dials": sum(c - 1 for c in rooms.values() if c > 1), "out_of_window": out_of_window,
-            "max_concurrent_seen": peak, "max_concurrent": inp.limits.max_concurrent,
-            "concurrency_exceeded": int(peak > inp.limits.max_concurrent),
-            "history_events": events,
-            "history_events_per_1000_contacts": round(events * 1000 / max(n, 1), 1),
-            "dial_times": sorted(t["dialed_at"] for t in dialed), "wall_s": round(wall, 2)}
+    return {
+        "campaign_id": inp.campaign_id,
+        "status": result.get("status"),
+        "contacts": n,
+        "answers_drawn": dict(Counter(kinds.values())),
+        "contact_states": result.get("contacts", {}),
+        "attempt_outcomes": result.get("attempts", {}),
+        "dials": len(lk.dials),
+        "double_dials": sum(c - 1 for c in rooms.values() if c > 1),
+        "out_of_window": out_of_window,
+        "max_concurrent_seen": peak,
+        "max_concurrent": inp.limits.max_concurrent,
+        "concurrency_exceeded": int(peak > inp.limits.max_concurrent),
+        "history_events": events,
+        "history_events_per_1000_contacts": round(events * 1000 / max(n, 1), 1),
+        "dial_times": sorted(t["dialed_at"] for t in dialed),
+        "wall_s": round(wall, 2),
+    }

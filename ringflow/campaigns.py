@@ -33,8 +33,9 @@ class ContactsError(ValueError):
     """Contacts that cannot be used; the message names the file and line."""
 
 
-def _contact(raw: dict[str, Any], where: str, definition: FlowDefinition | None,
-             default_tz: str | None) -> store.Contact:
+def _contact(
+    raw: dict[str, Any], where: str, definition: FlowDefinition | None, default_tz: str | None
+) -> store.Contact:
     phone_key = next((k for k in PHONE_KEYS if raw.get(k) not in (None, "")), None)
     if phone_key is None:
         raise ContactsError(f"{where}: no phone number (a column named one of {', '.join(PHONE_KEYS)})")
@@ -43,15 +44,20 @@ def _contact(raw: dict[str, Any], where: str, definition: FlowDefinition | None,
         tz_key = next((k for k in TZ_KEYS if raw.get(k) not in (None, "")), None)
         tz = str(raw[tz_key]) if tz_key else (timezone_for(phone) or default_tz)
         if tz is None:
-            raise RuleError(f"no timezone for {phone}: its country spans several; add a timezone column "
-                            "or pass --default-timezone")
+            raise RuleError(
+                f"no timezone for {phone}: its country spans several; add a timezone column "
+                "or pass --default-timezone"
+            )
         check_timezone(tz)
     except RuleError as exc:
         raise ContactsError(f"{where}: {exc}") from None
     skip = {phone_key, *TZ_KEYS}
     given = raw.get("variables")
-    variables: dict[str, Any] = given if isinstance(given, dict) else {
-        k: v for k, v in raw.items() if k not in skip and v not in (None, "")}
+    variables: dict[str, Any] = (
+        given
+        if isinstance(given, dict)
+        else {k: v for k, v in raw.items() if k not in skip and v not in (None, "")}
+    )
     if definition is not None:
         _, issues = resolve_variables(definition.flow, variables)
         issues += undeclared_variables(definition.flow, variables)
@@ -60,8 +66,9 @@ def _contact(raw: dict[str, Any], where: str, definition: FlowDefinition | None,
     return store.Contact(phone=phone, tz=tz, variables=variables)
 
 
-def load_contacts(path: Path, definition: FlowDefinition | None = None,
-                  default_tz: str | None = None) -> list[store.Contact]:
+def load_contacts(
+    path: Path, definition: FlowDefinition | None = None, default_tz: str | None = None
+) -> list[store.Contact]:
     """CSV (a header row; ``phone``, optional ``timezone``, other columns are variables) or
     JSONL (one object a line; ``variables`` an object, or the other keys)."""
     try:
@@ -113,20 +120,35 @@ def load_dnc(path: Path) -> list[str]:
     return out
 
 
-async def start_campaign(client: Client, inp: CampaignInput, contacts: list[store.Contact], *,
-                         database_url: str, task_queue: str,
-                         dnc: list[str] | None = None) -> WorkflowHandle[Any, Any]:
+async def start_campaign(
+    client: Client,
+    inp: CampaignInput,
+    contacts: list[store.Contact],
+    *,
+    database_url: str,
+    task_queue: str,
+    dnc: list[str] | None = None,
+) -> WorkflowHandle[Any, Any]:
     """Store the contacts (and do-not-call numbers), then start the campaign's workflow."""
     now = time.time()
     await asyncio.to_thread(store.add_contacts, database_url, inp.campaign_id, contacts, 0, now)
     if dnc:
         await asyncio.to_thread(store.add_dnc, database_url, dnc, now)
-    attrs = TypedSearchAttributes([SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id),
-                                   SearchAttributePair(RINGFLOW_STATUS, "running"),
-                                   SearchAttributePair(RINGFLOW_FLOW, inp.definition.flow.flow)])
+    attrs = TypedSearchAttributes(
+        [
+            SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id),
+            SearchAttributePair(RINGFLOW_STATUS, "running"),
+            SearchAttributePair(RINGFLOW_FLOW, inp.definition.flow.flow),
+        ]
+    )
     return await client.start_workflow(
-        CampaignWorkflow.run, inp, id=campaign_workflow_id(inp.campaign_id), task_queue=task_queue,
-        search_attributes=attrs, static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id}")
+        CampaignWorkflow.run,
+        inp,
+        id=campaign_workflow_id(inp.campaign_id),
+        task_queue=task_queue,
+        search_attributes=attrs,
+        static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id}",
+    )
 
 
 def campaign_handle(client: Client, campaign_id: str) -> WorkflowHandle[Any, Any]:

@@ -40,16 +40,21 @@ async def _client(settings: Settings) -> Client:
     except CodecKeyError as exc:
         raise _fail(str(exc)) from None
     except (RPCError, RuntimeError, TimeoutError, OSError) as exc:
-        raise _fail(f"cannot reach Temporal at {settings.temporal_address}: {exc or 'timed out'}; "
-                    f"{START_TEMPORAL_HINT}") from None
+        raise _fail(
+            f"cannot reach Temporal at {settings.temporal_address}: {exc or 'timed out'}; "
+            f"{START_TEMPORAL_HINT}"
+        ) from None
 
 
 def _check_vars(flow: Path, definition: FlowDefinition, variables: dict[str, Any]) -> None:
     """Before connecting: a misspelt ``--var`` would otherwise start a call whose template
     falls back silently, and a missing one would cost a round trip to learn it."""
     declared = definition.flow.variables
-    errors = [f"--var {name}: the flow declares no variable '{name}'{did_you_mean(name, declared)}"
-              for name in variables if name not in declared]
+    errors = [
+        f"--var {name}: the flow declares no variable '{name}'{did_you_mean(name, declared)}"
+        for name in variables
+        if name not in declared
+    ]
     errors += [str(issue) for issue in resolve_variables(definition.flow, variables)[1]]
     if errors:
         for e in errors:
@@ -103,8 +108,16 @@ def start(
 
     async def go() -> str:  # the id, not the handle: a handle would keep the client alive
         client = await _client(settings)
-        handle = await start_call(client, definition, task_queue=settings.task_queue, call_id=call_id,
-                                  variables=variables, campaign_id=campaign, direction=direction, room=room)
+        handle = await start_call(
+            client,
+            definition,
+            task_queue=settings.task_queue,
+            call_id=call_id,
+            variables=variables,
+            campaign_id=campaign,
+            direction=direction,
+            room=room,
+        )
         return handle.call_id
 
     try:
@@ -114,11 +127,20 @@ def start(
     except RPCError as exc:
         raise _fail(f"Temporal refused the call: {exc}") from None
     if json_out:
-        typer.echo(json.dumps({"call_id": started, "workflow_id": workflow_id(started),
-                               "flow": definition.flow.flow, "version": definition.flow.version}))
+        typer.echo(
+            json.dumps(
+                {
+                    "call_id": started,
+                    "workflow_id": workflow_id(started),
+                    "flow": definition.flow.flow,
+                    "version": definition.flow.version,
+                }
+            )
+        )
         return
-    typer.echo(f"started {definition.flow.flow} v{definition.flow.version} as workflow "
-               f"{workflow_id(started)}")
+    typer.echo(
+        f"started {definition.flow.flow} v{definition.flow.version} as workflow {workflow_id(started)}"
+    )
     typer.echo(started)
 
 
@@ -157,13 +179,19 @@ def list_cmd(
         async for wf in client.list_workflows(query, limit=limit):
             sa = wf.typed_search_attributes
             get = {k.name: v for k, v in ((p.key, p.value) for p in sa.search_attributes)}
-            rows.append({
-                "call_id": wf.id.removeprefix("call-"), "workflow_id": wf.id,
-                "status": get.get("RingflowStatus"), "node": get.get("RingflowNode"),
-                "flow": get.get("RingflowFlow"), "transitions": get.get("RingflowTransitions"),
-                "disposition": get.get("RingflowDisposition"), "end_reason": get.get("RingflowEndReason"),
-                "started": wf.start_time.isoformat() if wf.start_time else None,
-            })
+            rows.append(
+                {
+                    "call_id": wf.id.removeprefix("call-"),
+                    "workflow_id": wf.id,
+                    "status": get.get("RingflowStatus"),
+                    "node": get.get("RingflowNode"),
+                    "flow": get.get("RingflowFlow"),
+                    "transitions": get.get("RingflowTransitions"),
+                    "disposition": get.get("RingflowDisposition"),
+                    "end_reason": get.get("RingflowEndReason"),
+                    "started": wf.start_time.isoformat() if wf.start_time else None,
+                }
+            )
         return rows
 
     rows = run_async(go)
@@ -200,16 +228,29 @@ def show(
         except RPCError as exc:
             raise _fail(f"call {call_id}: {exc.message}") from None
         except TimeoutError:
-            raise _fail(f"call {call_id}: no worker answered the query (is `ringflow worker` running?)") \
-                from None
+            raise _fail(
+                f"call {call_id}: no worker answered the query (is `ringflow worker` running?)"
+            ) from None
         return state, transcript
 
     state, transcript = run_async(go)
     if json_out:
         typer.echo(json.dumps({**state, "transcript": transcript}, default=str))
         return
-    for key in ("call_id", "flow", "status", "node", "path", "transitions", "disposition", "end_reason",
-                "variables", "extracted", "state", "agent_id"):
+    for key in (
+        "call_id",
+        "flow",
+        "status",
+        "node",
+        "path",
+        "transitions",
+        "disposition",
+        "end_reason",
+        "variables",
+        "extracted",
+        "state",
+        "agent_id",
+    ):
         if key in state:
             typer.echo(f"{key:<12} {state.get(key)}")
     if state.get("rejected"):
@@ -220,8 +261,9 @@ def show(
         typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}")
 
 
-async def _closed_call(call: CallHandle,
-                       database_url: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+async def _closed_call(
+    call: CallHandle, database_url: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     """An ended call read from its workflow's result, which needs no worker: the worker of a
     simulated call (its own task queue) is gone once the simulation ends. None while the
     call runs, or when it ended without a record (terminated): then the query decides.
@@ -281,9 +323,13 @@ def worker() -> None:
         from agents.livekit_sip import LiveKitTelephony, register_livekit_telephony
 
         register_livekit_dispatcher()
-        register_livekit_telephony(LiveKitTelephony(
-            trunk_id=settings.sip_trunk_id, from_number=settings.sip_from,
-            ringing_timeout_s=settings.sip_ringing_timeout_s))
+        register_livekit_telephony(
+            LiveKitTelephony(
+                trunk_id=settings.sip_trunk_id,
+                from_number=settings.sip_from,
+                ringing_timeout_s=settings.sip_ringing_timeout_s,
+            )
+        )
 
     try:
         run_async(lambda: serve(settings))
@@ -295,8 +341,9 @@ def worker() -> None:
 def simulate(
     scripts: list[Path] = typer.Argument(..., help="Conversation scripts (YAML)."),
     address: str | None = typer.Option(None, "--address", help="Temporal HOST:PORT (default: embedded)."),
-    kill_agent_at: int | None = typer.Option(None, "--kill-agent-at",
-                                             help="Kill the agent during turn N (0-based) and resume."),
+    kill_agent_at: int | None = typer.Option(
+        None, "--kill-agent-at", help="Kill the agent during turn N (0-based) and resume."
+    ),
     real_llm: bool = typer.Option(False, "--real-llm", help="Let the real model decide (OPENAI_API_KEY)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document per script."),
 ) -> None:
@@ -328,8 +375,10 @@ def simulate(
         except FlowError as exc:
             raise _fail(f"{path}: flow is invalid: {exc}", 1) from None
     sim_settings = get_settings()
-    configure_logging(sim_settings.log_level if "log_level" in sim_settings.model_fields_set else "WARNING",
-                      sim_settings.log_format)  # the results are the output; logs only when asked
+    configure_logging(
+        sim_settings.log_level if "log_level" in sim_settings.model_fields_set else "WARNING",
+        sim_settings.log_format,
+    )  # the results are the output; logs only when asked
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # a simulated kill is not an error
     results = run_async(lambda: run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm))
     # the embedded server ends with this command; a server given with --address keeps the calls

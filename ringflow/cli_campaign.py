@@ -32,8 +32,9 @@ from ringflow.settings import Settings, get_settings
 from workflows.campaign import campaign_workflow_id
 from workflows.campaign_messages import CampaignInput, Limits, LimitsChange
 
-campaign_app = typer.Typer(help="Outbound campaigns: many calls, paced, in calling windows, retried.",
-                           no_args_is_help=True)
+campaign_app = typer.Typer(
+    help="Outbound campaigns: many calls, paced, in calling windows, retried.", no_args_is_help=True
+)
 
 
 def rules(window: list[str], skip_date: list[str], retry: list[str]) -> tuple[Windows, dict[str, RetryRule]]:
@@ -48,16 +49,22 @@ def rules(window: list[str], skip_date: list[str], retry: list[str]) -> tuple[Wi
 def check_redis(settings: Settings) -> None:
     """Pacing is one limiter per trunk in Redis, shared by every campaign: no Redis, no campaign."""
     if not settings.redis_url:
-        raise _fail("campaigns need Redis for pacing (one limiter per trunk, shared by every campaign "
-                    "and worker): set RINGFLOW_REDIS_URL, e.g. redis://127.0.0.1:6379/0", 2)
+        raise _fail(
+            "campaigns need Redis for pacing (one limiter per trunk, shared by every campaign "
+            "and worker): set RINGFLOW_REDIS_URL, e.g. redis://127.0.0.1:6379/0",
+            2,
+        )
     from redis import Redis
     from redis.exceptions import RedisError
 
     try:
         Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
     except (RedisError, OSError, ValueError) as exc:
-        raise _fail(f"Redis at RINGFLOW_REDIS_URL does not answer ({type(exc).__name__}): campaigns need it "
-                    "for pacing", 2) from None
+        raise _fail(
+            f"Redis at RINGFLOW_REDIS_URL does not answer ({type(exc).__name__}): campaigns need it "
+            "for pacing",
+            2,
+        ) from None
 
 
 @campaign_app.command("start")
@@ -69,15 +76,19 @@ def start(
     max_concurrent: int = typer.Option(10, "--max-concurrent", help="Calls in flight at most."),
     cps: float = typer.Option(1.0, "--cps", help="Call attempts per second on the trunk (all campaigns)."),
     max_attempts: int = typer.Option(3, "--max-attempts", help="Dials per contact at most."),
-    window: list[str] = typer.Option(["Mon-Fri 09:00-20:00"], "--window",
-                                     help="Calling window in the contact's local time (repeatable)."),
-    skip_date: list[str] = typer.Option([], "--skip-date",
-                                        help="A date (YYYY-MM-DD) not to call (repeatable)."),
-    retry: list[str] = typer.Option([], "--retry",
-                                    help="OUTCOME=COUNT/DELAY, e.g. no_answer=3/2h (repeatable)."),
+    window: list[str] = typer.Option(
+        ["Mon-Fri 09:00-20:00"], "--window", help="Calling window in the contact's local time (repeatable)."
+    ),
+    skip_date: list[str] = typer.Option(
+        [], "--skip-date", help="A date (YYYY-MM-DD) not to call (repeatable)."
+    ),
+    retry: list[str] = typer.Option(
+        [], "--retry", help="OUTCOME=COUNT/DELAY, e.g. no_answer=3/2h (repeatable)."
+    ),
     dnc: Path | None = typer.Option(None, "--dnc", help="Do-not-call numbers to add (one a line)."),
-    default_tz: str | None = typer.Option(None, "--default-timezone",
-                                          help="For numbers whose country spans several timezones."),
+    default_tz: str | None = typer.Option(
+        None, "--default-timezone", help="For numbers whose country spans several timezones."
+    ),
     campaign_id: str | None = typer.Option(None, "--id", help="Campaign id (default: a new one)."),
     json_out: bool = typer.Option(False, "--json", help="Print the started campaign as JSON."),
 ) -> None:
@@ -92,34 +103,56 @@ def start(
     try:
         people = load_contacts(contacts, definition, default_tz)
         blocked = load_dnc(dnc) if dnc else []
-        inp = CampaignInput(campaign_id=campaign_id or uuid.uuid4().hex[:12], definition=definition,
-                            trunk_id=trunk, from_number=from_number or settings.sip_from,
-                            ringing_timeout_s=settings.sip_ringing_timeout_s,
-                            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
-                            windows=windows, retry=retries, agent_timeout_s=settings.agent_timeout_s)
+        inp = CampaignInput(
+            campaign_id=campaign_id or uuid.uuid4().hex[:12],
+            definition=definition,
+            trunk_id=trunk,
+            from_number=from_number or settings.sip_from,
+            ringing_timeout_s=settings.sip_ringing_timeout_s,
+            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
+            windows=windows,
+            retry=retries,
+            agent_timeout_s=settings.agent_timeout_s,
+        )
     except ContactsError as exc:
         raise _fail(str(exc), 2) from None
     except ValidationError as exc:
-        raise _fail("; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
-                              for e in exc.errors()), 2) from None
+        raise _fail(
+            "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
+        ) from None
     check_redis(settings)
 
     async def go() -> None:
         client = await _client(settings)
-        await start_campaign(client, inp, people, database_url=settings.database_url,
-                             task_queue=settings.task_queue, dnc=blocked)
+        await start_campaign(
+            client,
+            inp,
+            people,
+            database_url=settings.database_url,
+            task_queue=settings.task_queue,
+            dnc=blocked,
+        )
 
     try:
         run_async(go)
     except RPCError as exc:
         raise _fail(f"Temporal refused the campaign: {exc}") from None
     if json_out:
-        typer.echo(json.dumps({"campaign_id": inp.campaign_id,
-                               "workflow_id": campaign_workflow_id(inp.campaign_id),
-                               "contacts": len(people), "flow": definition.flow.flow}))
+        typer.echo(
+            json.dumps(
+                {
+                    "campaign_id": inp.campaign_id,
+                    "workflow_id": campaign_workflow_id(inp.campaign_id),
+                    "contacts": len(people),
+                    "flow": definition.flow.flow,
+                }
+            )
+        )
         return
-    typer.echo(f"campaign of {len(people)} contacts for {definition.flow.flow} started as workflow "
-               f"{campaign_workflow_id(inp.campaign_id)}")
+    typer.echo(
+        f"campaign of {len(people)} contacts for {definition.flow.flow} started as workflow "
+        f"{campaign_workflow_id(inp.campaign_id)}"
+    )
     typer.echo(inp.campaign_id)
 
 
@@ -152,9 +185,11 @@ def _show(p: dict[str, Any]) -> str:
 
 
 @campaign_app.command("status")
-def status(campaign_id: str = typer.Argument(...),
-           watch: bool = typer.Option(False, "--watch", help="Refresh every 2 s until the campaign ends."),
-           json_out: bool = typer.Option(False, "--json")) -> None:
+def status(
+    campaign_id: str = typer.Argument(...),
+    watch: bool = typer.Option(False, "--watch", help="Refresh every 2 s until the campaign ends."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
     """Progress: contacts by state, calls live now, attempts in the last minute, the next due time."""
     settings = get_settings()
     while True:
@@ -184,13 +219,17 @@ def _control(name: str, campaign_id: str, arg: Any = None) -> Any:
 def _say(json_out: bool, campaign_id: str, result: Any) -> None:
     if isinstance(result, Limits):
         result = result.model_dump()
-    typer.echo(json.dumps({"campaign_id": campaign_id, "result": result}) if json_out
-               else f"{campaign_id}: {result}")
+    typer.echo(
+        json.dumps({"campaign_id": campaign_id, "result": result}) if json_out else f"{campaign_id}: {result}"
+    )
 
 
 @campaign_app.command("pause")
-def pause(campaign_id: str = typer.Argument(...), reason: str | None = typer.Option(None, "--reason"),
-          json_out: bool = typer.Option(False, "--json")) -> None:
+def pause(
+    campaign_id: str = typer.Argument(...),
+    reason: str | None = typer.Option(None, "--reason"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
     """No new dials until resumed; live calls go on."""
     _say(json_out, campaign_id, _control("pause", campaign_id, reason))
 
@@ -207,23 +246,27 @@ def cancel(campaign_id: str = typer.Argument(...), json_out: bool = typer.Option
 
 
 @campaign_app.command("limits")
-def limits(campaign_id: str = typer.Argument(...),
-           max_concurrent: int | None = typer.Option(None, "--max-concurrent"),
-           cps: float | None = typer.Option(None, "--cps"),
-           max_attempts: int | None = typer.Option(None, "--max-attempts"),
-           json_out: bool = typer.Option(False, "--json")) -> None:
+def limits(
+    campaign_id: str = typer.Argument(...),
+    max_concurrent: int | None = typer.Option(None, "--max-concurrent"),
+    cps: float | None = typer.Option(None, "--cps"),
+    max_attempts: int | None = typer.Option(None, "--max-attempts"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
     """Change a running campaign's limits."""
     try:
         change = LimitsChange(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts)
     except ValidationError as exc:
-        raise _fail("; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}"
-                              for e in exc.errors()), 2) from None
+        raise _fail(
+            "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors()), 2
+        ) from None
     _say(json_out, campaign_id, _control("set_limits", campaign_id, change))
 
 
 @campaign_app.command("list")
-def list_campaigns(json_out: bool = typer.Option(False, "--json"),
-                   limit: int = typer.Option(50, "--limit")) -> None:
+def list_campaigns(
+    json_out: bool = typer.Option(False, "--json"), limit: int = typer.Option(50, "--limit")
+) -> None:
     """Campaigns known to Temporal, newest first."""
     settings = get_settings()
 
@@ -232,9 +275,15 @@ def list_campaigns(json_out: bool = typer.Option(False, "--json"),
         out = []
         async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=limit):
             attrs = wf.typed_search_attributes
-            out.append({"campaign_id": wf.id.removeprefix("campaign-"), "status": attrs.get(RINGFLOW_STATUS),
-                        "flow": attrs.get(RINGFLOW_FLOW), "workflow": wf.status.name if wf.status else None,
-                        "started_at": wf.start_time.isoformat()})
+            out.append(
+                {
+                    "campaign_id": wf.id.removeprefix("campaign-"),
+                    "status": attrs.get(RINGFLOW_STATUS),
+                    "flow": attrs.get(RINGFLOW_FLOW),
+                    "workflow": wf.status.name if wf.status else None,
+                    "started_at": wf.start_time.isoformat(),
+                }
+            )
         return out
 
     rows = run_async(go)
@@ -246,8 +295,11 @@ def list_campaigns(json_out: bool = typer.Option(False, "--json"),
 
 
 @campaign_app.command("report")
-def report(campaign_id: str = typer.Argument(...), csv_out: bool = typer.Option(False, "--csv"),
-           json_out: bool = typer.Option(False, "--json")) -> None:
+def report(
+    campaign_id: str = typer.Argument(...),
+    csv_out: bool = typer.Option(False, "--csv"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
     """One row per contact: attempts, final state and outcome, disposition, extracted variables."""
     rows = store.report(get_settings().database_url, campaign_id)
     if not rows:
@@ -259,8 +311,17 @@ def report(campaign_id: str = typer.Argument(...), csv_out: bool = typer.Option(
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["phone", "timezone", "state", "attempts", "outcome", "disposition", "extracted"])
     for r in rows:
-        w.writerow([r["phone"], r["timezone"], r["state"], r["attempts"], r["outcome"] or "",
-                    r["disposition"] or "", json.dumps(r["extracted"]) if r["extracted"] else ""])
+        w.writerow(
+            [
+                r["phone"],
+                r["timezone"],
+                r["state"],
+                r["attempts"],
+                r["outcome"] or "",
+                r["disposition"] or "",
+                json.dumps(r["extracted"]) if r["extracted"] else "",
+            ]
+        )
     if csv_out:
         typer.echo(buf.getvalue(), nl=False)
         return
@@ -272,9 +333,11 @@ def report(campaign_id: str = typer.Argument(...), csv_out: bool = typer.Option(
 def simulate(
     contacts: Path = typer.Argument(..., help="CSV or JSONL contacts, as for `campaign start`."),
     flow: Path = typer.Option(..., "--flow", help="Flow file each call runs."),
-    answers: str = typer.Option("human=0.4,no_answer=0.3,busy=0.1,voicemail=0.2", "--answers",
-                                help="How dialed numbers answer: KIND=WEIGHT,... (human, no_answer, busy, "
-                                     "voicemail, failed)."),
+    answers: str = typer.Option(
+        "human=0.4,no_answer=0.3,busy=0.1,voicemail=0.2",
+        "--answers",
+        help="How dialed numbers answer: KIND=WEIGHT,... (human, no_answer, busy, voicemail, failed).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the answers' draw."),
     time_scale: float = typer.Option(3600.0, "--time-scale", help="Retry delays are divided by this."),
     max_concurrent: int = typer.Option(20, "--max-concurrent"),
@@ -283,8 +346,9 @@ def simulate(
     window: list[str] = typer.Option(["always"], "--window", help="Calling window (default: always)."),
     retry: list[str] = typer.Option(["no_answer=2/2h", "busy=1/30m", "voicemail=1/4h"], "--retry"),
     default_tz: str | None = typer.Option(None, "--default-timezone"),
-    address: str | None = typer.Option(None, "--address",
-                                       help="Temporal to use (default: an embedded dev server)."),
+    address: str | None = typer.Option(
+        None, "--address", help="Temporal to use (default: an embedded dev server)."
+    ),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Run a campaign through the real workflows against the LiveKit fake; print what happened."""
@@ -296,25 +360,38 @@ def simulate(
     try:
         weights = parse_answers(answers)
         people = load_contacts(contacts, definition, default_tz)
-        inp = CampaignInput(campaign_id=f"sim-{uuid.uuid4().hex[:8]}", definition=definition,
-                            trunk_id=f"ST_sim_{uuid.uuid4().hex[:6]}",
-                            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
-                            windows=windows, retry=retries, time_scale=time_scale)
+        inp = CampaignInput(
+            campaign_id=f"sim-{uuid.uuid4().hex[:8]}",
+            definition=definition,
+            trunk_id=f"ST_sim_{uuid.uuid4().hex[:6]}",
+            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
+            windows=windows,
+            retry=retries,
+            time_scale=time_scale,
+        )
     except (ContactsError, RuleError) as exc:
         raise _fail(str(exc), 2) from None
     except ValidationError as exc:
-        raise _fail("; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
-                              for e in exc.errors()), 2) from None
+        raise _fail(
+            "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
+        ) from None
     check_redis(settings)
-    out = run_async(lambda: simulate_campaign(inp, people, weights, seed=seed,
-                                              redis_url=settings.redis_url or "", address=address))
+    out = run_async(
+        lambda: simulate_campaign(
+            inp, people, weights, seed=seed, redis_url=settings.redis_url or "", address=address
+        )
+    )
     out.pop("dial_times", None)
     if json_out:
         typer.echo(json.dumps(out))
         return
-    typer.echo(f"campaign {out['campaign_id']}: {out['status']} · {out['contacts']} contacts · "
-               f"{out['dials']} dials in {out['wall_s']} s")
+    typer.echo(
+        f"campaign {out['campaign_id']}: {out['status']} · {out['contacts']} contacts · "
+        f"{out['dials']} dials in {out['wall_s']} s"
+    )
     typer.echo(f"  contacts: {out['contact_states']}")
     typer.echo(f"  attempts: {out['attempt_outcomes']}")
-    typer.echo(f"  double dials {out['double_dials']} · out of window {out['out_of_window']} · "
-               f"max concurrent {out['max_concurrent_seen']}/{out['max_concurrent']}")
+    typer.echo(
+        f"  double dials {out['double_dials']} · out of window {out['out_of_window']} · "
+        f"max concurrent {out['max_concurrent_seen']}/{out['max_concurrent']}"
+    )

@@ -34,8 +34,11 @@ def codec_server(
     port = settings.codec_server_port if port is None else port
     token = settings.codec_server_token.get_secret_value() if settings.codec_server_token else None
     if not token and not no_auth:
-        typer.echo("error: set RINGFLOW_CODEC_SERVER_TOKEN (clients send `Authorization: Bearer <token>`), "
-                   "or pass --no-auth on a loopback address", err=True)
+        typer.echo(
+            "error: set RINGFLOW_CODEC_SERVER_TOKEN (clients send `Authorization: Bearer <token>`), "
+            "or pass --no-auth on a loopback address",
+            err=True,
+        )
         raise typer.Exit(2)
     if no_auth and not _loopback(host):
         typer.echo(f"error: --no-auth only on a loopback address, not {host}", err=True)
@@ -58,8 +61,11 @@ def codec_server(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        typer.echo(f"codec server on http://{host}:{port} (keys: {', '.join(ring.keys)}; "
-                   f"primary {ring.primary}); CORS for {', '.join(origins)}", err=True)
+        typer.echo(
+            f"codec server on http://{host}:{port} (keys: {', '.join(ring.keys)}; "
+            f"primary {ring.primary}); CORS for {', '.join(origins)}",
+            err=True,
+        )
         await stop.wait()
         await runner.cleanup()
 

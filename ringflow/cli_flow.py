@@ -36,9 +36,13 @@ def _report_or_exit(path: Path) -> ValidationReport:
 def validate(
     files: list[Path] = typer.Argument(..., help="Flow files (YAML or JSON)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document per file."),
-    mcp: bool = typer.Option(False, "--mcp", help="Also contact the declared MCP servers: each must "
-                             "answer tools/list and have the tools the flow names (off: validation "
-                             "stays offline)."),
+    mcp: bool = typer.Option(
+        False,
+        "--mcp",
+        help="Also contact the declared MCP servers: each must "
+        "answer tools/list and have the tools the flow names (off: validation "
+        "stays offline).",
+    ),
 ) -> None:
     """Check flows against the format's rules; every problem with its path and a hint.
 
@@ -55,8 +59,16 @@ def validate(
                 report.errors.extend(asyncio.run(check_servers(report.definition)))
         except FileNotFoundError as exc:
             if json_out:
-                typer.echo(json.dumps({"file": str(path), "valid": False,
-                                       "errors": [{"path": "", "message": str(exc)}], "warnings": []}))
+                typer.echo(
+                    json.dumps(
+                        {
+                            "file": str(path),
+                            "valid": False,
+                            "errors": [{"path": "", "message": str(exc)}],
+                            "warnings": [],
+                        }
+                    )
+                )
             else:
                 typer.echo(f"{path}: error: {exc}", err=True)
             worst = 2
@@ -97,12 +109,18 @@ def graph(file: Path = typer.Argument(..., help="Flow file.")) -> None:
 def import_cmd(
     file: Path = typer.Argument(..., help="The file to convert (JSON)."),
     source: str | None = typer.Option(
-        None, "--from", help="dograh, pipecat (editor export) or pipecat-legacy (FlowConfig); "
-        "pipecat-editor and pipecat-config are accepted too. Default: detected from the file."),
+        None,
+        "--from",
+        help="dograh, pipecat (editor export) or pipecat-legacy (FlowConfig); "
+        "pipecat-editor and pipecat-config are accepted too. Default: detected from the file.",
+    ),
     out: Path | None = typer.Option(None, "-o", "--out", help="Write the YAML here (default stdout)."),
     lenient: bool = typer.Option(
-        False, "--lenient", help="Import a Dograh workflow that Dograh itself would refuse to "
-        "publish (an edge into the start node...), with a warning per broken rule."),
+        False,
+        "--lenient",
+        help="Import a Dograh workflow that Dograh itself would refuse to "
+        "publish (an edge into the start node...), with a warning per broken rule.",
+    ),
 ) -> None:
     """Convert a Dograh or Pipecat Flows file to a Ringflow flow, then validate it."""
     from callflow.importers import (
@@ -122,9 +140,12 @@ def import_cmd(
     if source is None:
         source = detect_source(data)
         if source is None:
-            typer.echo(f"error: {file}: not a Dograh workflow, Pipecat Flows editor export or "
-                       f"Pipecat Flows config that could be recognised; say which with --from "
-                       f"({', '.join(SOURCES)})", err=True)
+            typer.echo(
+                f"error: {file}: not a Dograh workflow, Pipecat Flows editor export or "
+                f"Pipecat Flows config that could be recognised; say which with --from "
+                f"({', '.join(SOURCES)})",
+                err=True,
+            )
             raise typer.Exit(1)
         typer.echo(f"{file}: detected format: {SOURCE_NAMES[source]} (--from {source})", err=True)
     # A Pipecat Flows config holds no name of its own: the file's name is the flow's.

@@ -53,8 +53,9 @@ def config(
     values = masked(settings)
     # How Temporal is reached (TLS, mTLS, API key from Temporal's client config), never the key.
     try:
-        values["temporal_connection"] = describe(connect_options(settings.temporal_address,
-                                                                 settings.temporal_namespace))
+        values["temporal_connection"] = describe(
+            connect_options(settings.temporal_address, settings.temporal_namespace)
+        )
     except TemporalConfigError as err:
         values["temporal_connection"] = f"invalid: {err}"
     if json_out:
@@ -69,15 +70,19 @@ def config(
 @temporal_app.command("setup")
 def setup(
     address: str | None = typer.Option(
-        None, "--address", help="HOST:PORT of the frontend (default RINGFLOW_TEMPORAL_ADDRESS, "
-        "else TEMPORAL_ADDRESS or the Temporal config profile)."
+        None,
+        "--address",
+        help="HOST:PORT of the frontend (default RINGFLOW_TEMPORAL_ADDRESS, "
+        "else TEMPORAL_ADDRESS or the Temporal config profile).",
     ),
     namespace: str | None = typer.Option(
         None, "--namespace", help="Namespace (default RINGFLOW_TEMPORAL_NAMESPACE, else TEMPORAL_NAMESPACE)."
     ),
     retention_days: int | None = typer.Option(
-        None, "--retention-days", min=1,
-        help="Also set the namespace's retention of closed calls (where the server allows it)."
+        None,
+        "--retention-days",
+        min=1,
+        help="Also set the namespace's retention of closed calls (where the server allows it).",
     ),
 ) -> None:
     """Register Ringflow's search attributes on a namespace (idempotent).
@@ -158,8 +163,9 @@ def dev(
 
         overrides["flows_dir"] = flows_dir_with(settings.flows_dir, [demo])
     # the terminal shows the stack's own lines; logs (stderr) only from warnings on, unless asked
-    configure_logging(settings.log_level if "log_level" in settings.model_fields_set else "WARNING",
-                      settings.log_format)
+    configure_logging(
+        settings.log_level if "log_level" in settings.model_fields_set else "WARNING", settings.log_format
+    )
     try:
         overrides.update(_dev_keys(settings.model_copy(update=overrides)))
     except CodecKeyError as err:
@@ -174,8 +180,9 @@ def dev(
         raise typer.Exit(1) from None
 
 
-async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None,
-                   demo_kill_at: int | None = None) -> None:
+async def _run_dev(
+    stack: DevStack, settings: Settings, demo: Path | None = None, demo_kill_at: int | None = None
+) -> None:
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if main is not None:
@@ -187,8 +194,10 @@ async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None
         typer.echo(f"Temporal  {stack.address}  (namespace {stack.namespace})")
         typer.echo(f"Web UI    {stack.ui_address}")
         if codec_runner is not None:
-            typer.echo(f"Codec     {stack.ui_codec_endpoint}  (payloads encrypted with "
-                       f"{settings.codec_key_file or 'RINGFLOW_CODEC_KEYS'}; the UI decodes through it)")
+            typer.echo(
+                f"Codec     {stack.ui_codec_endpoint}  (payloads encrypted with "
+                f"{settings.codec_key_file or 'RINGFLOW_CODEC_KEYS'}; the UI decodes through it)"
+            )
         typer.echo(f"Data      {stack.data_dir}  (server log: {stack.log_path})")
         worker = _worker_module()
         if worker is None:
@@ -199,17 +208,18 @@ async def _run_dev(stack: DevStack, settings: Settings, demo: Path | None = None
             await asyncio.Event().wait()
             return
         runtime = _metrics_runtime(worker, settings)
-        client = await connect(stack.address, stack.namespace, runtime,
-                               codec=codec_from_settings(settings),
-                               envconfig=False)  # local plain gRPC even in a shell set up for Cloud
+        client = await connect(
+            stack.address, stack.namespace, runtime, codec=codec_from_settings(settings), envconfig=False
+        )  # local plain gRPC even in a shell set up for Cloud
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
         serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
         if demo is not None:
             from ringflow.demo import run_demo
 
             # the demo call's worker exports through the same runtime: its calls are counted
-            await run_demo(stack.address, stack.ui_address, stack.namespace, demo, demo_kill_at,
-                           runtime=runtime)
+            await run_demo(
+                stack.address, stack.ui_address, stack.namespace, demo, demo_kill_at, runtime=runtime
+            )
         typer.echo("\nThe stack keeps running for you to look around. Ctrl-C to stop.")
         await serving
     finally:

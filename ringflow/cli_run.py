@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-START_TEMPORAL_HINT = ("start a local one with `make run` or `ringflow dev`, or point "
-                       "RINGFLOW_TEMPORAL_ADDRESS at your cluster")
+START_TEMPORAL_HINT = (
+    "start a local one with `make run` or `ringflow dev`, or point RINGFLOW_TEMPORAL_ADDRESS at your cluster"
+)
 
 
 def _clear_exception_frames(exc: BaseException) -> None:

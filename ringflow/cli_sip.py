@@ -26,8 +26,12 @@ from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
 from workflows.client import start_call, workflow_id
 
-OPTION = {"to": "--to", "from_number": "--from", "trunk_id": "--trunk",
-          "ringing_timeout_s": "--ringing-timeout"}
+OPTION = {
+    "to": "--to",
+    "from_number": "--from",
+    "trunk_id": "--trunk",
+    "ringing_timeout_s": "--ringing-timeout",
+}
 
 
 def dial(
@@ -36,7 +40,8 @@ def dial(
     from_number: str | None = typer.Option(None, "--from", help="Caller id (default RINGFLOW_SIP_FROM)."),
     trunk: str | None = typer.Option(None, "--trunk", help="Outbound trunk (default RINGFLOW_SIP_TRUNK_ID)."),
     ringing_timeout: float | None = typer.Option(
-        None, "--ringing-timeout", help="Seconds to ring (default RINGFLOW_SIP_RINGING_TIMEOUT_S)."),
+        None, "--ringing-timeout", help="Seconds to ring (default RINGFLOW_SIP_RINGING_TIMEOUT_S)."
+    ),
     var: list[str] = typer.Option([], "--var", "-v", help="A call variable, NAME=VALUE (repeatable)."),
     call_id: str | None = typer.Option(None, "--call-id", help="Default: a new random id."),
     campaign: str | None = typer.Option(None, "--campaign", help="Campaign id (searchable)."),
@@ -47,13 +52,16 @@ def dial(
     settings = get_settings()
     _require_keys(settings)  # the call's number and variables go into Temporal
     try:
-        target = Dial(to=to, from_number=from_number or settings.sip_from,
-                      trunk_id=trunk or settings.sip_trunk_id,
-                      ringing_timeout_s=settings.sip_ringing_timeout_s if ringing_timeout is None
-                      else ringing_timeout)
+        target = Dial(
+            to=to,
+            from_number=from_number or settings.sip_from,
+            trunk_id=trunk or settings.sip_trunk_id,
+            ringing_timeout_s=settings.sip_ringing_timeout_s if ringing_timeout is None else ringing_timeout,
+        )
     except ValidationError as exc:
-        raise _fail("; ".join(f"{OPTION.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}"
-                              for e in exc.errors()), 2) from None
+        raise _fail(
+            "; ".join(f"{OPTION.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()), 2
+        ) from None
     if not target.trunk_id:
         raise _fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
     definition = _load(flow)
@@ -61,17 +69,35 @@ def dial(
 
     async def go() -> str:  # the id, not the handle: a handle would keep the client alive
         client = await _client(settings)
-        handle = await start_call(client, definition, task_queue=settings.task_queue, call_id=call_id,
-                                  variables=variables, campaign_id=campaign, dial=target)
+        handle = await start_call(
+            client,
+            definition,
+            task_queue=settings.task_queue,
+            call_id=call_id,
+            variables=variables,
+            campaign_id=campaign,
+            dial=target,
+        )
         return handle.call_id
 
     started = _run_start(go)
     if json_out:
-        typer.echo(json.dumps({"call_id": started, "workflow_id": workflow_id(started),
-                               "flow": definition.flow.flow, "to": target.to, "room": started}))
+        typer.echo(
+            json.dumps(
+                {
+                    "call_id": started,
+                    "workflow_id": workflow_id(started),
+                    "flow": definition.flow.flow,
+                    "to": target.to,
+                    "room": started,
+                }
+            )
+        )
         return
-    typer.echo(f"dialing {target.to} for {definition.flow.flow} v{definition.flow.version} as workflow "
-               f"{workflow_id(started)}")
+    typer.echo(
+        f"dialing {target.to} for {definition.flow.flow} v{definition.flow.version} as workflow "
+        f"{workflow_id(started)}"
+    )
     typer.echo(started)
 
 
@@ -101,8 +127,11 @@ async def start_relay(settings: Any, client: Any, host: str, port: int) -> Any:
     from agents.webhooks import WebhookRelay, serve
 
     if not settings.livekit_api_key or not settings.livekit_api_secret:
-        raise _fail("the LiveKit webhook receiver needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify "
-                    "signatures)", 2)
+        raise _fail(
+            "the LiveKit webhook receiver needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify "
+            "signatures)",
+            2,
+        )
     lease = None
     if settings.redis_url:
         from redis.asyncio import Redis
@@ -110,8 +139,9 @@ async def start_relay(settings: Any, client: Any, host: str, port: int) -> Any:
         from agents.lease import AgentLease
 
         lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.agent_timeout_s)
-    relay = WebhookRelay(client, settings.livekit_api_key, settings.livekit_api_secret.get_secret_value(),
-                         lease=lease)
+    relay = WebhookRelay(
+        client, settings.livekit_api_key, settings.livekit_api_secret.get_secret_value(), lease=lease
+    )
     return await serve(relay, host, port)
 
 
@@ -125,8 +155,9 @@ def webhooks(
 
     settings = get_settings()
     if not settings.livekit_api_key or not settings.livekit_api_secret:
-        raise _fail("ringflow webhooks needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify "
-                    "signatures)", 2)
+        raise _fail(
+            "ringflow webhooks needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify signatures)", 2
+        )
     configure_logging(settings.log_level, settings.log_format)
 
     async def go() -> None:
@@ -154,9 +185,12 @@ def _inbound(settings: Any) -> Any:
     from agents.livekit_inbound import LiveKitInbound
 
     try:
-        return LiveKitInbound(settings.livekit_url, settings.livekit_api_key,
-                              settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret
-                              else None, agent_name=settings.agent_name)
+        return LiveKitInbound(
+            settings.livekit_url,
+            settings.livekit_api_key,
+            settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret else None,
+            agent_name=settings.agent_name,
+        )
     except ValueError as exc:
         raise _fail(str(exc), 2) from None
 
@@ -189,8 +223,10 @@ def setup(
     if json_out:
         typer.echo(json.dumps(done.__dict__))
         return
-    what = ", ".join([f"created {x}" for x in done.created] + [f"updated {x}" for x in done.updated]) \
+    what = (
+        ", ".join([f"created {x}" for x in done.created] + [f"updated {x}" for x in done.updated])
         or "already set up"
+    )
     typer.echo(f"{number} -> {flow}: trunk {done.trunk_id}, dispatch rule {done.rule_id} ({what})")
 
 

@@ -69,8 +69,13 @@ def parse_keys(text: str, source: str) -> Keyring:
     ``#`` starts a comment line in a key file. Errors name the entry's position, never
     the key material.
     """
-    entries = [e.strip() for line in text.splitlines() if not line.lstrip().startswith("#")
-               for e in line.split(",") if e.strip()]
+    entries = [
+        e.strip()
+        for line in text.splitlines()
+        if not line.lstrip().startswith("#")
+        for e in line.split(",")
+        if e.strip()
+    ]
     if not entries:
         raise CodecKeyError(f"{source}: no keys (expected id:base64key entries, primary first)")
     keys: dict[str, bytes] = {}
@@ -78,8 +83,9 @@ def parse_keys(text: str, source: str) -> Keyring:
         key_id, sep, material = entry.partition(":")
         key_id = key_id.strip()
         if not sep or not KEY_ID_RE.match(key_id):
-            raise CodecKeyError(f"{source}: entry {n} is not id:base64key with an id of letters, "
-                                "digits, '.', '_' or '-'")
+            raise CodecKeyError(
+                f"{source}: entry {n} is not id:base64key with an id of letters, digits, '.', '_' or '-'"
+            )
         try:
             key = base64.b64decode(material.strip(), validate=True)
         except (binascii.Error, ValueError):
@@ -141,14 +147,17 @@ class EncryptionCodec(PayloadCodec):
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             known = ", ".join(sorted(self._ciphers)) or "none configured"
-            raise CodecKeyError(f"payload encrypted with key {key_id!r}, which is not in the key ring "
-                                f"({known}); set RINGFLOW_CODEC_KEYS or RINGFLOW_CODEC_KEY_FILE")
+            raise CodecKeyError(
+                f"payload encrypted with key {key_id!r}, which is not in the key ring "
+                f"({known}); set RINGFLOW_CODEC_KEYS or RINGFLOW_CODEC_KEY_FILE"
+            )
         data = payload.data
         try:
             plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode())
         except Exception:  # InvalidTag: wrong key material under this id, or tampered data
-            raise CodecKeyError(f"payload under key {key_id!r} does not decrypt: wrong key or "
-                                "tampered data") from None
+            raise CodecKeyError(
+                f"payload under key {key_id!r} does not decrypt: wrong key or tampered data"
+            ) from None
         out = Payload()
         out.ParseFromString(plain)
         return out
@@ -159,8 +168,11 @@ def data_converter(codec: PayloadCodec | None) -> DataConverter:
     traces are moved into an encoded payload too, since an error can quote call data."""
     if codec is None:
         return pydantic_data_converter
-    return replace(pydantic_data_converter, payload_codec=codec,
-                   failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
+    return replace(
+        pydantic_data_converter,
+        payload_codec=codec,
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
 
 
 def keyring_from_settings(settings: Settings) -> Keyring | None:
@@ -185,7 +197,8 @@ def require_keyring(settings: Settings) -> Keyring | None:
         raise CodecKeyError(
             "payload encryption is on but no key is configured: set RINGFLOW_CODEC_KEYS "
             "(id:base64key,... primary first) or RINGFLOW_CODEC_KEY_FILE, run `ringflow dev` once "
-            f"to create {settings.data_dir / KEY_FILE_NAME}, or set RINGFLOW_ENCRYPTION=0")
+            f"to create {settings.data_dir / KEY_FILE_NAME}, or set RINGFLOW_ENCRYPTION=0"
+        )
     return ring
 
 

@@ -66,8 +66,11 @@ def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequen
         except (json_format.ParseError, UnicodeDecodeError, ValueError) as err:
             return error(request, 400, f"body is not a Payloads JSON object: {err}")
         try:
-            out: list[Payload] = (await codec.encode(payloads.payloads) if op == "encode"
-                                  else await codec.decode(payloads.payloads))
+            out: list[Payload] = (
+                await codec.encode(payloads.payloads)
+                if op == "encode"
+                else await codec.decode(payloads.payloads)
+            )
         except CodecKeyError as err:
             return error(request, 422, str(err))
         text = json_format.MessageToJson(Payloads(payloads=out))
@@ -88,4 +91,3 @@ async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
-

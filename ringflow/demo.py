@@ -15,8 +15,14 @@ from temporalio.runtime import Runtime
 from ringflow.simulate import SimulationResult, simulate
 
 
-async def run_demo(address: str, ui_address: str, namespace: str, script: Path,
-                   kill_at: int | None, runtime: Runtime | None = None) -> SimulationResult:
+async def run_demo(
+    address: str,
+    ui_address: str,
+    namespace: str,
+    script: Path,
+    kill_at: int | None,
+    runtime: Runtime | None = None,
+) -> SimulationResult:
     """``runtime``: the dev worker's metrics runtime, so the demo's calls show in its metrics."""
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # the simulated crash is not an error
     crash = f" (the agent is killed during turn {kill_at})" if kill_at is not None else ""
@@ -28,8 +34,10 @@ async def run_demo(address: str, ui_address: str, namespace: str, script: Path,
     typer.echo(f"Path         {' -> '.join(result.path)}")
     typer.echo(f"Disposition  {result.disposition} ({result.end_reason})")
     if result.kills:
-        typer.echo(f"Crash        the agent was killed mid-call {result.kills}x; a new one attached "
-                   "and the call carried on")
+        typer.echo(
+            f"Crash        the agent was killed mid-call {result.kills}x; a new one attached "
+            "and the call carried on"
+        )
     if result.error is not None:
         typer.echo(f"Error        {result.error}")
     typer.echo(f"Expectations {'met' if result.ok else 'NOT met: ' + '; '.join(result.failures)}")

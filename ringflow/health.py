@@ -23,8 +23,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class HealthServer:
     """``/livez`` (event loop alive) and ``/readyz`` (``ready()`` is true) on ``host:port``."""
 
-    def __init__(self, host: str, port: int, ready: Callable[[], bool], *,
-                 stale_after_s: float = 10.0, tick_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        ready: Callable[[], bool],
+        *,
+        stale_after_s: float = 10.0,
+        tick_s: float = 1.0,
+    ) -> None:
         self.ready = ready
         self.stale_after_s = stale_after_s
         self.tick_s = tick_s

@@ -68,8 +68,18 @@ from ringflow.livekit_fake_types import (
     _denied,
 )
 
-__all__ = ["JSON", "PROTOBUF", "STATUS_CODE", "TWIRP_PREFIX", "TWIRP_STATUS", "FakeDispatch", "FakeLiveKit",
-           "FakeRoom", "LoggedRequest", "TwirpError"]
+__all__ = [
+    "JSON",
+    "PROTOBUF",
+    "STATUS_CODE",
+    "TWIRP_PREFIX",
+    "TWIRP_STATUS",
+    "FakeDispatch",
+    "FakeLiveKit",
+    "FakeRoom",
+    "LoggedRequest",
+    "TwirpError",
+]
 
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Message]]
 
@@ -79,9 +89,15 @@ class FakeLiveKit(SipFake):
     ``lk.api_key`` / ``lk.api_secret``. State is plain attributes for assertions:
     ``rooms``, ``dispatches``, ``deleted_rooms``, ``requests`` (and the SIP ones)."""
 
-    def __init__(self, *, api_key: str = "APIfake", api_secret: str | None = None,
-                 auto_create_rooms: bool = True, auth_errors_as_text: bool = False,
-                 webhook_url: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str = "APIfake",
+        api_secret: str | None = None,
+        auto_create_rooms: bool = True,
+        auth_errors_as_text: bool = False,
+        webhook_url: str | None = None,
+    ) -> None:
         self.api_key = api_key
         self.api_secret = api_secret or secrets.token_urlsafe(32)
         self.auto_create_rooms = auto_create_rooms
@@ -103,12 +119,18 @@ class FakeLiveKit(SipFake):
             "RoomService/ListParticipants": (proto_room.ListParticipantsRequest, self._list_participants),
             "RoomService/GetParticipant": (proto_room.RoomParticipantIdentity, self._get_participant),
             "RoomService/RemoveParticipant": (proto_room.RoomParticipantIdentity, self._remove_participant),
-            "AgentDispatchService/CreateDispatch": (proto_dispatch.CreateAgentDispatchRequest,
-                                                    self._create_dispatch),
-            "AgentDispatchService/ListDispatch": (proto_dispatch.ListAgentDispatchRequest,
-                                                  self._list_dispatch),
-            "AgentDispatchService/DeleteDispatch": (proto_dispatch.DeleteAgentDispatchRequest,
-                                                    self._delete_dispatch),
+            "AgentDispatchService/CreateDispatch": (
+                proto_dispatch.CreateAgentDispatchRequest,
+                self._create_dispatch,
+            ),
+            "AgentDispatchService/ListDispatch": (
+                proto_dispatch.ListAgentDispatchRequest,
+                self._list_dispatch,
+            ),
+            "AgentDispatchService/DeleteDispatch": (
+                proto_dispatch.DeleteAgentDispatchRequest,
+                self._delete_dispatch,
+            ),
             **self._sip_routes(),
         }
 
@@ -135,8 +157,15 @@ class FakeLiveKit(SipFake):
 
     # -- test controls ---------------------------------------------------------------------
 
-    def fail_next(self, n: int = 1, status: int = 503, *, method: str | None = None, code: str | None = None,
-                  msg: str = "injected failure") -> None:
+    def fail_next(
+        self,
+        n: int = 1,
+        status: int = 503,
+        *,
+        method: str | None = None,
+        code: str | None = None,
+        msg: str = "injected failure",
+    ) -> None:
         """The next ``n`` requests (to ``method`` only, e.g. "CreateDispatch", if given) fail
         with ``status`` before auth or handling, as an overloaded node or a proxy in front of
         the server would answer. The Twirp code defaults to the one for that status."""
@@ -172,20 +201,30 @@ class FakeLiveKit(SipFake):
             self.add_participant(name, identity)
         return room
 
-    def add_participant(self, room: str, identity: str, kind: int = proto_models.ParticipantInfo.STANDARD,
-                        attributes: dict[str, str] | None = None) -> proto_models.ParticipantInfo:
+    def add_participant(
+        self,
+        room: str,
+        identity: str,
+        kind: int = proto_models.ParticipantInfo.STANDARD,
+        attributes: dict[str, str] | None = None,
+    ) -> proto_models.ParticipantInfo:
         """``identity`` joins ``room`` (created if need be), as a caller or an agent would."""
         info = proto_models.ParticipantInfo(
-            sid=f"PA_{secrets.token_hex(6)}", identity=identity, kind=kind,  # type: ignore[arg-type]
-            state=proto_models.ParticipantInfo.State.ACTIVE, joined_at=int(time.time()),
-            attributes=attributes or {})
+            sid=f"PA_{secrets.token_hex(6)}",
+            identity=identity,
+            kind=kind,  # type: ignore[arg-type]
+            state=proto_models.ParticipantInfo.State.ACTIVE,
+            joined_at=int(time.time()),
+            attributes=attributes or {},
+        )
         found = self.add_room(room)
         found.participants[identity] = info
         self._emit("participant_joined", found.to_proto(), info)
         return info
 
-    def remove_participant(self, room: str, identity: str,
-                           reason: int = proto_models.CLIENT_INITIATED) -> bool:
+    def remove_participant(
+        self, room: str, identity: str, reason: int = proto_models.CLIENT_INITIATED
+    ) -> bool:
         """``identity`` leaves ``room`` (``reason``: a ``DisconnectReason``; an agent process
         killed is ``SIGNAL_CLOSE``); False if it was not there."""
         found = self.rooms.get(room)
@@ -214,26 +253,36 @@ class FakeLiveKit(SipFake):
         """Logged requests to ``method`` ("CreateDispatch" or "AgentDispatchService/CreateDispatch")."""
         return [r for r in self.requests if r.method == method or r.method.endswith("/" + method)]
 
-    def token(self, grants: dict[str, Any] | None = None, *, secret: str | None = None,
-              ttl: float = 600.0, **claims: Any) -> str:
+    def token(
+        self,
+        grants: dict[str, Any] | None = None,
+        *,
+        secret: str | None = None,
+        ttl: float = 600.0,
+        **claims: Any,
+    ) -> str:
         """A hand-made token for raw-HTTP tests (expired ones, missing grants, ...)."""
         now = int(time.time())
         body: dict[str, Any] = {"iss": self.api_key, "sub": "", "nbf": now, "exp": now + int(ttl)}
         if grants is not None:
             body["video"] = grants
         body.update(claims)  # a claim given as None is left out, e.g. exp=None
-        return jwt.encode({k: v for k, v in body.items() if v is not None}, secret or self.api_secret,
-                          algorithm="HS256")
+        return jwt.encode(
+            {k: v for k, v in body.items() if v is not None}, secret or self.api_secret, algorithm="HS256"
+        )
 
     # -- HTTP ------------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
-        method = path[len(TWIRP_PREFIX):] if path.startswith(TWIRP_PREFIX) else path
+        method = path[len(TWIRP_PREFIX) :] if path.startswith(TWIRP_PREFIX) else path
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        entry: dict[str, Any] = {"method": method, "content_type": content_type,
-                                 "request_id": request.headers.get("X-Livekit-Request-Id"),
-                                 "user_agent": request.headers.get("User-Agent")}
+        entry: dict[str, Any] = {
+            "method": method,
+            "content_type": content_type,
+            "request_id": request.headers.get("X-Livekit-Request-Id"),
+            "user_agent": request.headers.get("User-Agent"),
+        }
         try:
             fault = self._take_fault(method)
             if fault is not None:
@@ -249,8 +298,11 @@ class FakeLiveKit(SipFake):
             message_cls, handler = route
             raw = await request.read()
             try:
-                body = (message_cls.FromString(raw) if content_type == PROTOBUF
-                        else json_format.Parse(raw or b"{}", message_cls()))
+                body = (
+                    message_cls.FromString(raw)
+                    if content_type == PROTOBUF
+                    else json_format.Parse(raw or b"{}", message_cls())
+                )
             except (DecodeError, json_format.ParseError) as err:
                 raise TwirpError("malformed", f"the request body could not be decoded: {err}") from None
             entry["body"] = body
@@ -258,8 +310,9 @@ class FakeLiveKit(SipFake):
             if self._take_lost_reply(method):
                 raise TwirpError("deadline_exceeded", "the reply was lost (injected)")
         except TwirpError as err:
-            self.requests.append(LoggedRequest(status=err.status, error_code=err.code,
-                                               body=entry.pop("body", None), **entry))
+            self.requests.append(
+                LoggedRequest(status=err.status, error_code=err.code, body=entry.pop("body", None), **entry)
+            )
             if err.auth and self.auth_errors_as_text:
                 return web.Response(status=err.status, text=err.msg, content_type="text/plain")
             error: dict[str, Any] = {"code": err.code, "msg": err.msg}
@@ -277,9 +330,10 @@ class FakeLiveKit(SipFake):
         if not header:
             return None
         if not header.startswith("Bearer "):
-            raise TwirpError("unauthenticated", "invalid authorization header. Must start with Bearer ",
-                             auth=True)
-        token = header[len("Bearer "):]
+            raise TwirpError(
+                "unauthenticated", "invalid authorization header. Must start with Bearer ", auth=True
+            )
+        token = header[len("Bearer ") :]
         try:
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
@@ -288,8 +342,15 @@ class FakeLiveKit(SipFake):
         if key != self.api_key:
             raise TwirpError("unauthenticated", f"invalid API key: {key}", auth=True)
         try:
-            return dict(jwt.decode(token, self.api_secret, algorithms=["HS256"], issuer=self.api_key,
-                                   options={"require": ["exp", "iss"]}))
+            return dict(
+                jwt.decode(
+                    token,
+                    self.api_secret,
+                    algorithms=["HS256"],
+                    issuer=self.api_key,
+                    options={"require": ["exp", "iss"]},
+                )
+            )
         except jwt.PyJWTError as err:
             raise TwirpError("unauthenticated", f"invalid token: {err}", auth=True) from None
 
@@ -333,16 +394,18 @@ class FakeLiveKit(SipFake):
             del self.dispatches[dispatch_id]
         return proto_room.DeleteRoomResponse()
 
-    async def _list_participants(self, req: proto_room.ListParticipantsRequest,
-                                 claims: dict[str, Any]) -> Message:
+    async def _list_participants(
+        self, req: proto_room.ListParticipantsRequest, claims: dict[str, Any]
+    ) -> Message:
         self._ensure_admin(claims, req.room)
         room = self.rooms.get(req.room)
         if room is None:
             raise TwirpError("not_found", "requested room does not exist")
         return proto_room.ListParticipantsResponse(participants=list(room.participants.values()))
 
-    async def _remove_participant(self, req: proto_room.RoomParticipantIdentity,
-                                  claims: dict[str, Any]) -> Message:
+    async def _remove_participant(
+        self, req: proto_room.RoomParticipantIdentity, claims: dict[str, Any]
+    ) -> Message:
         self._ensure_admin(claims, req.room)
         room = self.rooms.get(req.room)
         if room is None or req.identity not in room.participants:
@@ -350,8 +413,9 @@ class FakeLiveKit(SipFake):
         self.remove_participant(req.room, req.identity, proto_models.PARTICIPANT_REMOVED)
         return proto_room.RemoveParticipantResponse()
 
-    async def _get_participant(self, req: proto_room.RoomParticipantIdentity,
-                               claims: dict[str, Any]) -> Message:
+    async def _get_participant(
+        self, req: proto_room.RoomParticipantIdentity, claims: dict[str, Any]
+    ) -> Message:
         self._ensure_admin(claims, req.room)
         room = self.rooms.get(req.room)
         if room is None or req.identity not in room.participants:
@@ -360,8 +424,9 @@ class FakeLiveKit(SipFake):
 
     # -- AgentDispatchService --------------------------------------------------------------
 
-    async def _create_dispatch(self, req: proto_dispatch.CreateAgentDispatchRequest,
-                               claims: dict[str, Any]) -> Message:
+    async def _create_dispatch(
+        self, req: proto_dispatch.CreateAgentDispatchRequest, claims: dict[str, Any]
+    ) -> Message:
         self._ensure_admin(claims, req.room)
         if not req.room:
             raise TwirpError("invalid_argument", "room is required")
@@ -369,21 +434,31 @@ class FakeLiveKit(SipFake):
             if not self.auto_create_rooms:
                 raise TwirpError("not_found", "requested room does not exist")
             self.add_room(req.room)
-        dispatch = FakeDispatch(id=f"AD_{secrets.token_hex(6)}", agent_name=req.agent_name, room=req.room,
-                                metadata=req.metadata, created_at=time.time())
+        dispatch = FakeDispatch(
+            id=f"AD_{secrets.token_hex(6)}",
+            agent_name=req.agent_name,
+            room=req.room,
+            metadata=req.metadata,
+            created_at=time.time(),
+        )
         self.dispatches[dispatch.id] = dispatch
         self.dispatched.put_nowait(dispatch)
         return dispatch.to_proto()
 
-    async def _list_dispatch(self, req: proto_dispatch.ListAgentDispatchRequest,
-                             claims: dict[str, Any]) -> Message:
+    async def _list_dispatch(
+        self, req: proto_dispatch.ListAgentDispatchRequest, claims: dict[str, Any]
+    ) -> Message:
         self._ensure_admin(claims, req.room)
-        found = [d.to_proto() for d in self.dispatches.values()
-                 if d.room == req.room and (not req.dispatch_id or d.id == req.dispatch_id)]
+        found = [
+            d.to_proto()
+            for d in self.dispatches.values()
+            if d.room == req.room and (not req.dispatch_id or d.id == req.dispatch_id)
+        ]
         return proto_dispatch.ListAgentDispatchResponse(agent_dispatches=found)
 
-    async def _delete_dispatch(self, req: proto_dispatch.DeleteAgentDispatchRequest,
-                               claims: dict[str, Any]) -> Message:
+    async def _delete_dispatch(
+        self, req: proto_dispatch.DeleteAgentDispatchRequest, claims: dict[str, Any]
+    ) -> Message:
         self._ensure_admin(claims, req.room)
         dispatch = self.dispatches.get(req.dispatch_id)
         if dispatch is None or dispatch.room != req.room:

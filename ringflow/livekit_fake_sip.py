@@ -55,6 +55,8 @@ Claims = dict[str, Any]
 def _video_grant(claims: Claims) -> dict[str, Any]:
     grant = claims.get("video")
     return grant if isinstance(grant, dict) else {}
+
+
 ANSWERED_BY = "ringflow.fake/answered_by"  # participant attribute: human or machine (for simulation)
 
 
@@ -106,8 +108,11 @@ class SipFake(WebhookFake):
 
     def sip_participants(self, room: str) -> list[proto_models.ParticipantInfo]:
         found = self.rooms.get(room)
-        return [p for p in found.participants.values()
-                if p.kind == proto_models.ParticipantInfo.SIP] if found else []
+        return (
+            [p for p in found.participants.values() if p.kind == proto_models.ParticipantInfo.SIP]
+            if found
+            else []
+        )
 
     # -- errors and grants (FakeLiveKit provides TwirpError through _twirp_error) -------------
 
@@ -119,8 +124,9 @@ class SipFake(WebhookFake):
         if not isinstance(sip, dict) or not sip.get(grant):
             raise self._twirp_error("unauthenticated", "permissions denied")
 
-    def add_participant(self, room: str, identity: str, kind: int = 0,
-                        attributes: dict[str, str] | None = None) -> proto_models.ParticipantInfo:
+    def add_participant(
+        self, room: str, identity: str, kind: int = 0, attributes: dict[str, str] | None = None
+    ) -> proto_models.ParticipantInfo:
         raise NotImplementedError  # FakeLiveKit
 
     def remove_participant(self, room: str, identity: str, reason: int = 1) -> bool:
@@ -133,11 +139,13 @@ class SipFake(WebhookFake):
         if failure is None:
             return None
         code, phrase, twirp_code = failure
-        return self._twirp_error(twirp_code, f"sip status {code}: {phrase}",
-                                 {"sip_status_code": str(code), "sip_status": phrase})
+        return self._twirp_error(
+            twirp_code, f"sip status {code}: {phrase}", {"sip_status_code": str(code), "sip_status": phrase}
+        )
 
-    async def _create_sip_participant(self, req: proto_sip.CreateSIPParticipantRequest,
-                                      claims: Claims) -> Message:
+    async def _create_sip_participant(
+        self, req: proto_sip.CreateSIPParticipantRequest, claims: Claims
+    ) -> Message:
         self._ensure_sip(claims, "call")
         if not req.sip_trunk_id and not req.HasField("trunk"):
             raise self._twirp_error("invalid_argument", "missing sip trunk id")
@@ -148,19 +156,30 @@ class SipFake(WebhookFake):
         self.dials.append(req)
         self.dial_times.append(time.perf_counter())
         identity = req.participant_identity or f"sip_{req.sip_call_to}"
-        info = proto_sip.SIPParticipantInfo(participant_id=f"PA_{secrets.token_hex(6)}",
-                                            participant_identity=identity, room_name=req.room_name,
-                                            sip_call_id=f"SCL_{secrets.token_hex(6)}")
+        info = proto_sip.SIPParticipantInfo(
+            participant_id=f"PA_{secrets.token_hex(6)}",
+            participant_identity=identity,
+            room_name=req.room_name,
+            sip_call_id=f"SCL_{secrets.token_hex(6)}",
+        )
         answer = self.answers.get(req.sip_call_to, self.default_answer)
         ringing = req.ringing_timeout.seconds if req.HasField("ringing_timeout") else 30
         ring_s = min(self.ring_s, float(ringing))
 
         # The callee is a participant from the start, ``sip.callStatus`` "dialing" while the
         # phone rings, "active" once answered; a failed call leaves the room.
-        participant = self.add_participant(req.room_name, identity, proto_models.ParticipantInfo.SIP, {
-            **dict(req.participant_attributes), "sip.callStatus": "dialing",
-            "sip.phoneNumber": req.sip_call_to, "sip.trunkID": req.sip_trunk_id,
-            "sip.callID": info.sip_call_id})
+        participant = self.add_participant(
+            req.room_name,
+            identity,
+            proto_models.ParticipantInfo.SIP,
+            {
+                **dict(req.participant_attributes),
+                "sip.callStatus": "dialing",
+                "sip.phoneNumber": req.sip_call_to,
+                "sip.trunkID": req.sip_trunk_id,
+                "sip.callID": info.sip_call_id,
+            },
+        )
 
         def settle() -> Exception | None:
             error = self._dial_error(answer)
@@ -233,8 +252,11 @@ class SipFake(WebhookFake):
         if trunk.sip_trunk_id:
             raise self._twirp_error("invalid_argument", "trunk id must not be set")
         if not (trunk.numbers or trunk.allowed_addresses or trunk.auth_username):
-            raise self._twirp_error("invalid_argument", "for security, one of the fields must be set: "
-                                    "AuthUsername+AuthPassword, AllowedAddresses or Numbers")
+            raise self._twirp_error(
+                "invalid_argument",
+                "for security, one of the fields must be set: "
+                "AuthUsername+AuthPassword, AllowedAddresses or Numbers",
+            )
         for other in self.inbound_trunks.values():
             if set(other.numbers) & set(trunk.numbers):
                 raise self._twirp_error("already_exists", "conflicting inbound trunk numbers")
@@ -263,9 +285,12 @@ class SipFake(WebhookFake):
 
     async def _list_trunks(self, req: proto_sip.ListSIPInboundTrunkRequest, claims: Claims) -> Message:
         self._ensure_sip(claims, "admin")
-        items = [t for t in self.inbound_trunks.values()
-                 if (not req.trunk_ids or t.sip_trunk_id in req.trunk_ids)
-                 and (not req.numbers or set(req.numbers) & set(t.numbers))]
+        items = [
+            t
+            for t in self.inbound_trunks.values()
+            if (not req.trunk_ids or t.sip_trunk_id in req.trunk_ids)
+            and (not req.numbers or set(req.numbers) & set(t.numbers))
+        ]
         return proto_sip.ListSIPInboundTrunkResponse(items=items)
 
     async def _delete_trunk(self, req: proto_sip.DeleteSIPTrunkRequest, claims: Claims) -> Message:
@@ -314,9 +339,12 @@ class SipFake(WebhookFake):
 
     async def _list_rules(self, req: proto_sip.ListSIPDispatchRuleRequest, claims: Claims) -> Message:
         self._ensure_sip(claims, "admin")
-        items = [r for r in self.dispatch_rules.values()
-                 if (not req.dispatch_rule_ids or r.sip_dispatch_rule_id in req.dispatch_rule_ids)
-                 and (not req.trunk_ids or set(req.trunk_ids) & set(r.trunk_ids))]
+        items = [
+            r
+            for r in self.dispatch_rules.values()
+            if (not req.dispatch_rule_ids or r.sip_dispatch_rule_id in req.dispatch_rule_ids)
+            and (not req.trunk_ids or set(req.trunk_ids) & set(r.trunk_ids))
+        ]
         return proto_sip.ListSIPDispatchRuleResponse(items=items)
 
     async def _delete_rule(self, req: proto_sip.DeleteSIPDispatchRuleRequest, claims: Claims) -> Message:
@@ -345,4 +373,3 @@ def _apply_list(target: Any, update: proto_models.ListUpdate) -> None:
     for v in update.remove:
         if v in target:
             target.remove(v)
-

@@ -18,21 +18,48 @@ TWIRP_PREFIX = "/twirp/livekit."
 
 # Twirp error codes and the HTTP statuses the Twirp spec maps them to.
 TWIRP_STATUS = {
-    "invalid_argument": 400, "malformed": 400, "unauthenticated": 401, "permission_denied": 403,
-    "not_found": 404, "bad_route": 404, "already_exists": 409, "resource_exhausted": 429,
-    "failed_precondition": 412, "internal": 500, "unknown": 500, "unimplemented": 501,
-    "unavailable": 503, "deadline_exceeded": 504,
+    "invalid_argument": 400,
+    "malformed": 400,
+    "unauthenticated": 401,
+    "permission_denied": 403,
+    "not_found": 404,
+    "bad_route": 404,
+    "already_exists": 409,
+    "resource_exhausted": 429,
+    "failed_precondition": 412,
+    "internal": 500,
+    "unknown": 500,
+    "unimplemented": 501,
+    "unavailable": 503,
+    "deadline_exceeded": 504,
 }
-STATUS_CODE = {400: "invalid_argument", 401: "unauthenticated", 403: "permission_denied", 404: "not_found",
-               409: "already_exists", 429: "resource_exhausted", 500: "internal", 501: "unimplemented",
-               502: "unavailable", 503: "unavailable", 504: "deadline_exceeded"}
+STATUS_CODE = {
+    400: "invalid_argument",
+    401: "unauthenticated",
+    403: "permission_denied",
+    404: "not_found",
+    409: "already_exists",
+    429: "resource_exhausted",
+    500: "internal",
+    501: "unimplemented",
+    502: "unavailable",
+    503: "unavailable",
+    504: "deadline_exceeded",
+}
 
 
 class TwirpError(Exception):
     """An error answered as Twirp error JSON (or plain text for auth rejections, if asked)."""
 
-    def __init__(self, code: str, msg: str, *, status: int | None = None, auth: bool = False,
-                 meta: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        msg: str,
+        *,
+        status: int | None = None,
+        auth: bool = False,
+        meta: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(msg)
         self.code = code
         self.msg = msg
@@ -56,10 +83,14 @@ class FakeRoom:
     participants: dict[str, proto_models.ParticipantInfo] = field(default_factory=dict)
 
     def to_proto(self) -> proto_models.Room:
-        return proto_models.Room(sid=self.sid, name=self.name, metadata=self.metadata,
-                                 creation_time=int(self.created_at),
-                                 creation_time_ms=int(self.created_at * 1000),
-                                 num_participants=len(self.participants))
+        return proto_models.Room(
+            sid=self.sid,
+            name=self.name,
+            metadata=self.metadata,
+            creation_time=int(self.created_at),
+            creation_time_ms=int(self.created_at * 1000),
+            num_participants=len(self.participants),
+        )
 
 
 @dataclass(frozen=True)
@@ -77,8 +108,12 @@ class FakeDispatch:
 
     def to_proto(self) -> proto_dispatch.AgentDispatch:
         return proto_dispatch.AgentDispatch(
-            id=self.id, agent_name=self.agent_name, room=self.room, metadata=self.metadata,
-            state=proto_dispatch.AgentDispatchState(created_at=int(self.created_at * 1e9)))
+            id=self.id,
+            agent_name=self.agent_name,
+            room=self.room,
+            metadata=self.metadata,
+            state=proto_dispatch.AgentDispatchState(created_at=int(self.created_at * 1e9)),
+        )
 
 
 @dataclass(frozen=True)

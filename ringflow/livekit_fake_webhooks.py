@@ -35,8 +35,11 @@ def sign_webhook(body: str, api_key: str, api_secret: str, *, ttl_s: int = 600) 
     """The ``Authorization`` value LiveKit sends with a webhook: a JWT over the body's hash."""
     now = int(time.time())
     digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
-    return jwt.encode({"iss": api_key, "nbf": now, "exp": now + ttl_s, "sub": "", "sha256": digest},
-                      api_secret, algorithm="HS256")
+    return jwt.encode(
+        {"iss": api_key, "nbf": now, "exp": now + ttl_s, "sub": "", "sha256": digest},
+        api_secret,
+        algorithm="HS256",
+    )
 
 
 class WebhookFake:
@@ -51,13 +54,18 @@ class WebhookFake:
         self._webhook_queue: asyncio.Queue[proto_webhook.WebhookEvent] | None = None
         self._webhook_task: asyncio.Task[None] | None = None
 
-    def _emit(self, event: str, room: proto_models.Room | None = None,
-              participant: proto_models.ParticipantInfo | None = None) -> None:
+    def _emit(
+        self,
+        event: str,
+        room: proto_models.Room | None = None,
+        participant: proto_models.ParticipantInfo | None = None,
+    ) -> None:
         """Queue an event for the webhook URL, in order (a no-op without one)."""
         if not self.webhook_url:
             return
-        ev = proto_webhook.WebhookEvent(event=event, id=f"EV_{secrets.token_hex(8)}",
-                                        created_at=int(time.time()))
+        ev = proto_webhook.WebhookEvent(
+            event=event, id=f"EV_{secrets.token_hex(8)}", created_at=int(time.time())
+        )
         if room is not None:
             ev.room.CopyFrom(room)
         if participant is not None:
@@ -76,17 +84,23 @@ class WebhookFake:
             finally:
                 self._webhook_queue.task_done()
 
-    async def post_webhook(self, event: proto_webhook.WebhookEvent, *, secret: str | None = None,
-                           body: str | None = None) -> int | None:
+    async def post_webhook(
+        self, event: proto_webhook.WebhookEvent, *, secret: str | None = None, body: str | None = None
+    ) -> int | None:
         """POST one signed event to the webhook URL now; returns the receiver's status."""
         assert self.webhook_url, "no webhook_url"
         text = body if body is not None else json_format.MessageToJson(event)
         token = sign_webhook(text, self.api_key, secret or self.api_secret)
         status: int | None = None
         with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http, http.post(
-                    self.webhook_url, data=text.encode(),
-                    headers={"Authorization": token, "Content-Type": WEBHOOK_CONTENT_TYPE}) as resp:
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+                http.post(
+                    self.webhook_url,
+                    data=text.encode(),
+                    headers={"Authorization": token, "Content-Type": WEBHOOK_CONTENT_TYPE},
+                ) as resp,
+            ):
                 status = resp.status
         self.webhooks.append(SentWebhook(event, status))
         return status
@@ -101,4 +115,3 @@ class WebhookFake:
             self._webhook_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._webhook_task
-

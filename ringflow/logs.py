@@ -28,8 +28,10 @@ from agents.logcontext import call_fields
 CALL_FIELDS = ("call_id", "workflow_id", "node")
 _STD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 # Context the Temporal SDK attaches to its workflow/activity loggers' records: ids only.
-_TEMPORAL_KEYS = {"temporal_workflow": ("workflow_id", "workflow_type", "run_id"),
-                  "temporal_activity": ("workflow_id", "activity_type", "activity_id", "attempt")}
+_TEMPORAL_KEYS = {
+    "temporal_workflow": ("workflow_id", "workflow_type", "run_id"),
+    "temporal_activity": ("workflow_id", "activity_type", "activity_id", "attempt"),
+}
 # HTTP clients log each request's full URL at INFO, and an HTTP tool's URL can carry call
 # data in its query string: only their warnings get through.
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2")
@@ -92,13 +94,15 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             out["error"] = type(exc).__qualname__
-            out["stack"] = [f"{f.filename}:{f.lineno} in {f.name}"
-                            for f in traceback.extract_tb(exc.__traceback__)][-12:]
+            out["stack"] = [
+                f"{f.filename}:{f.lineno} in {f.name}" for f in traceback.extract_tb(exc.__traceback__)
+            ][-12:]
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
-def configure_logging(level: str = "INFO", fmt: str = "json",
-                      stream: IO[str] | None = None) -> logging.Handler:
+def configure_logging(
+    level: str = "INFO", fmt: str = "json", stream: IO[str] | None = None
+) -> logging.Handler:
     """Send every logger's lines to ``stream`` (stderr), as JSON lines or plain text.
 
     Replaces the root handlers this function installed before, so calling it twice (a test,
@@ -108,8 +112,11 @@ def configure_logging(level: str = "INFO", fmt: str = "json",
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(call_id)s %(message)s",
-                                               defaults={"call_id": "-"}))
+        handler.setFormatter(
+            logging.Formatter(
+                "%(asctime)s %(levelname)s %(name)s %(call_id)s %(message)s", defaults={"call_id": "-"}
+            )
+        )
     handler.set_name("ringflow")
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == "ringflow"]:

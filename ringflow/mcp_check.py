@@ -42,8 +42,9 @@ async def check_servers(definition: FlowDefinition) -> list[Issue]:
     issues: list[Issue] = []
     for name, listed in servers.items():
         if listed.error:
-            issues.append(Issue(f"mcp_servers.{name}",
-                                f"MCP server '{name}' cannot be listed: {listed.error}"))
+            issues.append(
+                Issue(f"mcp_servers.{name}", f"MCP server '{name}' cannot be listed: {listed.error}")
+            )
     for path, fn in _entries(definition):
         ref = fn.mcp
         server = servers.get(ref.server) if ref is not None else None
@@ -54,10 +55,16 @@ async def check_servers(definition: FlowDefinition) -> list[Issue]:
         for i, tool in enumerate(wanted):
             where = f"{path}.mcp.tool" if ref.tool is not None else f"{path}.mcp.tools[{i}]"
             if tool in server.left_out:
-                issues.append(Issue(where, f"MCP server '{ref.server}' lists '{tool}' but it cannot be "
-                                           f"offered: {server.left_out[tool]}"))
+                issues.append(
+                    Issue(
+                        where,
+                        f"MCP server '{ref.server}' lists '{tool}' but it cannot be "
+                        f"offered: {server.left_out[tool]}",
+                    )
+                )
             elif tool not in have:
                 options = ", ".join(sorted(have)) or "none"
-                issues.append(Issue(where, f"MCP server '{ref.server}' has no tool '{tool}' (it has: "
-                                           f"{options})"))
+                issues.append(
+                    Issue(where, f"MCP server '{ref.server}' has no tool '{tool}' (it has: {options})")
+                )
     return issues

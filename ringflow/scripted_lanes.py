@@ -211,8 +211,9 @@ class Lane:
     def of_kind(self, kind: Kind | None) -> list[RecordedRequest]:
         return [r for r in self.requests if kind is None or r.kind == kind]
 
-    async def wait_requests(self, count: int = 1, kind: Kind | None = None, answered: bool = False,
-                            timeout: float = 10.0) -> list[RecordedRequest]:
+    async def wait_requests(
+        self, count: int = 1, kind: Kind | None = None, answered: bool = False, timeout: float = 10.0
+    ) -> list[RecordedRequest]:
         """Wait until ``count`` requests (of ``kind``; answered ones if asked) have arrived.
         Tests synchronise on this instead of sleeping."""
 
@@ -224,8 +225,10 @@ class Lane:
         while (got := ready()) is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"lane {self.name!r}: {len(self.of_kind(kind))} {kind or 'any'} "
-                                   f"request(s) after {timeout:g} s, wanted {count}")
+                raise TimeoutError(
+                    f"lane {self.name!r}: {len(self.of_kind(kind))} {kind or 'any'} "
+                    f"request(s) after {timeout:g} s, wanted {count}"
+                )
             event = self._changed
             try:
                 await asyncio.wait_for(event.wait(), remaining)
@@ -308,4 +311,3 @@ def schema_answer(js: dict[str, Any], values: dict[str, Any] | None) -> dict[str
             value = json.dumps(value)
         out[key] = value
     return out
-

@@ -71,8 +71,7 @@ from ringflow.scripted_lanes import (
     split_reply,
 )
 
-__all__ = ["DRY_REPLY", "LANE_HEADER", "Lane", "RecordedRequest", "ScriptedLLM", "check_steps",
-           "split_reply"]
+__all__ = ["DRY_REPLY", "LANE_HEADER", "Lane", "RecordedRequest", "ScriptedLLM", "check_steps", "split_reply"]
 
 DEFAULT_LANE = "default"
 LANE_HEADER = "X-Ringflow-Script"
@@ -127,8 +126,9 @@ class ScriptedLLM:
         await self.start()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.stop()
 
     @property
@@ -155,8 +155,12 @@ class ScriptedLLM:
 
     # handlers
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": self.model, "object": "model", "created": 0, "owned_by": "ringflow"}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "ringflow"}],
+            }
+        )
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -167,8 +171,12 @@ class ScriptedLLM:
             return _error(400, "'messages' is required and must be a list", "invalid_request_error")
         lane = self.route(request.headers.get(LANE_HEADER), body.get("user"))
         js = _json_schema(body)
-        rec = RecordedRequest(lane=lane.name, kind="chat" if js is None else "schema", body=body,
-                              stream=bool(body.get("stream")))
+        rec = RecordedRequest(
+            lane=lane.name,
+            kind="chat" if js is None else "schema",
+            body=body,
+            stream=bool(body.get("stream")),
+        )
         self.requests.append(rec)
         lane._record(rec)
         try:
@@ -178,12 +186,16 @@ class ScriptedLLM:
                 rec.status = 499
             lane._notify()
 
-    async def _answer(self, request: web.Request, lane: Lane, rec: RecordedRequest,
-                      js: dict[str, Any] | None) -> web.StreamResponse:
+    async def _answer(
+        self, request: web.Request, lane: Lane, rec: RecordedRequest, js: dict[str, Any] | None
+    ) -> web.StreamResponse:
         status = lane._take_failure()
         if status is not None:
-            resp = _error(status, f"scripted failure (HTTP {status})",
-                          "server_error" if status >= 500 else "invalid_request_error")
+            resp = _error(
+                status,
+                f"scripted failure (HTTP {status})",
+                "server_error" if status >= 500 else "invalid_request_error",
+            )
             rec.status, rec.response = status, json.loads(resp.text or "{}")
             return resp
         gate = lane.chat_gate if js is None else lane.extract_gate
@@ -211,9 +223,13 @@ class ScriptedLLM:
         msg: dict[str, Any] = {"role": "assistant", "content": reply.say, "refusal": None}
         if reply.calls:
             msg["tool_calls"] = [
-                {"id": f"call_{next(self._call_ids)}", "type": "function",
-                 "function": {"name": c.name, "arguments": json.dumps(c.args)}}
-                for c in reply.calls]
+                {
+                    "id": f"call_{next(self._call_ids)}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.args)},
+                }
+                for c in reply.calls
+            ]
         return msg
 
     def _completion(self, body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
@@ -225,13 +241,20 @@ class ScriptedLLM:
             "created": int(time.time()),
             "model": str(body.get("model") or self.model),
             "system_fingerprint": None,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                }
+            ],
             "usage": {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done},
         }
 
-    async def _stream(self, request: web.Request, rec: RecordedRequest,
-                      completion: dict[str, Any]) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, rec: RecordedRequest, completion: dict[str, Any]
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         include_usage = bool((rec.body.get("stream_options") or {}).get("include_usage"))
@@ -263,11 +286,25 @@ def stream_chunks(completion: dict[str, Any], include_usage: bool = False) -> li
     chunks += [chunk({"content": piece}) for piece in re.findall(r"\S+\s*|\s+", text or "")]
     for i, call in enumerate(message.get("tool_calls") or []):
         fn = call["function"]
-        chunks.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                             "function": {"name": fn["name"], "arguments": ""}}]}))
+        chunks.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": fn["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
         args = fn["arguments"]
-        chunks += [chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j:j + 16]}}]})
-                   for j in range(0, len(args), 16)]
+        chunks += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 16]}}]})
+            for j in range(0, len(args), 16)
+        ]
     chunks.append(chunk({}, choice["finish_reason"]))
     if include_usage:
         chunks.append({**head, "choices": [], "usage": completion["usage"]})
@@ -275,8 +312,9 @@ def stream_chunks(completion: dict[str, Any], include_usage: bool = False) -> li
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": None}},
-                             status=status)
+    return web.json_response(
+        {"error": {"message": message, "type": kind, "param": None, "code": None}}, status=status
+    )
 
 
 # --- standalone -------------------------------------------------------------------------
@@ -289,8 +327,9 @@ def read_script(path: str | Path) -> dict[str, Any]:
     return data
 
 
-async def serve(host: str, port: int, script: dict[str, Any] | None, model: str,
-                announce: Callable[[str], None] = print) -> None:
+async def serve(
+    host: str, port: int, script: dict[str, Any] | None, model: str, announce: Callable[[str], None] = print
+) -> None:
     async with ScriptedLLM(host, port, model) as llm:
         if script is not None:
             llm.load_script(script)
@@ -299,8 +338,9 @@ async def serve(host: str, port: int, script: dict[str, Any] | None, model: str,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ringflow.scripted_llm",
-                                     description="Serve a scripted OpenAI-compatible LLM endpoint.")
+    parser = argparse.ArgumentParser(
+        prog="python -m ringflow.scripted_llm", description="Serve a scripted OpenAI-compatible LLM endpoint."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
     parser.add_argument("--script", help="conversation script (YAML/JSON) loaded into the default lane")

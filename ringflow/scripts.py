@@ -26,15 +26,18 @@ class ScriptTurn(BaseModel):
     @model_validator(mode="after")
     def _one(self) -> ScriptTurn:
         if sum(x is not None for x in (self.user, self.silence, self.dtmf)) != 1:
-            raise ValueError("a turn has either 'user' (with optional 'llm'), 'dtmf' (keys pressed, "
-                             "with optional 'llm') or 'silence'")
+            raise ValueError(
+                "a turn has either 'user' (with optional 'llm'), 'dtmf' (keys pressed, "
+                "with optional 'llm') or 'silence'"
+            )
         if self.silence is not None and self.llm:
             raise ValueError("a silence has no 'llm' replies: the idle re-prompt is generated")
         if self.empty and self.user != "":
             raise ValueError("'empty: true' is speech with no words: give it 'user: \"\"'")
         if self.user is not None and not self.user.strip() and not self.empty:
-            raise ValueError("'user' is empty: write what the caller says, or add 'empty: true' for "
-                             "speech with no words")
+            raise ValueError(
+                "'user' is empty: write what the caller says, or add 'empty: true' for speech with no words"
+            )
         if self.empty and self.llm:
             raise ValueError("an empty turn has no 'llm' replies: the idle re-prompt is generated")
         return self
@@ -137,19 +140,27 @@ def matches(expected: Any, actual: Any, where: str = "") -> list[str]:
     if isinstance(expected, list):
         if not isinstance(actual, list) or len(expected) != len(actual):
             return [f"{where}: expected {expected!r}, got {actual!r}"]
-        return [f for i, (e, a) in enumerate(zip(expected, actual, strict=True))
-                for f in matches(e, a, f"{where}[{i}]")]
+        return [
+            f
+            for i, (e, a) in enumerate(zip(expected, actual, strict=True))
+            for f in matches(e, a, f"{where}[{i}]")
+        ]
     numeric = (int, float)
-    if (isinstance(expected, numeric) and isinstance(actual, numeric)
-            and not isinstance(expected, bool) and not isinstance(actual, bool)):
+    if (
+        isinstance(expected, numeric)
+        and isinstance(actual, numeric)
+        and not isinstance(expected, bool)
+        and not isinstance(actual, bool)
+    ):
         return [] if float(expected) == float(actual) else [f"{where}: expected {expected!r}, got {actual!r}"]
     if expected != actual or (type(expected) is bool and type(actual) is not bool):
         return [f"{where}: expected {expected!r}, got {actual!r}"]
     return []
 
 
-def said_failures(said: list[str] | None, not_said: list[str] | None,
-                  transcript: list[dict[str, Any]]) -> list[str]:
+def said_failures(
+    said: list[str] | None, not_said: list[str] | None, transcript: list[dict[str, Any]]
+) -> list[str]:
     """``said``: each string in an assistant turn after the previous one's match (later in
     the same turn, or in a later turn); ``not_said``: in no assistant turn. Case-insensitive."""
     spoken = [str(t.get("text") or "") for t in transcript if t.get("role") == "assistant"]
@@ -170,16 +181,19 @@ def said_failures(said: list[str] | None, not_said: list[str] | None,
             if where is None:
                 failures.append(f"said[{i}]: {want!r} is in no assistant turn")
             else:
-                failures.append(f"said[{i}]: {want!r} is said (assistant turn {where}) only before "
-                                f"{previous!r}, which must come first")
+                failures.append(
+                    f"said[{i}]: {want!r} is said (assistant turn {where}) only before "
+                    f"{previous!r}, which must come first"
+                )
             continue
         at, pos = found
         previous = want
     for i, never in enumerate(not_said or []):
         hits = [k for k, t in enumerate(turns) if never.lower() in t]
         if hits:
-            failures.append(f"not_said[{i}]: {never!r} is said in assistant turn {hits[0]}: "
-                            f"{spoken[hits[0]][:120]!r}")
+            failures.append(
+                f"not_said[{i}]: {never!r} is said in assistant turn {hits[0]}: {spoken[hits[0]][:120]!r}"
+            )
     return failures
 
 

@@ -85,9 +85,11 @@ class Settings(BaseSettings):
     agent_health_port: int = Field(default=8081, ge=0, le=65535)
     livekit_url: str | None = Field(default=None, validation_alias=AliasChoices("LIVEKIT_URL", "livekit_url"))
     livekit_api_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("LIVEKIT_API_KEY", "livekit_api_key"))
+        default=None, validation_alias=AliasChoices("LIVEKIT_API_KEY", "livekit_api_key")
+    )
     livekit_api_secret: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("LIVEKIT_API_SECRET", "livekit_api_secret"))
+        default=None, validation_alias=AliasChoices("LIVEKIT_API_SECRET", "livekit_api_secret")
+    )
     stt: str = "openai"  # "openai" (plugin) or a LiveKit inference model string, e.g. "deepgram/nova-3"
     tts: str = "openai"  # "openai" (plugin) or a LiveKit inference model string
     vad: str = "silero"  # "silero" or "none"
@@ -153,8 +155,11 @@ def mask_url(url: str | None) -> str | None:
         parts = parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
     if parts.query:
         pairs = [p.partition("=") for p in parts.query.split("&")]
-        parts = parts._replace(query="&".join(
-            f"{k}{eq}{MASK if eq and _SECRET_KEY.search(unquote_plus(k)) else v}" for k, eq, v in pairs))
+        parts = parts._replace(
+            query="&".join(
+                f"{k}{eq}{MASK if eq and _SECRET_KEY.search(unquote_plus(k)) else v}" for k, eq, v in pairs
+            )
+        )
     if parts.fragment and "=" in parts.fragment:  # some tools put tokens in the fragment
         parts = parts._replace(fragment=MASK)
     # rebuilt only when something was hidden: urlunsplit drops the '//' of sqlite:///x

@@ -42,8 +42,9 @@ class ScriptDial(BaseModel):
 
 
 @asynccontextmanager
-async def phone_line(dial: ScriptDial | None, transfer_answer: str = "human",
-                     client: Client | None = None) -> AsyncIterator[PhoneLine]:
+async def phone_line(
+    dial: ScriptDial | None, transfer_answer: str = "human", client: Client | None = None
+) -> AsyncIterator[PhoneLine]:
     """The line a script's call runs on: the fake LiveKit serving the call's telephony (the
     dial, transfers) for as long as it runs, and the ``Dial`` to start it with (None: no
     dial, the caller is on the line already, as before). With ``client``, the fake's signed
@@ -55,8 +56,10 @@ async def phone_line(dial: ScriptDial | None, transfer_answer: str = "human",
         if dial is not None:
             lk.set_answer(dial.to, dial.answer)
         before = telephony._TELEPHONY.get("local")
-        telephony.register_telephony("local", LiveKitTelephony(lk.url, lk.api_key, lk.api_secret,
-                                                               trunk_id=SIM_TRUNK, ringing_timeout_s=20))
+        telephony.register_telephony(
+            "local",
+            LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id=SIM_TRUNK, ringing_timeout_s=20),
+        )
         try:
             yield PhoneLine(lk, Dial(to=dial.to) if dial is not None else None, announced)
         finally:
@@ -92,8 +95,9 @@ async def _announcer(lk: FakeLiveKit) -> AsyncIterator[list[str]]:
             text = job.metadata_json().get("announce") if job.metadata.startswith("{") else None
             if isinstance(text, str):
                 said.append(text)
-                lk.add_participant(job.room, f"announcer-{job.id}", ParticipantInfo.AGENT,
-                                   {ANNOUNCED: "done"})
+                lk.add_participant(
+                    job.room, f"announcer-{job.id}", ParticipantInfo.AGENT, {ANNOUNCED: "done"}
+                )
 
     task = asyncio.get_running_loop().create_task(serve_jobs())
     try:
@@ -112,8 +116,9 @@ class PhoneLine:
 
     def connect(self, call_id: str) -> None:
         """A call that was not dialed: its caller is on the line already (an inbound call)."""
-        self.lk.add_participant(call_id, f"sip-caller-{call_id}", ParticipantInfo.SIP,
-                                {"sip.callStatus": "active"})
+        self.lk.add_participant(
+            call_id, f"sip-caller-{call_id}", ParticipantInfo.SIP, {"sip.callStatus": "active"}
+        )
 
     def agent_joined(self, call_id: str, agent_id: str) -> None:
         self.lk.add_participant(call_id, agent_id, ParticipantInfo.AGENT)
@@ -137,6 +142,7 @@ class PhoneLine:
 
 async def answered(call: CallHandle, timeout_s: float) -> bool:
     """True once the dialed call is live, False if it ended while the phone rang."""
+
     async def poll() -> bool:
         while True:
             st = await call.state()

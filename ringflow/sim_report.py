@@ -19,8 +19,10 @@ def text_report(r: SimulationResult, show_command: str | None = None) -> list[st
     else:
         mark = "ok  " if r.ok else "FAIL"
         killed = f"; agent killed and resumed {r.kills}x" if r.kills else ""
-        lines = [f"{mark} {r.script}: path {' -> '.join(r.path)}; {r.end_reason}; "
-                 f"disposition {r.disposition}{killed}"]
+        lines = [
+            f"{mark} {r.script}: path {' -> '.join(r.path)}; {r.end_reason}; "
+            f"disposition {r.disposition}{killed}"
+        ]
         lines += [f"       {f}" for f in r.failures]
     if not r.ok:
         if r.transcript:

@@ -94,9 +94,12 @@ def flows_dir_with(configured: str | None, scripts: list[Path]) -> str:
 
 
 @asynccontextmanager
-async def environment(address: str | None, data_dir: Path | None = None,
-                      runtime: Runtime | None = None, flows_dir: str | None = None) -> AsyncIterator[
-        tuple[Client, str, ScriptedLLM, DevStack | None]]:
+async def environment(
+    address: str | None,
+    data_dir: Path | None = None,
+    runtime: Runtime | None = None,
+    flows_dir: str | None = None,
+) -> AsyncIterator[tuple[Client, str, ScriptedLLM, DevStack | None]]:
     """A Temporal client (embedded server if no address), a worker of our own, a scripted LLM."""
     stack: DevStack | None = None
     tmp = None
@@ -116,8 +119,11 @@ async def environment(address: str | None, data_dir: Path | None = None,
     try:
         client = await connect(address, runtime=runtime)  # a metrics runtime exports its worker's
         task_queue = f"simulate-{uuid.uuid4().hex[:8]}"
-        settings = Settings(database_url=f"sqlite:///{db_dir.name}/calls.db", http_allow_private=True,
-                            flows_dir=flows_dir or get_settings().flows_dir)
+        settings = Settings(
+            database_url=f"sqlite:///{db_dir.name}/calls.db",
+            http_allow_private=True,
+            flows_dir=flows_dir or get_settings().flows_dir,
+        )
         async with build_worker(client, settings, task_queue=task_queue):
             yield client, task_queue, llm, stack
     finally:
@@ -148,9 +154,17 @@ class _Killer:
             raise Killed(point)
 
 
-async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedLLM, *,
-                     kill_at: int | None = None, kill_point: str | None = None,
-                     real_llm: bool = False, resume: str = "attach") -> SimulationResult:
+async def run_script(
+    path: Path,
+    client: Client,
+    task_queue: str,
+    llm: ScriptedLLM,
+    *,
+    kill_at: int | None = None,
+    kill_point: str | None = None,
+    real_llm: bool = False,
+    resume: str = "attach",
+) -> SimulationResult:
     """``resume="dispatch"`` waits, after a kill, for the workflow to notice the silent agent
     and dispatch a new one (through the local dispatcher), as in production; ``"attach"``
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
@@ -160,17 +174,30 @@ async def run_script(path: Path, client: Client, task_queue: str, llm: ScriptedL
     refused: list[dict[str, Any]] = []
     try:
         async with phone_line(script.dial, script.transfer_answer, client) as line:
-            result = await _run_script(path, script, flow_path, line, client, task_queue, llm, call_id,
-                                       refused, kill_at=kill_at, kill_point=kill_point, real_llm=real_llm,
-                                       resume=resume)
+            result = await _run_script(
+                path,
+                script,
+                flow_path,
+                line,
+                client,
+                task_queue,
+                llm,
+                call_id,
+                refused,
+                kill_at=kill_at,
+                kill_point=kill_point,
+                real_llm=real_llm,
+                resume=resume,
+            )
             result.transfer = line.transferred()
             result.failures = check(script.expect, result.model_dump())
             result.ok = not result.failures
     except Exception as exc:
         log.debug("script %s raised", path, exc_info=True)
         LOCAL.forget(call_id)
-        result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id),
-                                  error=describe_error(exc))
+        result = SimulationResult(
+            script=str(path), call_id=call_id, workflow_id=workflow_id(call_id), error=describe_error(exc)
+        )
         with contextlib.suppress(Exception):  # a call left running would hold nothing but noise
             await client.get_workflow_handle(workflow_id(call_id)).terminate("the simulation failed")
     result.rejected = refused + _not_offered(llm.lane(call_id)) + await _workflow_rejections(client, call_id)
@@ -211,8 +238,11 @@ def _not_offered(lane: Any) -> list[dict[str, Any]]:
                 except ValueError:
                     args = {"raw": fn.get("arguments")}
                 offered = ", ".join(rec.tool_names) or "none"
-                out.append(_refusal(str(fn.get("name")), args, f"not a function of this node (offered: "
-                                                               f"{offered})", None))
+                out.append(
+                    _refusal(
+                        str(fn.get("name")), args, f"not a function of this node (offered: {offered})", None
+                    )
+                )
     return out
 
 
@@ -222,25 +252,43 @@ async def _workflow_rejections(client: Client, call_id: str) -> list[dict[str, A
         state = await asyncio.wait_for(CallHandle(client, call_id).state(), 10)
     except Exception:  # a call that never started has nothing to say
         return []
-    return [_refusal(str(r.get("event_id") or "event"), None, r.get("reason"), None)
-            for r in state.get("rejected") or []]
+    return [
+        _refusal(str(r.get("event_id") or "event"), None, r.get("reason"), None)
+        for r in state.get("rejected") or []
+    ]
 
 
-
-async def _run_script(path: Path, script: Any, flow_path: Path, line: PhoneLine, client: Client,
-                      task_queue: str, llm: ScriptedLLM, call_id: str, refused: list[dict[str, Any]], *,
-                      kill_at: int | None, kill_point: str | None, real_llm: bool,
-                      resume: str) -> SimulationResult:
+async def _run_script(
+    path: Path,
+    script: Any,
+    flow_path: Path,
+    line: PhoneLine,
+    client: Client,
+    task_queue: str,
+    llm: ScriptedLLM,
+    call_id: str,
+    refused: list[dict[str, Any]],
+    *,
+    kill_at: int | None,
+    kill_point: str | None,
+    real_llm: bool,
+    resume: str,
+) -> SimulationResult:
     definition = load_flow(flow_path)
     dial = line.dial
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
         lane.set_extract(node, values)
     dispatches = LOCAL.watch(call_id) if resume == "dispatch" else None
-    handle = await start_call(client, definition, task_queue=task_queue, call_id=call_id,
-                              variables=script.variables,
-                              agent_timeout_s=DISPATCH_AGENT_TIMEOUT_S if dispatches else 15.0,
-                              **({"dial": dial} if dial is not None else {}))
+    handle = await start_call(
+        client,
+        definition,
+        task_queue=task_queue,
+        call_id=call_id,
+        variables=script.variables,
+        agent_timeout_s=DISPATCH_AGENT_TIMEOUT_S if dispatches else 15.0,
+        **({"dial": dial} if dial is not None else {}),
+    )
     killer = _Killer(kill_point)
     result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id))
     if dial is None:
@@ -253,18 +301,28 @@ async def _run_script(path: Path, script: Any, flow_path: Path, line: PhoneLine,
         if real_llm:
             model = lk_openai.LLM(model=os.environ.get("RINGFLOW_LLM_MODEL", "gpt-4o-mini"))
         else:
-            model = lk_openai.LLM(model="scripted", client=shared_openai_client(llm.base_url, "scripted"),
-                                  extra_headers={"X-Ringflow-Script": call_id})
+            model = lk_openai.LLM(
+                model="scripted",
+                client=shared_openai_client(llm.base_url, "scripted"),
+                extra_headers={"X-Ringflow-Script": call_id},
+            )
         return AgentSession(llm=model, user_away_timeout=None)
 
     async def new_agent(greet: bool = True) -> AgentRun:
         agent_id = f"sim-agent-{uuid.uuid4().hex[:6]}"
         line.agent_joined(call_id, agent_id)  # in the fake's room, as a LiveKit job's agent
-        run = await attach_agent(client, call_id, agent_id, greet=greet,
-                                 session_factory=session_factory, kill_hook=killer,
-                                 idle_from_session=False, own_max_duration=False,
-                                 answer_pending=False,  # the simulator replays the killed turn
-                                 heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0)
+        run = await attach_agent(
+            client,
+            call_id,
+            agent_id,
+            greet=greet,
+            session_factory=session_factory,
+            kill_hook=killer,
+            idle_from_session=False,
+            own_max_duration=False,
+            answer_pending=False,  # the simulator replays the killed turn
+            heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0,
+        )
         _recording(run.controller, refused)
         return run
 
@@ -320,8 +378,9 @@ def _finish(result: SimulationResult, script: Any, record: Any) -> SimulationRes
     result.variables = record.variables
     result.state = record.state
     result.transitions = max(0, len(record.path) - 1)
-    result.transcript = [{"role": t.get("role"), "node": t.get("node"), "text": t.get("text")}
-                         for t in record.transcript]
+    result.transcript = [
+        {"role": t.get("role"), "node": t.get("node"), "text": t.get("text")} for t in record.transcript
+    ]
     result.failures = check(script.expect, result.model_dump())
     result.ok = not result.failures
     return result
@@ -377,9 +436,15 @@ async def play_empty(run: AgentRun) -> None:
         await watch.timer
 
 
-async def simulate(paths: list[Path], *, address: str | None = None, kill_at: int | None = None,
-                   real_llm: bool = False, resume: str = "dispatch",
-                   runtime: Runtime | None = None) -> list[SimulationResult]:
+async def simulate(
+    paths: list[Path],
+    *,
+    address: str | None = None,
+    kill_at: int | None = None,
+    real_llm: bool = False,
+    resume: str = "dispatch",
+    runtime: Runtime | None = None,
+) -> list[SimulationResult]:
     """Every script gets its own result: one that raises is ``ok: false`` with the error,
     and the next one runs."""
     results: list[SimulationResult] = []
@@ -387,8 +452,11 @@ async def simulate(paths: list[Path], *, address: str | None = None, kill_at: in
     async with environment(address, runtime=runtime, flows_dir=trusted) as (client, task_queue, llm, _stack):
         for path in paths:
             try:
-                results.append(await run_script(path, client, task_queue, llm, kill_at=kill_at,
-                                                real_llm=real_llm, resume=resume))
+                results.append(
+                    await run_script(
+                        path, client, task_queue, llm, kill_at=kill_at, real_llm=real_llm, resume=resume
+                    )
+                )
             except Exception as exc:
                 log.debug("script %s raised", path, exc_info=True)
                 results.append(SimulationResult(script=str(path), error=describe_error(exc)))
@@ -405,4 +473,3 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return f"a step took longer than {TURN_TIMEOUT_S:g} s (timed out)"
     return f"{type(exc).__name__}: {exc}"
-

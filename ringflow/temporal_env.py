@@ -42,8 +42,13 @@ def load_profile(env: Mapping[str, str] | None = None) -> ClientConfigProfile:
         raise TemporalConfigError(f"{where}: {err}") from None
 
 
-def connect_options(address: str | None = None, namespace: str | None = None, *,
-                    envconfig: bool = True, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def connect_options(
+    address: str | None = None,
+    namespace: str | None = None,
+    *,
+    envconfig: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Keyword arguments for ``Client.connect``: the profile, then ``address``/``namespace``.
 
     ``envconfig=False`` ignores the profile (the embedded dev stack is plain local gRPC even

@@ -41,8 +41,14 @@ class SearchAttributeConflict(RuntimeError):
     """
 
 
-async def connect(address: str | None = None, namespace: str | None = None, runtime: Runtime | None = None,
-                  codec: PayloadCodec | None = None, *, envconfig: bool = True) -> Client:
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    runtime: Runtime | None = None,
+    codec: PayloadCodec | None = None,
+    *,
+    envconfig: bool = True,
+) -> Client:
     """A client with the pydantic data converter, which every Ringflow payload needs, and the
     payload encryption codec (``codec``, else the keys in the settings; ``ringflow.codec``).
 
@@ -52,8 +58,9 @@ async def connect(address: str | None = None, namespace: str | None = None, runt
     """
     codec = codec if codec is not None else codec_from_settings(get_settings())
     options = connect_options(address, namespace, envconfig=envconfig)
-    return await Client.connect(**options, data_converter=data_converter(codec), runtime=runtime,
-                                interceptors=tracing_interceptors())  # [] unless OTEL_* turns tracing on
+    return await Client.connect(
+        **options, data_converter=data_converter(codec), runtime=runtime, interceptors=tracing_interceptors()
+    )  # [] unless OTEL_* turns tracing on
 
 
 async def list_custom_search_attributes(client: Client, namespace: str) -> dict[str, int]:
@@ -109,12 +116,18 @@ async def set_retention(client: Client, namespace: str, days: int) -> str | None
     """Set how long closed calls stay in the namespace; the refusal's reason if the server
     does not allow it (Temporal Cloud manages retention itself), else None."""
     try:
-        await client.workflow_service.update_namespace(UpdateNamespaceRequest(
-            namespace=namespace,
-            config=NamespaceConfig(workflow_execution_retention_ttl=Duration(seconds=days * 86400))))
+        await client.workflow_service.update_namespace(
+            UpdateNamespaceRequest(
+                namespace=namespace,
+                config=NamespaceConfig(workflow_execution_retention_ttl=Duration(seconds=days * 86400)),
+            )
+        )
     except RPCError as err:
-        if err.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED,
-                          RPCStatusCode.INVALID_ARGUMENT):
+        if err.status in (
+            RPCStatusCode.PERMISSION_DENIED,
+            RPCStatusCode.UNIMPLEMENTED,
+            RPCStatusCode.INVALID_ARGUMENT,
+        ):
             return f"{err.message} (on Temporal Cloud set retention with tcld or the Cloud UI)"
         raise
     return None

@@ -40,8 +40,15 @@ def _exporter() -> Any:
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         return ConsoleSpanExporter()
-    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip().lower()
+    protocol = (
+        (
+            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "grpc"
+        )
+        .strip()
+        .lower()
+    )
     # Endpoint, headers, timeout: from the OTEL_EXPORTER_OTLP_* variables.
     if protocol.startswith("http"):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -78,13 +85,34 @@ def redact(span: Any) -> Any:
     status = span.status
     if status.description:
         status = Status(status.status_code, status.description.split(":", 1)[0])
-    events = [Event(e.name, {k: v for k, v in (e.attributes or {}).items()
-                             if k not in ("exception.message", "exception.stacktrace")}, e.timestamp)
-              if e.name == "exception" else e for e in span.events]
-    return ReadableSpan(name=span.name, context=span.context, parent=span.parent, resource=span.resource,
-                        attributes=span.attributes, events=events, links=span.links, kind=span.kind,
-                        status=status, start_time=span.start_time, end_time=span.end_time,
-                        instrumentation_scope=span.instrumentation_scope)
+    events = [
+        Event(
+            e.name,
+            {
+                k: v
+                for k, v in (e.attributes or {}).items()
+                if k not in ("exception.message", "exception.stacktrace")
+            },
+            e.timestamp,
+        )
+        if e.name == "exception"
+        else e
+        for e in span.events
+    ]
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=span.attributes,
+        events=events,
+        links=span.links,
+        kind=span.kind,
+        status=status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
 
 
 def setup_tracing() -> bool:

@@ -47,9 +47,15 @@ async def serve(settings: Settings) -> None:
         client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
         target = describe(connect_options(settings.temporal_address, settings.temporal_namespace))
         # a log line (JSON with `ringflow worker`), so stderr holds nothing but log lines
-        log.info("worker on %s, task queue %r, metrics on %s:%s/metrics%s", target, settings.task_queue,
-                 settings.metrics_host, settings.metrics_port,
-                 f", health on :{settings.health_port}" if health else "", extra={"event": "worker_started"})
+        log.info(
+            "worker on %s, task queue %r, metrics on %s:%s/metrics%s",
+            target,
+            settings.task_queue,
+            settings.metrics_host,
+            settings.metrics_port,
+            f", health on :{settings.health_port}" if health else "",
+            extra={"event": "worker_started"},
+        )
         relay = None
         if settings.livekit_webhook_port:  # LiveKit's webhooks, mounted in the worker (ringflow/cli_sip.py)
             from ringflow.cli_sip import start_relay

@@ -91,8 +91,12 @@ class TextCall:
 
     def session_factory(self, snap: Snapshot) -> AgentSession:
         """The session ``attach_agent`` starts: the OpenAI plugin on this call's lane."""
-        model = lk_openai.LLM(model="scripted", base_url=self.llm.base_url, api_key="scripted",
-                              extra_headers={LANE_HEADER: self.call.call_id})
+        model = lk_openai.LLM(
+            model="scripted",
+            base_url=self.llm.base_url,
+            api_key="scripted",
+            extra_headers={LANE_HEADER: self.call.call_id},
+        )
         session: AgentSession = AgentSession(llm=model, user_away_timeout=None)
 
         def on_speech(ev: SpeechCreatedEvent) -> None:
@@ -105,9 +109,15 @@ class TextCall:
 
     async def attach(self) -> AgentRun:
         """A new agent on the call, as a dispatcher would start one (fresh or after a crash)."""
-        run = await attach_agent(self.client, self.call.call_id, f"agent-{uuid.uuid4().hex[:6]}",
-                                 session_factory=self.session_factory, idle_from_session=False,
-                                 heartbeat_s=0, own_max_duration=False)
+        run = await attach_agent(
+            self.client,
+            self.call.call_id,
+            f"agent-{uuid.uuid4().hex[:6]}",
+            session_factory=self.session_factory,
+            idle_from_session=False,
+            heartbeat_s=0,
+            own_max_duration=False,
+        )
         self.runs.append(run)
         await self.idle()
         return run
@@ -179,9 +189,14 @@ def say(text: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def text_call(client: Client, task_queue: str, llm: ScriptedLLM, *,
-                    definition: FlowDefinition | None = None, variables: dict[str, Any] | None = None,
-                    ) -> AsyncIterator[TextCall]:
+async def text_call(
+    client: Client,
+    task_queue: str,
+    llm: ScriptedLLM,
+    *,
+    definition: FlowDefinition | None = None,
+    variables: dict[str, Any] | None = None,
+) -> AsyncIterator[TextCall]:
     """Start a call (a worker must be polling ``task_queue``) and attach an agent to it.
 
     On exit the agents are closed and a call still running is terminated, so no workflow
@@ -190,8 +205,9 @@ async def text_call(client: Client, task_queue: str, llm: ScriptedLLM, *,
     definition = definition or desk()
     call_id = f"txt-{uuid.uuid4().hex[:10]}"
     lane = llm.lane(call_id)
-    handle = await start_call(client, definition, task_queue=task_queue, call_id=call_id,
-                              variables=variables or {})
+    handle = await start_call(
+        client, definition, task_queue=task_queue, call_id=call_id, variables=variables or {}
+    )
     tc = TextCall(client, handle, llm, lane, definition)
     try:
         await tc.attach()

@@ -21,9 +21,17 @@ from workflows.worker import build_worker
 
 async def main(a: argparse.Namespace) -> None:
     os.environ["RINGFLOW_DISPATCHER"] = a.dispatcher
-    telephony.register_telephony(a.dispatcher, LiveKitTelephony(
-        a.livekit_url, a.livekit_key, a.livekit_secret, agent_name="ringflow-test", trunk_id="ST_default",
-        from_number="+15550111"))
+    telephony.register_telephony(
+        a.dispatcher,
+        LiveKitTelephony(
+            a.livekit_url,
+            a.livekit_key,
+            a.livekit_secret,
+            agent_name="ringflow-test",
+            trunk_id="ST_default",
+            from_number="+15550111",
+        ),
+    )
     client = await connect(a.address)
     settings = Settings(database_url=a.database_url, redis_url=a.redis_url, http_allow_private=True)
     async with build_worker(client, settings, task_queue=a.task_queue):
@@ -33,7 +41,15 @@ async def main(a: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    for name in ("address", "task-queue", "database-url", "redis-url", "livekit-url", "livekit-key",
-                 "livekit-secret", "dispatcher"):
+    for name in (
+        "address",
+        "task-queue",
+        "database-url",
+        "redis-url",
+        "livekit-url",
+        "livekit-key",
+        "livekit-secret",
+        "dispatcher",
+    ):
         ap.add_argument(f"--{name}", required=True)
     asyncio.run(main(ap.parse_args()))

@@ -35,16 +35,26 @@ async def fake_line(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKi
     async with FakeLiveKit() as fake:
         name = f"lk-{uuid.uuid4().hex[:6]}"
         monkeypatch.setenv("RINGFLOW_DISPATCHER", name)
-        phone = LiveKitTelephony(fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test",
-                                 trunk_id="ST_default", from_number="+15550111")
+        phone = LiveKitTelephony(
+            fake.url,
+            fake.api_key,
+            fake.api_secret,
+            agent_name="ringflow-test",
+            trunk_id="ST_default",
+            from_number="+15550111",
+        )
         monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, name: phone})
         yield fake
 
 
 @asynccontextmanager
-async def stand_in_agent(client: Client, lk: FakeLiveKit, reasons: dict[str, str] | None = None,
-                         default: str = "user_hangup",
-                         hold: set[str] | None = None) -> AsyncIterator[list[str]]:
+async def stand_in_agent(
+    client: Client,
+    lk: FakeLiveKit,
+    reasons: dict[str, str] | None = None,
+    default: str = "user_hangup",
+    hold: set[str] | None = None,
+) -> AsyncIterator[list[str]]:
     """Ends every answered call with the reason of its number (``reasons``), else ``default``;
     a number in ``hold`` stays on the line until the test removes it."""
     ended: list[str] = []
@@ -82,17 +92,32 @@ def contacts(*phones: str, tz: str = "UTC") -> list[store.Contact]:
     return [store.Contact(phone=p, tz=tz, variables={"patient": f"P{i}"}) for i, p in enumerate(phones)]
 
 
-def campaign_input(cid: str, trunk: str, *, window: str = "always", retry: dict[str, RetryRule] | None = None,
-                   **limits: Any) -> CampaignInput:
-    return CampaignInput(campaign_id=cid, definition=clinic(), trunk_id=trunk, limits=Limits(**limits),
-                         windows=parse_windows([window]), retry=retry or {}, time_scale=1.0,
-                         ringing_timeout_s=5)
+def campaign_input(
+    cid: str, trunk: str, *, window: str = "always", retry: dict[str, RetryRule] | None = None, **limits: Any
+) -> CampaignInput:
+    return CampaignInput(
+        campaign_id=cid,
+        definition=clinic(),
+        trunk_id=trunk,
+        limits=Limits(**limits),
+        windows=parse_windows([window]),
+        retry=retry or {},
+        time_scale=1.0,
+        ringing_timeout_s=5,
+    )
 
 
-async def run_campaign(client: Client, task_queue: str, database_url: str, inp: CampaignInput,
-                       people: list[store.Contact], dnc: list[str] | None = None) -> Any:
-    return await start_campaign(client, inp, people, database_url=database_url, task_queue=task_queue,
-                                dnc=dnc)
+async def run_campaign(
+    client: Client,
+    task_queue: str,
+    database_url: str,
+    inp: CampaignInput,
+    people: list[store.Contact],
+    dnc: list[str] | None = None,
+) -> Any:
+    return await start_campaign(
+        client, inp, people, database_url=database_url, task_queue=task_queue, dnc=dnc
+    )
 
 
 def new_id(prefix: str = "c") -> str:

@@ -55,18 +55,24 @@ def go(name: str, to: str, description: str = "Move on.", **kw: Any) -> Data:
     return {"name": name, "transition_only": True, "description": description, "transition_to": to, **kw}
 
 
-def capture(name: str, properties: Data | None = None, required: list[str] | None = None,
-            **kw: Any) -> Data:
+def capture(name: str, properties: Data | None = None, required: list[str] | None = None, **kw: Any) -> Data:
     props = properties if properties is not None else {"v": {"type": "integer"}}
-    params = {"type": "object", "properties": props,
-              "required": list(props) if required is None else required}
+    params = {
+        "type": "object",
+        "properties": props,
+        "required": list(props) if required is None else required,
+    }
     return {"name": name, "capture": True, "description": "Record it.", "parameters": params, **kw}
 
 
 def http(name: str, **kw: Any) -> Data:
-    return {"name": name, "description": "Ask the API.",
-            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
-            "http": {"method": "POST", "url": "https://api.test/{{q}}"}, **kw}
+    return {
+        "name": name,
+        "description": "Ask the API.",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        "http": {"method": "POST", "url": "https://api.test/{{q}}"},
+        **kw,
+    }
 
 
 def table(cases: Data, default: str | None = None, field: str = "status") -> Data:
@@ -93,41 +99,80 @@ def action(run: Data, transition_to: Any, **kw: Any) -> Data:
 
 
 # --- flows shared by several tests ----------------------------------------------------------
-CLINIC_VARS = {"first_name": {"type": "string", "required": True},
-               "clinic": {"type": "string", "default": "Northside"}}
+CLINIC_VARS = {
+    "first_name": {"type": "string", "required": True},
+    "clinic": {"type": "string", "default": "Northside"},
+}
 
 
 def clinic(**settings: Any) -> Engine:
     """The workhorse flow: every kind of function entry on one node, globals, an end."""
-    return engine(flow({
-        "greet": agent(
-            go("to_book", "book", "Book for {{first_name}}.", speech="One moment, {{first_name}}."),
-            capture("note", {"text": {"type": "string"}, "size": {"type": "integer"}}, required=["text"]),
-            {"name": "lookup"}, {"name": "check"}, http("find", transition_to=table({"yes": "book"})),
-            task="Greet {{first_name}} ({{current_date}} {{current_time}}, call {{call_id}}, "
-                 "from {{caller_number}}, order {{state.order.size | unknown}}).",
-            greeting="Hello {{first_name}}!",
-            extract=[{"name": "mood", "enum": ["happy", "sad"]}, {"name": "age", "type": "integer"}]),
-        "book": agent(go("done", "bye"), go("again", "book"), task="Book it.", add_role=False,
-                      context="reset"),
-        "bye": end(functions=[capture("rate", {"stars": {"type": "integer"}})], disposition="booked",
-                   extract=[{"name": "rating", "type": "integer"}]),
-    }, role="You are Ava for {{clinic}}.", variables=CLINIC_VARS, handlers=HANDLERS, settings=settings,
-        global_functions=[go("human", "bye", "Wants a human."), capture("complain")]))
+    return engine(
+        flow(
+            {
+                "greet": agent(
+                    go("to_book", "book", "Book for {{first_name}}.", speech="One moment, {{first_name}}."),
+                    capture(
+                        "note", {"text": {"type": "string"}, "size": {"type": "integer"}}, required=["text"]
+                    ),
+                    {"name": "lookup"},
+                    {"name": "check"},
+                    http("find", transition_to=table({"yes": "book"})),
+                    task="Greet {{first_name}} ({{current_date}} {{current_time}}, call {{call_id}}, "
+                    "from {{caller_number}}, order {{state.order.size | unknown}}).",
+                    greeting="Hello {{first_name}}!",
+                    extract=[{"name": "mood", "enum": ["happy", "sad"]}, {"name": "age", "type": "integer"}],
+                ),
+                "book": agent(
+                    go("done", "bye"), go("again", "book"), task="Book it.", add_role=False, context="reset"
+                ),
+                "bye": end(
+                    functions=[capture("rate", {"stars": {"type": "integer"}})],
+                    disposition="booked",
+                    extract=[{"name": "rating", "type": "integer"}],
+                ),
+            },
+            role="You are Ava for {{clinic}}.",
+            variables=CLINIC_VARS,
+            handlers=HANDLERS,
+            settings=settings,
+            global_functions=[go("human", "bye", "Wants a human."), capture("complain")],
+        )
+    )
 
 
 def gated() -> Engine:
     """Gates chained into an action: no LLM between the capture and the end."""
-    return engine(flow({
-        "ask": agent(capture("order", {"total": {"type": "number"}}, transition_to="route")),
-        "route": gate([({"var": "state.order.total", "op": ">=", "value": 100}, "big"),
-                       ({"any": [{"var": "vip", "op": "==", "value": True}, {"var": "mood", "op": "exists"}]},
-                        "check")], default="small"),
-        "check": gate([({"var": "state.order.total", "op": ">", "value": 50}, "big")], default="fetch"),
-        "fetch": action({"name": "check"}, table({"found": "big", "error": "small"}), save_as="rec"),
-        "big": end(disposition="big"), "small": end(disposition="small")},
-        handlers=HANDLERS,
-        variables={"vip": {"type": "boolean", "default": False}, "mood": {"type": "string"}}))
+    return engine(
+        flow(
+            {
+                "ask": agent(capture("order", {"total": {"type": "number"}}, transition_to="route")),
+                "route": gate(
+                    [
+                        ({"var": "state.order.total", "op": ">=", "value": 100}, "big"),
+                        (
+                            {
+                                "any": [
+                                    {"var": "vip", "op": "==", "value": True},
+                                    {"var": "mood", "op": "exists"},
+                                ]
+                            },
+                            "check",
+                        ),
+                    ],
+                    default="small",
+                ),
+                "check": gate(
+                    [({"var": "state.order.total", "op": ">", "value": 50}, "big")], default="fetch"
+                ),
+                "fetch": action({"name": "check"}, table({"found": "big", "error": "small"}), save_as="rec"),
+                "big": end(disposition="big"),
+                "small": end(disposition="small"),
+            },
+            handlers=HANDLERS,
+            variables={"vip": {"type": "boolean", "default": False}, "mood": {"type": "string"}},
+        )
+    )
 
 
 # --- driving a call ----------------------------------------------------------------------
@@ -164,16 +209,33 @@ def only(effects: list[Effect], kind: type) -> Any:
 
 
 # --- hypothesis: random valid flows ----------------------------------------------------------
-json_scalars = (st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=6)
-                | st.floats(allow_nan=False, allow_infinity=False))
-json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=3)
-                           | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=8)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.text(max_size=6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+    max_leaves=8,
+)
 VARS = ["tier", "n", "state.score", "state.x_cap.v", "missing.path"]
 OPS = ["==", "!=", "<", "<=", ">", ">=", "in", "not_in", "contains", "exists", "not_exists"]
-leaf = st.builds(lambda var, op, value: {"var": var, "op": op, "value": value}, st.sampled_from(VARS),
-                 st.sampled_from(OPS), st.sampled_from([3, "gold", True, None, [1, 3, "gold"], "o", 2.5]))
-conditions = st.recursive(leaf, lambda c: st.builds(lambda k, xs: {k: xs}, st.sampled_from(["all", "any"]),
-                                                    st.lists(c, min_size=1, max_size=2)), max_leaves=3)
+leaf = st.builds(
+    lambda var, op, value: {"var": var, "op": op, "value": value},
+    st.sampled_from(VARS),
+    st.sampled_from(OPS),
+    st.sampled_from([3, "gold", True, None, [1, 3, "gold"], "o", 2.5]),
+)
+conditions = st.recursive(
+    leaf,
+    lambda c: st.builds(
+        lambda k, xs: {k: xs}, st.sampled_from(["all", "any"]), st.lists(c, min_size=1, max_size=2)
+    ),
+    max_leaves=3,
+)
 CASES = ["ok", "true", "1", "missing"]
 
 
@@ -191,7 +253,7 @@ def flows(draw: st.DrawFn) -> Data:
     anywhere = st.sampled_from(every)
     nodes: Data = {}
     for k, nid in enumerate(order):
-        forward = draw(st.sampled_from(order[k + 1:] + ends))
+        forward = draw(st.sampled_from(order[k + 1 :] + ends))
         if nid.startswith("g"):
             branches = draw(st.lists(st.tuples(conditions, anywhere), min_size=1, max_size=2))
             nodes[nid] = gate(branches, forward)
@@ -203,61 +265,122 @@ def flows(draw: st.DrawFn) -> Data:
         else:
             nodes[nid] = _agent(draw, nid, forward, anywhere)
     for nid in ends:
-        extra = draw(st.sampled_from([{}, {"disposition": f"done_{nid}"}, {"greeting": "Bye {{tier}}."},
-                                      {"extract": [{"name": "rating", "type": "integer"}]}]))
+        extra = draw(
+            st.sampled_from(
+                [
+                    {},
+                    {"disposition": f"done_{nid}"},
+                    {"greeting": "Bye {{tier}}."},
+                    {"extract": [{"name": "rating", "type": "integer"}]},
+                ]
+            )
+        )
         fns = draw(st.sampled_from([[], [capture(f"c_{nid}")], [http(f"h_{nid}")]]))
         nodes[nid] = end(functions=fns, **extra)
-    globals_ = draw(st.sampled_from([[], [go("g_help", ends[0])],
-                                     [go("g_help", ends[-1]), capture("g_note")]]))
-    settings = {"max_transitions": draw(st.integers(1, 8)), "max_node_visits": draw(st.integers(1, 4)),
-                "idle": {"prompts": draw(st.integers(0, 2)),
-                         "on_give_up": draw(st.sampled_from(("end", "wait")))},
-                "context": draw(st.sampled_from(["append", "reset", "reset_with_summary"]))}
-    return flow({n: nodes[n] for n in draw(st.permutations(every))}, start=order[0], handlers=HANDLERS,
-                role="You are Ava{{ tier | }}.", settings=settings, global_functions=globals_,
-                variables={"tier": {"type": "string", "default": "gold"},
-                           "n": {"type": "integer", "default": 3},
-                           "missing": {"type": "object"}})  # declared, never given: a missing path
+    globals_ = draw(
+        st.sampled_from([[], [go("g_help", ends[0])], [go("g_help", ends[-1]), capture("g_note")]])
+    )
+    settings = {
+        "max_transitions": draw(st.integers(1, 8)),
+        "max_node_visits": draw(st.integers(1, 4)),
+        "idle": {"prompts": draw(st.integers(0, 2)), "on_give_up": draw(st.sampled_from(("end", "wait")))},
+        "context": draw(st.sampled_from(["append", "reset", "reset_with_summary"])),
+    }
+    return flow(
+        {n: nodes[n] for n in draw(st.permutations(every))},
+        start=order[0],
+        handlers=HANDLERS,
+        role="You are Ava{{ tier | }}.",
+        settings=settings,
+        global_functions=globals_,
+        variables={
+            "tier": {"type": "string", "default": "gold"},
+            "n": {"type": "integer", "default": 3},
+            "missing": {"type": "object"},
+        },
+    )  # declared, never given: a missing path
 
 
 def _agent(draw: st.DrawFn, nid: str, forward: str, anywhere: st.SearchStrategy[str]) -> Data:
-    exits = [go(f"t_{nid}", forward), capture("x_cap", transition_to=forward),
-             http(f"h_{nid}", transition_to=forward), http(f"b_{nid}", transition_to=table({"ok": forward}))]
+    exits = [
+        go(f"t_{nid}", forward),
+        capture("x_cap", transition_to=forward),
+        http(f"h_{nid}", transition_to=forward),
+        http(f"b_{nid}", transition_to=table({"ok": forward})),
+    ]
     fns = [draw(st.sampled_from(exits))]
     for i in range(draw(st.integers(0, 2))):
         target = draw(anywhere)
-        fns.append(draw(st.sampled_from([
-            go(f"t{i}_{nid}", target), capture(f"c{i}_{nid}"), capture(f"c{i}_{nid}", transition_to=target),
-            http(f"h{i}_{nid}"), http(f"h{i}_{nid}", transition_to=table({"true": target}, draw(anywhere))),
-            {"name": "lookup", "transition_to": table({"found": target})}])))
+        fns.append(
+            draw(
+                st.sampled_from(
+                    [
+                        go(f"t{i}_{nid}", target),
+                        capture(f"c{i}_{nid}"),
+                        capture(f"c{i}_{nid}", transition_to=target),
+                        http(f"h{i}_{nid}"),
+                        http(f"h{i}_{nid}", transition_to=table({"true": target}, draw(anywhere))),
+                        {"name": "lookup", "transition_to": table({"found": target})},
+                    ]
+                )
+            )
+        )
     fns = list({f["name"]: f for f in reversed(fns)}.values())[::-1]  # a name once per node
-    extra = draw(st.fixed_dictionaries({}, optional={
-        "greeting": st.just("Hi {{tier}}, at {{current_time}}."), "respond_immediately": st.booleans(),
-        "extract": st.just([{"name": "rating", "type": "integer"}, {"name": "mood", "enum": ["ok", "bad"]}]),
-        "pre_actions": st.just([{"tts_say": "One moment."}, {"function": "log_entry"}]),
-        "post_actions": st.sampled_from([[{"tts_say": "Next."}], [{"end_conversation": "Bye."}]]),
-        "context": st.just("reset"), "add_role": st.booleans()}))
+    extra = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "greeting": st.just("Hi {{tier}}, at {{current_time}}."),
+                "respond_immediately": st.booleans(),
+                "extract": st.just(
+                    [{"name": "rating", "type": "integer"}, {"name": "mood", "enum": ["ok", "bad"]}]
+                ),
+                "pre_actions": st.just([{"tts_say": "One moment."}, {"function": "log_entry"}]),
+                "post_actions": st.sampled_from([[{"tts_say": "Next."}], [{"end_conversation": "Bye."}]]),
+                "context": st.just("reset"),
+                "add_role": st.booleans(),
+            },
+        )
+    )
     return agent(*fns, task=f"Node {nid} for {{{{tier}}}}, score {{{{state.score | none}}}}.", **extra)
 
 
 # --- hypothesis: events ----------------------------------------------------------------------
 # Built once: hypothesis validates every new strategy object, which dominated the run time
 # when they were rebuilt per event.
-ARGS = st.one_of(st.just({}), st.fixed_dictionaries({"v": st.integers(-3, 3)}),
-                 st.fixed_dictionaries({"q": st.text(max_size=4)}),
-                 st.dictionaries(st.text(max_size=3), json_values, max_size=2))
+ARGS = st.one_of(
+    st.just({}),
+    st.fixed_dictionaries({"v": st.integers(-3, 3)}),
+    st.fixed_dictionaries({"q": st.text(max_size=4)}),
+    st.dictionaries(st.text(max_size=3), json_values, max_size=2),
+)
 RESULTS = st.one_of(st.fixed_dictionaries({"status": st.sampled_from([*CASES, True, 1])}), json_values)
 HANDLER_STATE = st.none() | st.dictionaries(st.sampled_from(["score", "x"]), json_values, max_size=2)
-EXTRACTED = st.dictionaries(st.sampled_from(["rating", "mood", "disposition", "other"]), json_values,
-                            max_size=3)
-GARBAGE = (st.dictionaries(st.sampled_from(["type", "name", "run_id", "at", "zzz"]), json_values, max_size=3)
-           | st.fixed_dictionaries(
-               {"type": st.sampled_from(["function_called", "function_result", "hangup"])},
-               optional={"run_id": json_values, "name": json_values, "at": json_values}))
+EXTRACTED = st.dictionaries(
+    st.sampled_from(["rating", "mood", "disposition", "other"]), json_values, max_size=3
+)
+GARBAGE = st.dictionaries(
+    st.sampled_from(["type", "name", "run_id", "at", "zzz"]), json_values, max_size=3
+) | st.fixed_dictionaries(
+    {"type": st.sampled_from(["function_called", "function_result", "hangup"])},
+    optional={"run_id": json_values, "name": json_values, "at": json_values},
+)
 RESPONSES = ("transition_in_yaml", "no_response", "?")
 # calls and results weigh most: ending events would otherwise end most calls after a few steps
-KINDS = ("call", "call", "call", "call", "result", "result", "extract", "idle", "spoke", "garbage",
-         "max_duration", "hangup")
+KINDS = (
+    "call",
+    "call",
+    "call",
+    "call",
+    "result",
+    "result",
+    "extract",
+    "idle",
+    "spoke",
+    "garbage",
+    "max_duration",
+    "hangup",
+)
 
 
 def function_names(definition: FlowDefinition, node: str | None = None) -> tuple[str, ...]:
@@ -280,19 +403,28 @@ def events(data: st.DataObject, definition: FlowDefinition, state: CallState, at
     event: Any
     if kind == "call":
         here = state.node if data.draw(st.integers(0, 3)) else None  # mostly a name offered here
-        event = FunctionCalled(name=data.draw(st.sampled_from(function_names(definition, here))),
-                               args=data.draw(ARGS), at=stamp)
+        event = FunctionCalled(
+            name=data.draw(st.sampled_from(function_names(definition, here))), args=data.draw(ARGS), at=stamp
+        )
     elif kind == "result":
         pending = tuple(int(k) for k in sorted(state.pending))
-        run_id = data.draw(st.sampled_from(pending) if pending and data.draw(st.booleans())
-                           else st.integers(0, 9))
-        event = FunctionResult(run_id=run_id, result=data.draw(RESULTS), at=stamp,
-                               response=data.draw(st.sampled_from(RESPONSES)),
-                               error=data.draw(st.sampled_from((None, None, "boom"))),
-                               state=data.draw(HANDLER_STATE))
+        run_id = data.draw(
+            st.sampled_from(pending) if pending and data.draw(st.booleans()) else st.integers(0, 9)
+        )
+        event = FunctionResult(
+            run_id=run_id,
+            result=data.draw(RESULTS),
+            at=stamp,
+            response=data.draw(st.sampled_from(RESPONSES)),
+            error=data.draw(st.sampled_from((None, None, "boom"))),
+            state=data.draw(HANDLER_STATE),
+        )
     elif kind == "extract":
-        event = ExtractionResult(node=data.draw(st.sampled_from((*definition.flow.nodes, "zz"))),
-                                 values=data.draw(EXTRACTED), at=stamp)
+        event = ExtractionResult(
+            node=data.draw(st.sampled_from((*definition.flow.nodes, "zz"))),
+            values=data.draw(EXTRACTED),
+            at=stamp,
+        )
     elif kind == "hangup":
         event = HangUp(reason=data.draw(st.sampled_from(("user_hangup", "agent_lost", "error"))), at=stamp)
     elif kind == "garbage":

@@ -88,8 +88,10 @@ async def task_failures(call: CallHandle) -> list[str]:
         nxt = None
         async for ev in call.client.get_workflow_handle(call.handle.id, run_id=run_id).fetch_history_events():
             attrs = ev.workflow_task_failed_event_attributes
-            if (ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-                    and attrs.cause != WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND):
+            if (
+                ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+                and attrs.cause != WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+            ):
                 out.append(attrs.failure.message)
             if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
                 nxt = ev.workflow_execution_continued_as_new_event_attributes.new_execution_run_id

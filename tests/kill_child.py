@@ -46,8 +46,9 @@ KILLPOINT = "KILLPOINT"
 
 def scripted_session(base_url: str, lane: str) -> AgentSession:
     """A text-mode session whose LLM is the scripted lane ``lane``, as ``run_script`` builds it."""
-    model = lk_openai.LLM(model="scripted", base_url=base_url, api_key="scripted",
-                          extra_headers={LANE_HEADER: lane})
+    model = lk_openai.LLM(
+        model="scripted", base_url=base_url, api_key="scripted", extra_headers={LANE_HEADER: lane}
+    )
     return AgentSession(llm=model, user_away_timeout=None)
 
 
@@ -88,9 +89,16 @@ async def main(argv: list[str]) -> int:
     def session_factory(snap: Snapshot) -> AgentSession:
         return scripted_session(args.llm_url, args.lane)
 
-    run = await attach_agent(client, args.call_id, f"child-agent-{os.getpid()}",
-                             session_factory=session_factory, kill_hook=freeze,
-                             idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+    run = await attach_agent(
+        client,
+        args.call_id,
+        f"child-agent-{os.getpid()}",
+        session_factory=session_factory,
+        kill_hook=freeze,
+        idle_from_session=False,
+        heartbeat_s=0,
+        own_max_duration=False,
+    )
     await run.session.wait_for_idle()  # the greeting is spoken before the caller answers
     for i, turn in enumerate(script.turns[: args.kill_turn + 1]):
         if i == args.kill_turn:

@@ -44,30 +44,46 @@ OUT = ROOT / "tests" / "histories" / "campaign"
 async def record() -> None:
     people = [f"+1212555{9300 + i}" for i in range(8)]
     with tempfile.TemporaryDirectory(prefix="ringflow-campaign-history-") as tmp:
-        stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal",
-                         headless=True)
+        stack = DevStack(
+            port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal", headless=True
+        )
         await stack.start()
         try:
             async with FakeLiveKit() as lk:
                 os.environ["RINGFLOW_DISPATCHER"] = "history"
-                telephony.register_telephony("history", LiveKitTelephony(
-                    lk.url, lk.api_key, lk.api_secret, agent_name="ringflow-test", trunk_id="ST_h"))
+                telephony.register_telephony(
+                    "history",
+                    LiveKitTelephony(
+                        lk.url, lk.api_key, lk.api_secret, agent_name="ringflow-test", trunk_id="ST_h"
+                    ),
+                )
                 lk.set_answer(people[1], "busy")
                 lk.set_answer(people[2], "no_answer")
-                client = await Client.connect(stack.address, namespace=stack.namespace,
-                                              data_converter=pydantic_data_converter)
+                client = await Client.connect(
+                    stack.address, namespace=stack.namespace, data_converter=pydantic_data_converter
+                )
                 await register_search_attributes(client, stack.namespace)
                 db = f"sqlite:///{Path(tmp) / 'ringflow.db'}"
                 settings = Settings(database_url=db, redis_url=REDIS, http_allow_private=True)
-                inp = CampaignInput(campaign_id="history", definition=clinic(), trunk_id="ST_history",
-                                    limits=Limits(max_concurrent=3, cps=20, max_attempts=3),
-                                    windows=parse_windows(["always"]), max_history_events=200,
-                                    retry={"busy": RetryRule(count=1, delay_s=0.5),
-                                           "voicemail": RetryRule(count=1, delay_s=0.5)})
-                async with build_worker(client, settings, task_queue="histories"), \
-                        stand_in_agent(client, lk, {people[3]: "voicemail"}):
-                    handle = await start_campaign(client, inp, contacts(*people), database_url=db,
-                                                  task_queue="histories")
+                inp = CampaignInput(
+                    campaign_id="history",
+                    definition=clinic(),
+                    trunk_id="ST_history",
+                    limits=Limits(max_concurrent=3, cps=20, max_attempts=3),
+                    windows=parse_windows(["always"]),
+                    max_history_events=200,
+                    retry={
+                        "busy": RetryRule(count=1, delay_s=0.5),
+                        "voicemail": RetryRule(count=1, delay_s=0.5),
+                    },
+                )
+                async with (
+                    build_worker(client, settings, task_queue="histories"),
+                    stand_in_agent(client, lk, {people[3]: "voicemail"}),
+                ):
+                    handle = await start_campaign(
+                        client, inp, contacts(*people), database_url=db, task_queue="histories"
+                    )
                     store.add_dnc(db, [people[7]], now=0)
                     await handle.result()
                 OUT.mkdir(parents=True, exist_ok=True)

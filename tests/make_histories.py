@@ -86,24 +86,33 @@ class Agent:
 
     def turns(self, *pairs: tuple[str, str]) -> TurnsEvent:
         self.seq += 1
-        return TurnsEvent(event_id=self._id("turns"), seq=self.seq, at=T0 + self.seq,
-                          items=[Turn(role=r, text=t) for r, t in pairs])  # type: ignore[arg-type]
+        return TurnsEvent(
+            event_id=self._id("turns"),
+            seq=self.seq,
+            at=T0 + self.seq,
+            items=[Turn(role=r, text=t) for r, t in pairs],
+        )  # type: ignore[arg-type]
 
     def transition(self, from_node: str, name: str, /, **args: Any) -> TransitionEvent:
         self.seq += 1
-        return TransitionEvent(event_id=self._id("tr"), seq=self.seq, from_node=from_node, name=name,
-                               args=args, at=T0 + self.seq)
+        return TransitionEvent(
+            event_id=self._id("tr"), seq=self.seq, from_node=from_node, name=name, args=args, at=T0 + self.seq
+        )
 
     async def say(self, *pairs: tuple[str, str]) -> None:
         await self.call.turns(self.turns(*pairs))
 
     async def fn(self, node: str, function: str, /, **args: Any) -> CallFunctionResult:
-        return await self.call.call_function(CallFunctionRequest(
-            event_id=self._id("fn"), node=node, name=function, args=args, at=T0 + self.seq))
+        return await self.call.call_function(
+            CallFunctionRequest(
+                event_id=self._id("fn"), node=node, name=function, args=args, at=T0 + self.seq
+            )
+        )
 
 
-async def wait_for(call: CallHandle, pred: Callable[[dict[str, Any]], bool], what: str,
-                   timeout: float = 30.0) -> dict[str, Any]:
+async def wait_for(
+    call: CallHandle, pred: Callable[[dict[str, Any]], bool], what: str, timeout: float = 30.0
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         st = await call.state()
@@ -129,18 +138,31 @@ async def appointment_happy(client: Client, tq: str) -> Handles:
     """Attach, turns, updates with a branch table looping on a node, a transition signal,
     a handler result choosing the end node, extraction on the way out of two nodes."""
     d = flow("appointment_reminder")
-    call = await start_call(client, d, task_queue=tq, call_id="hist-appointment-happy", variables={
-        "patient_first_name": "Robin", "appointment_id": "apt-1001", "appointment_time": "Tuesday at 3 PM"})
+    call = await start_call(
+        client,
+        d,
+        task_queue=tq,
+        call_id="hist-appointment-happy",
+        variables={
+            "patient_first_name": "Robin",
+            "appointment_id": "apt-1001",
+            "appointment_time": "Tuesday at 3 PM",
+        },
+    )
     a = Agent(call, "ah")
     await call.attach("agent-hist-1")
-    await a.say(("assistant", "Hello, this is Ava from Maple Grove Dental. Am I speaking with Robin?"),
-                ("user", "Yes, this is Robin."))
+    await a.say(
+        ("assistant", "Hello, this is Ava from Maple Grove Dental. Am I speaking with Robin?"),
+        ("user", "Yes, this is Robin."),
+    )
     first = await a.fn("verify_identity", "check_identity", birth_year="1986")
     check(first.node == "verify_identity", f"mismatch stays: {first}")
     second = await a.fn("verify_identity", "check_identity", birth_year="1987")
     check(second.node == "remind", f"verified: {second}")
-    await a.say(("assistant", "You have an appointment Tuesday at 3 PM. Can you make it?"),
-                ("user", "Not really, could we move it?"))
+    await a.say(
+        ("assistant", "You have an appointment Tuesday at 3 PM. Can you make it?"),
+        ("user", "Not really, could we move it?"),
+    )
     await call.transition(a.transition("remind", "needs_new_time"))
     await wait_for(call, lambda s: s["node"] == "reschedule", "node reschedule")
     slots = await a.fn("reschedule", "list_open_slots")
@@ -157,8 +179,17 @@ async def appointment_happy(client: Client, tq: str) -> Handles:
 async def appointment_out_of_order(client: Client, tq: str) -> Handles:
     """Sequenced events arriving late, early, twice, and a stale one, some in one batch."""
     d = flow("appointment_reminder")
-    call = await start_call(client, d, task_queue=tq, call_id="hist-appointment-out-of-order", variables={
-        "patient_first_name": "Kai", "appointment_id": "apt-1002", "appointment_time": "Friday at 11 AM"})
+    call = await start_call(
+        client,
+        d,
+        task_queue=tq,
+        call_id="hist-appointment-out-of-order",
+        variables={
+            "patient_first_name": "Kai",
+            "appointment_id": "apt-1002",
+            "appointment_time": "Friday at 11 AM",
+        },
+    )
     a = Agent(call, "ao")
     verified = await a.fn("verify_identity", "check_identity", birth_year="1990")
     check(verified.node == "remind", f"verified: {verified}")
@@ -183,13 +214,22 @@ async def lead_hangup(client: Client, tq: str) -> Handles:
     """A capture routed through a gate and an action node run by the workflow, then the
     caller hangs up in the middle of a node."""
     d = flow("lead_qualification")
-    call = await start_call(client, d, task_queue=tq, call_id="hist-lead-hangup", direction="inbound",
-                            variables={"campaign": "webinar"})
+    call = await start_call(
+        client,
+        d,
+        task_queue=tq,
+        call_id="hist-lead-hangup",
+        direction="inbound",
+        variables={"campaign": "webinar"},
+    )
     a = Agent(call, "lh")
-    await a.say(("assistant", "Hi, thanks for calling Shiftwise, this is Sam."),
-                ("user", "We are twelve people on shifts and want to plan them this quarter."))
-    needs = await a.fn("discovery", "record_needs", use_case="shift_planning", team_size=12,
-                       timeline="this_quarter")
+    await a.say(
+        ("assistant", "Hi, thanks for calling Shiftwise, this is Sam."),
+        ("user", "We are twelve people on shifts and want to plan them this quarter."),
+    )
+    needs = await a.fn(
+        "discovery", "record_needs", use_case="shift_planning", team_size=12, timeline="this_quarter"
+    )
     check(needs.decision == "transition", f"record_needs: {needs}")
     await wait_for(call, lambda s: s["node"] == "book_demo", "node book_demo")
     await call.event(CallEvent(event_id="lh-idle-1", kind="user_idle", at=T0 + 50))
@@ -212,10 +252,16 @@ async def restaurant_continue_as_new(client: Client, tq: str) -> Handles:
     full = await a.fn("get_time", "check_availability", time="7:00 PM", party_size=4)
     check(full.node == "offer_alternatives", f"7 PM full: {full}")
     for i in range(60):  # small talk, batched as the agent's outbox does, until the history is long
-        await call.batch(EventBatch(events=[
-            a.turns(("assistant", f"We have 6 PM or 9 PM free (option {i})."), ("user", "Let me think.")),
-            a.turns(("user", "Is the terrace open?"), ("assistant", "Yes, it is.")),
-        ]))
+        await call.batch(
+            EventBatch(
+                events=[
+                    a.turns(
+                        ("assistant", f"We have 6 PM or 9 PM free (option {i})."), ("user", "Let me think.")
+                    ),
+                    a.turns(("user", "Is the terrace open?"), ("assistant", "Yes, it is.")),
+                ]
+            )
+        )
         if i % 5 == 4 and (await call.state())["runs"] >= 2:
             break
     await wait_for(call, lambda s: s["runs"] >= 2, "continued as new")
@@ -234,10 +280,19 @@ async def restaurant_continue_as_new(client: Client, tq: str) -> Handles:
 async def appointment_agent_lost(client: Client, tq: str) -> Handles:
     """The agent goes silent: timers, failed re-dispatch activities, then an agent_lost end."""
     d = flow("appointment_reminder")
-    call = await start_call(client, d, task_queue=tq, call_id="hist-appointment-agent-lost",
-                            agent_timeout_s=1.0, max_dispatch_attempts=2, variables={
-                                "patient_first_name": "Kai", "appointment_id": "apt-1002",
-                                "appointment_time": "Friday at 11 AM"})
+    call = await start_call(
+        client,
+        d,
+        task_queue=tq,
+        call_id="hist-appointment-agent-lost",
+        agent_timeout_s=1.0,
+        max_dispatch_attempts=2,
+        variables={
+            "patient_first_name": "Kai",
+            "appointment_id": "apt-1002",
+            "appointment_time": "Friday at 11 AM",
+        },
+    )
     await call.heartbeat("agent-hist-2")
     record = await call.handle.result()
     check(record.end_reason == "agent_lost", f"record: {record.end_reason}")
@@ -259,23 +314,43 @@ async def phone_calls(client: Client, tq: str) -> Handles:
 
     async with FakeLiveKit() as lk:
         os.environ["RINGFLOW_DISPATCHER"] = "hist-lk"
-        telephony.register_telephony("hist-lk", LiveKitTelephony(lk.url, lk.api_key, lk.api_secret,
-                                                                 trunk_id="ST_hist", ringing_timeout_s=20))
+        telephony.register_telephony(
+            "hist-lk",
+            LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id="ST_hist", ringing_timeout_s=20),
+        )
         dispatch.register_dispatcher("hist-lk", LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret))
         try:
-            dialed = await start_call(client, flow("outbound_reminder"), task_queue=tq,
-                                      call_id="hist-phone-dial", variables={"first_name": "Robin"},
-                                      dial=Dial(to="+15550100"))
+            dialed = await start_call(
+                client,
+                flow("outbound_reminder"),
+                task_queue=tq,
+                call_id="hist-phone-dial",
+                variables={"first_name": "Robin"},
+                dial=Dial(to="+15550100"),
+            )
             await wait_for(dialed, lambda s: s["status"] == "live", "the dialed call answered")
             a = Agent(dialed, "pd")
             await dialed.attach("agent-hist-1")
             await a.say(("assistant", "Hi Robin, this is Ava from Northside Energy with a quick reminder."))
-            await dialed.room_event(RoomEvent(event_id="EV_hist_1", kind="agent_left",
-                                              identity="agent-hist-1", reason="SIGNAL_CLOSE", at=T0 + 5))
-            await wait_for(dialed, lambda s: any("left the room" in r["reason"] for r in s["rejected"]),
-                           "the lost agent noted")
-            await wait_for(dialed, lambda s: bool([d for d in lk.dispatches.values()
-                                                   if d.metadata_json().get("resume")]), "a replacement")
+            await dialed.room_event(
+                RoomEvent(
+                    event_id="EV_hist_1",
+                    kind="agent_left",
+                    identity="agent-hist-1",
+                    reason="SIGNAL_CLOSE",
+                    at=T0 + 5,
+                )
+            )
+            await wait_for(
+                dialed,
+                lambda s: any("left the room" in r["reason"] for r in s["rejected"]),
+                "the lost agent noted",
+            )
+            await wait_for(
+                dialed,
+                lambda s: bool([d for d in lk.dispatches.values() if d.metadata_json().get("resume")]),
+                "a replacement",
+            )
             await dialed.attach("agent-hist-2")
             await a.say(("user", "Yes, I'll pay on Friday."))
             await dialed.transition(a.transition("remind", "will_pay"))
@@ -284,16 +359,33 @@ async def phone_calls(client: Client, tq: str) -> Handles:
             record = await dialed.handle.result()
             check(record.end_reason == "completed" and record.path == ["remind", "confirmed"], f"{record}")
 
-            ivr = await start_call(client, flow("ivr_menu"), task_queue=tq, call_id="hist-phone-ivr",
-                                   room="hist-phone-ivr", direction="inbound")
+            ivr = await start_call(
+                client,
+                flow("ivr_menu"),
+                task_queue=tq,
+                call_id="hist-phone-ivr",
+                room="hist-phone-ivr",
+                direction="inbound",
+            )
             lk.add_participant("hist-phone-ivr", "sip-hist-caller", ParticipantInfo.SIP)
             b = Agent(ivr, "pi")
             await ivr.attach("agent-hist-3")
-            await b.say(("assistant", "Thanks for calling Northside Energy. Press 1 for billing, or 2 "
-                                      "to speak to a person."))
+            await b.say(
+                (
+                    "assistant",
+                    "Thanks for calling Northside Energy. Press 1 for billing, or 2 to speak to a person.",
+                )
+            )
             b.seq += 1
-            await ivr.event(CallEvent(event_id="pi-keys", seq=b.seq, kind="dtmf",
-                                      data={"digits": "9", "node": "menu"}, at=T0 + b.seq))
+            await ivr.event(
+                CallEvent(
+                    event_id="pi-keys",
+                    seq=b.seq,
+                    kind="dtmf",
+                    data={"digits": "9", "node": "menu"},
+                    at=T0 + b.seq,
+                )
+            )
             await ivr.transition(b.transition("menu", "to_billing"))
             out = await b.fn("billing", "billing_desk")
             check(out.decision == "end", f"transferred: {out}")
@@ -315,28 +407,40 @@ async def hostile_inputs(client: Client, tq: str) -> Handles:
     from temporalio.common import RawValue
 
     d = flow("restaurant_reservation")
-    call = await start_call(client, d, task_queue=tq, call_id="hist-hostile", max_history_events=50,
-                            gap_wait_s=1.0)
+    call = await start_call(
+        client, d, task_queue=tq, call_id="hist-hostile", max_history_events=50, gap_wait_s=1.0
+    )
     a = Agent(call, "hi")
     await call.handle.signal("hangup")
-    await call.handle.signal("transition", RawValue(Payload(metadata={"encoding": b"binary/plain"},
-                                                            data=b"not json")))
+    await call.handle.signal(
+        "transition", RawValue(Payload(metadata={"encoding": b"binary/plain"}, data=b"not json"))
+    )
     await call.handle.signal("no_such_signal", {"x": 1})
     a.seq += 1
-    await call.handle.signal("turns", {"event_id": "hi-bad-1", "seq": a.seq,
-                                       "items": [{"role": "user", "text": "?", "started_at": 1e20}]})
+    await call.handle.signal(
+        "turns",
+        {"event_id": "hi-bad-1", "seq": a.seq, "items": [{"role": "user", "text": "?", "started_at": 1e20}]},
+    )
     size = await a.fn("party_size", "record_party_size", size=4)
     check(size.decision == "transition", f"record_party_size: {size}")
     a.seq += 1  # this seq never arrives: skipped after gap_wait_s
     await a.say(("user", "Seven in the evening?"))
     await wait_for(call, lambda s: any("never arrived" in r["reason"] for r in s["rejected"]), "gap skipped")
-    repeat = CallFunctionRequest(event_id="hi-fn-repeat", node="get_time", name="check_availability",
-                                 args={"time": "7:00 PM", "party_size": 4}, at=T0)
+    repeat = CallFunctionRequest(
+        event_id="hi-fn-repeat",
+        node="get_time",
+        name="check_availability",
+        args={"time": "7:00 PM", "party_size": 4},
+        at=T0,
+    )
     full = await call.call_function(repeat)
     check(full.node == "offer_alternatives", f"7 PM full: {full}")
     for i in range(30):  # more turns than a run carries: the head is stored at continue-as-new
-        turns = a.turns(("assistant", f"We have 6 PM or 9 PM free (option {i})."), ("user", "Let me think."),
-                        ("user", "Is the terrace open?"))
+        turns = a.turns(
+            ("assistant", f"We have 6 PM or 9 PM free (option {i})."),
+            ("user", "Let me think."),
+            ("user", "Is the terrace open?"),
+        )
         await call.batch(EventBatch(events=[turns]))
     await wait_for(call, lambda s: s["runs"] >= 2 and s["turns"] == 91, "continued as new")
     again = await call.call_function(repeat)
@@ -363,8 +467,11 @@ async def crm_mcp_tools(client: Client, tq: str) -> Handles:
 
     source = Path("examples/mcp/crm_mcp/flow.yaml")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(source.parent / "crm_server.py"), str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(source.parent / "crm_server.py"), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         data = yaml.safe_load(source.read_text())
         data["mcp_servers"]["crm"]["url"] = f"http://127.0.0.1:{port}/mcp"
@@ -385,8 +492,10 @@ async def crm_mcp_tools(client: Client, tq: str) -> Handles:
         snap = await call.attach("agent-hist-crm")
         names = [t["function"]["name"] for t in snap.tools]
         check(names == ["find_customer"], f"pinned tools: {names}")
-        await a.say(("assistant", "Hello, this is Ava at Northwind. What's your account's phone number?"),
-                    ("user", "It's 555 0100."))
+        await a.say(
+            ("assistant", "Hello, this is Ava at Northwind. What's your account's phone number?"),
+            ("user", "It's 555 0100."),
+        )
         found = await a.fn("identify", "find_customer", phone="+15550100")
         check(found.node == "help" and found.result["name"] == "Dana Reyes", f"find_customer: {found}")
         status = await a.fn("help", "order_status", order_id="A-1001")
@@ -414,15 +523,25 @@ async def kiosk_empty_inputs(client: Client, tq: str) -> Handles:
     call = await start_call(client, d, task_queue=tq, call_id="hist-kiosk-empty", direction="inbound")
     a = Agent(call, "ke")
     await call.attach("agent-hist-kiosk")
-    await a.say(("assistant", "Welcome to the Harbour Hotel. Hold the button and tell me the name on "
-                              "your booking."))
+    await a.say(
+        ("assistant", "Welcome to the Harbour Hotel. Hold the button and tell me the name on your booking.")
+    )
     for kind in ("empty_turn", "empty_transcript", "shrug", None, None):
         a.seq += 1
-        await call.event(CallEvent(event_id=a._id("idle"), seq=a.seq, kind="user_idle", at=T0 + a.seq,
-                                   data={} if kind is None else {"kind": kind}))
+        await call.event(
+            CallEvent(
+                event_id=a._id("idle"),
+                seq=a.seq,
+                kind="user_idle",
+                at=T0 + a.seq,
+                data={} if kind is None else {"kind": kind},
+            )
+        )
     st = await wait_for(call, lambda s: s["next_seq"] == a.seq + 1, "the idle events applied")
-    check(st["status"] == "live" and any(r["event_id"] == "ke-idle-4" for r in st["rejected"]),
-          f"kiosk waits, the bad kind refused: {st}")
+    check(
+        st["status"] == "live" and any(r["event_id"] == "ke-idle-4" for r in st["rejected"]),
+        f"kiosk waits, the bad kind refused: {st}",
+    )
     await a.say(("user", "Morgan Lee."))
     found = await a.fn("welcome", "find_booking", name="Morgan Lee")
     check(found.node == "checked_in", f"find_booking: {found}")
@@ -456,15 +575,20 @@ class Options:
 
 
 async def record_all(opts: Options) -> list[Path]:
-    todo = [n for n in SCENARIOS if (not opts.only or n in opts.only)
-            and (opts.force or not (HISTORIES / f"{FIRST_FILE.get(n, n)}.json").exists())]
+    todo = [
+        n
+        for n in SCENARIOS
+        if (not opts.only or n in opts.only)
+        and (opts.force or not (HISTORIES / f"{FIRST_FILE.get(n, n)}.json").exists())
+    ]
     if not todo:
         return []
     HISTORIES.mkdir(exist_ok=True)
     written: list[Path] = []
     with tempfile.TemporaryDirectory(prefix="ringflow-histories-") as tmp:
-        stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal",
-                         headless=True)
+        stack = DevStack(
+            port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal", headless=True
+        )
         await stack.start()
         try:
             async with ScriptedLLM() as llm:
@@ -475,10 +599,17 @@ async def record_all(opts: Options) -> list[Path]:
                 lane.set_extract("discovery", {"caller_role": "operations lead"})
                 lane.set_extract("party_size", {})
                 lane.set_extract("welcome", {})
-                client = await Client.connect(stack.address, namespace=stack.namespace, identity=IDENTITY,
-                                              data_converter=pydantic_data_converter)
-                settings = Settings(database_url=f"sqlite:///{Path(tmp) / 'ringflow.db'}",
-                                    http_allow_private=True, webhook_url=None)
+                client = await Client.connect(
+                    stack.address,
+                    namespace=stack.namespace,
+                    identity=IDENTITY,
+                    data_converter=pydantic_data_converter,
+                )
+                settings = Settings(
+                    database_url=f"sqlite:///{Path(tmp) / 'ringflow.db'}",
+                    http_allow_private=True,
+                    webhook_url=None,
+                )
                 tq = "histories"
                 async with build_worker(client, settings, task_queue=tq, identity=IDENTITY):
                     for name in todo:
@@ -498,8 +629,13 @@ async def record_all(opts: Options) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--force", action="store_true", help="rewrite existing histories")
-    parser.add_argument("--only", action="append", default=[], choices=sorted(SCENARIOS),
-                        help="record just this scenario (repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        choices=sorted(SCENARIOS),
+        help="record just this scenario (repeatable)",
+    )
     args = parser.parse_args()
     os.chdir(ROOT)  # flow sources, and so handler modules, are found relative to the repository
     asyncio.run(record_all(Options(force=args.force, only=args.only)))

@@ -40,8 +40,10 @@ def build(log: Path) -> MCPServer:
         meta = dict(rc.meta or {})
         headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
         with log.open("a") as f:
-            f.write(json.dumps({"tool": tool, "args": args, "meta": meta,
-                                "auth": headers.get("authorization")}) + "\n")
+            f.write(
+                json.dumps({"tool": tool, "args": args, "meta": meta, "auth": headers.get("authorization")})
+                + "\n"
+            )
 
     @server.tool()
     async def lookup_customer(phone: str, ctx: Context) -> dict[str, Any]:

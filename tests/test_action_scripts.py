@@ -78,7 +78,8 @@ async def env(temporal_server: DevStack) -> AsyncIterator[Env]:
 
 @pytest.mark.parametrize("name", NAMES)
 async def test_action_node_scripts_say_everything_on_the_way_even_with_a_kill_in_any_turn(
-        env: Env, name: str) -> None:
+    env: Env, name: str
+) -> None:
     base = await env.play(name)
     assert base.ok, base.failures
     assert not unsaid(base, said(name)), f"not said: {unsaid(base, said(name))}\n{base.transcript}"
@@ -93,10 +94,12 @@ async def test_action_node_scripts_say_everything_on_the_way_even_with_a_kill_in
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize(("name", "turn", "point"),
-                         [(n, t, p) for n, cases in sorted(POINTS.items()) for t, p in cases])
-async def test_a_kill_around_an_action_node_ends_the_call_the_same(env: Env, name: str, turn: int,
-                                                                    point: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "turn", "point"), [(n, t, p) for n, cases in sorted(POINTS.items()) for t, p in cases]
+)
+async def test_a_kill_around_an_action_node_ends_the_call_the_same(
+    env: Env, name: str, turn: int, point: str
+) -> None:
     """The agent dies with the transition into an action node applied but unsent, or while
     (or just after) the workflow ran a handler whose result routed through an action node:
     the new agent ends the call as the uninterrupted one did, and an end node's last turn is

@@ -52,8 +52,9 @@ async def worker(temporal_client: Client, task_queue: str, sqlite_url: str) -> A
 
 
 @pytest_asyncio.fixture
-async def tc(temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM,
-             worker: None) -> AsyncIterator[TextCall]:
+async def tc(
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None
+) -> AsyncIterator[TextCall]:
     """A lookup.yaml call: its start action node has routed it and the agent has attached."""
     async with text_call(temporal_client, task_queue, scripted_llm, definition=lookup()) as t:
         yield t
@@ -72,7 +73,12 @@ async def test_start_action_node_routes_the_call_before_the_agent_takes_it(tc: T
     assert tc.controller.node == "welcome"
     assert tc.run.agent.instructions == f"{ROLE}\n\nFind out what the caller needs."
     assert sorted(t.id for t in tc.run.agent.tools) == [
-        "ask_price", "note_reason", "open_notes", "pay_balance", "slow_lookup"]
+        "ask_price",
+        "note_reason",
+        "open_notes",
+        "pay_balance",
+        "slow_lookup",
+    ]
     assert await assistant_said(tc) == [HELLO]
     tc.reply(say("Sure."))
     await tc.user("Hi.")
@@ -84,15 +90,18 @@ async def test_start_action_node_routes_the_call_before_the_agent_takes_it(tc: T
 
 
 async def test_start_action_node_routing_to_an_end_node_says_its_greeting_and_ends(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None) -> None:
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None
+) -> None:
     """A lookup that finds nothing routes straight to an end node: the caller still hears it."""
-    async with text_call(temporal_client, task_queue, scripted_llm, definition=lookup(),
-                         variables={"patient_id": "p-404"}) as tc:
+    async with text_call(
+        temporal_client, task_queue, scripted_llm, definition=lookup(), variables={"patient_id": "p-404"}
+    ) as tc:
         record = await tc.ended()
     assert record.path == ["find", "unknown_caller"]
     assert record.end_reason == "completed" and record.disposition == "unknown"
     assert [t["text"] for t in record.transcript if t["role"] == "assistant"] == [
-        "Sorry, I could not find your record. Please call the front desk. Goodbye."]
+        "Sorry, I could not find your record. Please call the front desk. Goodbye."
+    ]
 
 
 # --- transitions through action nodes ---------------------------------------------------------
@@ -105,8 +114,12 @@ async def test_transition_only_into_an_action_node_follows_its_routing_with_all_
     req = await tc.request(1)
     assert system_prompt(req) == f"{ROLE}\n\nAnswer questions about the price."
     assert req.tool_names == ["done"]
-    assert await assistant_said(tc) == [HELLO, "Let me look that up.", "A check-up costs 80 euros.",
-                                        "Anything else about the price?"]
+    assert await assistant_said(tc) == [
+        HELLO,
+        "Let me look that up.",
+        "A check-up costs 80 euros.",
+        "Anything else about the price?",
+    ]
     st = await tc.synced()
     assert st["path"] == ["find", "welcome", "quote", "tell_price"] and st["node"] == "tell_price"
 
@@ -120,7 +133,11 @@ async def test_capture_into_an_action_node_routing_to_an_end_node_says_the_last_
     assert record.path == ["find", "welcome", "triage", "nurse_callback"]
     assert record.end_reason == "completed" and record.disposition == "callback"
     assert [t["text"] for t in record.transcript if t["role"] == "assistant"] == [
-        HELLO, "Thanks, one moment.", "A nurse will call you back today.", "Take care, goodbye."]
+        HELLO,
+        "Thanks, one moment.",
+        "A nurse will call you back today.",
+        "Take care, goodbye.",
+    ]
     last = await tc.request(1)
     assert system_prompt(last) == f"{ROLE}\n\nSay goodbye kindly."
 
@@ -135,7 +152,10 @@ async def test_handler_into_an_action_node_into_an_end_node_says_its_greeting(tc
     assert record.end_reason == "completed" and record.disposition == "paid"
     assert record.state["paying"] is True
     assert [t["text"] for t in record.transcript if t["role"] == "assistant"] == [
-        HELLO, "Checking your balance.", "Your balance is paid. Goodbye."]
+        HELLO,
+        "Checking your balance.",
+        "Your balance is paid. Goodbye.",
+    ]
 
 
 async def test_a_node_with_a_function_action_keeps_its_speech(tc: TextCall) -> None:
@@ -144,8 +164,12 @@ async def test_a_node_with_a_function_action_keeps_its_speech(tc: TextCall) -> N
     tc.reply(call("open_notes"), say("Your last visit was in May."))
     await tc.user("Can you read my notes?")
     assert tc.controller.node == "notes"
-    assert await assistant_said(tc) == [HELLO, "Opening your notes.", "Your notes are open.",
-                                        "Your last visit was in May."]
+    assert await assistant_said(tc) == [
+        HELLO,
+        "Opening your notes.",
+        "Your notes are open.",
+        "Your last visit was in May.",
+    ]
     st = await wait_until(lambda: _state_with(tc, "notes_opened"), what="the function action ran")
     assert st["path"] == ["find", "welcome", "notes"]
     # the next transition starts from the workflow's state, the action's write included
@@ -161,20 +185,31 @@ async def _state_with(tc: TextCall, key: str) -> dict[str, Any] | None:
 
 
 # --- limits end the call through the agent -------------------------------------------------
-@pytest.mark.parametrize(("setting", "calls", "reason", "path"), [
-    ("max_node_visits", ["start_over"], "loop_detected", ["welcome"]),
-    ("max_transitions", ["to_booking", "wrap_up"], "max_transitions", ["welcome", "booking"]),
-])
+@pytest.mark.parametrize(
+    ("setting", "calls", "reason", "path"),
+    [
+        ("max_node_visits", ["start_over"], "loop_detected", ["welcome"]),
+        ("max_transitions", ["to_booking", "wrap_up"], "max_transitions", ["welcome", "booking"]),
+    ],
+)
 async def test_a_limit_hit_on_the_agent_ends_the_call_with_its_reason(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
-        setting: str, calls: list[str], reason: str, path: list[str]) -> None:
+    temporal_client: Client,
+    task_queue: str,
+    scripted_llm: ScriptedLLM,
+    worker: None,
+    setting: str,
+    calls: list[str],
+    reason: str,
+    path: list[str],
+) -> None:
     """The agent's engine ends the call on a flow limit and reports it in its hangup: every
     end reason the engine produces is one the workflow's messages accept (this hangup once
     failed validation and the agent crashed)."""
     d = desk()
     flow = d.flow.model_copy(update={"settings": d.flow.settings.model_copy(update={setting: 1})})
-    async with text_call(temporal_client, task_queue, scripted_llm,
-                         definition=d.model_copy(update={"flow": flow})) as tc:
+    async with text_call(
+        temporal_client, task_queue, scripted_llm, definition=d.model_copy(update={"flow": flow})
+    ) as tc:
         for name in calls:
             tc.reply(call(name), say("Alright."))
             await tc.user("Next, please.")
@@ -206,6 +241,7 @@ async def test_a_caller_barging_in_cancels_a_function_marked_cancel_on_interrupt
     out = result.expect.next_event().is_function_call_output()
     assert "cancelled" in out.event().item.output
     result.expect.no_more_events()  # no reply to the cancelled call
+
     async def handler_cancelled() -> bool:  # it hears of it at its next heartbeat
         return tc.call.call_id in handlers.CANCELLED
 

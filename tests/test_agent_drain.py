@@ -123,15 +123,22 @@ async def test_sigterm_drains_the_agent(livekit_agent_endpoint: FakeAgentEndpoin
     health_port = free_port()
     silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)  # accepts, never answers
     blackhole = silent.sockets[0].getsockname()[1]
-    env = {**os.environ, "LIVEKIT_URL": fake.url, "LIVEKIT_API_KEY": "APIfake",
-           "LIVEKIT_API_SECRET": "secret-for-tests-only-0123456789",
-           "RINGFLOW_AGENT_HEALTH_PORT": str(health_port),
-           "RINGFLOW_AGENT_METRICS_PORT": "0", "RINGFLOW_AGENT_DRAIN_TIMEOUT_S": "10",
-           "RINGFLOW_TEMPORAL_ADDRESS": f"127.0.0.1:{blackhole}", "RINGFLOW_LOG_LEVEL": "INFO"}
+    env = {
+        **os.environ,
+        "LIVEKIT_URL": fake.url,
+        "LIVEKIT_API_KEY": "APIfake",
+        "LIVEKIT_API_SECRET": "secret-for-tests-only-0123456789",
+        "RINGFLOW_AGENT_HEALTH_PORT": str(health_port),
+        "RINGFLOW_AGENT_METRICS_PORT": "0",
+        "RINGFLOW_AGENT_DRAIN_TIMEOUT_S": "10",
+        "RINGFLOW_TEMPORAL_ADDRESS": f"127.0.0.1:{blackhole}",
+        "RINGFLOW_LOG_LEVEL": "INFO",
+    }
     log = tmp_path / "agent.log"
     with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "ringflow.cli", "agent", env=env,
-                                                    stdout=out, stderr=out)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ringflow.cli", "agent", env=env, stdout=out, stderr=out
+        )
     try:
         await wait_until(lambda: _ready(fake, proc), timeout=90, what="agent registered with LiveKit")
         register = fake.of("register")[0].register
@@ -152,8 +159,9 @@ async def test_sigterm_drains_the_agent(livekit_agent_endpoint: FakeAgentEndpoin
         proc.send_signal(signal.SIGTERM)
 
         async def full() -> bool:
-            return any(m.update_worker.status == lk_agent.WorkerStatus.WS_FULL
-                       for m in fake.of("update_worker"))
+            return any(
+                m.update_worker.status == lk_agent.WorkerStatus.WS_FULL for m in fake.of("update_worker")
+            )
 
         await wait_until(full, timeout=30, what="the agent to tell LiveKit it is full (draining)")
         await fake.offer_job("J_new")

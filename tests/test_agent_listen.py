@@ -23,14 +23,29 @@ pytestmark = pytest.mark.timeout(30)
 
 def three_modes() -> FlowDefinition:
     def node(to: str, listen: str | None) -> dict[str, object]:
-        out: dict[str, object] = {"task": "Help.", "respond_immediately": False, "functions": [
-            {"name": "next", "transition_only": True, "description": "Move on.", "transition_to": to},
-            {"name": "bye", "transition_only": True, "description": "Done.", "transition_to": "done"}]}
+        out: dict[str, object] = {
+            "task": "Help.",
+            "respond_immediately": False,
+            "functions": [
+                {"name": "next", "transition_only": True, "description": "Move on.", "transition_to": to},
+                {"name": "bye", "transition_only": True, "description": "Done.", "transition_to": "done"},
+            ],
+        }
         return {**out, "listen": listen} if listen else out
-    report = validate_data({"flow": "modes", "settings": {"idle": {"on_give_up": "wait", "prompts": 1}},
-                            "nodes": {"a": node("b", None), "b": node("c", "manual"),
-                                      "c": node("a", "realtime"), "done": {"type": "end", "task": "Bye."}}},
-                           source="modes.yaml")
+
+    report = validate_data(
+        {
+            "flow": "modes",
+            "settings": {"idle": {"on_give_up": "wait", "prompts": 1}},
+            "nodes": {
+                "a": node("b", None),
+                "b": node("c", "manual"),
+                "c": node("a", "realtime"),
+                "done": {"type": "end", "task": "Bye."},
+            },
+        },
+        source="modes.yaml",
+    )
     assert report.definition is not None, report.errors
     return report.definition
 
@@ -42,9 +57,12 @@ async def llm() -> AsyncIterator[ScriptedLLM]:
 
 
 async def test_each_nodes_listen_mode_reaches_livekit_and_an_empty_press_is_counted(
-        temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM) -> None:
-    async with running_worker(temporal_client, task_queue, sqlite_url), \
-            text_call(temporal_client, task_queue, llm, definition=three_modes()) as tc:
+    temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM
+) -> None:
+    async with (
+        running_worker(temporal_client, task_queue, sqlite_url),
+        text_call(temporal_client, task_queue, llm, definition=three_modes()) as tc,
+    ):
         agent, activity = tc.run.agent, tc.session._activity  # livekit's merged view of the options
 
         def mode() -> tuple[object, bool, bool]:
@@ -65,8 +83,10 @@ async def test_each_nodes_listen_mode_reaches_livekit_and_an_empty_press_is_coun
         assert any("without saying anything" in str(m.get("content")) for m in tc.chats()[-1].messages)
         assert await asyncio.wait_for(tc.run.talk.handle("end"), TIMEOUT_S) == "empty"  # given up:
         await tc.idle()
-        assert len([r for r in tc.chats() if any("empty input" in str(m.get("content"))
-                                                 for m in r.messages)]) == 1  # no second prompt
+        assert (
+            len([r for r in tc.chats() if any("empty input" in str(m.get("content")) for m in r.messages)])
+            == 1
+        )  # no second prompt
         assert not tc.controller.ended and (await tc.synced())["status"] == "live"  # waits, quietly
         assert (await tc.synced())["rejected"] == []
         # a new agent starts from the workflow's state: it counted both empty presses, and the
@@ -88,13 +108,16 @@ async def test_each_nodes_listen_mode_reaches_livekit_and_an_empty_press_is_coun
 
 
 async def test_speech_counts_as_empty_only_when_no_words_came_and_never_on_push_to_talk(
-        temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM
+) -> None:
     """The watch livekit's user states feed (``speaking`` then ``listening``): a turn with
     words in between is no empty input; none is one (``empty_transcript``); on a
     push-to-talk node the client's ``end`` decides, not the watch. No grace to wait here:
     the order of events is what is under test."""
-    async with running_worker(temporal_client, task_queue, sqlite_url), \
-            text_call(temporal_client, task_queue, llm, definition=three_modes()) as tc:
+    async with (
+        running_worker(temporal_client, task_queue, sqlite_url),
+        text_call(temporal_client, task_queue, llm, definition=three_modes()) as tc,
+    ):
         watch = tc.run.empty_speech
         assert watch is not None
         watch.grace_s = 0
@@ -122,15 +145,18 @@ async def test_speech_counts_as_empty_only_when_no_words_came_and_never_on_push_
 
 
 async def test_a_committed_turn_without_words_gets_no_reply_of_its_own(
-        temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM
+) -> None:
     """livekit asks the agent before answering a committed turn: one with no words (a
     push-to-talk press released in silence) is stopped there, so the idle prompt is the
     only reply; a turn with words goes on to the LLM."""
     from livekit.agents import StopResponse
     from livekit.agents import llm as lk_llm
 
-    async with running_worker(temporal_client, task_queue, sqlite_url), \
-            text_call(temporal_client, task_queue, llm, definition=three_modes()) as tc:
+    async with (
+        running_worker(temporal_client, task_queue, sqlite_url),
+        text_call(temporal_client, task_queue, llm, definition=three_modes()) as tc,
+    ):
         agent, ctx = tc.run.agent, lk_llm.ChatContext.empty()
         with pytest.raises(StopResponse):
             await agent.on_user_turn_completed(ctx, lk_llm.ChatMessage(role="user", content=["  "]))

@@ -32,8 +32,17 @@ from workflows.messages import MAX_ARGS_BYTES, MAX_TEXT_CHARS
 
 ROLE = "You are Sam at the Harbour front desk."
 GREETING = "Welcome to the Harbour desk. How can I help?"
-WELCOME_TOOLS = ["to_booking", "start_over", "to_quiet", "to_fresh", "to_summary", "opening_hours", "broken",
-                 "check_room", "wrap_up"]
+WELCOME_TOOLS = [
+    "to_booking",
+    "start_over",
+    "to_quiet",
+    "to_fresh",
+    "to_summary",
+    "opening_hours",
+    "broken",
+    "check_room",
+    "wrap_up",
+]
 BOOKING_PROMPT = f"{ROLE}\n\nBook a table for the caller."
 
 pytestmark = pytest.mark.timeout(20)  # a backstop: every wait inside is bounded by TIMEOUT_S
@@ -55,8 +64,9 @@ async def worker(temporal_client: Client, task_queue: str, sqlite_url: str) -> A
 
 
 @pytest_asyncio.fixture
-async def tc(temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM,
-             worker: None) -> AsyncIterator[TextCall]:
+async def tc(
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None
+) -> AsyncIterator[TextCall]:
     """A desk.yaml call with an agent attached: its greeting has been said."""
     async with text_call(temporal_client, task_queue, scripted_llm) as t:
         yield t
@@ -104,7 +114,10 @@ async def test_transition_applies_the_new_node_in_place_and_the_workflow_follows
     assert st["node"] == "booking" and st["path"] == ["welcome", "booking"] and st["transitions"] == 1
     transcript = await tc.call.transcript()
     assert [(t.role, t.node) for t in transcript] == [
-        ("assistant", "welcome"), ("user", "welcome"), ("assistant", "booking")]
+        ("assistant", "welcome"),
+        ("user", "welcome"),
+        ("assistant", "booking"),
+    ]
     assert transcript[-1].text == "Sure, for what time?"
 
 
@@ -167,7 +180,8 @@ async def test_bad_function_calls_come_back_to_the_llm_as_errors(tc: TextCall) -
 
 # --- greetings ------------------------------------------------------------------------------
 async def test_greeting_is_said_on_entering_kept_in_context_and_not_repeated_on_self_reentry(
-        tc: TextCall) -> None:
+    tc: TextCall,
+) -> None:
     """The start node's greeting is spoken (a ``say``, not an LLM turn), recorded, and in the
     chat context so the LLM does not greet again; re-entering the node from itself does not
     say it twice: the LLM speaks instead (respond_immediately)."""
@@ -192,7 +206,9 @@ async def test_greeting_is_said_on_entering_kept_in_context_and_not_repeated_on_
     assert st["path"] == ["welcome", "welcome"]
     transcript = await tc.call.transcript()
     assert [t.text for t in transcript if t.role == "assistant"] == [
-        GREETING, "Of course, let's start again. What do you need?"]
+        GREETING,
+        "Of course, let's start again. What do you need?",
+    ]
 
 
 # --- branch tables and end nodes -------------------------------------------------------------
@@ -247,7 +263,9 @@ async def test_end_node_gets_one_turn_then_the_call_completes_with_a_hangup(tc: 
     assert record.path == ["welcome", "goodbye"] and record.end_reason == "completed"
     assert record.disposition == "done"
     assert [(t["role"], t["text"]) for t in record.transcript][-2:] == [
-        ("user", "That's all, thanks."), ("assistant", "Thanks for calling the Harbour. Goodbye!")]
+        ("user", "That's all, thanks."),
+        ("assistant", "Thanks for calling the Harbour. Goodbye!"),
+    ]
     st = await tc.call.state()
     assert st["status"] == "ended"
     assert not [r for r in st["rejected"] if "no hangup" in r["reason"]]
@@ -334,8 +352,15 @@ async def test_idle_reprompts_up_to_the_limit_then_says_goodbye_and_ends(tc: Tex
     assert [(s.source, s.allow_interruptions) for s in goodbye] == [("say", False)]
     record = await tc.ended()
     assert record.end_reason == "user_idle" and record.path == ["welcome"]
-    assert [t["role"] for t in record.transcript] == ["assistant", "assistant", "user", "assistant",
-                                                      "assistant", "assistant", "assistant"]
+    assert [t["role"] for t in record.transcript] == [
+        "assistant",
+        "assistant",
+        "user",
+        "assistant",
+        "assistant",
+        "assistant",
+        "assistant",
+    ]
     assert record.transcript[-1]["text"] == "Sorry, I can't hear you. Goodbye."
 
 
@@ -409,8 +434,7 @@ async def test_context_reset_drops_earlier_messages_from_the_next_request(tc: Te
     assert st["path"] == ["welcome", "fresh"]
 
 
-async def test_reset_with_summary_gives_the_next_request_a_summary_instead_of_history(
-        tc: TextCall) -> None:
+async def test_reset_with_summary_gives_the_next_request_a_summary_instead_of_history(tc: TextCall) -> None:
     """``reset_with_summary``: the LLM is asked (without tools) to summarise, and the new
     node starts from that summary instead of the earlier messages."""
     tc.reply(say("Hello Ann, a table for two, noted."))
@@ -429,8 +453,7 @@ async def test_reset_with_summary_gives_the_next_request_a_summary_instead_of_hi
     assert (await tc.synced())["path"] == ["welcome", "summarised"]
 
 
-async def test_reset_with_summary_falls_back_to_append_when_the_summary_request_fails(
-        tc: TextCall) -> None:
+async def test_reset_with_summary_falls_back_to_append_when_the_summary_request_fails(tc: TextCall) -> None:
     """A failed summary request must not cost the call its context: the new node keeps
     the whole conversation (``append``) and the call goes on."""
     tc.reply(say("Hello Ann."))
@@ -455,7 +478,8 @@ async def test_reset_with_summary_falls_back_to_append_when_the_summary_request_
 
 
 async def test_reset_with_summary_falls_back_to_append_when_the_summary_times_out(
-        tc: TextCall, monkeypatch: pytest.MonkeyPatch) -> None:
+    tc: TextCall, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A summary that does not come in time is given up (the caller would be waiting in
     silence): the new node keeps the whole conversation."""
     monkeypatch.setattr(flow_agent, "SUMMARY_TIMEOUT_S", 0.3)
@@ -481,8 +505,11 @@ async def test_reset_with_summary_falls_back_to_append_when_the_summary_times_ou
 
 # --- attach and resume ----------------------------------------------------------------------
 def messages_of(ctx: lk_llm.ChatContext) -> list[tuple[str, str]]:
-    return [(m.role, m.text_content or "") for m in ctx.items
-            if isinstance(m, lk_llm.ChatMessage) and m.role in ("user", "assistant")]
+    return [
+        (m.role, m.text_content or "")
+        for m in ctx.items
+        if isinstance(m, lk_llm.ChatMessage) and m.role in ("user", "assistant")
+    ]
 
 
 async def test_a_new_agent_resumes_where_the_killed_one_was_without_greeting_again(tc: TextCall) -> None:
@@ -501,7 +528,10 @@ async def test_a_new_agent_resumes_where_the_killed_one_was_without_greeting_aga
     assert tc.speeches[before:] == []  # no greeting, no LLM turn: the caller is mid-conversation
     assert second.agent.instructions == BOOKING_PROMPT
     assert messages_of(second.agent.chat_ctx) == [
-        ("assistant", GREETING), ("user", "A table please."), ("assistant", "Sure, for what time?")]
+        ("assistant", GREETING),
+        ("user", "A table please."),
+        ("assistant", "Sure, for what time?"),
+    ]
 
     tc.reply(call("book", time="7 PM"), say("Booked for 7 PM."))
     result = await tc.user("Seven PM.")
@@ -554,8 +584,10 @@ async def test_resume_on_a_reset_node_keeps_only_that_nodes_conversation(tc: Tex
     second = await tc.attach()
     assert second.controller.node == "fresh"
     assert messages_of(second.agent.chat_ctx) == [
-        ("assistant", "What's the new topic?"), ("user", "Is parking free?"),
-        ("assistant", "Parking is free after six.")]
+        ("assistant", "What's the new topic?"),
+        ("user", "Is parking free?"),
+        ("assistant", "Parking is free after six."),
+    ]
     tc.reply(say("You're welcome."))
     await tc.user("Thanks.")
     nxt = tc.chats()[-1]
@@ -577,7 +609,8 @@ async def test_resume_on_a_summarised_node_starts_from_the_same_summary(tc: Text
     await tc.synced()
     transcript = await tc.call.transcript()
     assert [(t.role, t.text, t.node) for t in transcript if t.role == "system"] == [
-        ("system", summary, "summarised")]
+        ("system", summary, "summarised")
+    ]
     before = messages_of(tc.run.agent.chat_ctx)
     assert before[0] == ("assistant", summary)
     await tc.run.kill()

@@ -21,22 +21,28 @@ from workflows.client import CallHandle
 
 
 async def test_each_outcome_is_retried_by_its_rule_and_a_reached_contact_is_never_called_again(
-        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, database_url: str) -> None:
-    people = ["+12125550101", "+12125550102", "+12125550103", "+12125550104", "+12125550105",
-              "+12125550106"]
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, database_url: str
+) -> None:
+    people = ["+12125550101", "+12125550102", "+12125550103", "+12125550104", "+12125550105", "+12125550106"]
     async with fake_line(monkeypatch) as lk:
         lk.set_answer(people[1], "busy")
         lk.set_answer(people[2], "no_answer")
         lk.set_answer(people[3], "failed")
         lk.set_answer(people[4], "human")  # the stand-in agent ends it as voicemail
         lk.set_answer(people[5], "human")  # ...and this one as agent_lost
-        retry = {"busy": RetryRule(count=2, delay_s=0.2), "no_answer": RetryRule(count=1, delay_s=0.2),
-                 "dial_failed": RetryRule(count=0, delay_s=0), "voicemail": RetryRule(count=1, delay_s=0.2),
-                 "agent_lost": RetryRule(count=1, delay_s=0.2)}
+        retry = {
+            "busy": RetryRule(count=2, delay_s=0.2),
+            "no_answer": RetryRule(count=1, delay_s=0.2),
+            "dial_failed": RetryRule(count=0, delay_s=0),
+            "voicemail": RetryRule(count=1, delay_s=0.2),
+            "agent_lost": RetryRule(count=1, delay_s=0.2),
+        }
         cid = new_id()
         inp = campaign_input(cid, new_id("T"), retry=retry, max_concurrent=3, cps=20, max_attempts=5)
-        async with running_worker(temporal_client, task_queue, database_url, redis_url=REDIS), \
-                stand_in_agent(temporal_client, lk, {people[4]: "voicemail", people[5]: "agent_lost"}):
+        async with (
+            running_worker(temporal_client, task_queue, database_url, redis_url=REDIS),
+            stand_in_agent(temporal_client, lk, {people[4]: "voicemail", people[5]: "agent_lost"}),
+        ):
             handle = await run_campaign(temporal_client, task_queue, database_url, inp, contacts(*people))
             result = await handle.result()
     assert result["status"] == "finished"
@@ -49,8 +55,9 @@ async def test_each_outcome_is_retried_by_its_rule_and_a_reached_contact_is_neve
     assert (rows[people[4]]["attempts"], rows[people[4]]["outcome"]) == (2, "voicemail")
     assert (rows[people[5]]["attempts"], rows[people[5]]["outcome"]) == (2, "agent_lost")
     dialed = [d.sip_call_to for d in lk.dials]
-    assert sorted(dialed) == sorted([people[0]] + [people[1]] * 3 + [people[2]] * 2 + [people[3]]
-                                    + [people[4]] * 2 + [people[5]] * 2)
+    assert sorted(dialed) == sorted(
+        [people[0]] + [people[1]] * 3 + [people[2]] * 2 + [people[3]] + [people[4]] * 2 + [people[5]] * 2
+    )
     rooms = [d.room_name for d in lk.dials]
     assert len(rooms) == len(set(rooms))  # one dial per attempt
     tries = store.attempts(database_url, cid)
@@ -64,12 +71,15 @@ async def progress(handle: Any) -> dict[str, Any]:
 
 
 async def test_pause_stops_new_dials_resume_goes_on_and_cancel_lets_the_live_call_finish(
-        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     people = [f"+1212555020{i}" for i in range(5)]
     hold = {people[0], people[2]}
-    async with fake_line(monkeypatch) as lk, \
-            running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS), \
-            stand_in_agent(temporal_client, lk, hold=hold):
+    async with (
+        fake_line(monkeypatch) as lk,
+        running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
+        stand_in_agent(temporal_client, lk, hold=hold),
+    ):
         cid = new_id()
         inp = campaign_input(cid, new_id("T"), max_concurrent=1, cps=50)
         handle = await run_campaign(temporal_client, task_queue, sqlite_url, inp, contacts(*people))
@@ -109,12 +119,15 @@ async def _settled(handle: Any) -> bool:
 
 
 async def test_a_number_added_to_do_not_call_mid_campaign_is_not_dialed(
-        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, database_url: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, database_url: str
+) -> None:
     people = ["+12125550301", "+12125550302", "+12125550303"]
     hold = {people[0]}
-    async with fake_line(monkeypatch) as lk, \
-            running_worker(temporal_client, task_queue, database_url, redis_url=REDIS), \
-            stand_in_agent(temporal_client, lk, hold=hold):
+    async with (
+        fake_line(monkeypatch) as lk,
+        running_worker(temporal_client, task_queue, database_url, redis_url=REDIS),
+        stand_in_agent(temporal_client, lk, hold=hold),
+    ):
         cid = new_id()
         inp = campaign_input(cid, new_id("T"), max_concurrent=1, cps=50)
         handle = await run_campaign(temporal_client, task_queue, database_url, inp, contacts(*people))
@@ -129,17 +142,30 @@ async def test_a_number_added_to_do_not_call_mid_campaign_is_not_dialed(
 
 
 async def test_two_campaigns_on_one_trunk_share_its_pace(
-        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     cps, n = 5.0, 6
     trunk = new_id("T")
-    async with fake_line(monkeypatch) as lk, \
-            running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS), \
-            stand_in_agent(temporal_client, lk):
+    async with (
+        fake_line(monkeypatch) as lk,
+        running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
+        stand_in_agent(temporal_client, lk),
+    ):
         a, b = new_id("a"), new_id("b")
-        ha = await run_campaign(temporal_client, task_queue, sqlite_url, campaign_input(
-            a, trunk, max_concurrent=10, cps=cps), contacts(*[f"+1212555040{i}" for i in range(n)]))
-        hb = await run_campaign(temporal_client, task_queue, sqlite_url, campaign_input(
-            b, trunk, max_concurrent=10, cps=cps), contacts(*[f"+1212555050{i}" for i in range(n)]))
+        ha = await run_campaign(
+            temporal_client,
+            task_queue,
+            sqlite_url,
+            campaign_input(a, trunk, max_concurrent=10, cps=cps),
+            contacts(*[f"+1212555040{i}" for i in range(n)]),
+        )
+        hb = await run_campaign(
+            temporal_client,
+            task_queue,
+            sqlite_url,
+            campaign_input(b, trunk, max_concurrent=10, cps=cps),
+            contacts(*[f"+1212555050{i}" for i in range(n)]),
+        )
         await ha.result()
         await hb.result()
     times = sorted(t["dialed_at"] for cid in (a, b) for t in store.attempts(sqlite_url, cid))
@@ -150,11 +176,17 @@ async def test_two_campaigns_on_one_trunk_share_its_pace(
 
 
 async def test_without_redis_the_campaign_pauses_and_says_why(
-        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with fake_line(monkeypatch) as lk, running_worker(temporal_client, task_queue, sqlite_url):
         cid = new_id()
-        handle = await run_campaign(temporal_client, task_queue, sqlite_url,
-                                    campaign_input(cid, new_id("T")), contacts("+12125550601"))
+        handle = await run_campaign(
+            temporal_client,
+            task_queue,
+            sqlite_url,
+            campaign_input(cid, new_id("T")),
+            contacts("+12125550601"),
+        )
         p = await wait_until(lambda: _paused(handle), what="paused for lack of Redis")
         assert "RINGFLOW_REDIS_URL" in p["pause_reason"] and not lk.dials
         assert [r["state"] for r in store.report(sqlite_url, cid)] == ["retry"]  # the attempt was given back
@@ -168,16 +200,29 @@ async def _paused(handle: Any) -> dict[str, Any] | None:
 
 
 async def test_post_call_webhooks_carry_the_campaign_and_a_finished_webhook_follows(
-        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str,
-        receiver: Receiver) -> None:  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    temporal_client: Client,
+    task_queue: str,
+    sqlite_url: str,
+    receiver: Receiver,  # noqa: F811
+) -> None:
     people = ["+12125550801", "+12125550802"]
     async with fake_line(monkeypatch) as lk:
         lk.set_answer(people[1], "busy")
         cid = new_id()
-        async with running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS,
-                                  webhook_url=receiver.url), stand_in_agent(temporal_client, lk):
-            handle = await run_campaign(temporal_client, task_queue, sqlite_url,
-                                        campaign_input(cid, new_id("T"), cps=20), contacts(*people))
+        async with (
+            running_worker(
+                temporal_client, task_queue, sqlite_url, redis_url=REDIS, webhook_url=receiver.url
+            ),
+            stand_in_agent(temporal_client, lk),
+        ):
+            handle = await run_campaign(
+                temporal_client,
+                task_queue,
+                sqlite_url,
+                campaign_input(cid, new_id("T"), cps=20),
+                contacts(*people),
+            )
             await handle.result()
             await receiver.wait_for(3)
     events = [(h.get("X-Ringflow-Event"), json.loads(body)) for h, body in receiver.deliveries]
@@ -191,12 +236,15 @@ async def test_post_call_webhooks_carry_the_campaign_and_a_finished_webhook_foll
 
 
 async def test_limits_change_while_it_runs_and_bad_limits_are_refused(
-        monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     people = [f"+1212555090{i}" for i in range(4)]
     hold = set(people)
-    async with fake_line(monkeypatch) as lk, \
-            running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS), \
-            stand_in_agent(temporal_client, lk, hold=hold):
+    async with (
+        fake_line(monkeypatch) as lk,
+        running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
+        stand_in_agent(temporal_client, lk, hold=hold),
+    ):
         cid = new_id()
         inp = campaign_input(cid, new_id("T"), max_concurrent=1, cps=50)
         handle = await run_campaign(temporal_client, task_queue, sqlite_url, inp, contacts(*people))

@@ -28,23 +28,46 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.timeout(400)
 async def test_a_sigkilled_worker_and_a_restarted_server_leave_every_attempt_exactly_once(
-        monkeypatch: pytest.MonkeyPatch, temporal_server: DevStack, temporal_client: Client,
-        task_queue: str, sqlite_url: str) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+    temporal_server: DevStack,
+    temporal_client: Client,
+    task_queue: str,
+    sqlite_url: str,
+) -> None:
     people = [f"+1212555{9100 + i}" for i in range(12)]
     busy = people[:3]
     async with fake_line(monkeypatch) as lk:
         for p in busy:
             lk.set_answer(p, "busy")
         cid = new_id()
-        inp = campaign_input(cid, new_id("T"), retry={"busy": RetryRule(count=1, delay_s=1.0)},
-                             max_concurrent=3, cps=4)
+        inp = campaign_input(
+            cid, new_id("T"), retry={"busy": RetryRule(count=1, delay_s=1.0)}, max_concurrent=3, cps=4
+        )
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.campaign_worker_child", "--address", temporal_server.address,
-            "--task-queue", task_queue, "--database-url", sqlite_url, "--redis-url", REDIS,
-            "--livekit-url", lk.url, "--livekit-key", lk.api_key, "--livekit-secret", lk.api_secret,
-            "--dispatcher", os.environ["RINGFLOW_DISPATCHER"], cwd=ROOT,
+            sys.executable,
+            "-m",
+            "tests.campaign_worker_child",
+            "--address",
+            temporal_server.address,
+            "--task-queue",
+            task_queue,
+            "--database-url",
+            sqlite_url,
+            "--redis-url",
+            REDIS,
+            "--livekit-url",
+            lk.url,
+            "--livekit-key",
+            lk.api_key,
+            "--livekit-secret",
+            lk.api_secret,
+            "--dispatcher",
+            os.environ["RINGFLOW_DISPATCHER"],
+            cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         try:
             assert proc.stdout is not None
             assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"READY"
@@ -60,20 +83,24 @@ async def test_a_sigkilled_worker_and_a_restarted_server_leave_every_attempt_exa
         temporal_server.stop()
         await temporal_server.start()
         client = await connect(temporal_server.address, temporal_server.namespace)
-        async with running_worker(client, task_queue, sqlite_url, redis_url=REDIS), \
-                stand_in_agent(client, lk):
+        async with (
+            running_worker(client, task_queue, sqlite_url, redis_url=REDIS),
+            stand_in_agent(client, lk),
+        ):
             result = await asyncio.wait_for(client.get_workflow_handle(handle.id).result(), 300)
     assert result["status"] == "finished"
     rooms = [d.room_name for d in lk.dials]
     assert len(rooms) == len(set(rooms))  # no attempt dialed twice
     rows = {r["phone"]: r for r in store.report(sqlite_url, cid)}
     assert {p: (rows[p]["attempts"], rows[p]["state"]) for p in people} == {
-        p: (2, "failed") if p in busy else (1, "reached") for p in people}
+        p: (2, "failed") if p in busy else (1, "reached") for p in people
+    }
     dialed = sorted(d.sip_call_to for d in lk.dials)
     assert dialed == sorted(people + busy)
     tries = store.attempts(sqlite_url, cid)
     assert sorted((t["idx"], t["attempt"]) for t in tries if t["status"] == "done") == sorted(
-        {(i, 1) for i in range(12)} | {(i, 2) for i in range(3)})
+        {(i, 1) for i in range(12)} | {(i, 2) for i in range(3)}
+    )
 
 
 async def _at_least(lk: object, n: int) -> bool:

@@ -74,9 +74,11 @@ def test_rules_and_numbers_refuse_bad_input_with_a_clear_message() -> None:
 
 def test_a_claim_moves_contacts_outside_their_window_and_closes_do_not_call_ones(database_url: str) -> None:
     cid = new_id()
-    people = [store.Contact(phone="+12125550101", tz="America/New_York"),
-              store.Contact(phone="+13105550102", tz="America/Los_Angeles"),
-              store.Contact(phone="+12125550103", tz="America/New_York")]
+    people = [
+        store.Contact(phone="+12125550101", tz="America/New_York"),
+        store.Contact(phone="+13105550102", tz="America/Los_Angeles"),
+        store.Contact(phone="+12125550103", tz="America/New_York"),
+    ]
     store.add_contacts(database_url, cid, people, now=0)
     store.add_dnc(database_url, ["+12125550103"], now=0)
     now = utc(2026, 6, 3, 14, 0).timestamp()
@@ -100,8 +102,17 @@ def test_a_retry_due_outside_the_window_waits_for_the_next_opening(database_url:
     (c,) = store.claim(database_url, cid, "claim-0", 1, WEEKDAYS, 3, friday_evening).claimed
     assert store.predial(database_url, cid, c.idx, c.attempt, WEEKDAYS, friday_evening) == "go"
     rule = parse_retry("no_answer=2/2h")[1]
-    state, next_at = store.record_outcome(database_url, cid, 0, 1, store.Outcome(end_reason="no_answer"),
-                                          {"no_answer": rule}, 3, 1.0, friday_evening + 40)
+    state, next_at = store.record_outcome(
+        database_url,
+        cid,
+        0,
+        1,
+        store.Outcome(end_reason="no_answer"),
+        {"no_answer": rule},
+        3,
+        1.0,
+        friday_evening + 40,
+    )
     assert state == "retry" and next_at == friday_evening + 40 + 7200  # Saturday 21:30 local
     res = store.claim(database_url, cid, "claim-1", 1, WEEKDAYS, 3, next_at)
     assert res.claimed == [] and res.next_due == utc(2026, 6, 8, 13, 0).timestamp()  # Monday 09:00 EDT
@@ -122,4 +133,6 @@ def test_an_attempt_given_back_before_its_call_started_does_not_count(database_u
     (again,) = store.claim(database_url, cid, "claim-1", 1, always, 1, 14.0).claimed  # max_attempts 1
     assert (again.attempt, again.call_id) == (2, f"{cid}-0-2")  # a new attempt, a new call id
     assert [(t["attempt"], t["status"]) for t in store.attempts(database_url, cid)] == [
-        (1, "not_dialed"), (2, "claimed")]
+        (1, "not_dialed"),
+        (2, "claimed"),
+    ]

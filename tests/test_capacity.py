@@ -21,7 +21,8 @@ TALK_S = 9.0  # more than two agent timeouts: the old timer would have fired twi
 
 
 async def test_a_talking_agent_causes_no_timer_tasks_and_a_silent_one_is_still_lost(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, agent_timeout_s=TIMEOUT_S)
         await call.heartbeat("agent-a")

@@ -26,20 +26,32 @@ ROUNDS = 3  # before the fix, one run of `call list` in two aborted, other comma
 
 async def _ringflow(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ringflow.cli", *args, env=env, cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "ringflow.cli",
+        *args,
+        env=env,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
 
 @pytest.mark.timeout(300)  # some 20 interpreter starts; slow on a loaded machine
-async def test_no_command_aborts_at_exit(temporal_server: DevStack, temporal_client: Client,
-                                         task_queue: str, sqlite_url: str) -> None:
+async def test_no_command_aborts_at_exit(
+    temporal_server: DevStack, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """Every command that connects to Temporal, run repeatedly as the user runs it: each
     exits with its own code, never 134 with ``Fatal Python error: PyGILState_Release``."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,
-           "RINGFLOW_TASK_QUEUE": task_queue}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,
+        "RINGFLOW_TASK_QUEUE": task_queue,
+    }
     seen: list[tuple[str, int, str]] = []
 
     async def run(*args: str) -> str:
@@ -52,9 +64,12 @@ async def test_no_command_aborts_at_exit(temporal_server: DevStack, temporal_cli
             started = await run("call", "start", str(CLINIC), "--var", "patient=Sam Roe")
             call_id = started.strip().splitlines()[-1]
             shown, *_ = await asyncio.gather(
-                run("call", "show", call_id), run("call", "list", "--limit", "5"),
-                run("call", "list", "--status", "live"), run("temporal", "setup"),
-                run("call", "show", "no-such-call"))  # an error path, exit 1
+                run("call", "show", call_id),
+                run("call", "list", "--limit", "5"),
+                run("call", "list", "--status", "live"),
+                run("temporal", "setup"),
+                run("call", "show", "no-such-call"),
+            )  # an error path, exit 1
             assert "status       dialing" in shown  # no agent ever attached (README: `dialing`)
             await run("call", "hangup", call_id)
     crashed = [s for s in seen if s[1] not in (0, 1) or "Fatal Python error" in s[2]]
@@ -62,11 +77,21 @@ async def test_no_command_aborts_at_exit(temporal_server: DevStack, temporal_cli
     assert sorted(code for _, code, _ in seen) == [0] * (6 * ROUNDS) + [1] * ROUNDS
 
 
-@pytest.mark.parametrize("args", [["call", "list"], ["call", "show", "no-such-call"],
-                                  ["call", "hangup", "no-such-call"], ["temporal", "setup"],
-                                  ["call", "start", str(CLINIC), "--var", "patient=Sam"]])
-def test_clients_are_freed_before_the_command_returns(temporal_server: DevStack, monkeypatch,  # type: ignore[no-untyped-def]
-                                                      args: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["call", "list"],
+        ["call", "show", "no-such-call"],
+        ["call", "hangup", "no-such-call"],
+        ["temporal", "setup"],
+        ["call", "start", str(CLINIC), "--var", "patient=Sam"],
+    ],
+)
+def test_clients_are_freed_before_the_command_returns(
+    temporal_server: DevStack,
+    monkeypatch,  # type: ignore[no-untyped-def]
+    args: list[str],
+) -> None:
     """The cause of the abort, checked without luck: a client still alive when the command
     returns is dropped during interpreter teardown. The collector is off, as it may well
     be between a command's end and the interpreter's."""
@@ -91,8 +116,9 @@ def test_clients_are_freed_before_the_command_returns(temporal_server: DevStack,
 def test_start_checks_variables_before_connecting(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "127.0.0.1:9")  # nothing listens there
     runner = CliRunner()
-    typo = runner.invoke(app, ["call", "start", str(CLINIC), "--var", "patient=Sam",
-                               "--var", "patiant_nme=x"])
+    typo = runner.invoke(
+        app, ["call", "start", str(CLINIC), "--var", "patient=Sam", "--var", "patiant_nme=x"]
+    )
     assert typo.exit_code == 1
     assert "no variable 'patiant_nme' (did you mean 'patient'?)" in typo.output
     assert "cannot reach" not in typo.output
@@ -106,8 +132,13 @@ def test_start_checks_variables_before_connecting(monkeypatch) -> None:  # type:
 def test_unreachable_temporal_says_how_to_start_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "127.0.0.1:9")
     runner = CliRunner()
-    for args in (["call", "list"], ["call", "show", "x"], ["call", "hangup", "x"],
-                 ["call", "start", str(CLINIC), "--var", "patient=Sam"], ["temporal", "setup"]):
+    for args in (
+        ["call", "list"],
+        ["call", "show", "x"],
+        ["call", "hangup", "x"],
+        ["call", "start", str(CLINIC), "--var", "patient=Sam"],
+        ["temporal", "setup"],
+    ):
         res = runner.invoke(app, args)
         assert res.exit_code == 1, (args, res.output)
         assert "cannot reach Temporal at 127.0.0.1:9" in res.output, (args, res.output)
@@ -115,9 +146,9 @@ def test_unreachable_temporal_says_how_to_start_it(monkeypatch) -> None:  # type
         assert "Traceback" not in res.output
 
 
-async def test_show_reads_an_ended_call_without_a_worker(temporal_server: DevStack, temporal_client: Client,
-                                                         task_queue: str, sqlite_url: str,
-                                                         monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_show_reads_an_ended_call_without_a_worker(
+    temporal_server: DevStack, temporal_client: Client, task_queue: str, sqlite_url: str, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """An ended call is read from its record (its worker may be gone, as a simulation's is);
     a call long enough to continue-as-new left its transcript in the database."""
     turns = 60

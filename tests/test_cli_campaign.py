@@ -28,7 +28,8 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 
 def test_bad_contacts_rules_and_a_missing_redis_are_refused_before_anything_starts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "127.0.0.1:9")  # nothing there: never reached
     monkeypatch.setenv("RINGFLOW_ENCRYPTION", "0")
     monkeypatch.delenv("RINGFLOW_REDIS_URL", raising=False)
@@ -60,14 +61,26 @@ def test_bad_contacts_rules_and_a_missing_redis_are_refused_before_anything_star
 
 
 async def test_start_status_pause_resume_list_and_report(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, temporal_server: object, temporal_client: Client,
-        task_queue: str, sqlite_url: str) -> None:
-    for k, v in {"RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,  # type: ignore[attr-defined]
-                 "RINGFLOW_DATABASE_URL": sqlite_url, "RINGFLOW_REDIS_URL": REDIS,
-                 "RINGFLOW_TASK_QUEUE": task_queue}.items():
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    temporal_server: object,
+    temporal_client: Client,
+    task_queue: str,
+    sqlite_url: str,
+) -> None:
+    for k, v in {
+        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,  # type: ignore[attr-defined]
+        "RINGFLOW_DATABASE_URL": sqlite_url,
+        "RINGFLOW_REDIS_URL": REDIS,
+        "RINGFLOW_TASK_QUEUE": task_queue,
+    }.items():
         monkeypatch.setenv(k, v)
-    contacts = write(tmp_path, "c.csv", "phone,timezone,patient\n+12125550701,America/New_York,Sam\n"
-                                        "+12125550702,,Ann\n+12125550701,,Sam again\n")
+    contacts = write(
+        tmp_path,
+        "c.csv",
+        "phone,timezone,patient\n+12125550701,America/New_York,Sam\n"
+        "+12125550702,,Ann\n+12125550701,,Sam again\n",
+    )
     dnc = write(tmp_path, "dnc.txt", "# do not call\n+12125550702\n")
     runner = CliRunner()
 
@@ -77,11 +90,30 @@ async def test_start_status_pause_resume_list_and_report(
         return res
 
     cid = new_id()
-    async with fake_line(monkeypatch) as lk, \
-            running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS), \
-            stand_in_agent(temporal_client, lk):
-        res = await cli("start", contacts, "--flow", CLINIC, "--trunk", "ST_1", "--id", cid, "--cps", "5",
-                        "--window", "always", "--retry", "no_answer=1/1s", "--dnc", dnc, "--json")
+    async with (
+        fake_line(monkeypatch) as lk,
+        running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
+        stand_in_agent(temporal_client, lk),
+    ):
+        res = await cli(
+            "start",
+            contacts,
+            "--flow",
+            CLINIC,
+            "--trunk",
+            "ST_1",
+            "--id",
+            cid,
+            "--cps",
+            "5",
+            "--window",
+            "always",
+            "--retry",
+            "no_answer=1/1s",
+            "--dnc",
+            dnc,
+            "--json",
+        )
         assert res.exit_code == 0, res.output
         assert json.loads(res.output)["contacts"] == 2  # the same number twice is one contact
         res = await cli("pause", cid, "--json")
@@ -96,6 +128,8 @@ async def test_start_status_pause_resume_list_and_report(
     assert any(c["campaign_id"] == cid and c["flow"] == "clinic_reminder" for c in json.loads(listed.output))
     rows = list(csv.DictReader(io.StringIO(report.output)))
     assert [(r["phone"], r["state"], r["attempts"]) for r in rows] == [
-        ("+12125550701", "reached", "1"), ("+12125550702", "dnc", "0")]
+        ("+12125550701", "reached", "1"),
+        ("+12125550702", "dnc", "0"),
+    ]
     assert rows[1]["timezone"] == "America/New_York"  # from the number's area code
     assert [d.sip_call_to for d in lk.dials] == ["+12125550701"]

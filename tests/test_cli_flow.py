@@ -59,8 +59,10 @@ def test_warnings_are_printed_and_still_exit_0() -> None:
 def test_invalid_file_exits_1_with_path_message_and_hint() -> None:
     code, out, _ = run("flow", "validate", INVALID)
     assert code == 1
-    assert (f"{INVALID}: error: nodes.greet.alow_interrupt: unknown key 'alow_interrupt' "
-            "(did you mean 'allow_interrupt'?)") in out
+    assert (
+        f"{INVALID}: error: nodes.greet.alow_interrupt: unknown key 'alow_interrupt' "
+        "(did you mean 'allow_interrupt'?)"
+    ) in out
     assert ": valid" not in out
 
 
@@ -86,13 +88,16 @@ def test_unknown_option_is_a_usage_error() -> None:
     assert code == 2
 
 
-@pytest.mark.parametrize(("files", "expected"), [
-    ((VALID, WARNS), 0),
-    ((VALID, INVALID), 1),
-    ((INVALID, VALID), 1),
-    ((VALID, FIXTURES / "nope.yaml"), 2),
-    ((FIXTURES / "nope.yaml", INVALID), 2),
-])
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ((VALID, WARNS), 0),
+        ((VALID, INVALID), 1),
+        ((INVALID, VALID), 1),
+        ((VALID, FIXTURES / "nope.yaml"), 2),
+        ((FIXTURES / "nope.yaml", INVALID), 2),
+    ],
+)
 def test_several_files_exit_with_the_worst_code(files: tuple[Path, ...], expected: int) -> None:
     code, out, err = run("flow", "validate", *files)
     assert code == expected
@@ -189,9 +194,17 @@ def test_show_table() -> None:
     assert "list_open_slots (handler)" in body and "(stays)" in body
     assert "ends call (callback_requested)" in body
     # one row starts with each node id, in the order of the file
-    firsts = [line.split()[0] for line in lines[lines.index(header) + 1:] if line and not line[0].isspace()]
-    assert firsts == ["verify_identity", "remind", "reschedule", "confirmed", "rescheduled", "cancelled",
-                      "wrong_number", "human_handoff"]
+    firsts = [line.split()[0] for line in lines[lines.index(header) + 1 :] if line and not line[0].isspace()]
+    assert firsts == [
+        "verify_identity",
+        "remind",
+        "reschedule",
+        "confirmed",
+        "rescheduled",
+        "cancelled",
+        "wrong_number",
+        "human_handoff",
+    ]
     # globals are not offered on end nodes
     end_rows = [line for line in lines if line.startswith(("confirmed", "human_handoff"))]
     assert all("global" not in row for row in end_rows)
@@ -237,7 +250,8 @@ def test_graph_node_called_end_does_not_break_mermaid(tmp_path: Path) -> None:
         "flow: keywords\nnodes:\n"
         "  graph:\n    task: Chat.\n    functions:\n"
         "      - {name: stop, transition_only: true, description: Stop., transition_to: end}\n"
-        "  end:\n    type: end\n    task: Bye.\n")
+        "  end:\n    type: end\n    task: Bye.\n"
+    )
     code, out, _ = run("flow", "graph", flow)
     assert code == 0
     assert '    Graph -->|"stop"| End' in out
@@ -253,8 +267,9 @@ def _command() -> list[str]:
 
 def _subprocess(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run([*_command(), *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=60)
+    return subprocess.run(
+        [*_command(), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=60
+    )
 
 
 def test_real_process_validate_json_and_exit_code() -> None:
@@ -266,8 +281,13 @@ def test_real_process_validate_json_and_exit_code() -> None:
 
 
 def test_real_process_module_entry_point_and_missing_file() -> None:
-    proc = subprocess.run([sys.executable, "-m", "ringflow.cli", "flow", "validate", "missing.yaml"],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ringflow.cli", "flow", "validate", "missing.yaml"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "cannot read" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -58,9 +58,18 @@ def test_from_is_optional_and_the_detected_format_is_said(fixture: str, said: st
 
 
 def test_a_config_without_initial_node_is_detected(tmp_path: Path) -> None:
-    src = write(tmp_path, {"nodes": {"hello": {"role_message": "You are Kim.",
-                                               "task_messages": [{"role": "system", "content": "Greet."}],
-                                               "post_actions": [{"type": "end_conversation"}]}}})
+    src = write(
+        tmp_path,
+        {
+            "nodes": {
+                "hello": {
+                    "role_message": "You are Kim.",
+                    "task_messages": [{"role": "system", "content": "Greet."}],
+                    "post_actions": [{"type": "end_conversation"}],
+                }
+            }
+        },
+    )
     code, out, err = run("flow", "import", src)
     assert "detected format: Pipecat Flows config" in err
     assert code == 0, err
@@ -87,24 +96,51 @@ def test_from_accepts_the_format_names(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("source", "data", "message"),  # source None: detected from the file
     [
-        (None, {"nodes": [{"id": "a", "type": ["startCall"], "data": {"prompt": "Hi."}}], "edges": []},
-         "nodes[0].type: a node's type must be a string such as 'agentNode', not a list"),
-        ("dograh", {"workflow_definition": {"nodes": [{"id": "a", "type": {"t": 1}, "data": {}}],
-                                            "edges": []}},
-         "workflow_definition.nodes[0].type: a node's type must be a string such as 'agentNode', "
-         "not an object"),
-        (None, {"meta": {"name": "x"}, "nodes": [{"id": "a", "type": ["initial"], "data": {}}]},
-         "nodes[0].type: a node's type must be a string such as 'node', not a list"),
-        ("pipecat", {"meta": {"name": "x"}, "nodes": [{"id": "a", "type": 7, "data": {}}]},
-         "nodes[0].type: a node's type must be a string such as 'node', not a number (7)"),
-        (None, {"meta": {"name": "x"}, "nodes": [{"id": "a", "type": "initial", "data": {"functions": [
-            {"name": "check", "description": "Check.", "decision": {"conditions": 5}}]}}]},
-         "nodes[0].data.functions[0].decision.conditions: a decision's conditions must be a list, "
-         "not a number (5)"),
+        (
+            None,
+            {"nodes": [{"id": "a", "type": ["startCall"], "data": {"prompt": "Hi."}}], "edges": []},
+            "nodes[0].type: a node's type must be a string such as 'agentNode', not a list",
+        ),
+        (
+            "dograh",
+            {"workflow_definition": {"nodes": [{"id": "a", "type": {"t": 1}, "data": {}}], "edges": []}},
+            "workflow_definition.nodes[0].type: a node's type must be a string such as 'agentNode', "
+            "not an object",
+        ),
+        (
+            None,
+            {"meta": {"name": "x"}, "nodes": [{"id": "a", "type": ["initial"], "data": {}}]},
+            "nodes[0].type: a node's type must be a string such as 'node', not a list",
+        ),
+        (
+            "pipecat",
+            {"meta": {"name": "x"}, "nodes": [{"id": "a", "type": 7, "data": {}}]},
+            "nodes[0].type: a node's type must be a string such as 'node', not a number (7)",
+        ),
+        (
+            None,
+            {
+                "meta": {"name": "x"},
+                "nodes": [
+                    {
+                        "id": "a",
+                        "type": "initial",
+                        "data": {
+                            "functions": [
+                                {"name": "check", "description": "Check.", "decision": {"conditions": 5}}
+                            ]
+                        },
+                    }
+                ],
+            },
+            "nodes[0].data.functions[0].decision.conditions: a decision's conditions must be a list, "
+            "not a number (5)",
+        ),
     ],
 )
-def test_wrong_json_types_are_clear_errors(source: str | None, data: Any, message: str,
-                                          tmp_path: Path) -> None:
+def test_wrong_json_types_are_clear_errors(
+    source: str | None, data: Any, message: str, tmp_path: Path
+) -> None:
     chosen = ("--from", source) if source else ()
     code, out, err = run("flow", "import", *chosen, write(tmp_path, data))
     assert code == 1 and out == ""
@@ -115,16 +151,26 @@ def test_wrong_json_types_are_clear_errors(source: str | None, data: Any, messag
 def test_a_50_mb_input_is_refused_up_front(tmp_path: Path) -> None:
     big = tmp_path / "big.json"
     prompt = "Say hello. " * (50 * 1024 * 1024 // 11)
-    big.write_text(json.dumps({"nodes": [{"id": "1", "type": "startCall",
-                                          "data": {"name": "Start", "prompt": prompt}}], "edges": []}))
+    big.write_text(
+        json.dumps(
+            {
+                "nodes": [{"id": "1", "type": "startCall", "data": {"name": "Start", "prompt": prompt}}],
+                "edges": [],
+            }
+        )
+    )
     code, out, err = run("flow", "import", "--from", "dograh", big)
     assert code == 2 and out == ""
     assert f"a flow may be at most {MAX_FILE_BYTES}" in err
 
 
 def test_huge_text_in_parsed_data_is_refused() -> None:
-    data = {"nodes": [{"id": "1", "type": "startCall",
-                       "data": {"name": "Start", "prompt": "x" * (MAX_FILE_BYTES + 1)}}], "edges": []}
+    data = {
+        "nodes": [
+            {"id": "1", "type": "startCall", "data": {"name": "Start", "prompt": "x" * (MAX_FILE_BYTES + 1)}}
+        ],
+        "edges": [],
+    }
     with pytest.raises(FlowImportError, match=r"more than \d+ characters of text"):
         import_flow("dograh", data, lenient=True)
 

@@ -60,6 +60,7 @@ def keys() -> dict[str, str]:
 
 # -- the codec itself ----------------------------------------------------------------------
 
+
 async def test_round_trip_names_the_key_and_hides_the_text(keys: dict[str, str]) -> None:
     codec = EncryptionCodec(ring("k1", keys=keys))
     plain = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(SECRET_TEXT).encode())
@@ -96,13 +97,16 @@ async def test_tampered_or_relabelled_payloads_are_refused(keys: dict[str, str])
             await codec.decode([bad])
 
 
-@pytest.mark.parametrize(("text", "error"), [
-    ("", "no keys"),
-    ("k1", "entry 1 is not id:base64key"),
-    ("k 1:AAAA", "entry 1 is not id:base64key"),
-    ("k1:not-base64!", "'k1' is not valid base64"),
-    (f"k1:{base64.b64encode(b'short').decode()}", "'k1' has 5 bytes, AES-256 needs 32"),
-])
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("", "no keys"),
+        ("k1", "entry 1 is not id:base64key"),
+        ("k 1:AAAA", "entry 1 is not id:base64key"),
+        ("k1:not-base64!", "'k1' is not valid base64"),
+        (f"k1:{base64.b64encode(b'short').decode()}", "'k1' has 5 bytes, AES-256 needs 32"),
+    ],
+)
 def test_bad_keys_are_named_without_their_material(text: str, error: str) -> None:
     with pytest.raises(CodecKeyError, match=error) as info:
         parse_keys(text, "RINGFLOW_CODEC_KEYS")
@@ -129,11 +133,21 @@ def test_keys_come_from_settings_and_encryption_is_required(tmp_path: Path, keys
 
 # -- a real call, read as the server stores it and as the UI shows it ----------------------
 
+
 async def temporal_cli(server: DevStack, *args: str) -> Any:
     """The plain ``temporal`` CLI, without blocking the loop (the codec server runs in it)."""
     proc = await asyncio.create_subprocess_exec(
-        str(find_temporal_binary()), *args, "--address", server.address, "--namespace", server.namespace,
-        "--output", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        str(find_temporal_binary()),
+        *args,
+        "--address",
+        server.address,
+        "--namespace",
+        server.namespace,
+        "--output",
+        "json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     return json.loads(out)
@@ -195,8 +209,9 @@ async def codec_endpoint(keys: dict[str, str]) -> AsyncIterator[str]:
 
 async def run_private_call(client: Client, task_queue: str, sqlite_url: str) -> str:
     async with running_worker(client, task_queue, sqlite_url):
-        call = await start_clinic_call(client, task_queue, variables={"patient": SECRET_NAME},
-                                       caller_number=SECRET_PHONE)
+        call = await start_clinic_call(
+            client, task_queue, variables={"patient": SECRET_NAME}, caller_number=SECRET_PHONE
+        )
         agent = Agent(call)
         await agent.say(("user", SECRET_TEXT))
         await agent.transition("verify", "wrong_person")
@@ -207,8 +222,8 @@ async def run_private_call(client: Client, task_queue: str, sqlite_url: str) -> 
 
 
 async def test_history_is_ciphertext_to_the_plain_cli_and_clear_through_the_codec_server(
-        temporal_server: DevStack, task_queue: str, sqlite_url: str, keys: dict[str, str],
-        codec_endpoint: str) -> None:
+    temporal_server: DevStack, task_queue: str, sqlite_url: str, keys: dict[str, str], codec_endpoint: str
+) -> None:
     old = await connect(temporal_server.address, codec=EncryptionCodec(ring("k1", keys=keys)))
     wf_id = await run_private_call(old, task_queue, sqlite_url)
 
@@ -219,23 +234,26 @@ async def test_history_is_ciphertext_to_the_plain_cli_and_clear_through_the_code
         assert secret not in seen, f"{secret!r} readable in plain history"
     payloads = payloads_in(history)
     assert payloads and all(
-        base64.b64decode(p["metadata"]["encoding"]) == ENCODING for p in payloads
-        if "data" in p), "every payload with data is encrypted"
+        base64.b64decode(p["metadata"]["encoding"]) == ENCODING for p in payloads if "data" in p
+    ), "every payload with data is encrypted"
 
     # The Temporal UI's protocol, by hand: POST {"payloads": [...]} to .../decode.
     async with httpx.AsyncClient() as http:
         url = f"{codec_endpoint}/default/decode"
         refused = await http.post(url, json={"payloads": payloads})
         assert refused.status_code == 401
-        preflight = await http.options(url, headers={"Origin": UI_ORIGIN,
-                                                     "Access-Control-Request-Method": "POST"})
+        preflight = await http.options(
+            url, headers={"Origin": UI_ORIGIN, "Access-Control-Request-Method": "POST"}
+        )
         assert preflight.headers["Access-Control-Allow-Origin"] == UI_ORIGIN
         assert "X-Namespace" in preflight.headers["Access-Control-Allow-Headers"]
         other = await http.options(url, headers={"Origin": "http://evil.example"})
         assert "Access-Control-Allow-Origin" not in other.headers
-        resp = await http.post(url, json={"payloads": payloads},
-                               headers={"Authorization": f"Bearer {TOKEN}", "X-Namespace": "default",
-                                        "Origin": UI_ORIGIN})
+        resp = await http.post(
+            url,
+            json={"payloads": payloads},
+            headers={"Authorization": f"Bearer {TOKEN}", "X-Namespace": "default", "Origin": UI_ORIGIN},
+        )
         assert resp.status_code == 200, resp.text
         assert resp.headers["Access-Control-Allow-Origin"] == UI_ORIGIN
         decoded = resp.json()["payloads"]
@@ -244,13 +262,25 @@ async def test_history_is_ciphertext_to_the_plain_cli_and_clear_through_the_code
         for secret in (SECRET_NAME, SECRET_PHONE, SECRET_TEXT):
             assert secret in clear
         # and back: /encode gives payloads the codec reads again
-        enc = await http.post(f"{codec_endpoint}/encode", json={"payloads": decoded[:1]},
-                              headers={"Authorization": f"Bearer {TOKEN}"})
+        enc = await http.post(
+            f"{codec_endpoint}/encode",
+            json={"payloads": decoded[:1]},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
         assert base64.b64decode(enc.json()["payloads"][0]["metadata"][KEY_ID]) == b"k2"  # the new primary
 
     # The same call through the `temporal` CLI pointed at the codec server, as ops would.
-    shown = await temporal_cli(temporal_server, "workflow", "show", "-w", wf_id,
-                         "--codec-endpoint", codec_endpoint, "--codec-auth", f"Bearer {TOKEN}")
+    shown = await temporal_cli(
+        temporal_server,
+        "workflow",
+        "show",
+        "-w",
+        wf_id,
+        "--codec-endpoint",
+        codec_endpoint,
+        "--codec-auth",
+        f"Bearer {TOKEN}",
+    )
     assert SECRET_TEXT in readable_text(shown) and SECRET_NAME in readable_text(shown)
 
     # Rotation end to end: a client whose primary is k2 still reads the k1 call.
@@ -260,7 +290,8 @@ async def test_history_is_ciphertext_to_the_plain_cli_and_clear_through_the_code
 
 
 async def test_search_attributes_stay_readable_and_carry_no_personal_data(
-        temporal_server: DevStack, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_server: DevStack, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     wf_id = await run_private_call(temporal_client, task_queue, sqlite_url)
     desc = await temporal_cli(temporal_server, "workflow", "describe", "-w", wf_id)
     attrs = readable_text(desc["workflowExecutionInfo"]["searchAttributes"])
@@ -271,9 +302,10 @@ async def test_search_attributes_stay_readable_and_carry_no_personal_data(
 
 @pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.stem)
 async def test_saved_unencrypted_histories_replay_through_the_codec(path: Path, keys: dict[str, str]) -> None:
-    replayer = Replayer(workflows=[CallWorkflow],
-                        data_converter=data_converter(EncryptionCodec(ring("k1", keys=keys))))
-    result = await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()),
-                                            raise_on_replay_failure=False)
+    replayer = Replayer(
+        workflows=[CallWorkflow], data_converter=data_converter(EncryptionCodec(ring("k1", keys=keys)))
+    )
+    result = await replayer.replay_workflow(
+        WorkflowHistory.from_json(path.stem, path.read_text()), raise_on_replay_failure=False
+    )
     assert result.replay_failure is None, repr(result.replay_failure)
-

@@ -31,10 +31,20 @@ from tests.wfkit import running_worker
 pytestmark = pytest.mark.timeout(60)
 
 DEVICE_TOOLS = [
-    {"name": "show_map", "description": "Show a map of the store on the kiosk screen.",
-     "inputSchema": {"type": "object", "properties": {"aisle": {"type": "integer"}}, "required": ["aisle"]}},
-    {"name": "lookup_customer", "description": "The kiosk's own customer lookup.",
-     "inputSchema": {"type": "object", "properties": {"phone": {"type": "string"}}, "required": ["phone"]}},
+    {
+        "name": "show_map",
+        "description": "Show a map of the store on the kiosk screen.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"aisle": {"type": "integer"}},
+            "required": ["aisle"],
+        },
+    },
+    {
+        "name": "lookup_customer",
+        "description": "The kiosk's own customer lookup.",
+        "inputSchema": {"type": "object", "properties": {"phone": {"type": "string"}}, "required": ["phone"]},
+    },
     {"name": "bad name", "description": "Not offerable.", "inputSchema": {"type": "object"}},
 ]
 
@@ -57,20 +67,42 @@ class FakeDevice:
         if method == "tools/list":
             return json.dumps({"tools": DEVICE_TOOLS})
         if body["name"] == "show_map":
-            return json.dumps({"content": [{"type": "text", "text": "shown"}],
-                               "structuredContent": {"shown": True, "aisle": body["arguments"]["aisle"]}})
+            return json.dumps(
+                {
+                    "content": [{"type": "text", "text": "shown"}],
+                    "structuredContent": {"shown": True, "aisle": body["arguments"]["aisle"]},
+                }
+            )
         return json.dumps({"content": [{"type": "text", "text": "kiosk lookup: Dana"}]})
 
 
 def kiosk_flow(url: str, device_tools: Any = True, **lookup: Any) -> FlowDefinition:
-    report = validate_data({
-        "flow": "kiosk",
-        "mcp_servers": {"crm": {"url": url, "timeout_s": 2}},
-        "nodes": {
-            "start": {"task": "Help the shopper.", "device_tools": device_tools, "functions": [
-                {"name": "lookup_customer", "mcp": {"server": "crm", "tool": "lookup_customer"}, **lookup},
-                {"name": "done", "description": "Done.", "transition_only": True, "transition_to": "bye"}]},
-            "bye": {"type": "end", "task": "Say goodbye."}}})
+    report = validate_data(
+        {
+            "flow": "kiosk",
+            "mcp_servers": {"crm": {"url": url, "timeout_s": 2}},
+            "nodes": {
+                "start": {
+                    "task": "Help the shopper.",
+                    "device_tools": device_tools,
+                    "functions": [
+                        {
+                            "name": "lookup_customer",
+                            "mcp": {"server": "crm", "tool": "lookup_customer"},
+                            **lookup,
+                        },
+                        {
+                            "name": "done",
+                            "description": "Done.",
+                            "transition_only": True,
+                            "transition_to": "bye",
+                        },
+                    ],
+                },
+                "bye": {"type": "end", "task": "Say goodbye."},
+            },
+        }
+    )
     assert report.definition is not None, report.errors
     return report.definition
 
@@ -92,8 +124,12 @@ def tool_turns(transcript: list[Any]) -> list[dict[str, Any]]:
 
 
 async def test_device_tools_are_offered_called_over_rpc_and_recorded(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
-        mcp_server: Server) -> None:  # noqa: F811
+    temporal_client: Client,
+    task_queue: str,
+    scripted_llm: ScriptedLLM,
+    worker: None,
+    mcp_server: Server,  # noqa: F811
+) -> None:
     """The device's tools join the node's once it advertises them; a call goes to the device
     over RPC with an idempotency key and its result reaches the LLM and the workflow's
     transcript. A name the flow already has (an MCP server's tool) stays the server's."""
@@ -132,13 +168,17 @@ async def test_device_tools_are_offered_called_over_rpc_and_recorded(
 
         await tc.synced()
         recorded = tool_turns(await tc.call.transcript())
-        assert recorded[0] == {"device_tool": "show_map", "args": {"aisle": 7},
-                               "result": {"shown": True, "aisle": 7}}
+        assert recorded[0] == {
+            "device_tool": "show_map",
+            "args": {"aisle": 7},
+            "result": {"shown": True, "aisle": 7},
+        }
         assert recorded[1]["device_tool"] == "show_map" and "error" in recorded[1]
 
 
 async def test_the_device_tool_is_the_fallback_when_the_server_has_none(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None) -> None:
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None
+) -> None:
     """The MCP server cannot be listed: its lookup_customer is not offered, so the device's of
     that name is, and a call goes to the device (found through an RPC tools/list, as the
     device sets no attribute)."""
@@ -160,8 +200,12 @@ async def test_the_device_tool_is_the_fallback_when_the_server_has_none(
 
 
 async def test_a_node_offers_only_the_device_tools_it_names(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
-        mcp_server: Server) -> None:  # noqa: F811
+    temporal_client: Client,
+    task_queue: str,
+    scripted_llm: ScriptedLLM,
+    worker: None,
+    mcp_server: Server,  # noqa: F811
+) -> None:
     definition = kiosk_flow(mcp_server.url, device_tools=["lookup_customer"])
     async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
         device = FakeDevice()
@@ -184,20 +228,34 @@ def test_parse_tools_keeps_what_an_llm_can_be_offered() -> None:
 
 
 def test_device_tools_validation() -> None:
-    flow = {"flow": "k", "nodes": {
-        "s": {"task": "t", "device_tools": ["ok_name", "bad name"], "functions": [
-            {"name": "done", "description": "d", "transition_only": True, "transition_to": "g"}]},
-        "g": {"type": "gate", "device_tools": True, "branches": [{"when": {"var": "x", "op": "exists"},
-                                                                   "to": "e"}], "default": "e"},
-        "e": {"type": "end", "task": "bye"}}, "variables": {"x": {}}}
+    flow = {
+        "flow": "k",
+        "nodes": {
+            "s": {
+                "task": "t",
+                "device_tools": ["ok_name", "bad name"],
+                "functions": [
+                    {"name": "done", "description": "d", "transition_only": True, "transition_to": "g"}
+                ],
+            },
+            "g": {
+                "type": "gate",
+                "device_tools": True,
+                "branches": [{"when": {"var": "x", "op": "exists"}, "to": "e"}],
+                "default": "e",
+            },
+            "e": {"type": "end", "task": "bye"},
+        },
+        "variables": {"x": {}},
+    }
     errors = [f"{e.path}: {e.message}" for e in validate_data(flow).errors]
     assert any(e.startswith("nodes.s.device_tools[1]: 'bad name' is not a valid tool name") for e in errors)
     assert any(e.startswith("nodes.g.device_tools: 'device_tools' does not apply to a gate") for e in errors)
 
 
 async def test_the_device_takes_over_a_server_tool_whose_server_goes_down(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
-        tmp_path: Path) -> None:
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None, tmp_path: Path
+) -> None:
     """Pinned from a live server, lookup_customer is the server's; the server then dies, and
     the call that cannot reach it (after its retries) is answered by the device's tool."""
     device = FakeDevice()
@@ -220,12 +278,18 @@ async def test_the_device_takes_over_a_server_tool_whose_server_goes_down(
 
 
 _scalar = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
-_json = st.recursive(_scalar, lambda inner: st.lists(inner, max_size=5)
-                     | st.dictionaries(st.text(max_size=10), inner, max_size=5), max_leaves=30)
-_schema = st.fixed_dictionaries({"type": st.just("object")}, optional={
-    "properties": _json, "required": _json, "additionalProperties": _json, "$ref": _json})
-_tool = st.fixed_dictionaries({}, optional={"name": _json | st.text(max_size=70), "description": _json,
-                                            "inputSchema": _json | _schema})
+_json = st.recursive(
+    _scalar,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    max_leaves=30,
+)
+_schema = st.fixed_dictionaries(
+    {"type": st.just("object")},
+    optional={"properties": _json, "required": _json, "additionalProperties": _json, "$ref": _json},
+)
+_tool = st.fixed_dictionaries(
+    {}, optional={"name": _json | st.text(max_size=70), "description": _json, "inputSchema": _json | _schema}
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -133,8 +133,12 @@ def _port_open(port: int) -> bool:
 async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     port, ui_port, metrics_port, codec_port = free_port(), free_port(), free_port(), free_port()
     code = "import typer; from ringflow.cli_ops import dev; typer.run(dev)"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "RINGFLOW_METRICS_PORT": str(metrics_port),
-           "RINGFLOW_CODEC_SERVER_PORT": str(codec_port)}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "RINGFLOW_METRICS_PORT": str(metrics_port),
+        "RINGFLOW_CODEC_SERVER_PORT": str(codec_port),
+    }
     env.pop("RINGFLOW_CODEC_KEYS", None)  # no configured key: `ringflow dev` makes a local one
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", code,

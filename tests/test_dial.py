@@ -27,8 +27,14 @@ TO = "+15550100"
 async def lk(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKit]:
     async with FakeLiveKit() as fake:
         monkeypatch.setenv("RINGFLOW_DISPATCHER", "livekit-test")
-        phone = LiveKitTelephony(fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test",
-                                 trunk_id="ST_default", from_number="+15550111")
+        phone = LiveKitTelephony(
+            fake.url,
+            fake.api_key,
+            fake.api_secret,
+            agent_name="ringflow-test",
+            trunk_id="ST_default",
+            from_number="+15550111",
+        )
         monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, "livekit-test": phone})
         yield fake
 
@@ -42,7 +48,8 @@ def transcript_system(record_or_turns: list[dict[str, object]]) -> list[str]:
 
 
 async def test_an_answered_call_creates_room_then_dispatch_then_dials_and_goes_live(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await dial_call(temporal_client, task_queue, trunk_id="ST_call", ringing_timeout_s=20)
         await wait_state(call, lambda s: s["status"] == "live", what="live after the answer")
@@ -53,8 +60,11 @@ async def test_an_answered_call_creates_room_then_dispatch_then_dials_and_goes_l
         assert json.loads(room.metadata) == {"call_id": call.call_id}
         (dispatch,) = lk.dispatches.values()
         assert dispatch.agent_name == "ringflow-test"
-        assert dispatch.metadata_json() == {"call_id": call.call_id, "resume": False,
-                                            "wait_for": sip_identity(call.call_id)}
+        assert dispatch.metadata_json() == {
+            "call_id": call.call_id,
+            "resume": False,
+            "wait_for": sip_identity(call.call_id),
+        }
         (sent,) = lk.dials
         assert (sent.sip_trunk_id, sent.sip_call_to, sent.sip_number) == ("ST_call", TO, "+15550111")
         assert sent.room_name == call.call_id and sent.participant_identity == sip_identity(call.call_id)
@@ -65,13 +75,26 @@ async def test_an_answered_call_creates_room_then_dispatch_then_dials_and_goes_l
     assert transcript_system(record.transcript) == ["dial: answered (SIP 200 OK)"]
 
 
-@pytest.mark.parametrize(("answer", "reason", "sip"), [
-    ("busy", "busy", "SIP 486 Busy Here"), ("busy_everywhere", "busy", "SIP 600"),
-    ("no_answer", "no_answer", "SIP 408"), ("unavailable", "no_answer", "SIP 480"),
-    ("failed", "dial_failed", "SIP 503 Service Unavailable"), ("declined", "dial_failed", "SIP 603")])
+@pytest.mark.parametrize(
+    ("answer", "reason", "sip"),
+    [
+        ("busy", "busy", "SIP 486 Busy Here"),
+        ("busy_everywhere", "busy", "SIP 600"),
+        ("no_answer", "no_answer", "SIP 408"),
+        ("unavailable", "no_answer", "SIP 480"),
+        ("failed", "dial_failed", "SIP 503 Service Unavailable"),
+        ("declined", "dial_failed", "SIP 603"),
+    ],
+)
 async def test_an_unanswered_call_ends_with_the_dial_outcome_and_closes_the_room(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str,
-        answer: str, reason: str, sip: str) -> None:
+    lk: FakeLiveKit,
+    temporal_client: Client,
+    task_queue: str,
+    sqlite_url: str,
+    answer: str,
+    reason: str,
+    sip: str,
+) -> None:
     lk.set_answer(TO, answer)
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await dial_call(temporal_client, task_queue)
@@ -84,7 +107,8 @@ async def test_an_unanswered_call_ends_with_the_dial_outcome_and_closes_the_room
 
 
 async def test_a_retried_dial_whose_reply_was_lost_does_not_ring_twice(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     lk.lose_next_reply(method="CreateSIPParticipant")  # dialed and answered; the reply is a 504
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await dial_call(temporal_client, task_queue)
@@ -93,11 +117,13 @@ async def test_a_retried_dial_whose_reply_was_lost_does_not_ring_twice(
         record = await call.handle.result()
     assert len(lk.dials) == 1
     assert transcript_system(record.transcript) == [
-        "dial: answered (SIP 200 OK) [followed an earlier attempt's dial]"]
+        "dial: answered (SIP 200 OK) [followed an earlier attempt's dial]"
+    ]
 
 
 async def test_a_dial_refused_before_it_was_sent_is_retried_and_rings_once(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     lk.fail_next(2, 503, method="CreateSIPParticipant")  # an overloaded node, no SIP status
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await dial_call(temporal_client, task_queue)
@@ -108,7 +134,8 @@ async def test_a_dial_refused_before_it_was_sent_is_retried_and_rings_once(
 
 
 async def test_an_agent_attaching_while_the_phone_rings_does_not_make_the_call_live(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     lk.ring_s = 3.0
     lk.set_answer(TO, "no_answer")
     async with running_worker(temporal_client, task_queue, sqlite_url):
@@ -121,8 +148,12 @@ async def test_an_agent_attaching_while_the_phone_rings_does_not_make_the_call_l
 
 
 async def test_a_dial_without_a_trunk_fails_saying_so(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    lk: FakeLiveKit,
+    temporal_client: Client,
+    task_queue: str,
+    sqlite_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     phone = LiveKitTelephony(lk.url, lk.api_key, lk.api_secret)
     monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, "livekit-test": phone})
     monkeypatch.delenv("RINGFLOW_SIP_TRUNK_ID", raising=False)
@@ -148,14 +179,16 @@ def test_call_dial_refuses_bad_input_before_reaching_temporal(monkeypatch: pytes
     assert bad_number.exit_code == 2 and "--to:" in bad_number.output
     no_trunk = runner.invoke(app, ["call", "dial", flow, "--to", TO])
     assert no_trunk.exit_code == 2 and "RINGFLOW_SIP_TRUNK_ID" in no_trunk.output
-    bad_ring = runner.invoke(app, ["call", "dial", flow, "--to", TO, "--trunk", "ST_1",
-                                   "--ringing-timeout", "0"])
+    bad_ring = runner.invoke(
+        app, ["call", "dial", flow, "--to", TO, "--trunk", "ST_1", "--ringing-timeout", "0"]
+    )
     assert bad_ring.exit_code == 2 and "--ringing-timeout" in bad_ring.output
     assert "Traceback" not in bad_number.output + no_trunk.output + bad_ring.output
 
 
 async def test_a_transfer_whose_reply_was_lost_is_not_made_twice(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     from callflow.loader import load_flow
     from tests.wfkit import Agent, req
 
@@ -175,7 +208,8 @@ async def test_a_transfer_whose_reply_was_lost_is_not_made_twice(
 
 
 async def test_a_warm_transfer_dials_announces_and_moves_the_person_once(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """The person is dialed into the consult room, an announcer job is dispatched there (played
     here as LiveKit would start it), then the person is moved to the caller. The move's reply
     is lost: the retry finds the person with the caller and neither dials nor moves again."""
@@ -192,15 +226,23 @@ async def test_a_warm_transfer_dials_announces_and_moves_the_person_once(
             job = await lk.dispatched.get()
             if "announce" in job.metadata_json():
                 announced.append(job.metadata_json()["announce"])
-                lk.add_participant(job.room, "announcer", proto_models.ParticipantInfo.AGENT,
-                                   {"ringflow.announced": "done"})
+                lk.add_participant(
+                    job.room, "announcer", proto_models.ParticipantInfo.AGENT, {"ringflow.announced": "done"}
+                )
 
     jobs = asyncio.ensure_future(announcer())
     lk.lose_next_reply(method="MoveParticipant")
     try:
         async with running_worker(temporal_client, task_queue, sqlite_url):
-            call = await start(temporal_client, task_queue, load_flow("examples/flows/ivr_menu/flow.yaml"),
-                               variables={}, call_id="warm-1", room="warm-1", caller_number="+15550142")
+            call = await start(
+                temporal_client,
+                task_queue,
+                load_flow("examples/flows/ivr_menu/flow.yaml"),
+                variables={},
+                call_id="warm-1",
+                room="warm-1",
+                caller_number="+15550142",
+            )
             lk.add_participant("warm-1", "sip-caller", proto_models.ParticipantInfo.SIP)
             await call.attach("agent-1")
             await Agent(call).transition("menu", "to_person")

@@ -31,8 +31,9 @@ def outcomes(state: CallState) -> tuple[str | None, str | None, str | None]:
     return state.disposition, record.disposition, query["disposition"]
 
 
-DEFINITION = build(flow({"talk": agent(go("done", "bye"), extract=SPEC),
-                         "bye": end(disposition="finished", extract=SPEC)}))
+DEFINITION = build(
+    flow({"talk": agent(go("done", "bye"), extract=SPEC), "bye": end(disposition="finished", extract=SPEC)})
+)
 
 
 def ended_call(**extracted: object) -> CallState:
@@ -47,8 +48,9 @@ def test_an_extracted_disposition_wins_everywhere() -> None:
     assert outcomes(ended_call(disposition="callback")) == ("callback", "callback", "callback")
 
 
-@pytest.mark.parametrize("extracted", [{"call_disposition": "lost"}, {}, {"disposition": ""},
-                                       {"disposition": "not_declared"}])
+@pytest.mark.parametrize(
+    "extracted", [{"call_disposition": "lost"}, {}, {"disposition": ""}, {"disposition": "not_declared"}]
+)
 def test_otherwise_the_end_nodes_disposition_everywhere(extracted: dict[str, object]) -> None:
     """``call_disposition`` is an ordinary extracted value, and an empty or undeclared value
     (outside the spec's enum) decides nothing."""

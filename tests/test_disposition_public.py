@@ -37,16 +37,38 @@ def outcome_flow(enum: list[str] | None) -> FlowDefinition:
     field: dict[str, Any] = {"name": "disposition", "description": "How the call went."}
     if enum:
         field["enum"] = enum
-    report = validate_data({"flow": "survey", "nodes": {
-        "ask": {"task": "Ask.", "extract": [field], "functions": [
-            {"name": "done", "transition_only": True, "description": "Done.", "transition_to": "bye"}]},
-        "bye": {"type": "end", "task": "Bye.", "disposition": "surveyed"}}})
+    report = validate_data(
+        {
+            "flow": "survey",
+            "nodes": {
+                "ask": {
+                    "task": "Ask.",
+                    "extract": [field],
+                    "functions": [
+                        {
+                            "name": "done",
+                            "transition_only": True,
+                            "description": "Done.",
+                            "transition_to": "bye",
+                        }
+                    ],
+                },
+                "bye": {"type": "end", "task": "Bye.", "disposition": "surveyed"},
+            },
+        }
+    )
     assert report.definition is not None, report.errors
     return report.definition
 
 
-async def run_call(client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM,
-                   definition: FlowDefinition, extracted: str) -> tuple[str, str | None]:
+async def run_call(
+    client: Client,
+    task_queue: str,
+    sqlite_url: str,
+    llm: ScriptedLLM,
+    definition: FlowDefinition,
+    extracted: str,
+) -> tuple[str, str | None]:
     llm.lane().set_extract("ask", {"disposition": extracted})
     async with running_worker(client, task_queue, sqlite_url):
         call = await start(client, task_queue, definition, variables={})
@@ -63,7 +85,8 @@ async def run_call(client: Client, task_queue: str, sqlite_url: str, llm: Script
 
 @SESSION
 async def test_an_undeclared_extracted_disposition_is_other_in_search_attributes(
-        llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     recorded, shown = await run_call(temporal_client, task_queue, sqlite_url, llm, outcome_flow(None), PII)
     assert recorded == PII  # the operator's own record keeps what was extracted
     assert shown == OTHER
@@ -71,7 +94,8 @@ async def test_an_undeclared_extracted_disposition_is_other_in_search_attributes
 
 @SESSION
 async def test_a_declared_disposition_is_shown_as_is(
-        llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     flow = outcome_flow(["callback", "not_interested"])
     recorded, shown = await run_call(temporal_client, task_queue, sqlite_url, llm, flow, "callback")
     assert recorded == shown == "callback"

@@ -44,8 +44,9 @@ def test_send_dtmf_is_a_tool_with_a_digits_argument_that_moves_nothing() -> None
     assert tool.parameters["required"] == ["digits"]
     step = eng.apply(state, FunctionCalled(name="press_keys", args={"digits": "1234#"}, node="menu"))
     assert step.state.node == "menu"
-    assert step.effects[0] == ToolResponse(name="press_keys", result={"status": "ok", "pressed": "1234#"},
-                                           run_llm=True)
+    assert step.effects[0] == ToolResponse(
+        name="press_keys", result={"status": "ok", "pressed": "1234#"}, run_llm=True
+    )
     bad = eng.apply(state, FunctionCalled(name="press_keys", args={"digits": "call me"}, node="menu"))
     assert bad.effects[0].error  # type: ignore[union-attr]
 
@@ -60,9 +61,13 @@ def test_the_validator_names_what_is_wrong_with_dtmf_and_voicemail() -> None:
     report = validate_data(data)
     got = {(i.path, i.message.split(":")[0]) for i in report.errors}
     paths = {p for p, _ in got}
-    assert paths == {"settings.voicemail.node", "nodes.menu.dtmf.transition_to.field",
-                     "nodes.menu.dtmf.transition_to.cases.3", "nodes.menu.functions[0].transition_to",
-                     "nodes.billing.dtmf"}, got
+    assert paths == {
+        "settings.voicemail.node",
+        "nodes.menu.dtmf.transition_to.field",
+        "nodes.menu.dtmf.transition_to.cases.3",
+        "nodes.menu.functions[0].transition_to",
+        "nodes.billing.dtmf",
+    }, got
     data["nodes"]["menu"]["dtmf"]["max_digits"] = 0
     assert any(i.path == "nodes.menu.dtmf.max_digits" for i in validate_data(data).errors)
 

@@ -51,8 +51,9 @@ def dana(eng: Engine | None = None) -> Call:
 # --- composing what the LLM sees -------------------------------------------------------------
 def test_prompt_is_role_then_task_rendered_with_builtins() -> None:
     set_node = only(dana().effects, SetNode)
-    assert set_node.prompt == ("You are Ava for Northside.\n\nGreet Dana (2023-11-14 22:13, call c1, "
-                               "from +15550100, order unknown).")
+    assert set_node.prompt == (
+        "You are Ava for Northside.\n\nGreet Dana (2023-11-14 22:13, call c1, from +15550100, order unknown)."
+    )
     assert set_node.greeting == "Hello Dana!"
 
 
@@ -87,8 +88,15 @@ def test_unknown_function_is_an_error_naming_the_valid_ones_and_changes_nothing(
     before = call.state
     response = only(call.call("book_now"), ToolResponse)
     assert response.error and response.result["status"] == "error"
-    assert response.result["valid_functions"] == ["to_book", "note", "lookup", "check", "find", "human",
-                                                  "complain"]
+    assert response.result["valid_functions"] == [
+        "to_book",
+        "note",
+        "lookup",
+        "check",
+        "find",
+        "human",
+        "complain",
+    ]
     assert "to_book" in response.result["error"]
     assert call.state == before and len(call.effects) == 1
 
@@ -124,17 +132,34 @@ def test_handler_and_http_entries_ask_for_a_run_and_wait() -> None:
     call = dana()
     run = only(call.call("check"), RunFunction)
     assert (run.kind, run.name, run.node, run.timeout_s, run.cancel_on_interruption) == (
-        "handler", "check", "greet", 4, True)
+        "handler",
+        "check",
+        "greet",
+        4,
+        True,
+    )
     run = only(call.call("find", q="slots"), RunFunction)
     assert run.kind == "http" and run.http is not None and not run.action
     assert run.http.url == "https://api.test/slots" and run.http.body == run.args == {"q": "slots"}
     assert sorted(call.state.pending) == ["1", "2"] and call.state.node == "greet"
 
 
-@pytest.mark.parametrize(("key", "value", "target"), [
-    ("true", True, "hit"), ("true", "True", "hit"), ("True", "true", "hit"), ("1", 1, "hit"),
-    ("1", "1", "hit"), ("1", 1.0, "hit"), ("'1'", 1, "hit"), ("available", "available", "hit"),
-    ("true", 1, "other"), ("true", False, "other"), ("1", "one", "other")])
+@pytest.mark.parametrize(
+    ("key", "value", "target"),
+    [
+        ("true", True, "hit"),
+        ("true", "True", "hit"),
+        ("True", "true", "hit"),
+        ("1", 1, "hit"),
+        ("1", "1", "hit"),
+        ("1", 1.0, "hit"),
+        ("'1'", 1, "hit"),
+        ("available", "available", "hit"),
+        ("true", 1, "other"),
+        ("true", False, "other"),
+        ("1", "one", "other"),
+    ],
+)
 def test_results_route_through_a_branch_table_by_canonical_string(key: str, value: Any, target: str) -> None:
     cases = parse_text(f"{{field: status, cases: {{{key}: hit}}, default: other}}")  # as YAML reads it
     call = Call(engine(flow({"ask": agent(http("find", transition_to=cases)), "hit": end(), "other": end()})))
@@ -177,7 +202,8 @@ def test_no_response_keeps_the_bot_silent_and_a_bad_second_value_is_an_error() -
     call = Call(result_flow())
     call.call("find", q="x")
     assert call.result({"status": "no"}, response="no_response") == [
-        ToolResponse(name="find", result={"status": "no"}, run_llm=False)]
+        ToolResponse(name="find", result={"status": "no"}, run_llm=False)
+    ]
     call.call("find", q="x")
     response = only(call.result({"status": "yes"}, response="node_b"), ToolResponse)
     assert response.error and "TRANSITION_IN_YAML" in response.result["error"]
@@ -207,31 +233,47 @@ def test_a_result_for_a_node_already_left_is_recorded_silently() -> None:
     call.call("lookup", query="x")
     call.call("to_book")
     assert call.result({"status": "found"}) == [
-        ToolResponse(name="lookup", result={"status": "found"}, run_llm=False)]
+        ToolResponse(name="lookup", result={"status": "found"}, run_llm=False)
+    ]
     assert call.state.node == "book"
 
 
 # --- gates and actions -----------------------------------------------------------------------
-VALUES = CallState(variables={"n": 5, "tier": "gold", "tags": ["a", "b"], "name": "Dana", "huge": 10**400},
-                   extracted={"age": 30}, state={"order": {"total": 120, "items": {"x": 1}}}).values()
+VALUES = CallState(
+    variables={"n": 5, "tier": "gold", "tags": ["a", "b"], "name": "Dana", "huge": 10**400},
+    extracted={"age": 30},
+    state={"order": {"total": 120, "items": {"x": 1}}},
+).values()
 T, F = {"var": "n", "op": "==", "value": 5}, {"var": "n", "op": "<", "value": 5}
 
 
-@pytest.mark.parametrize(("cond", "expected"), [
-    (T, True), ({"var": "n", "op": "==", "value": "5"}, True), ({"var": "n", "op": "!=", "value": 5}, False),
-    (F, False), ({"var": "n", "op": "<=", "value": 5}, True), ({"var": "n", "op": ">", "value": 4.5}, True),
-    ({"var": "n", "op": ">=", "value": 6}, False),
-    ({"var": "tier", "op": "in", "value": ["vip", "gold"]}, True),
-    ({"var": "tier", "op": "not_in", "value": ["gold"]}, False),
-    ({"var": "tags", "op": "contains", "value": "b"}, True),
-    ({"var": "name", "op": "contains", "value": "an"}, True), ({"var": "age", "op": ">", "value": 18}, True),
-    ({"var": "state.order.items", "op": "contains", "value": "x"}, True),
-    ({"var": "state.order.total", "op": ">=", "value": 100}, True),
-    ({"var": "state.order", "op": "exists"}, True),
-    ({"var": "state.order.none", "op": "exists"}, False), ({"var": "state.x.y", "op": "not_exists"}, True),
-    ({"var": "tier", "op": "<", "value": 3}, False), ({"var": "huge", "op": ">", "value": 1}, True),
-    ({"all": [T, F]}, False), ({"any": [F, T]}, True),
-    ({"all": [T, {"any": [F, {"var": "tags", "op": "contains", "value": "a"}]}]}, True)])
+@pytest.mark.parametrize(
+    ("cond", "expected"),
+    [
+        (T, True),
+        ({"var": "n", "op": "==", "value": "5"}, True),
+        ({"var": "n", "op": "!=", "value": 5}, False),
+        (F, False),
+        ({"var": "n", "op": "<=", "value": 5}, True),
+        ({"var": "n", "op": ">", "value": 4.5}, True),
+        ({"var": "n", "op": ">=", "value": 6}, False),
+        ({"var": "tier", "op": "in", "value": ["vip", "gold"]}, True),
+        ({"var": "tier", "op": "not_in", "value": ["gold"]}, False),
+        ({"var": "tags", "op": "contains", "value": "b"}, True),
+        ({"var": "name", "op": "contains", "value": "an"}, True),
+        ({"var": "age", "op": ">", "value": 18}, True),
+        ({"var": "state.order.items", "op": "contains", "value": "x"}, True),
+        ({"var": "state.order.total", "op": ">=", "value": 100}, True),
+        ({"var": "state.order", "op": "exists"}, True),
+        ({"var": "state.order.none", "op": "exists"}, False),
+        ({"var": "state.x.y", "op": "not_exists"}, True),
+        ({"var": "tier", "op": "<", "value": 3}, False),
+        ({"var": "huge", "op": ">", "value": 1}, True),
+        ({"all": [T, F]}, False),
+        ({"any": [F, T]}, True),
+        ({"all": [T, {"any": [F, {"var": "tags", "op": "contains", "value": "a"}]}]}, True),
+    ],
+)
 def test_gate_conditions(cond: dict[str, Any], expected: bool) -> None:
     assert holds(Condition.model_validate(cond), VALUES) is expected
 
@@ -253,16 +295,25 @@ def test_a_chain_of_gates_reaches_an_action_that_routes_on_its_result() -> None:
     assert call.state.state["rec"] == {"status": "found", "id": 7} and call.state.disposition == "big"
 
 
-@pytest.mark.parametrize(("route", "outcome", "target"), [
-    (table({"found": "ok", "error": "sorry"}), {"error": "timeout"}, "sorry"),  # a failure is a result
-    (table({"found": "ok"}, "other"), {"error": "timeout"}, "other"),
-    (table({"found": "ok"}, "other", field="code"), {"result": {"status": "found"}}, "other"),
-    ("ok", {"error": "timeout"}, "ok"),  # the call goes on
-    (table({"found": "ok"}), {"result": {"status": "odd"}}, "fetch")])  # nowhere to go: the call ends
-def test_an_action_routes_failures_like_results_and_ends_when_stuck(route: Any, outcome: dict[str, Any],
-                                                                     target: str) -> None:
-    nodes = {"fetch": action({"name": "check"}, route, save_as="rec"), "ok": end(), "sorry": end(),
-             "other": end()}
+@pytest.mark.parametrize(
+    ("route", "outcome", "target"),
+    [
+        (table({"found": "ok", "error": "sorry"}), {"error": "timeout"}, "sorry"),  # a failure is a result
+        (table({"found": "ok"}, "other"), {"error": "timeout"}, "other"),
+        (table({"found": "ok"}, "other", field="code"), {"result": {"status": "found"}}, "other"),
+        ("ok", {"error": "timeout"}, "ok"),  # the call goes on
+        (table({"found": "ok"}), {"result": {"status": "odd"}}, "fetch"),
+    ],
+)  # nowhere to go: the call ends
+def test_an_action_routes_failures_like_results_and_ends_when_stuck(
+    route: Any, outcome: dict[str, Any], target: str
+) -> None:
+    nodes = {
+        "fetch": action({"name": "check"}, route, save_as="rec"),
+        "ok": end(),
+        "sorry": end(),
+        "other": end(),
+    }
     call = Call(engine(flow(nodes, handlers=HANDLERS)))
     call.result(**{"result": None, **outcome})
     assert call.state.path[-1] == target and call.state.ended
@@ -276,10 +327,18 @@ def test_the_greeting_is_said_on_entry_but_not_on_re_entry_from_itself() -> None
     call = dana()
     assert kinds(call.effects) == ["set_node", "say"]
     assert call.effects[1] == Say(text="Hello Dana!", allow_interrupt=True)
-    call = Call(engine(flow({"a": agent(go("again", "a"), go("go", "b")),
-                             "b": agent(go("again", "b"), go("back", "a"), greeting="Hi.",
-                                        allow_interrupt=False),
-                             "z": end()}, global_functions=[go("bye", "z")])))
+    call = Call(
+        engine(
+            flow(
+                {
+                    "a": agent(go("again", "a"), go("go", "b")),
+                    "b": agent(go("again", "b"), go("back", "a"), greeting="Hi.", allow_interrupt=False),
+                    "z": end(),
+                },
+                global_functions=[go("bye", "z")],
+            )
+        )
+    )
     assert kinds(call.call("go")) == ["tool_response", "set_node", "say"]
     assert call.effects[-1] == Say(text="Hi.", allow_interrupt=False)
     assert kinds(call.call("again")) == ["tool_response", "set_node", "llm_turn"]
@@ -303,10 +362,23 @@ def test_an_end_node_gets_its_turn_then_ends_the_call() -> None:
 
 
 def test_pre_and_post_actions_run_around_the_first_turn() -> None:
-    call = Call(engine(flow({"a": agent(
-        go("go", "b"), greeting="Hi.", pre_actions=[{"tts_say": "Hello {{who}}."}, {"function": "log_entry"}],
-        post_actions=[{"tts_say": "Ready."}]), "b": end()},
-        handlers=HANDLERS, variables={"who": {"default": "you"}})))
+    call = Call(
+        engine(
+            flow(
+                {
+                    "a": agent(
+                        go("go", "b"),
+                        greeting="Hi.",
+                        pre_actions=[{"tts_say": "Hello {{who}}."}, {"function": "log_entry"}],
+                        post_actions=[{"tts_say": "Ready."}],
+                    ),
+                    "b": end(),
+                },
+                handlers=HANDLERS,
+                variables={"who": {"default": "you"}},
+            )
+        )
+    )
     assert kinds(call.effects) == ["set_node", "say", "run_function", "say", "say"]
     assert [e.text for e in call.effects if isinstance(e, Say)] == ["Hello you.", "Hi.", "Ready."]
     assert call.result(None, state={"logged": True}) == []  # a side effect: no LLM, no move
@@ -314,8 +386,13 @@ def test_pre_and_post_actions_run_around_the_first_turn() -> None:
 
 
 def test_an_end_conversation_action_ends_the_call() -> None:
-    call = Call(engine(flow({"a": agent(go("go", "a"), post_actions=[{"end_conversation": "Bye."},
-                                                                   {"tts_say": "never"}])})))
+    call = Call(
+        engine(
+            flow(
+                {"a": agent(go("go", "a"), post_actions=[{"end_conversation": "Bye."}, {"tts_say": "never"}])}
+            )
+        )
+    )
     assert kinds(call.effects) == ["set_node", "llm_turn", "say", "end_call"]
     assert call.state.end_reason == "completed" and call.effects[2].text == "Bye."
 
@@ -331,8 +408,18 @@ def test_the_last_node_is_extracted_when_the_call_ends() -> None:
 
 # --- limits, idle and the end of a call -----------------------------------------------------
 def looping(**settings: Any) -> Call:
-    return Call(engine(flow({"a": agent(go("to_b", "b"), go("stay", "a"), go("out", "z")),
-                             "b": agent(go("to_a", "a")), "z": end()}, settings=settings)))
+    return Call(
+        engine(
+            flow(
+                {
+                    "a": agent(go("to_b", "b"), go("stay", "a"), go("out", "z")),
+                    "b": agent(go("to_a", "a")),
+                    "z": end(),
+                },
+                settings=settings,
+            )
+        )
+    )
 
 
 def test_more_transitions_than_allowed_end_the_call() -> None:
@@ -358,8 +445,14 @@ def test_max_duration_and_hangup_end_once() -> None:
 
 
 def test_idle_escalates_to_a_goodbye_and_speaking_or_moving_resets_it() -> None:
-    call = Call(engine(flow({"a": agent(go("again", "a"), go("go", "b")), "b": end()},
-                            settings={"idle": {"prompts": 2, "goodbye": "Bye {{who | friend}}."}})))
+    call = Call(
+        engine(
+            flow(
+                {"a": agent(go("again", "a"), go("go", "b")), "b": end()},
+                settings={"idle": {"prompts": 2, "goodbye": "Bye {{who | friend}}."}},
+            )
+        )
+    )
     assert [e.reason for e in call(UserIdle()) + call(UserIdle())] == ["idle", "idle"]
     call(UserSpoke())
     assert call.state.idle_count == 0
@@ -380,11 +473,21 @@ def test_a_missing_or_ill_typed_required_variable_rejects_the_start(variables: d
     assert step.state == CallState()
 
 
-@pytest.mark.parametrize("event", [
-    {}, {"type": "nope"}, {"type": "function_called"}, {"type": "function_result", "run_id": "x"},
-    {"type": "hangup", "reason": "bored"}, {"type": "user_idle", "at": "NaN"},
-    {"type": "user_spoke", "zz": 1},
-    [1, 2], None, "hangup"])
+@pytest.mark.parametrize(
+    "event",
+    [
+        {},
+        {"type": "nope"},
+        {"type": "function_called"},
+        {"type": "function_result", "run_id": "x"},
+        {"type": "hangup", "reason": "bored"},
+        {"type": "user_idle", "at": "NaN"},
+        {"type": "user_spoke", "zz": 1},
+        [1, 2],
+        None,
+        "hangup",
+    ],
+)
 def test_malformed_events_are_rejected_and_change_nothing(event: Any) -> None:
     call = dana()
     before = call.state
@@ -415,8 +518,14 @@ def test_extraction_results_merge_and_ill_typed_values_are_dropped() -> None:
 
 
 def test_an_extracted_disposition_beats_the_end_nodes() -> None:
-    eng = engine(flow({"a": agent(go("go", "b"), extract=[{"name": "disposition"}]), "b": end(
-        disposition="plain", extract=[{"name": "disposition"}])}))
+    eng = engine(
+        flow(
+            {
+                "a": agent(go("go", "b"), extract=[{"name": "disposition"}]),
+                "b": end(disposition="plain", extract=[{"name": "disposition"}]),
+            }
+        )
+    )
     call = Call(eng)
     call(ExtractionResult(node="a", values={"disposition": "warm_lead"}))
     assert call.call("go")[-1] == EndCall(reason="completed", disposition="warm_lead")

@@ -18,16 +18,27 @@ from tests.engine_flows import HANDLERS, Call, action, agent, build, end, flow, 
 
 SPOKEN = (SetNode, Say, LLMTurn, EndCall)
 
-FLOW = build(flow({
-    "ask": agent(go("next", "route", speech="One moment."), go("stay", "ask")),
-    "route": action({"name": "check"}, table({"found": "found", "error": "failed"}, default="failed"),
-                    save_as="rec"),
-    "found": agent(go("done", "bye"), greeting="Found {{state.rec.id}}.",
-                   pre_actions=[{"tts_say": "Good news."}, {"function": "log_entry"}],
-                   post_actions=[{"tts_say": "Anything else?"}]),
-    "failed": end(pre_actions=[{"tts_say": "Sorry."}], disposition="failed"),
-    "bye": end(greeting="Bye."),
-}, handlers=HANDLERS))
+FLOW = build(
+    flow(
+        {
+            "ask": agent(go("next", "route", speech="One moment."), go("stay", "ask")),
+            "route": action(
+                {"name": "check"},
+                table({"found": "found", "error": "failed"}, default="failed"),
+                save_as="rec",
+            ),
+            "found": agent(
+                go("done", "bye"),
+                greeting="Found {{state.rec.id}}.",
+                pre_actions=[{"tts_say": "Good news."}, {"function": "log_entry"}],
+                post_actions=[{"tts_say": "Anything else?"}],
+            ),
+            "failed": end(pre_actions=[{"tts_say": "Sorry."}], disposition="failed"),
+            "bye": end(greeting="Bye."),
+        },
+        handlers=HANDLERS,
+    )
+)
 
 
 def routed(result: dict[str, object]) -> tuple[Engine, list[object], Call]:
@@ -50,7 +61,10 @@ def test_arrival_on_an_agent_node_has_its_pre_actions_greeting_and_post_actions(
     eng, _, call = routed({"status": "found", "id": 7})
     assert [type(e).__name__ for e in eng.arrival(call.state)] == ["SetNode", "Say", "Say", "Say"]
     assert [e.text for e in eng.arrival(call.state) if isinstance(e, Say)] == [
-        "Good news.", "Found 7.", "Anything else?"]
+        "Good news.",
+        "Found 7.",
+        "Anything else?",
+    ]
 
 
 def test_arrival_after_any_other_ending_is_just_the_end() -> None:

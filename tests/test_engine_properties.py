@@ -21,8 +21,9 @@ from callflow.model import BranchTable, FlowDefinition
 from callflow.state import CallState
 from tests import engine_flows as ef
 
-PROPERTY = settings(max_examples=100, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 START = CallStarted(call_id="p1", caller_number="+15550100", at=ef.T0)
 
 
@@ -63,8 +64,9 @@ def test_the_engine_is_deterministic_and_leaves_its_inputs_alone(flow: ef.Data, 
 
 @PROPERTY
 @given(ef.flows(), st.data())
-def test_states_and_effects_survive_json_and_the_call_goes_on_identically(flow: ef.Data,
-                                                                          data: st.DataObject) -> None:
+def test_states_and_effects_survive_json_and_the_call_goes_on_identically(
+    flow: ef.Data, data: st.DataObject
+) -> None:
     definition = ef.build(flow)
     events, steps = random_call(data, definition)
     eng = Engine(definition)
@@ -89,8 +91,10 @@ def moves(data: st.DataObject, eng: Engine, state: CallState) -> list[Any]:
     if fn.kind in ("transition_only", "capture"):
         return [FunctionCalled(name=fn.entry.name, args={} if fn.kind == "transition_only" else args)]
     status = _case(data, fn.entry.transition_to)
-    return [FunctionCalled(name=fn.entry.name, args=args),
-            FunctionResult(run_id=state.seq + 1, result={"status": status})]
+    return [
+        FunctionCalled(name=fn.entry.name, args=args),
+        FunctionResult(run_id=state.seq + 1, result={"status": status}),
+    ]
 
 
 def _case(data: st.DataObject, t: Any) -> str:
@@ -103,8 +107,9 @@ def _case(data: st.DataObject, t: Any) -> str:
 
 @PROPERTY
 @given(ef.flows(), st.data())
-def test_transition_calls_alone_end_a_call_by_max_transitions_plus_one(flow: ef.Data,
-                                                                       data: st.DataObject) -> None:
+def test_transition_calls_alone_end_a_call_by_max_transitions_plus_one(
+    flow: ef.Data, data: st.DataObject
+) -> None:
     definition = ef.build(flow)
     eng = Engine(definition)
     limit = definition.flow.settings.max_transitions

@@ -38,15 +38,25 @@ async def llm(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ScriptedLLM]:
 
 # --- the activity on its own ------------------------------------------------------------
 def _input(node: str, fields: list[ExtractSpec], call_id: str = "c-1") -> ExtractionInput:
-    return ExtractionInput(call_id=call_id, node=node, fields=fields,
-                           transcript=[{"role": "assistant", "text": "Where shall we deliver?"},
-                                       {"role": "user", "text": "12 Rue Lepic, Paris. Four of us."}])
+    return ExtractionInput(
+        call_id=call_id,
+        node=node,
+        fields=fields,
+        transcript=[
+            {"role": "assistant", "text": "Where shall we deliver?"},
+            {"role": "user", "text": "12 Rue Lepic, Paris. Four of us."},
+        ],
+    )
 
 
 async def test_activity_answers_match_the_strict_schema_and_objects_come_back_parsed(
-        llm: ScriptedLLM) -> None:
-    fields = [ExtractSpec(name="address", type="object", description="Delivery address"),
-              ExtractSpec(name="size", type="integer"), ExtractSpec(name="note", type="string")]
+    llm: ScriptedLLM,
+) -> None:
+    fields = [
+        ExtractSpec(name="address", type="object", description="Delivery address"),
+        ExtractSpec(name="size", type="integer"),
+        ExtractSpec(name="note", type="string"),
+    ]
     llm.lane().set_extract("delivery", {"address": {"city": "Paris"}, "size": 4})
     out = await extract_variables(_input("delivery", fields))
     assert out.values == {"address": {"city": "Paris"}, "size": 4}  # note: null, so left out
@@ -78,7 +88,8 @@ async def test_activity_raises_on_bad_answers(llm: ScriptedLLM) -> None:
 
 # --- through the workflow ---------------------------------------------------------------
 async def test_leaving_a_node_extracts_its_transcript_into_state_and_record(
-        llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     lane = llm.lane()
     lane.set_extract("verify", CONFIRMED)
     async with running_worker(temporal_client, task_queue, sqlite_url):
@@ -102,7 +113,8 @@ async def test_leaving_a_node_extracts_its_transcript_into_state_and_record(
 
 
 async def test_transitions_never_wait_and_the_end_waits_for_pending_extractions(
-        llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     lane = llm.lane()
     lane.set_extract("verify", CONFIRMED)
     lane.extract_gate = asyncio.Event()  # the "model" thinks until the test says so
@@ -129,7 +141,8 @@ async def test_transitions_never_wait_and_the_end_waits_for_pending_extractions(
 
 
 async def test_a_call_ending_on_a_node_extracts_that_node(
-        llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     lane = llm.lane()
     lane.set_extract("verify", {"confirmed_identity": False})
     async with running_worker(temporal_client, task_queue, sqlite_url):
@@ -146,7 +159,8 @@ async def test_a_call_ending_on_a_node_extracts_that_node(
 
 
 async def test_bad_answers_are_retried_then_recorded_without_hurting_the_call(
-        llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     lane = llm.lane()
     lane.bad_json_next(1)  # attempt 1: not JSON; attempts 2 and 3: a string for a boolean
     lane.set_extract("verify", {"confirmed_identity": "yes"})
@@ -155,8 +169,9 @@ async def test_bad_answers_are_retried_then_recorded_without_hurting_the_call(
         agent = Agent(call)
         await agent.say(("user", "Yes."))
         await agent.transition("verify", "confirmed")
-        st = await wait_state(call, lambda s: "verify" in s["extraction_errors"], timeout=30,
-                              what="extraction error recorded")
+        st = await wait_state(
+            call, lambda s: "verify" in s["extraction_errors"], timeout=30, what="extraction error recorded"
+        )
         assert "should be boolean" in st["extraction_errors"]["verify"]
         assert st["extracted"] == {} and st["node"] == "offer" and st["status"] == "live"
         assert [r.note for r in lane.of_kind("schema")] == ["bad json", None, None]
@@ -169,7 +184,8 @@ async def test_bad_answers_are_retried_then_recorded_without_hurting_the_call(
 
 
 async def test_a_failed_attempt_is_retried_and_the_value_lands(
-        llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     lane = llm.lane()
     lane.fail_next(1, status=503)
     lane.set_extract("verify", CONFIRMED)
@@ -187,7 +203,8 @@ async def test_a_failed_attempt_is_retried_and_the_value_lands(
 
 
 async def test_a_node_where_nothing_was_said_is_not_sent_to_the_llm(
-        llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     llm.lane().set_extract("verify", CONFIRMED)
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)

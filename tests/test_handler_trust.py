@@ -52,17 +52,21 @@ def write(folder: Path, name: str, text: str) -> Path:
     return folder
 
 
-async def run(dirs: list[Path] | str | None, module: str, name: str, source: str | None,
-              **args: object) -> HandlerOutput:
+async def run(
+    dirs: list[Path] | str | None, module: str, name: str, source: str | None, **args: object
+) -> HandlerOutput:
     inp = HandlerInput(call_id="c1", node="n", name=name, module=module, flow_source=source, args=args)
     out: HandlerOutput = await ActivityEnvironment().run(HandlerRunner(dirs).run_handler, inp)
     return out
 
 
 async def test_the_workers_copy_runs_not_the_one_beside_the_clients_flow(
-        tmp_path: Path, module_name: str) -> None:
-    client_flow = write(tmp_path / "laptop" / "repo" / "flows" / "sales", module_name,
-                        GOOD.format(where="client")) / "flow.yaml"
+    tmp_path: Path, module_name: str
+) -> None:
+    client_flow = (
+        write(tmp_path / "laptop" / "repo" / "flows" / "sales", module_name, GOOD.format(where="client"))
+        / "flow.yaml"
+    )
     app = tmp_path / "app" / "flows"
     write(app / "sales", module_name, GOOD.format(where="worker"))
     out = await run([app], module_name, "whereami", str(client_flow))
@@ -70,7 +74,8 @@ async def test_the_workers_copy_runs_not_the_one_beside_the_clients_flow(
 
 
 async def test_a_module_outside_the_flow_directories_is_not_imported(
-        tmp_path: Path, module_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, module_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site = write(tmp_path / "site-packages", module_name, GOOD.format(where="sys.path"))
     monkeypatch.syspath_prepend(str(site))  # importable, but not a flow directory
     (tmp_path / "flows").mkdir()
@@ -97,16 +102,34 @@ def test_flows_dir_setting_and_its_default(tmp_path: Path, monkeypatch: pytest.M
 
 
 async def test_a_definition_naming_os_as_its_handlers_runs_nothing(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """Built without ``flow validate``, as a hostile client could send it."""
-    flow = Flow.model_validate({"flow": "rogue", "handlers": "os", "nodes": {
-        "ask": {"task": "Ask.", "functions": [
-            {"name": "getcwd"},
-            {"name": "done", "transition_only": True, "description": "Done.", "transition_to": "bye"}]},
-        "bye": {"type": "end", "task": "Bye."}}})
+    flow = Flow.model_validate(
+        {
+            "flow": "rogue",
+            "handlers": "os",
+            "nodes": {
+                "ask": {
+                    "task": "Ask.",
+                    "functions": [
+                        {"name": "getcwd"},
+                        {
+                            "name": "done",
+                            "transition_only": True,
+                            "description": "Done.",
+                            "transition_to": "bye",
+                        },
+                    ],
+                },
+                "bye": {"type": "end", "task": "Bye."},
+            },
+        }
+    )
     async with running_worker(temporal_client, task_queue, sqlite_url):
-        call = await start(temporal_client, task_queue, FlowDefinition(flow=flow, source="/tmp/rogue.yaml"),
-                           variables={})
+        call = await start(
+            temporal_client, task_queue, FlowDefinition(flow=flow, source="/tmp/rogue.yaml"), variables={}
+        )
         out = await call.call_function(req("ask", "getcwd"))
         assert out.error and "'os' is not in the worker's flow directories" in str(out.result)
         st = await wait_state(call, lambda s: s["node"] == "ask", what="call goes on")

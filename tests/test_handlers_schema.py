@@ -20,26 +20,29 @@ from ringflow import NO_RESPONSE, TRANSITION_IN_YAML
 
 
 # --- parameter types -----------------------------------------------------------------------
-@pytest.mark.parametrize(("annotation", "schema"), [
-    (str, {"type": "string"}),
-    (int, {"type": "integer"}),
-    (float, {"type": "number"}),
-    (bool, {"type": "boolean"}),
-    (list[str], {"type": "array", "items": {"type": "string"}}),
-    (list[int], {"type": "array", "items": {"type": "integer"}}),
-    (list, {"type": "array", "items": {}}),
-    (dict, {"type": "object"}),
-    (dict[str, int], {"type": "object"}),
-    (Optional[int], {"type": ["integer", "null"]}),  # noqa: UP045 - the old spelling must work too
-    (int | None, {"type": ["integer", "null"]}),
-    (Literal["a", "b"], {"enum": ["a", "b"], "type": "string"}),
-    (Literal[1, 2, 3], {"enum": [1, 2, 3], "type": "integer"}),
-    (Literal["a", 1], {"enum": ["a", 1]}),
-    (Literal["x", "y"] | None, {"enum": ["x", "y", None], "type": ["string", "null"]}),
-    (list[Literal["s", "m"]], {"type": "array", "items": {"enum": ["s", "m"], "type": "string"}}),
-    (str | int, {"anyOf": [{"type": "string"}, {"type": "integer"}]}),
-    (Any, {"type": "string"}),
-])
+@pytest.mark.parametrize(
+    ("annotation", "schema"),
+    [
+        (str, {"type": "string"}),
+        (int, {"type": "integer"}),
+        (float, {"type": "number"}),
+        (bool, {"type": "boolean"}),
+        (list[str], {"type": "array", "items": {"type": "string"}}),
+        (list[int], {"type": "array", "items": {"type": "integer"}}),
+        (list, {"type": "array", "items": {}}),
+        (dict, {"type": "object"}),
+        (dict[str, int], {"type": "object"}),
+        (Optional[int], {"type": ["integer", "null"]}),  # noqa: UP045 - the old spelling must work too
+        (int | None, {"type": ["integer", "null"]}),
+        (Literal["a", "b"], {"enum": ["a", "b"], "type": "string"}),
+        (Literal[1, 2, 3], {"enum": [1, 2, 3], "type": "integer"}),
+        (Literal["a", 1], {"enum": ["a", 1]}),
+        (Literal["x", "y"] | None, {"enum": ["x", "y", None], "type": ["string", "null"]}),
+        (list[Literal["s", "m"]], {"type": "array", "items": {"enum": ["s", "m"], "type": "string"}}),
+        (str | int, {"anyOf": [{"type": "string"}, {"type": "integer"}]}),
+        (Any, {"type": "string"}),
+    ],
+)
 def test_annotation_schema(annotation: Any, schema: dict[str, Any]) -> None:
     assert annotation_schema(annotation) == schema
 
@@ -90,8 +93,11 @@ def test_schema_from_signature_and_docstring() -> None:
     assert props["vip"]["type"] == "boolean"
     assert props["tags"]["type"] == ["array", "null"] and props["tags"]["items"] == {"type": "string"}
     assert props["notes"]["type"] == ["object", "null"]
-    assert props["seating"] == {"enum": ["inside", "terrace"], "type": "string",
-                                "description": "Where to sit."}
+    assert props["seating"] == {
+        "enum": ["inside", "terrace"],
+        "type": "string",
+        "description": "Where to sit.",
+    }
     jsonschema.Draft202012Validator.check_schema(params)
     jsonschema.validate({"time": "7:00 PM", "party_size": 2, "seating": "terrace"}, params)
     with pytest.raises(jsonschema.ValidationError):
@@ -160,16 +166,19 @@ async def _async_gen(flow_manager: FlowManager):
     yield 1
 
 
-@pytest.mark.parametrize(("fn", "message"), [
-    (_missing_doc_param, "does not document parameter 'size'"),
-    (_wrong_first, "first parameter must be named 'flow_manager'"),
-    (_no_first, "first parameter must be named 'flow_manager'"),
-    (_not_async, "must be an async function"),
-    (_async_gen, "must be an async function"),
-    (_no_docstring, "docstring needs a summary line"),
-    (_var_args, "'*times'"),
-    (_bad_hint, "cannot resolve type hints"),
-])
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (_missing_doc_param, "does not document parameter 'size'"),
+        (_wrong_first, "first parameter must be named 'flow_manager'"),
+        (_no_first, "first parameter must be named 'flow_manager'"),
+        (_not_async, "must be an async function"),
+        (_async_gen, "must be an async function"),
+        (_no_docstring, "docstring needs a summary line"),
+        (_var_args, "'*times'"),
+        (_bad_hint, "cannot resolve type hints"),
+    ],
+)
 def test_signature_errors(fn: Any, message: str) -> None:
     with pytest.raises(SignatureError, match=message.replace("*", r"\*")):
         handler_schema(fn)
@@ -207,8 +216,10 @@ def test_strict_makes_every_property_required_and_optional_ones_nullable() -> No
                 "properties": {"street": {"type": "string"}, "zip": {"type": "string"}},
                 "required": ["street"],
             },
-            "items": {"type": "array",
-                      "items": {"type": "object", "properties": {"sku": {"type": "string"}}}},
+            "items": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"sku": {"type": "string"}}},
+            },
         },
         "required": ["size", "address"],
     }
@@ -230,19 +241,24 @@ def test_strict_makes_every_property_required_and_optional_ones_nullable() -> No
     item = props["items"]["items"]
     assert item["additionalProperties"] is False and item["properties"]["sku"]["type"] == ["string", "null"]
     jsonschema.Draft202012Validator.check_schema(strict)
-    jsonschema.validate({"size": 2, "note": None, "kind": None, "address": {"street": "Main", "zip": None},
-                         "items": None}, strict)
+    jsonschema.validate(
+        {"size": 2, "note": None, "kind": None, "address": {"street": "Main", "zip": None}, "items": None},
+        strict,
+    )
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "object"},
-    {"type": "object", "additionalProperties": True, "properties": {"a": {"type": "string"}}},
-    {"type": "object", "additionalProperties": {"type": "string"}, "properties": {}},
-    {"type": "object", "properties": {"meta": {"type": "object"}}},
-    {"type": "object", "properties": {"tags": {"type": "array", "items": {}}}},
-    {"type": "object", "properties": {"anything": True}},
-    {"type": "object", "properties": {"list": {"type": "array", "items": True}}},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object"},
+        {"type": "object", "additionalProperties": True, "properties": {"a": {"type": "string"}}},
+        {"type": "object", "additionalProperties": {"type": "string"}, "properties": {}},
+        {"type": "object", "properties": {"meta": {"type": "object"}}},
+        {"type": "object", "properties": {"tags": {"type": "array", "items": {}}}},
+        {"type": "object", "properties": {"anything": True}},
+        {"type": "object", "properties": {"list": {"type": "array", "items": True}}},
+    ],
+)
 def test_free_form_objects_have_no_strict_form(schema: dict[str, Any]) -> None:
     assert to_strict(schema) is None
 
@@ -289,7 +305,7 @@ async def {name}(flow_manager: FlowManager, value: str):
     return {{"where": WHERE}}, TRANSITION_IN_YAML
 '''
 
-FLOW_TEMPLATE = '''
+FLOW_TEMPLATE = """
 flow: twin
 handlers: {module}
 nodes:
@@ -301,7 +317,7 @@ nodes:
   done:
     type: end
     task: Bye.
-'''
+"""
 
 
 @pytest.fixture

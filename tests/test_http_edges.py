@@ -47,10 +47,16 @@ KEY = web.AppKey("server", Server)
 
 async def _echo(request: web.Request) -> web.Response:
     body = await request.read()
-    request.app[KEY].seen.append({"path": request.path, "method": request.method, "body": body,
-                                  "headers": dict(request.headers)})
-    return web.json_response({"status": "found", "method": request.method,
-                              "accept_encoding": request.headers.get("Accept-Encoding")})
+    request.app[KEY].seen.append(
+        {"path": request.path, "method": request.method, "body": body, "headers": dict(request.headers)}
+    )
+    return web.json_response(
+        {
+            "status": "found",
+            "method": request.method,
+            "accept_encoding": request.headers.get("Accept-Encoding"),
+        }
+    )
 
 
 async def _away_307(request: web.Request) -> web.StreamResponse:
@@ -84,14 +90,18 @@ async def _bomb_handler(request: web.Request) -> web.StreamResponse:
 
 
 async def _gzip_ok(_request: web.Request) -> web.Response:
-    return web.Response(body=gzip.compress(b'{"status": "zipped"}'),
-                        headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+    return web.Response(
+        body=gzip.compress(b'{"status": "zipped"}'),
+        headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+    )
 
 
 async def _raw_deflate(_request: web.Request) -> web.Response:
     z = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate, as some servers send
-    return web.Response(body=z.compress(b'{"status": "deflated"}') + z.flush(),
-                        headers={"Content-Encoding": "deflate", "Content-Type": "application/json"})
+    return web.Response(
+        body=z.compress(b'{"status": "deflated"}') + z.flush(),
+        headers={"Content-Encoding": "deflate", "Content-Type": "application/json"},
+    )
 
 
 async def _brotli(_request: web.Request) -> web.Response:
@@ -134,8 +144,9 @@ async def call(url: str, **kw: Any) -> dict[str, Any]:
 
 
 async def test_a_cross_origin_307_does_not_resend_the_body(server: Server) -> None:
-    out = await call(f"{server.base}/away-307", method="POST", body={"card": "4111"},
-                     headers={"Authorization": "Bearer t"})
+    out = await call(
+        f"{server.base}/away-307", method="POST", body={"card": "4111"}, headers={"Authorization": "Bearer t"}
+    )
     assert out["status"] == "error" and out["error"] == "redirect_refused"
     assert [s["path"] for s in server.seen] == ["/away-307"]  # /echo never got the body
     # within one origin a 307 keeps its method and body, as it should
@@ -171,11 +182,14 @@ async def test_compressed_answers_still_decode(server: Server) -> None:
     assert unsupported["error"] == "bad_encoding" and "br" in unsupported["message"]
 
 
-@pytest.mark.parametrize("headers", [
-    {"X-Company": "acme\r\nX-Admin: yes"},
-    {"X-Company": "acme\nX-Admin: yes"},
-    {"X-Company\r\nX-Admin": "yes"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Company": "acme\r\nX-Admin: yes"},
+        {"X-Company": "acme\nX-Admin: yes"},
+        {"X-Company\r\nX-Admin": "yes"},
+    ],
+)
 async def test_a_line_break_in_a_header_is_refused_without_sending_or_retrying(
     server: Server, headers: dict[str, str]
 ) -> None:
@@ -185,17 +199,20 @@ async def test_a_line_break_in_a_header_is_refused_without_sending_or_retrying(
     assert server.seen == []
 
 
-@pytest.mark.parametrize(("address", "problem"), [
-    ("2002:0a00:0001::1", "6to4 address embedding a private IPv4 address"),
-    ("2002:7f00:0001::1", "6to4 address embedding a loopback IPv4 address"),
-    ("2002:a9fe:a9fe::1", "6to4 address embedding a link-local IPv4 address"),
-    ("2002:c0a8:0101::", "6to4 address embedding a private IPv4 address"),
-    ("2002:0808:0808::1", None),
-    ("64:ff9b::a00:1", "reserved"),  # NAT64 and IPv4-compatible forms are reserved ranges
-    ("::a00:1", "reserved"),
-    ("::ffff:0:a00:1", "reserved"),  # IPv4-translated
-    ("fec0::1", "site-local"),  # deprecated, but still routed inside some networks
-])
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("2002:0a00:0001::1", "6to4 address embedding a private IPv4 address"),
+        ("2002:7f00:0001::1", "6to4 address embedding a loopback IPv4 address"),
+        ("2002:a9fe:a9fe::1", "6to4 address embedding a link-local IPv4 address"),
+        ("2002:c0a8:0101::", "6to4 address embedding a private IPv4 address"),
+        ("2002:0808:0808::1", None),
+        ("64:ff9b::a00:1", "reserved"),  # NAT64 and IPv4-compatible forms are reserved ranges
+        ("::a00:1", "reserved"),
+        ("::ffff:0:a00:1", "reserved"),  # IPv4-translated
+        ("fec0::1", "site-local"),  # deprecated, but still routed inside some networks
+    ],
+)
 def test_ipv6_addresses_embedding_private_ipv4_are_refused(address: str, problem: str | None) -> None:
     assert address_problem(ipaddress.ip_address(address)) == problem
 

@@ -31,11 +31,13 @@ def load(name: str) -> Any:
 
 def edges(flow: dict[str, Any]) -> set[tuple[str, str, str]]:
     """(owner, function, target) for every transition; owner '*' for global functions."""
-    out = {("*", f["name"], f["transition_to"]) for f in flow.get("global_functions", [])
-           if "transition_to" in f}
+    out = {
+        ("*", f["name"], f["transition_to"]) for f in flow.get("global_functions", []) if "transition_to" in f
+    }
     for nid, node in flow["nodes"].items():
-        out |= {(nid, f["name"], f["transition_to"]) for f in node.get("functions", [])
-                if "transition_to" in f}
+        out |= {
+            (nid, f["name"], f["transition_to"]) for f in node.get("functions", []) if "transition_to" in f
+        }
     return out
 
 
@@ -54,8 +56,10 @@ def bikes() -> Any:
 
 
 def test_role_message_is_the_flows_role(bikes: Any) -> None:
-    assert bikes.flow["role"] == ("You are Juno, who answers the phone at Spoke & Sprocket bike "
-                                  "repairs. Short, friendly sentences; no lists.")
+    assert bikes.flow["role"] == (
+        "You are Juno, who answers the phone at Spoke & Sprocket bike "
+        "repairs. Short, friendly sentences; no lists."
+    )
     assert "role_message" not in warnings(bikes)
     # a node with its own (deprecated role_messages) persona keeps exactly that persona
     status = bikes.flow["nodes"]["status"]
@@ -65,9 +69,12 @@ def test_role_message_is_the_flows_role(bikes: Any) -> None:
 
 def test_global_functions_are_carried(bikes: Any) -> None:
     talk, hours = bikes.flow["global_functions"]
-    assert talk == {"name": "speak_to_mechanic", "transition_only": True,
-                    "description": "The caller wants to talk to a mechanic in person.",
-                    "transition_to": "handoff"}
+    assert talk == {
+        "name": "speak_to_mechanic",
+        "transition_only": True,
+        "description": "The caller wants to talk to a mechanic in person.",
+        "transition_to": "handoff",
+    }
     assert hours["capture"] is True
     assert hours["parameters"]["properties"]["day"]["type"] == "string"
     text = warnings(bikes)
@@ -94,19 +101,27 @@ def test_actions_and_end_nodes(bikes: Any) -> None:
     assert nodes["booking"]["pre_actions"] == [{"tts_say": "Let me open the workshop calendar."}]
     assert nodes["booking"]["context"] == "reset"
     assert "booking.pre_actions[1]: node 'booking': action of type function" in warnings(bikes)
-    assert nodes["handoff"] == {"type": "end", "task": "Tell them a mechanic will call back within the hour.",
-                                "post_actions": [{"end_conversation": "Talk soon, bye."}]}
+    assert nodes["handoff"] == {
+        "type": "end",
+        "task": "Tell them a mechanic will call back within the hour.",
+        "post_actions": [{"end_conversation": "Talk soon, bye."}],
+    }
     assert nodes["goodbye"]["type"] == "end"
     assert [n for n, node in nodes.items() if node.get("type") == "end"] == ["handoff", "goodbye"]
     assert_valid(bikes.flow)
 
 
 def test_role_message_wins_over_role_messages() -> None:
-    data = {"nodes": {"only": {
-        "role_message": "You are Ada.",
-        "role_messages": [{"role": "system", "content": "You are Bob."}],
-        "task_messages": [{"role": "developer", "content": "Say hi."}],
-        "post_actions": [{"type": "end_conversation"}]}}}
+    data = {
+        "nodes": {
+            "only": {
+                "role_message": "You are Ada.",
+                "role_messages": [{"role": "system", "content": "You are Bob."}],
+                "task_messages": [{"role": "developer", "content": "Say hi."}],
+                "post_actions": [{"type": "end_conversation"}],
+            }
+        }
+    }
     result = import_flow("pipecat-legacy", data)
     assert result.flow["role"] == "You are Ada."
     assert "both role_message and role_messages; role_message is used" in warnings(result)
@@ -115,12 +130,21 @@ def test_role_message_wins_over_role_messages() -> None:
 
 
 def test_editor_export_with_role_message() -> None:
-    data = {"meta": {"name": "tiny"}, "nodes": [
-        {"id": "a", "type": "initial", "data": {"role_message": "You are Ada.",
-                                                 "task_messages": [{"role": "system", "content": "Hi."}],
-                                                 "functions": [{"name": "done", "description": "Done.",
-                                                                "next_node_id": "b"}]}},
-        {"id": "b", "type": "end", "data": {"task_messages": [{"role": "system", "content": "Bye."}]}}]}
+    data = {
+        "meta": {"name": "tiny"},
+        "nodes": [
+            {
+                "id": "a",
+                "type": "initial",
+                "data": {
+                    "role_message": "You are Ada.",
+                    "task_messages": [{"role": "system", "content": "Hi."}],
+                    "functions": [{"name": "done", "description": "Done.", "next_node_id": "b"}],
+                },
+            },
+            {"id": "b", "type": "end", "data": {"task_messages": [{"role": "system", "content": "Bye."}]}},
+        ],
+    }
     result = import_flow("pipecat", data)
     assert result.flow["role"] == "You are Ada."
     assert "role_message" not in warnings(result)
@@ -151,14 +175,34 @@ def test_function_named_after_a_node_is_the_edge(cakes: Any) -> None:
 
 
 def test_a_function_with_a_handler_is_not_an_edge_by_its_name() -> None:
-    data = {"initial_node": "a", "nodes": {
-        "a": {"task_messages": [{"role": "system", "content": "Ask."}],
-              "functions": [{"name": "b", "description": "Look b up.", "properties": {}, "required": [],
-                             "handler": "__function__:b"},
-                            {"name": "finish", "description": "Done.", "properties": {}, "required": [],
-                             "transition_to": "b"}]},
-        "b": {"task_messages": [{"role": "system", "content": "Bye."}],
-              "post_actions": [{"type": "end_conversation"}]}}}
+    data = {
+        "initial_node": "a",
+        "nodes": {
+            "a": {
+                "task_messages": [{"role": "system", "content": "Ask."}],
+                "functions": [
+                    {
+                        "name": "b",
+                        "description": "Look b up.",
+                        "properties": {},
+                        "required": [],
+                        "handler": "__function__:b",
+                    },
+                    {
+                        "name": "finish",
+                        "description": "Done.",
+                        "properties": {},
+                        "required": [],
+                        "transition_to": "b",
+                    },
+                ],
+            },
+            "b": {
+                "task_messages": [{"role": "system", "content": "Bye."}],
+                "post_actions": [{"type": "end_conversation"}],
+            },
+        },
+    }
     result = import_flow("pipecat-legacy", data)
     assert edges(result.flow) == {("a", "finish", "b")}
 
@@ -183,9 +227,19 @@ def test_cli_import_then_validate(fixture: str, tmp_path: Path) -> None:
 
 
 def _node(task: str, to: list[str], role: str | None = None, end: bool = False) -> dict[str, Any]:
-    node: dict[str, Any] = {"task_messages": [{"role": "developer", "content": task}],
-                            "functions": [{"name": f"to_{t}", "description": f"Go to {t}.", "properties": {},
-                                           "required": [], "transition_to": t} for t in to]}
+    node: dict[str, Any] = {
+        "task_messages": [{"role": "developer", "content": task}],
+        "functions": [
+            {
+                "name": f"to_{t}",
+                "description": f"Go to {t}.",
+                "properties": {},
+                "required": [],
+                "transition_to": t,
+            }
+            for t in to
+        ],
+    }
     if role:
         node["role_message"] = role
     if end:
@@ -194,11 +248,15 @@ def _node(task: str, to: list[str], role: str | None = None, end: bool = False) 
 
 
 def test_a_role_set_on_a_node_carries_on_to_the_nodes_after_it() -> None:
-    data = {"initial_node": "front", "nodes": {
-        "front": _node("Greet.", ["billing"], role="You are the receptionist."),
-        "billing": _node("Ask for the invoice.", ["explain"], role="You are the billing clerk."),
-        "explain": _node("Explain the invoice.", ["bye"]),
-        "bye": _node("Say goodbye.", [], end=True)}}
+    data = {
+        "initial_node": "front",
+        "nodes": {
+            "front": _node("Greet.", ["billing"], role="You are the receptionist."),
+            "billing": _node("Ask for the invoice.", ["explain"], role="You are the billing clerk."),
+            "explain": _node("Explain the invoice.", ["bye"]),
+            "bye": _node("Say goodbye.", [], end=True),
+        },
+    }
     result = import_flow("pipecat-config", data)
     nodes = result.flow["nodes"]
     assert result.flow["role"] == "You are the receptionist."
@@ -211,10 +269,14 @@ def test_a_role_set_on_a_node_carries_on_to_the_nodes_after_it() -> None:
 
 
 def test_a_node_reached_with_two_roles_keeps_the_flows_and_says_so() -> None:
-    data = {"initial_node": "front", "nodes": {
-        "front": _node("Greet.", ["billing", "bye"], role="You are the receptionist."),
-        "billing": _node("Ask for the invoice.", ["bye"], role="You are the billing clerk."),
-        "bye": _node("Say goodbye.", [], end=True)}}
+    data = {
+        "initial_node": "front",
+        "nodes": {
+            "front": _node("Greet.", ["billing", "bye"], role="You are the receptionist."),
+            "billing": _node("Ask for the invoice.", ["bye"], role="You are the billing clerk."),
+            "bye": _node("Say goodbye.", [], end=True),
+        },
+    }
     result = import_flow("pipecat-config", data)
     assert "add_role" not in result.flow["nodes"]["bye"]
     assert "node 'bye': reached after nodes with different roles" in warnings(result)

@@ -146,8 +146,12 @@ def _node(nid: str, kind: str, name: str, **data: Any) -> dict[str, Any]:
 
 
 def _edge(src: str, dst: str, lbl: Any = "next") -> dict[str, Any]:
-    return {"id": f"{src}-{dst}", "source": src, "target": dst,
-            "data": {"label": lbl, "condition": f"Time for {dst}."}}
+    return {
+        "id": f"{src}-{dst}",
+        "source": src,
+        "target": dst,
+        "data": {"label": lbl, "condition": f"Time for {dst}."},
+    }
 
 
 def test_dograh_bare_graph_webhook_named_in_warning() -> None:
@@ -518,8 +522,12 @@ function = _maybe(
         "transition_to": ids,
         "properties": _maybe({"a": json_values, "b": _maybe({"type": word})}),
         "required": json_values,
-        "decision": _maybe({"conditions": st.lists(_maybe({"next_node_id": ids}), max_size=2)
-                            | json_values, "default_next_node_id": ids}),
+        "decision": _maybe(
+            {
+                "conditions": st.lists(_maybe({"next_node_id": ids}), max_size=2) | json_values,
+                "default_next_node_id": ids,
+            }
+        ),
         "handler": _leaf,
     }
 )
@@ -565,33 +573,50 @@ def graphs(draw: Any, source: str) -> tuple[str, Any]:
     """Well-formed node lists with random wiring: cycles, sinks, edges out of end nodes."""
     n = draw(st.integers(1, 6))
     keys = [f"n{i}" for i in range(n)]
-    kinds = {"dograh": ["startCall", "agentNode", "agentNode", "endCall"],
-             "pipecat": ["initial", "node", "node", "end"],
-             "pipecat-legacy": ["node"]}[source]
+    kinds = {
+        "dograh": ["startCall", "agentNode", "agentNode", "endCall"],
+        "pipecat": ["initial", "node", "node", "end"],
+        "pipecat-legacy": ["node"],
+    }[source]
     types = [draw(st.sampled_from(kinds)) for _ in keys]
     names = [draw(st.sampled_from(["Ask", "ask", "Ask!", "1st", "Check", "End"])) for _ in keys]
-    links = draw(st.lists(st.tuples(st.sampled_from(keys), st.sampled_from(keys),
-                                    st.sampled_from(["Yes", "yes", "No", "", "9"])), max_size=10))
+    links = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(keys), st.sampled_from(keys), st.sampled_from(["Yes", "yes", "No", "", "9"])
+            ),
+            max_size=10,
+        )
+    )
     if source == "dograh":
-        nodes = [{"id": k, "type": t, "data": {"name": nm, "prompt": f"Handle {nm}."}}
-                 for k, t, nm in zip(keys, types, names, strict=True)]
-        edges = [{"id": f"e{i}", "source": a, "target": b, "data": {"label": lb}}
-                 for i, (a, b, lb) in enumerate(links)]
+        nodes = [
+            {"id": k, "type": t, "data": {"name": nm, "prompt": f"Handle {nm}."}}
+            for k, t, nm in zip(keys, types, names, strict=True)
+        ]
+        edges = [
+            {"id": f"e{i}", "source": a, "target": b, "data": {"label": lb}}
+            for i, (a, b, lb) in enumerate(links)
+        ]
         return source, {"name": "Random", "workflow_definition": {"nodes": nodes, "edges": edges}}
     funcs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
     for a, b, lb in links:
         if source == "pipecat-legacy" and draw(st.booleans()):  # the early convention: named after b
             funcs[a].append({"name": b, "description": "Move."})
             continue
-        funcs[a].append({"name": lb or "go", "description": "Move.", "next_node_id": b,
-                         "transition_to": b})
+        funcs[a].append({"name": lb or "go", "description": "Move.", "next_node_id": b, "transition_to": b})
     task = [{"role": "system", "content": "Do it."}]
     if source == "pipecat":
-        return source, {"meta": {"name": "r"}, "nodes": [
-            {"id": k, "type": t, "data": {"task_messages": task, "functions": funcs[k]}}
-            for k, t in zip(keys, types, strict=True)]}
-    return source, {"initial_node": keys[0], "nodes": {
-        k: {"task_messages": task, "functions": funcs[k]} for k in keys}}
+        return source, {
+            "meta": {"name": "r"},
+            "nodes": [
+                {"id": k, "type": t, "data": {"task_messages": task, "functions": funcs[k]}}
+                for k, t in zip(keys, types, strict=True)
+            ],
+        }
+    return source, {
+        "initial_node": keys[0],
+        "nodes": {k: {"task_messages": task, "functions": funcs[k]} for k in keys},
+    }
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -657,8 +682,12 @@ def _links(source: str, doc: Any) -> set[tuple[str, str]]:
         ends = {n["id"] for n in graph["nodes"] if n["type"] == "endCall"}
         return {(e["source"], e["target"]) for e in graph["edges"] if e["source"] not in ends}
     if source == "pipecat":
-        return {(n["id"], f["next_node_id"]) for n in doc["nodes"] if n["type"] != "end"
-                for f in n["data"]["functions"]}
+        return {
+            (n["id"], f["next_node_id"])
+            for n in doc["nodes"]
+            if n["type"] != "end"
+            for f in n["data"]["functions"]
+        }
     return {(k, f.get("transition_to", f["name"])) for k, n in doc["nodes"].items() for f in n["functions"]}
 
 
@@ -667,12 +696,15 @@ def _links(source: str, doc: Any) -> set[tuple[str, str]]:
 def test_every_edge_is_kept(data: tuple[str, Any]) -> None:
     source, doc = data
     result = import_flow(source, doc, lenient=True)
-    kept = {(nid, f["transition_to"]) for nid, node in result.flow["nodes"].items()
-            for f in node.get("functions", []) if isinstance(f.get("transition_to"), str)}
+    kept = {
+        (nid, f["transition_to"])
+        for nid, node in result.flow["nodes"].items()
+        for f in node.get("functions", [])
+        if isinstance(f.get("transition_to"), str)
+    }
     want = _links(source, doc)
     if source == "dograh":  # node ids come from the nodes' names, made unique in order
         taken = Names()
-        ids = {n["id"]: taken.claim(node_id(n["data"]["name"]))
-               for n in doc["workflow_definition"]["nodes"]}
+        ids = {n["id"]: taken.claim(node_id(n["data"]["name"])) for n in doc["workflow_definition"]["nodes"]}
         want = {(ids[a], ids[b]) for a, b in want}
     assert want <= kept, (want - kept, [str(w) for w in result.warnings])

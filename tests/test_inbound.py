@@ -23,7 +23,8 @@ class Participant:
 
 
 async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     room = f"sip-room-{uuid.uuid4().hex[:8]}"
     settings = Settings(task_queue=task_queue, inbound_flows={"+15550100": str(FIXTURES / "triage.yaml")})
     caller = Participant({SIP_CALLER: "+15550199", SIP_CALLED: "+15550100"})
@@ -34,8 +35,13 @@ async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
         st = await call.state()
         assert st["status"] == "live" and st["agent_id"] == "agent-1" and st["flow"] == "triage"
         # The same room again (a second dispatch, a retried job): attach, don't start twice.
-        _, snap = await start_or_attach(temporal_client, load_flow(FIXTURES / "triage.yaml"),
-                                        task_queue=task_queue, call_id=call_id, agent_id="agent-2")
+        _, snap = await start_or_attach(
+            temporal_client,
+            load_flow(FIXTURES / "triage.yaml"),
+            task_queue=task_queue,
+            call_id=call_id,
+            agent_id="agent-2",
+        )
         assert snap.node == "intake" and snap.state.caller_number == "+15550199"
         assert (await call.state())["agent_id"] == "agent-2"
         desc = await call.handle.describe()
@@ -47,9 +53,11 @@ async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
     assert record.direction == "inbound" and record.end_reason == "user_hangup"
 
 
-async def test_inbound_call_without_a_flow_is_refused_clearly(temporal_client: Client,
-                                                             task_queue: str) -> None:
+async def test_inbound_call_without_a_flow_is_refused_clearly(
+    temporal_client: Client, task_queue: str
+) -> None:
     settings = Settings(task_queue=task_queue)
     with pytest.raises(RuntimeError, match="RINGFLOW_INBOUND_FLOW"):
-        await start_inbound(temporal_client, settings, "room-x", Participant({SIP_CALLED: "+1555"}), None,
-                            "agent-1", {})
+        await start_inbound(
+            temporal_client, settings, "room-x", Participant({SIP_CALLED: "+1555"}), None, "agent-1", {}
+        )

@@ -10,8 +10,12 @@ from workflows.intake import Refusal, intake, tombstone
 
 
 def turns(seq: int, text: str = "hi", event_id: str | None = None) -> dict[str, Any]:
-    return {"type": "turns", "event_id": event_id or f"e{seq}", "seq": seq,
-            "items": [{"role": "user", "text": text}]}
+    return {
+        "type": "turns",
+        "event_id": event_id or f"e{seq}",
+        "seq": seq,
+        "items": [{"role": "user", "text": text}],
+    }
 
 
 def test_held_events_past_the_byte_budget_wait_as_refusals_and_keep_their_place() -> None:
@@ -52,9 +56,13 @@ def test_long_event_ids_are_remembered_by_digest_across_a_carry() -> None:
 
 
 def test_a_refused_event_with_a_seq_becomes_a_tombstone_in_order() -> None:
-    items = intake("events", [0], lambda _: {"events": [
-        {"type": "turns", "event_id": "bad", "seq": 1, "items": [{"role": "robot"}]},
-        turns(2)]})
+    items = intake(
+        "events",
+        [0],
+        lambda _: {
+            "events": [{"type": "turns", "event_id": "bad", "seq": 1, "items": [{"role": "robot"}]}, turns(2)]
+        },
+    )
     assert isinstance(items[0], Refusal) and items[0].seq == 1 and "items.0.role" in items[0].reason
     inbox = Inbox()
     assert inbox.accept(items[1])[0] == []  # type: ignore[arg-type]
@@ -69,6 +77,13 @@ def test_intake_refuses_what_it_cannot_read() -> None:
     assert intake("turns", [], lambda p: p)[0].reason == "signal 'turns' needs exactly one payload, got 0"  # type: ignore[union-attr]
     assert "unreadable payload" in intake("turns", [b""], boom)[0].reason  # type: ignore[union-attr]
     assert intake("nope", [1], lambda p: p)[0].reason == "unknown signal 'nope'"  # type: ignore[union-attr]
-    got = intake("turns", [0], lambda _: {"event_id": "t", "seq": 1, "items": [
-        {"role": "user", "text": "x", "started_at": float("nan")}]})
+    got = intake(
+        "turns",
+        [0],
+        lambda _: {
+            "event_id": "t",
+            "seq": 1,
+            "items": [{"role": "user", "text": "x", "started_at": float("nan")}],
+        },
+    )
     assert isinstance(got[0], Refusal) and "started_at" in got[0].reason and got[0].seq == 1

@@ -44,9 +44,11 @@ VARIANTS = [(o, None) for o in OVERLAYS] + [("production", c) for c in ("tempora
 def _kubectl() -> str:
     found = shutil.which("kubectl")
     if found is None:
-        pytest.fail("kubectl is not on PATH: it renders infra/k8s (`kubectl kustomize`). Install it "
-                    "(e.g. `apt-get install kubectl` from the Kubernetes apt repository, or any "
-                    "kubectl >= 1.27) and run the tests again.")
+        pytest.fail(
+            "kubectl is not on PATH: it renders infra/k8s (`kubectl kustomize`). Install it "
+            "(e.g. `apt-get install kubectl` from the Kubernetes apt repository, or any "
+            "kubectl >= 1.27) and run the tests again."
+        )
     return found
 
 
@@ -56,10 +58,16 @@ def render(overlay: str, component: str | None, tmp: str) -> tuple[dict[str, Any
     if component is not None:  # a throwaway kustomization: the overlay plus one component
         folder = Path(tmp) / f"{overlay}-{component}"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "kustomization.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": [os.path.relpath(target, folder)],
-            "components": [os.path.relpath(K8S / "components" / component, folder)]}))
+        (folder / "kustomization.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                    "kind": "Kustomization",
+                    "resources": [os.path.relpath(target, folder)],
+                    "components": [os.path.relpath(K8S / "components" / component, folder)],
+                }
+            )
+        )
         target = folder
     proc = subprocess.run([_kubectl(), "kustomize", str(target)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, f"kubectl kustomize {target} failed:\n{proc.stderr}"
@@ -92,11 +100,15 @@ def test_every_object_validates_against_its_schema(objects: list[dict[str, Any]]
             try:
                 kubernetes_validate.validate(obj, version, strict=True)
             except kubernetes_validate.ValidationError as err:
-                pytest.fail(f"{_name(obj)} is invalid for Kubernetes {version}: {err.message} at "
-                            f"{'.'.join(str(p) for p in err.path)}")
+                pytest.fail(
+                    f"{_name(obj)} is invalid for Kubernetes {version}: {err.message} at "
+                    f"{'.'.join(str(p) for p in err.path)}"
+                )
             except kubernetes_validate.SchemaNotFoundError:
-                pytest.fail(f"{_name(obj)}: no schema for {obj['apiVersion']} {obj['kind']} (add it to "
-                            "tests/k8s_crds.py if it is a CRD)")
+                pytest.fail(
+                    f"{_name(obj)}: no schema for {obj['apiVersion']} {obj['kind']} (add it to "
+                    "tests/k8s_crds.py if it is a CRD)"
+                )
 
 
 def test_keda_objects_use_only_what_keda_reads(objects: list[dict[str, Any]]) -> None:
@@ -110,10 +122,20 @@ def test_keda_objects_use_only_what_keda_reads(objects: list[dict[str, Any]]) ->
         # KEDA's behavior block is Kubernetes' HPA behavior: validate it as one.
         behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
         for version in K8S_VERSIONS:
-            kubernetes_validate.validate({
-                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "x"},
-                "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "x"}, "maxReplicas": 2,
-                         "behavior": behavior}}, version, strict=True)
+            kubernetes_validate.validate(
+                {
+                    "apiVersion": "autoscaling/v2",
+                    "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": "x"},
+                    "spec": {
+                        "scaleTargetRef": {"kind": "Deployment", "name": "x"},
+                        "maxReplicas": 2,
+                        "behavior": behavior,
+                    },
+                },
+                version,
+                strict=True,
+            )
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 300, "scale-down must not thrash"
         env = _container_env(target, objects)
         for trigger in spec["triggers"]:
@@ -178,8 +200,9 @@ def test_commands_and_settings_exist(objects: list[dict[str, Any]]) -> None:
     for obj in [*_by_kind(objects, "Deployment").values(), *_by_kind(objects, "Job").values()]:
         args = obj["spec"]["template"]["spec"]["containers"][0]["args"]
         result = runner.invoke(app, [*args, "--help"])
-        assert result.exit_code == 0, \
+        assert result.exit_code == 0, (
             f"{_name(obj)}: `ringflow {' '.join(args)}` is not a command: {result.output}"
+        )
         for opt in (a for a in args if a.startswith("--")):
             assert opt in result.output, f"{_name(obj)}: `ringflow {args[0]}` has no {opt}"
     fields = set(Settings.model_fields)
@@ -196,10 +219,14 @@ def test_grace_periods_outlast_the_drains(objects: list[dict[str, Any]]) -> None
     worker, agent = deployments["ringflow-worker"], deployments["ringflow-agent"]
     w_env, a_env = _container_env(worker, objects), _container_env(agent, objects)
     assert w_env["RINGFLOW_DISPATCHER"] == "livekit", "crash-resume needs the LiveKit dispatcher"
-    assert float(w_env["RINGFLOW_GRACEFUL_SHUTDOWN_S"]) + 5 <= worker["spec"]["template"]["spec"][
-        "terminationGracePeriodSeconds"]
-    assert float(a_env["RINGFLOW_AGENT_DRAIN_TIMEOUT_S"]) + 30 <= agent["spec"]["template"]["spec"][
-        "terminationGracePeriodSeconds"]
+    assert (
+        float(w_env["RINGFLOW_GRACEFUL_SHUTDOWN_S"]) + 5
+        <= worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    )
+    assert (
+        float(a_env["RINGFLOW_AGENT_DRAIN_TIMEOUT_S"]) + 30
+        <= agent["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    )
     assert int(w_env["RINGFLOW_HEALTH_PORT"]) == _port(worker, "health")
     assert int(a_env["RINGFLOW_AGENT_HEALTH_PORT"]) == _port(agent, "health")  # LiveKit's health server
     assert int(a_env["RINGFLOW_AGENT_METRICS_PORT"]) == _port(agent, "metrics")
@@ -210,8 +237,10 @@ def test_grace_periods_outlast_the_drains(objects: list[dict[str, Any]]) -> None
             _port(target, endpoint["port"])  # a named port of the pods it scrapes
     assert {"ringflow-worker", "ringflow-agent", "ringflow-webhooks"} <= set(deployments)
     assert "ringflow-webhooks" in _by_kind(objects, "Service")
-    pdbs = {p["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] for p in
-            _by_kind(objects, "PodDisruptionBudget").values()}
+    pdbs = {
+        p["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
+        for p in _by_kind(objects, "PodDisruptionBudget").values()
+    }
     assert {"ringflow-worker", "ringflow-agent"} <= pdbs
 
 

@@ -64,8 +64,15 @@ SHARED = ROOT.parent / "shared" / "fixtures" / "scripts"
 MIN_KILLS = 50
 SEED = 1234
 CASE_TIMEOUT_S = 90.0
-POINTS = ("tool_call", "after_local_transition", "during_function", "after_function",
-          "turn:user", "turn:assistant", "idle")
+POINTS = (
+    "tool_call",
+    "after_local_transition",
+    "during_function",
+    "after_function",
+    "turn:user",
+    "turn:assistant",
+    "idle",
+)
 # The kinds the issue names explicitly; each must have been killed at least once.
 REQUIRED_POINTS = {"tool_call", "after_local_transition", "during_function", "after_function"}
 COMPARED = ("path", "state", "variables", "end_reason", "disposition")
@@ -115,8 +122,11 @@ def reachable_points(script: Script, definition: FlowDefinition) -> list[tuple[i
                 continue
             points.add("tool_call")
             for kind in kinds.get(step["call"], set()):
-                points |= {"during_function", "after_function"} if kind in ("handler", "http") \
+                points |= (
+                    {"during_function", "after_function"}
+                    if kind in ("handler", "http")
                     else {"after_local_transition"}
+                )
         out += [(i, p) for p in POINTS if p in points]
     return out
 
@@ -168,8 +178,9 @@ class Env:
 
     async def play(self, script: Path, **kw: Any) -> SimulationResult:
         fresh_handlers(script)
-        return await asyncio.wait_for(run_script(script, self.client, self.task_queue, self.llm, **kw),
-                                      CASE_TIMEOUT_S)
+        return await asyncio.wait_for(
+            run_script(script, self.client, self.task_queue, self.llm, **kw), CASE_TIMEOUT_S
+        )
 
     async def baseline(self, script: Path) -> dict[str, Any]:
         """The uninterrupted run, once per script."""
@@ -192,8 +203,10 @@ async def env(temporal_server: DevStack) -> AsyncIterator[Env]:
         dispose_engines()
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="no ../shared/fixtures/scripts beside the repo: "
-                    "the kill test draws from the examples alone")
+@pytest.mark.skipif(
+    not SHARED.is_dir(),
+    reason="no ../shared/fixtures/scripts beside the repo: the kill test draws from the examples alone",
+)
 def test_shared_fixture_scripts_join_the_draw() -> None:
     paths = script_paths()
     shared = [p for p in paths if p.parent == SHARED]
@@ -277,15 +290,36 @@ async def test_sigkilled_agent_process_is_replaced_and_the_call_ends_the_same(en
         lane.set_extract(node, values)
     lane.replace_replies([t.llm for t in script.turns if t.llm is not None])
     fresh_handlers(SIGKILL_SCRIPT)
-    handle = await start_call(env.client, definition, task_queue=env.task_queue, call_id=call_id,
-                              variables=script.variables)
+    handle = await start_call(
+        env.client, definition, task_queue=env.task_queue, call_id=call_id, variables=script.variables
+    )
 
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.kill_child", "--address", env.address, "--namespace", env.namespace,
-        "--call-id", call_id, "--lane", call_id, "--llm-url", env.llm.base_url,
-        "--script", str(SIGKILL_SCRIPT), "--kill-turn", str(SIGKILL_TURN), "--kill-point", SIGKILL_POINT,
-        cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "tests.kill_child",
+        "--address",
+        env.address,
+        "--namespace",
+        env.namespace,
+        "--call-id",
+        call_id,
+        "--lane",
+        call_id,
+        "--llm-url",
+        env.llm.base_url,
+        "--script",
+        str(SIGKILL_SCRIPT),
+        "--kill-turn",
+        str(SIGKILL_TURN),
+        "--kill-point",
+        SIGKILL_POINT,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     stderr: list[bytes] = []
     try:
         reached = await asyncio.wait_for(read_killpoint(proc), CASE_TIMEOUT_S)
@@ -301,22 +335,31 @@ async def test_sigkilled_agent_process_is_replaced_and_the_call_ends_the_same(en
 
     # A new agent in this process takes over and replays the turn the dead one was in.
     lane.replace_replies([t.llm for t in script.turns[SIGKILL_TURN:] if t.llm is not None])
+
     def session_factory(snap: Snapshot) -> AgentSession:
         return scripted_session(env.llm.base_url, call_id)
 
     # answer_pending=False, as in the simulator: the turn is replayed below, and answering the
     # dead agent's last caller turn as well would race that replay for the scripted replies.
-    run = await attach_agent(env.client, call_id, f"sigkill-agent-{uuid.uuid4().hex[:6]}",
-                             session_factory=session_factory, answer_pending=False,
-                             idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+    run = await attach_agent(
+        env.client,
+        call_id,
+        f"sigkill-agent-{uuid.uuid4().hex[:6]}",
+        session_factory=session_factory,
+        answer_pending=False,
+        idle_from_session=False,
+        heartbeat_s=0,
+        own_max_duration=False,
+    )
     assert run.resumed
     record = await finish_call(run, script, definition, SIGKILL_TURN, handle.handle)
     got = {k: getattr(record, k) for k in COMPARED}
     assert not differences(got, want), "\n".join(differences(got, want))
 
 
-async def finish_call(run: AgentRun, script: Script, definition: FlowDefinition, start: int,
-                      handle: Any) -> Any:
+async def finish_call(
+    run: AgentRun, script: Script, definition: FlowDefinition, start: int, handle: Any
+) -> Any:
     """Play turns ``start``.. on ``run`` and hang up, as ``run_script`` does after a kill."""
     idle_s = definition.flow.settings.idle.timeout_s
     try:
@@ -354,16 +397,25 @@ async def test_agent_dying_with_its_transition_into_an_action_node_unsent(env: E
         lane.set_extract(node, values)
     lane.replace_replies([t.llm for t in script.turns if t.llm is not None])
     fresh_handlers(ACTION_SCRIPT)
-    handle = await start_call(env.client, definition, task_queue=env.task_queue, call_id=call_id,
-                              variables=script.variables)
+    handle = await start_call(
+        env.client, definition, task_queue=env.task_queue, call_id=call_id, variables=script.variables
+    )
 
     def session_factory(snap: Snapshot) -> AgentSession:
         return scripted_session(env.llm.base_url, call_id)
 
     killer = _Killer("turn:assistant")  # the transition's speech, said while the agent waits
-    run = await attach_agent(env.client, call_id, f"held-agent-{uuid.uuid4().hex[:6]}",
-                             session_factory=session_factory, kill_hook=killer, answer_pending=False,
-                             idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+    run = await attach_agent(
+        env.client,
+        call_id,
+        f"held-agent-{uuid.uuid4().hex[:6]}",
+        session_factory=session_factory,
+        kill_hook=killer,
+        answer_pending=False,
+        idle_from_session=False,
+        heartbeat_s=0,
+        own_max_duration=False,
+    )
     idle_s = definition.flow.settings.idle.timeout_s
     await run.session.wait_for_idle()
     assert await run.outbox.flush(timeout=TURN_TIMEOUT_S)
@@ -390,9 +442,16 @@ async def test_agent_dying_with_its_transition_into_an_action_node_unsent(env: E
     await run.kill()
 
     lane.replace_replies([t.llm for t in script.turns if t.llm is not None])
-    run = await attach_agent(env.client, call_id, f"held-agent-{uuid.uuid4().hex[:6]}",
-                             session_factory=session_factory, answer_pending=False,
-                             idle_from_session=False, heartbeat_s=0, own_max_duration=False)
+    run = await attach_agent(
+        env.client,
+        call_id,
+        f"held-agent-{uuid.uuid4().hex[:6]}",
+        session_factory=session_factory,
+        answer_pending=False,
+        idle_from_session=False,
+        heartbeat_s=0,
+        own_max_duration=False,
+    )
     record = await finish_call(run, script, definition, 0, handle.handle)
     got = {k: getattr(record, k) for k in COMPARED}
     assert not differences(got, want), "\n".join(differences(got, want))

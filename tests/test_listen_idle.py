@@ -30,9 +30,14 @@ def test_listen_mode_is_the_nodes_own_else_the_flows() -> None:
     assert only(default.effects, SetNode).listen == "auto"
 
 
-@pytest.mark.parametrize(("kind", "words"), [("silence", "silent"),
-                                             ("empty_transcript", "no words could be made out"),
-                                             ("empty_turn", "without saying anything")])
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        ("silence", "silent"),
+        ("empty_transcript", "no words could be made out"),
+        ("empty_turn", "without saying anything"),
+    ],
+)
 def test_each_empty_input_kind_counts_and_the_prompt_names_kind_and_attempt(kind: str, words: str) -> None:
     call = kiosk()
     first = only(call(UserIdle(kind=kind)), LLMTurn)  # type: ignore[arg-type]
@@ -77,18 +82,28 @@ def test_an_unknown_empty_input_kind_is_rejected_unchanged() -> None:
     assert kinds(effects) == ["rejected"] and "kind" in effects[0].reason and call.state == before
 
 
-@pytest.mark.parametrize(("where", "value", "path", "says"), [
-    ("settings", {"listen": "push"}, "settings.listen", "'auto', 'manual' or 'realtime'"),
-    ("settings", {"idle": {"on_give_up": "hang"}}, "settings.idle.on_give_up", "'end' or 'wait'"),
-    ("node", {"listen": "sometimes"}, "nodes.a.listen", "'auto', 'manual' or 'realtime'"),
-    ("gate", {"listen": "manual"}, "nodes.g.listen", "does not apply to a gate node"),
-    ("node", {"listen": "realtime", "allow_interrupt": False}, "nodes.a.allow_interrupt",
-     "must be able to interrupt"),
-    ("settings", {"listen": "realtime"}, "nodes.b.allow_interrupt", "must be able to interrupt"),
-])
+@pytest.mark.parametrize(
+    ("where", "value", "path", "says"),
+    [
+        ("settings", {"listen": "push"}, "settings.listen", "'auto', 'manual' or 'realtime'"),
+        ("settings", {"idle": {"on_give_up": "hang"}}, "settings.idle.on_give_up", "'end' or 'wait'"),
+        ("node", {"listen": "sometimes"}, "nodes.a.listen", "'auto', 'manual' or 'realtime'"),
+        ("gate", {"listen": "manual"}, "nodes.g.listen", "does not apply to a gate node"),
+        (
+            "node",
+            {"listen": "realtime", "allow_interrupt": False},
+            "nodes.a.allow_interrupt",
+            "must be able to interrupt",
+        ),
+        ("settings", {"listen": "realtime"}, "nodes.b.allow_interrupt", "must be able to interrupt"),
+    ],
+)
 def test_new_keys_are_validated_with_a_path(where: str, value: Any, path: str, says: str) -> None:
-    nodes: dict[str, Any] = {"a": agent(go("go", "g")), "b": end(allow_interrupt=False),
-                             "g": {"type": "gate", "branches": [], "default": "b"}}
+    nodes: dict[str, Any] = {
+        "a": agent(go("go", "g")),
+        "b": end(allow_interrupt=False),
+        "g": {"type": "gate", "branches": [], "default": "b"},
+    }
     top: dict[str, Any] = {}
     if where == "settings":
         top["settings"] = value

@@ -28,8 +28,11 @@ def heard(result: Any) -> list[str]:
 
 def idle_prompts(llm: Any, call_id: str) -> list[str]:
     """The instructions of each LLM turn the agent started on its own (an idle re-prompt)."""
-    return [s[-1] for r in llm.lane(call_id).of_kind("chat") if (s := said(r, "system"))
-            and "empty input" in s[-1]]
+    return [
+        s[-1]
+        for r in llm.lane(call_id).of_kind("chat")
+        if (s := said(r, "system")) and "empty input" in s[-1]
+    ]
 
 
 @pytest.mark.timeout(300)
@@ -50,29 +53,40 @@ async def test_kiosk_scripts_pass_also_with_the_agent_killed_on_every_turn(tempo
         back = results["kiosk_came_back"]
         assert [p.split(" This is")[0] for p in idle_prompts(llm, back.call_id)] == [
             "The caller has been silent for a while.",
-            "The caller pressed to talk and released without saying anything."]
-        assert heard(back)[-1] == ("Of course. A member of staff is on the way and will be with you "
-                                   "in a moment.")
+            "The caller pressed to talk and released without saying anything.",
+        ]
+        assert heard(back)[-1] == (
+            "Of course. A member of staff is on the way and will be with you in a moment."
+        )
         for path in SCRIPTS:
             for turn in range(len(load_script(path)[0].turns)):
                 killed = await run_script(path, client, task_queue, llm, kill_at=turn)
                 assert killed.ok and killed.kills == 1, (path.name, turn, killed.failures, killed.error)
                 base = results[path.stem]
                 assert (killed.path, killed.end_reason, killed.disposition) == (
-                    base.path, base.end_reason, base.disposition)
+                    base.path,
+                    base.end_reason,
+                    base.disposition,
+                )
                 assert len(heard(killed)) == len(heard(base)), (path.name, turn, heard(killed))
 
 
 async def test_speech_with_no_words_on_an_auto_node_counts_and_ends_the_call(
-        temporal_server: Any, tmp_path: Path) -> None:
+    temporal_server: Any, tmp_path: Path
+) -> None:
     """On an ``auto`` node the empty turn is an ``empty_transcript``; with the default
     ``on_give_up: end`` the third one says the goodbye and the workflow ends ``user_idle``."""
-    text = FLOW.read_text().replace("listen: manual", "listen: auto").replace("on_give_up: wait",
-                                                                              "on_give_up: end")
+    text = (
+        FLOW.read_text()
+        .replace("listen: manual", "listen: auto")
+        .replace("on_give_up: wait", "on_give_up: end")
+    )
     (tmp_path / "flow.yaml").write_text(text)
     (tmp_path / "mumbles.yaml").write_text(
-        "flow: flow.yaml\nturns:\n" + '  - {user: "", empty: true}\n' * 3
-        + "expect: {path: [welcome], end_reason: user_idle}\n")
+        "flow: flow.yaml\nturns:\n"
+        + '  - {user: "", empty: true}\n' * 3
+        + "expect: {path: [welcome], end_reason: user_idle}\n"
+    )
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
         result = await run_script(tmp_path / "mumbles.yaml", client, task_queue, llm)
         prompts = idle_prompts(llm, result.call_id)
@@ -82,11 +96,14 @@ async def test_speech_with_no_words_on_an_auto_node_counts_and_ends_the_call(
     assert heard(result)[-1] == "Sorry, I can't hear you. Goodbye."
 
 
-@pytest.mark.parametrize(("turn", "says"), [
-    ('{user: "hi", empty: true}', "give it 'user: \"\"'"),
-    ('{user: ""}', "add 'empty: true'"),
-    ('{user: "", empty: true, llm: [{say: hi}]}', "no 'llm' replies"),
-])
+@pytest.mark.parametrize(
+    ("turn", "says"),
+    [
+        ('{user: "hi", empty: true}', "give it 'user: \"\"'"),
+        ('{user: ""}', "add 'empty: true'"),
+        ('{user: "", empty: true, llm: [{say: hi}]}', "no 'llm' replies"),
+    ],
+)
 def test_empty_turns_are_checked_with_a_clear_error(tmp_path: Path, turn: str, says: str) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(f"flow: {FLOW}\nturns:\n  - {turn}\n")

@@ -89,7 +89,8 @@ async def test_dispatch_creates_a_dispatch_carrying_the_call_id(lk: FakeLiveKit)
 
 
 async def test_agent_name_and_credentials_come_from_the_environment(
-        lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch) -> None:
+    lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LIVEKIT_URL", lk.url.replace("http://", "ws://"))  # as LiveKit configs spell it
     monkeypatch.setenv("LIVEKIT_API_KEY", lk.api_key)
     monkeypatch.setenv("LIVEKIT_API_SECRET", lk.api_secret)
@@ -141,8 +142,10 @@ async def test_a_room_refused_by_create_dispatch_is_not_dispatched() -> None:
 async def test_bad_credentials_are_refused_not_retried(bad: str, as_text: bool) -> None:
     async with FakeLiveKit(auth_errors_as_text=as_text) as lk:
         lk.add_room(ROOM)
-        dispatcher = dispatcher_for(lk, **({"api_secret": "wrong-secret-" + "x" * 32} if bad == "secret"
-                                           else {"api_key": "APIunknown"}))
+        dispatcher = dispatcher_for(
+            lk,
+            **({"api_secret": "wrong-secret-" + "x" * 32} if bad == "secret" else {"api_key": "APIunknown"}),
+        )
         res = await dispatcher.dispatch(DispatchRequest(call_id="call-1", room=ROOM))
     assert not res.dispatched
     assert "refused API key" in res.detail and "401" in res.detail
@@ -210,17 +213,23 @@ class DispatchProbe:
 
 
 async def test_temporal_retries_transient_failures_only(
-        livekit_selected: FakeLiveKit, temporal_client: Client, task_queue: str) -> None:
+    livekit_selected: FakeLiveKit, temporal_client: Client, task_queue: str
+) -> None:
     lk = livekit_selected
     lk.add_room(ROOM)
 
     async def run(call_id: str) -> DispatchResult:
         return await temporal_client.execute_workflow(
-            DispatchProbe.run, DispatchRequest(call_id=call_id, room=ROOM),
-            id=f"probe-{uuid.uuid4().hex[:8]}", task_queue=task_queue, execution_timeout=timedelta(minutes=1))
+            DispatchProbe.run,
+            DispatchRequest(call_id=call_id, room=ROOM),
+            id=f"probe-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+            execution_timeout=timedelta(minutes=1),
+        )
 
-    async with Worker(temporal_client, task_queue=task_queue, workflows=[DispatchProbe],
-                      activities=[dispatch_agent]):
+    async with Worker(
+        temporal_client, task_queue=task_queue, workflows=[DispatchProbe], activities=[dispatch_agent]
+    ):
         # A 503 fails the first attempt; Temporal's retry dispatches once.
         lk.fail_next(1, 503, method="CreateDispatch")
         res = await run("retried")
@@ -286,31 +295,39 @@ async def test_close_room_failures_raise_by_kind(lk: FakeLiveKit) -> None:
 # -- parse_job_metadata -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    (None, JobInfo()),
-    ("", JobInfo()),
-    ("  \n", JobInfo()),
-    (job_metadata("call-9"), JobInfo(call_id="call-9", resume=True)),
-    ('{"call_id": "call-9"}', JobInfo(call_id="call-9")),
-    ('{"flow": "clinic", "variables": {"lang": "de", "vip": true}}',
-     JobInfo(flow="clinic", variables={"lang": "de", "vip": True})),
-    ('{"call_id": "c", "resume": false, "attempt": 3}', JobInfo(call_id="c")),  # unknown keys ignored
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, JobInfo()),
+        ("", JobInfo()),
+        ("  \n", JobInfo()),
+        (job_metadata("call-9"), JobInfo(call_id="call-9", resume=True)),
+        ('{"call_id": "call-9"}', JobInfo(call_id="call-9")),
+        (
+            '{"flow": "clinic", "variables": {"lang": "de", "vip": true}}',
+            JobInfo(flow="clinic", variables={"lang": "de", "vip": True}),
+        ),
+        ('{"call_id": "c", "resume": false, "attempt": 3}', JobInfo(call_id="c")),  # unknown keys ignored
+    ],
+)
 def test_parse_job_metadata_accepts(raw: str | None, expected: JobInfo) -> None:
     assert parse_job_metadata(raw) == expected
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ("{bad", "not valid JSON (Expecting property name enclosed in double quotes at line 1 column 2)"),
-    ('{"call_id": "c",}', "not valid JSON"),
-    ("[1, 2]", "must be a JSON object, got list"),
-    ('"call-1"', "must be a JSON object, got str"),
-    ('{"call_id": 42}', "call_id: Input should be a valid string"),
-    ('{"call_id": ""}', "call_id: String should have at least 1 character"),
-    ('{"call_id": "c", "resume": "yes"}', "resume: Input should be a valid boolean"),
-    ('{"resume": true}', "resume is true but there is no call_id"),
-    ('{"variables": []}', "variables: Input should be a valid dictionary"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{bad", "not valid JSON (Expecting property name enclosed in double quotes at line 1 column 2)"),
+        ('{"call_id": "c",}', "not valid JSON"),
+        ("[1, 2]", "must be a JSON object, got list"),
+        ('"call-1"', "must be a JSON object, got str"),
+        ('{"call_id": 42}', "call_id: Input should be a valid string"),
+        ('{"call_id": ""}', "call_id: String should have at least 1 character"),
+        ('{"call_id": "c", "resume": "yes"}', "resume: Input should be a valid boolean"),
+        ('{"resume": true}', "resume is true but there is no call_id"),
+        ('{"variables": []}', "variables: Input should be a valid dictionary"),
+    ],
+)
 def test_parse_job_metadata_rejects_with_a_clear_message(raw: str, message: str) -> None:
     with pytest.raises(JobMetadataError) as err:
         parse_job_metadata(raw)
@@ -337,8 +354,11 @@ async def test_fake_checks_grants_per_room(lk: FakeLiveKit) -> None:
         async with LiveKitAPI.with_token(lk.token(grants), lk.url) as api:
             with pytest.raises(LiveKitServerError) as err:
                 await api.agent_dispatch.create_dispatch(dispatch_request)
-        assert (err.value.status, err.value.code, err.value.message) == (401, "unauthenticated",
-                                                                         "permissions denied")
+        assert (err.value.status, err.value.code, err.value.message) == (
+            401,
+            "unauthenticated",
+            "permissions denied",
+        )
     async with LiveKitAPI.with_token(lk.token({"roomAdmin": True, "room": ROOM}), lk.url) as api:
         listed = await api.room.list_participants(ListParticipantsRequest(room=ROOM))
         assert [p.identity for p in listed.participants] == ["caller"]
@@ -363,8 +383,9 @@ async def test_fake_rejects_bad_tokens_over_raw_http(lk: FakeLiveKit) -> None:
     }
     async with aiohttp.ClientSession() as session:
         for name, (token, msg) in cases.items():
-            async with session.post(url, data=body, headers={"Authorization": f"Bearer {token}",
-                                                             "Content-Type": PROTOBUF}) as resp:
+            async with session.post(
+                url, data=body, headers={"Authorization": f"Bearer {token}", "Content-Type": PROTOBUF}
+            ) as resp:
                 assert resp.status == 401, name
                 payload = await resp.json()
                 assert payload["code"] == "unauthenticated", (name, payload)

@@ -48,8 +48,14 @@ def api(lk: FakeLiveKit, secret: str | None = None) -> LiveKitAPI:
 
 
 def dial(number: str, **kw: object) -> CreateSIPParticipantRequest:
-    return CreateSIPParticipantRequest(sip_trunk_id="ST_out", sip_call_to=number, room_name="r1",
-                                       participant_identity="sip-c1", wait_until_answered=True, **kw)
+    return CreateSIPParticipantRequest(
+        sip_trunk_id="ST_out",
+        sip_call_to=number,
+        room_name="r1",
+        participant_identity="sip-c1",
+        wait_until_answered=True,
+        **kw,
+    )
 
 
 async def test_an_answered_dial_puts_a_sip_participant_in_the_room(lk: FakeLiveKit) -> None:
@@ -62,10 +68,13 @@ async def test_an_answered_dial_puts_a_sip_participant_in_the_room(lk: FakeLiveK
     assert lk.dials[0].ringing_timeout.seconds == 30  # the SDK pins the ring window
 
 
-@pytest.mark.parametrize(("answer", "sip_code", "http"), [
-    ("busy", 486, 429), ("no_answer", 408, 504), ("failed", 503, 412), ("declined", 603, 403)])
+@pytest.mark.parametrize(
+    ("answer", "sip_code", "http"),
+    [("busy", 486, 429), ("no_answer", 408, 504), ("failed", 503, 412), ("declined", 603, 403)],
+)
 async def test_a_failed_dial_is_a_sip_call_error_with_the_sip_status(
-        lk: FakeLiveKit, answer: str, sip_code: int, http: int) -> None:
+    lk: FakeLiveKit, answer: str, sip_code: int, http: int
+) -> None:
     lk.set_answer("+15550100", answer)
     async with api(lk) as lkapi:
         with pytest.raises(SipCallError) as caught:
@@ -77,10 +86,14 @@ async def test_a_failed_dial_is_a_sip_call_error_with_the_sip_status(
 
 async def test_dialing_needs_the_sip_call_grant(lk: FakeLiveKit) -> None:
     token = lk.token({"roomAdmin": True, "room": "r1"})  # room admin, but no sip grant
-    async with aiohttp.ClientSession() as http, http.post(
-            f"{lk.url}/twirp/livekit.SIP/CreateSIPParticipant", json={"sipTrunkId": "ST_out",
-                                                                    "sipCallTo": "+1555", "roomName": "r1"},
-            headers={"Authorization": f"Bearer {token}"}) as resp:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{lk.url}/twirp/livekit.SIP/CreateSIPParticipant",
+            json={"sipTrunkId": "ST_out", "sipCallTo": "+1555", "roomName": "r1"},
+            headers={"Authorization": f"Bearer {token}"},
+        ) as resp,
+    ):
         assert resp.status == 401
     async with api(lk, secret="a-wrong-secret-of-enough-length-0123456789") as lkapi:
         with pytest.raises(LiveKitServerError) as caught:
@@ -102,29 +115,42 @@ async def test_a_cold_transfer_removes_the_caller_and_a_refused_one_keeps_them(l
     async with api(lk) as lkapi:
         await lkapi.sip.create_sip_participant(dial("+15550100"))
         with pytest.raises(SipCallError):
-            await lkapi.sip.transfer_sip_participant(TransferSIPParticipantRequest(
-                room_name="r1", participant_identity="sip-c1", transfer_to="tel:+15550199"))
+            await lkapi.sip.transfer_sip_participant(
+                TransferSIPParticipantRequest(
+                    room_name="r1", participant_identity="sip-c1", transfer_to="tel:+15550199"
+                )
+            )
         assert len(lk.sip_participants("r1")) == 1
-        await lkapi.sip.transfer_sip_participant(TransferSIPParticipantRequest(
-            room_name="r1", participant_identity="sip-c1", transfer_to="tel:+15550142"))
+        await lkapi.sip.transfer_sip_participant(
+            TransferSIPParticipantRequest(
+                room_name="r1", participant_identity="sip-c1", transfer_to="tel:+15550142"
+            )
+        )
     assert lk.sip_participants("r1") == []
     assert [t.transfer_to for t in lk.transfers] == ["tel:+15550199", "tel:+15550142"]
 
 
 async def test_inbound_trunks_and_dispatch_rules_are_created_listed_and_updated(lk: FakeLiveKit) -> None:
     async with api(lk) as lkapi:
-        trunk = await lkapi.sip.create_inbound_trunk(CreateSIPInboundTrunkRequest(
-            trunk=SIPInboundTrunkInfo(name="ringflow", numbers=["+15550100"])))
-        rule = await lkapi.sip.create_dispatch_rule(CreateSIPDispatchRuleRequest(
-            rule=SIPDispatchRule(dispatch_rule_individual=SIPDispatchRuleIndividual(room_prefix="call-")),
-            trunk_ids=[trunk.sip_trunk_id], name="ringflow", metadata='{"flow": "a.yaml"}'))
+        trunk = await lkapi.sip.create_inbound_trunk(
+            CreateSIPInboundTrunkRequest(trunk=SIPInboundTrunkInfo(name="ringflow", numbers=["+15550100"]))
+        )
+        rule = await lkapi.sip.create_dispatch_rule(
+            CreateSIPDispatchRuleRequest(
+                rule=SIPDispatchRule(dispatch_rule_individual=SIPDispatchRuleIndividual(room_prefix="call-")),
+                trunk_ids=[trunk.sip_trunk_id],
+                name="ringflow",
+                metadata='{"flow": "a.yaml"}',
+            )
+        )
         await lkapi.sip.update_dispatch_rule_fields(rule.sip_dispatch_rule_id, metadata='{"flow": "b.yaml"}')
         await lkapi.sip.update_inbound_trunk_fields(trunk.sip_trunk_id, name="renamed")
         trunks = await lkapi.sip.list_inbound_trunk(ListSIPInboundTrunkRequest(numbers=["+15550100"]))
         rules = await lkapi.sip.list_dispatch_rule(ListSIPDispatchRuleRequest(trunk_ids=[trunk.sip_trunk_id]))
         with pytest.raises(LiveKitServerError) as caught:  # one number, one trunk
-            await lkapi.sip.create_inbound_trunk(CreateSIPInboundTrunkRequest(
-                trunk=SIPInboundTrunkInfo(numbers=["+15550100"])))
+            await lkapi.sip.create_inbound_trunk(
+                CreateSIPInboundTrunkRequest(trunk=SIPInboundTrunkInfo(numbers=["+15550100"]))
+            )
     assert caught.value.status == 409
     assert [t.name for t in trunks.items] == ["renamed"] and trunk.sip_trunk_id.startswith("ST_")
     assert [r.metadata for r in rules.items] == ['{"flow": "b.yaml"}']

@@ -21,7 +21,8 @@ def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 async def test_a_dropped_signal_is_logged_without_its_payload(
-        temporal_client: Client, task_queue: str, sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.WARNING)
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
@@ -70,8 +71,15 @@ def test_a_bug_in_workflow_code_keeps_its_traceback() -> None:
     try:
         raise KeyError("node")
     except KeyError as exc:
-        bug = logging.LogRecord("temporalio.worker._workflow_instance", logging.WARNING, __file__, 1,
-                                "Failed activation on workflow", (), (type(exc), exc, exc.__traceback__))
+        bug = logging.LogRecord(
+            "temporalio.worker._workflow_instance",
+            logging.WARNING,
+            __file__,
+            1,
+            "Failed activation on workflow",
+            (),
+            (type(exc), exc, exc.__traceback__),
+        )
     assert RedactPayloadErrors().filter(bug) and bug.exc_info is not None
 
 
@@ -86,9 +94,15 @@ def test_the_sdks_drop_line_loses_the_payload_but_names_the_event() -> None:
         except ValidationError as inner:
             raise RuntimeError("Failed decoding arguments") from inner
     except RuntimeError as exc:
-        record = logging.LogRecord("temporalio.worker._workflow_instance", logging.ERROR, __file__, 1,
-                                   "Failed deserializing signal input for turns, dropping the signal", (),
-                                   (type(exc), exc, exc.__traceback__))
+        record = logging.LogRecord(
+            "temporalio.worker._workflow_instance",
+            logging.ERROR,
+            __file__,
+            1,
+            "Failed deserializing signal input for turns, dropping the signal",
+            (),
+            (type(exc), exc, exc.__traceback__),
+        )
     assert RedactPayloadErrors().filter(record)
     line = logging.Formatter("%(message)s").format(record)
     assert SSN not in line and record.exc_info is None

@@ -48,14 +48,20 @@ def lines_of(stream: io.StringIO) -> list[dict[str, Any]]:
     return out
 
 
-async def test_a_call_logs_json_lines_with_its_id_and_no_transcript(temporal_server: DevStack,
-                                                                    captured: io.StringIO) -> None:
+async def test_a_call_logs_json_lines_with_its_id_and_no_transcript(
+    temporal_server: DevStack, captured: io.StringIO
+) -> None:
     [result] = await simulate([SCRIPT], address=temporal_server.address, kill_at=3)
     assert result.ok, result.failures
     lines = lines_of(captured)
     wf_id = result.workflow_id
-    scoped = [ln for ln in lines if ln["logger"].startswith(("agents.", "ringflow.worker"))
-              or "workflow_id" in ln or wf_id in ln["message"]]
+    scoped = [
+        ln
+        for ln in lines
+        if ln["logger"].startswith(("agents.", "ringflow.worker"))
+        or "workflow_id" in ln
+        or wf_id in ln["message"]
+    ]
     assert scoped, "the call logged nothing"
     for ln in scoped:
         assert ln.get("call_id") == result.call_id and ln.get("workflow_id") == wf_id, ln

@@ -69,10 +69,15 @@ class Server:
 def serving(log: Path) -> Iterator[Server]:
     """``tests/mcp_server.py`` in a subprocess on a free port, once it answers ``tools/list``."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", str(port), str(log)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.mcp_server", str(port), str(log)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     server = Server(port, log, proc)
     try:
+
         async def ready() -> bool:
             try:
                 await list_tools(McpServer(url=server.url, timeout_s=2))
@@ -105,12 +110,19 @@ def crm_flow(url: str) -> FlowDefinition:
                 "task": "Identify the caller and help them.",
                 "greeting": "Hello, this is Ava.",
                 "functions": [
-                    {"name": "find_customer", "description": "Look the caller up by phone number.",
-                     "mcp": {"server": "crm", "tool": "lookup_customer"}},
+                    {
+                        "name": "find_customer",
+                        "description": "Look the caller up by phone number.",
+                        "mcp": {"server": "crm", "tool": "lookup_customer"},
+                    },
                     {"mcp": {"server": "crm", "tools": ["open_ticket", "failing_tool"]}},
                     {"name": "not_there", "mcp": {"server": "crm", "tool": "no_such_tool"}},
-                    {"name": "done", "description": "The caller is helped.", "transition_only": True,
-                     "transition_to": "bye"},
+                    {
+                        "name": "done",
+                        "description": "The caller is helped.",
+                        "transition_only": True,
+                        "transition_to": "bye",
+                    },
                 ],
             },
             "bye": {"type": "end", "task": "Say goodbye."},
@@ -139,8 +151,8 @@ def output_of(ev: Any) -> Any:
 
 # --- a whole call ---------------------------------------------------------------------------
 async def test_llm_calls_an_mcp_tool_and_gets_its_result(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
-        mcp_server: Server) -> None:
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None, mcp_server: Server
+) -> None:
     """The server's tools are listed (every page) when the call starts and offered with the
     server's schemas; the LLM's call runs as an activity against the server, with the call's
     idempotency key in ``_meta`` and the flow's headers, and the result reaches the LLM."""
@@ -164,8 +176,12 @@ async def test_llm_calls_an_mcp_tool_and_gets_its_result(
         tool_msg = next(m for m in answer if m.get("role") == "tool")
         assert json.loads(tool_msg["content"])["name"] == "Dana Reyes"  # what the LLM read
 
-        seen = [c for c in mcp_server.calls() if c["tool"] == "lookup_customer"
-                and c["meta"].get(IDEMPOTENCY_META_KEY, "").startswith(tc.call.call_id + ":")]
+        seen = [
+            c
+            for c in mcp_server.calls()
+            if c["tool"] == "lookup_customer"
+            and c["meta"].get(IDEMPOTENCY_META_KEY, "").startswith(tc.call.call_id + ":")
+        ]
         assert len(seen) == 1, mcp_server.calls()
         assert seen[0]["args"] == {"phone": "+15550100"} and seen[0]["auth"] == TOKEN
 
@@ -175,8 +191,8 @@ async def test_llm_calls_an_mcp_tool_and_gets_its_result(
 
 
 async def test_bad_arguments_never_reach_the_server_and_tool_errors_reach_the_llm(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
-        mcp_server: Server) -> None:
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None, mcp_server: Server
+) -> None:
     """Arguments are checked against the pinned schema before anything runs; a tool's own
     error (``isError``) is an answer for the LLM, not a failed call, and is not retried."""
     definition = crm_flow(mcp_server.url)
@@ -193,16 +209,19 @@ async def test_bad_arguments_never_reach_the_server_and_tool_errors_reach_the_ll
         out = output_of(failed.expect.next_event().is_function_call_output(is_error=True))
         assert "read-only" in out["error"]
 
-        mine = [c for c in mcp_server.calls()
-                if c["meta"].get(IDEMPOTENCY_META_KEY, "").startswith(tc.call.call_id + ":")]
+        mine = [
+            c
+            for c in mcp_server.calls()
+            if c["meta"].get(IDEMPOTENCY_META_KEY, "").startswith(tc.call.call_id + ":")
+        ]
         assert [c["tool"] for c in mine] == ["failing_tool"]  # once: not retried; open_ticket never sent
         st = await tc.synced()
         assert st["node"] == "start" and st["status"] == "live"
 
 
 async def test_tools_are_pinned_once_a_new_agent_and_a_replay_never_list_again(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None,
-        mcp_server: Server) -> None:
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None, mcp_server: Server
+) -> None:
     """An agent attached after a crash is offered the very tools the call started with, from
     the workflow's pinned definition; the history lists each server once, and replays."""
     definition = crm_flow(mcp_server.url)
@@ -220,9 +239,12 @@ async def test_tools_are_pinned_once_a_new_agent_and_a_replay_never_list_again(
         await tc.synced()
         history = await tc.call.handle.fetch_history()
 
-    listed = [e for e in history.events
-              if e.HasField("activity_task_scheduled_event_attributes")
-              and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools"]
+    listed = [
+        e
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools"
+    ]
     assert len(listed) == 1
     replayer = Replayer(workflows=[CallWorkflow], data_converter=temporal_client.data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
@@ -230,7 +252,8 @@ async def test_tools_are_pinned_once_a_new_agent_and_a_replay_never_list_again(
 
 
 async def test_an_unreachable_server_leaves_its_tools_out_and_the_call_goes_on(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None) -> None:
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None
+) -> None:
     definition = crm_flow(f"http://127.0.0.1:{_free_port()}/mcp")
     async with text_call(temporal_client, task_queue, scripted_llm, definition=definition) as tc:
         tc.reply(say("How can I help?"))
@@ -243,7 +266,8 @@ async def test_an_unreachable_server_leaves_its_tools_out_and_the_call_goes_on(
 
 
 async def test_a_hanging_server_delays_the_call_start_only_so_long(
-        temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None) -> None:
+    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None
+) -> None:
     """A server that accepts connections and never answers: listing gives up (the activity's
     timeouts follow the server's timeout_s) and the call goes on without its tools."""
     silent = socket.socket()
@@ -273,8 +297,9 @@ async def test_list_tools_follows_every_page_and_leaves_out_unusable_tools(mcp_s
     assert listed.error is None and listed.left_out == {}
 
 
-async def test_a_servers_pinned_tools_are_bounded_in_size(mcp_server: Server,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_servers_pinned_tools_are_bounded_in_size(
+    mcp_server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """They travel in the call's input and every snapshot: past the budget, tools are left out."""
     import activities.mcp_client as client
 
@@ -290,8 +315,11 @@ async def test_a_stdio_server_is_listed_and_called(tmp_path: Path) -> None:
     from activities.mcp_client import call_tool
 
     log = tmp_path / "calls.jsonl"
-    server = McpServer(command=[sys.executable, "-m", "tests.mcp_server", "stdio", str(log)],
-                       env={"PYTHONPATH": str(ROOT)}, timeout_s=20)
+    server = McpServer(
+        command=[sys.executable, "-m", "tests.mcp_server", "stdio", str(log)],
+        env={"PYTHONPATH": str(ROOT)},
+        timeout_s=20,
+    )
     listed = await list_tools(server)
     assert [t.name for t in listed.tools][:2] == ["lookup_customer", "open_ticket"]
     result, error = await call_tool(server, "lookup_customer", {"phone": "+15550100"}, "c-1:1")
@@ -339,10 +367,19 @@ nodes:
 
 
 def test_validation_refuses_bad_server_shapes() -> None:
-    base = {"flow": "f", "nodes": {"s": {"task": "t", "functions": [
-        {"name": "x", "mcp": {"server": "crm", "tool": "t"}},
-        {"name": "done", "description": "d", "transition_only": True, "transition_to": "e"}]},
-        "e": {"type": "end", "task": "bye"}}}
+    base = {
+        "flow": "f",
+        "nodes": {
+            "s": {
+                "task": "t",
+                "functions": [
+                    {"name": "x", "mcp": {"server": "crm", "tool": "t"}},
+                    {"name": "done", "description": "d", "transition_only": True, "transition_to": "e"},
+                ],
+            },
+            "e": {"type": "end", "task": "bye"},
+        },
+    }
     cases = {
         "exactly one of 'url' (Streamable HTTP) or 'command'": {"timeout_s": 5},
         "must be an http:// or https:// address": {"url": "ftp://crm/mcp"},
@@ -373,15 +410,24 @@ def test_flow_validate_mcp_contacts_the_servers_only_when_asked(mcp_server: Serv
     dead = f"http://127.0.0.1:{_free_port()}/mcp"
     flow = {
         "flow": "crm-check",
-        "mcp_servers": {"crm": {"url": mcp_server.url, "timeout_s": 5},
-                        "gone": {"url": dead, "timeout_s": 2}},
-        "nodes": {"start": {"task": "Help.", "functions": [
-            {"name": "find", "mcp": {"server": "crm", "tool": "lookup_customer"}},
-            {"name": "ghost", "mcp": {"server": "crm", "tool": "lookup_ghost"}},
-            {"name": "odd", "mcp": {"server": "crm", "tool": "bad-name"}},
-            {"name": "other", "mcp": {"server": "gone", "tool": "anything"}},
-            {"name": "done", "description": "Done.", "transition_only": True, "transition_to": "bye"}]},
-            "bye": {"type": "end", "task": "Bye."}}}
+        "mcp_servers": {
+            "crm": {"url": mcp_server.url, "timeout_s": 5},
+            "gone": {"url": dead, "timeout_s": 2},
+        },
+        "nodes": {
+            "start": {
+                "task": "Help.",
+                "functions": [
+                    {"name": "find", "mcp": {"server": "crm", "tool": "lookup_customer"}},
+                    {"name": "ghost", "mcp": {"server": "crm", "tool": "lookup_ghost"}},
+                    {"name": "odd", "mcp": {"server": "crm", "tool": "bad-name"}},
+                    {"name": "other", "mcp": {"server": "gone", "tool": "anything"}},
+                    {"name": "done", "description": "Done.", "transition_only": True, "transition_to": "bye"},
+                ],
+            },
+            "bye": {"type": "end", "task": "Bye."},
+        },
+    }
     path = tmp_path / "crm.yaml"
     path.write_text(yaml.safe_dump(flow))
     runner = CliRunner()
@@ -407,10 +453,25 @@ def test_server_descriptions_are_plain_text_not_templates() -> None:
     from callflow.mcp_tools import pinned_definition
 
     definition = crm_flow("https://crm.example/mcp")
-    schema = {"type": "object", "properties": {"customer": {"type": "string"}, "summary": {"type": "string"}},
-              "required": ["customer", "summary"]}
-    pinned = pinned_definition(definition, {"crm": McpServerTools(tools=[
-        McpTool(name="open_ticket", description="Opens {{call_id}} tickets {{ bad", input_schema=schema)])})
+    schema = {
+        "type": "object",
+        "properties": {"customer": {"type": "string"}, "summary": {"type": "string"}},
+        "required": ["customer", "summary"],
+    }
+    pinned = pinned_definition(
+        definition,
+        {
+            "crm": McpServerTools(
+                tools=[
+                    McpTool(
+                        name="open_ticket",
+                        description="Opens {{call_id}} tickets {{ bad",
+                        input_schema=schema,
+                    )
+                ]
+            )
+        },
+    )
     engine = Engine(pinned)
     tools = {t.name: t for t in engine.snapshot(engine.start(CallStarted(call_id="c1")).state).tools}
     assert tools["open_ticket"].description == "Opens { {call_id} } tickets { { bad"
@@ -428,11 +489,16 @@ def example_scripts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[P
     """The example CRM server on a free port, and the example flow and scripts pointed at it
     (copies: the flow names the server's default port)."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(EXAMPLE_FLOW.parent / "crm_server.py"), str(port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE_FLOW.parent / "crm_server.py"), str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     work = tmp_path_factory.mktemp("crm_example")
     try:
+
         async def ready() -> bool:
             try:
                 return bool((await list_tools(McpServer(url=url, timeout_s=2))).tools)
@@ -459,7 +525,8 @@ def example_scripts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[P
 
 @pytest.mark.timeout(300)
 async def test_example_crm_scripts_pass_also_with_the_agent_killed_on_every_turn(
-        temporal_server: Any, example_scripts: list[Path]) -> None:
+    temporal_server: Any, example_scripts: list[Path]
+) -> None:
     """``ringflow call simulate`` on the CRM example against its own MCP server: every script
     passes as it is and with the agent killed (and resumed) during each of its turns."""
     from ringflow.scripts import load_script
@@ -490,14 +557,16 @@ def test_flow_show_names_the_server_tools_an_entry_offers() -> None:
 
 
 async def test_continue_as_new_keeps_the_pinned_tools_without_listing_again(
-        temporal_client: Client, task_queue: str, worker: None, mcp_server: Server) -> None:
+    temporal_client: Client, task_queue: str, worker: None, mcp_server: Server
+) -> None:
     """A long call continues as new: the next run carries the pinned definition, offers the
     same tools to a (re)attaching agent and runs them, and never lists the servers again."""
     from tests.wfkit import Agent, req, wait_state
     from workflows.client import start_call
 
-    call = await start_call(temporal_client, crm_flow(mcp_server.url), task_queue=task_queue,
-                            max_history_events=50)
+    call = await start_call(
+        temporal_client, crm_flow(mcp_server.url), task_queue=task_queue, max_history_events=50
+    )
     first = await call.attach("agent-1")
     agent = Agent(call)
     for i in range(30):
@@ -511,8 +580,12 @@ async def test_continue_as_new_keeps_the_pinned_tools_without_listing_again(
     assert res.error is False and res.result["name"] == "Dana Reyes"
 
     def listed(history: Any) -> int:
-        return sum(1 for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
-                   and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools")
+        return sum(
+            1
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools"
+        )
 
     latest = temporal_client.get_workflow_handle(call.handle.id)
     desc = await latest.describe()
@@ -531,13 +604,23 @@ def test_a_server_tool_with_an_odd_name_is_offered_under_the_entrys_name() -> No
     from callflow.mcp_spec import McpServerTools, McpTool
     from callflow.mcp_tools import missing_tools, pinned_definition
 
-    report = validate_data({
-        "flow": "odd", "mcp_servers": {"crm": {"url": "https://crm.example/mcp"}},
-        "nodes": {"s": {"task": "t", "functions": [
-            {"name": "odd", "mcp": {"server": "crm", "tool": "bad-name"}},
-            {"mcp": {"server": "crm", "tools": "all"}},
-            {"name": "done", "description": "d", "transition_only": True, "transition_to": "e"}]},
-            "e": {"type": "end", "task": "bye"}}})
+    report = validate_data(
+        {
+            "flow": "odd",
+            "mcp_servers": {"crm": {"url": "https://crm.example/mcp"}},
+            "nodes": {
+                "s": {
+                    "task": "t",
+                    "functions": [
+                        {"name": "odd", "mcp": {"server": "crm", "tool": "bad-name"}},
+                        {"mcp": {"server": "crm", "tools": "all"}},
+                        {"name": "done", "description": "d", "transition_only": True, "transition_to": "e"},
+                    ],
+                },
+                "e": {"type": "end", "task": "bye"},
+            },
+        }
+    )
     assert report.definition is not None, report.errors
     listed = McpServerTools(tools=[McpTool(name="bad-name", description="Odd."), McpTool(name="fine")])
     pinned = pinned_definition(report.definition, {"crm": listed})

@@ -75,8 +75,10 @@ class Scrapes:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def scrapes(temporal_server: DevStack, tmp_path_factory: pytest.TempPathFactory,
-                  ) -> AsyncIterator[Scrapes]:
+async def scrapes(
+    temporal_server: DevStack,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[Scrapes]:
     mp = pytest.MonkeyPatch()
     worker_port, agent_port = free_port(), free_port()
     client = await connect(temporal_server.address, runtime=prometheus_runtime(worker_port))

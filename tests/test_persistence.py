@@ -152,8 +152,9 @@ def test_postgres_urls_use_psycopg3() -> None:
 def test_load_call_joins_a_transcript_split_by_continue_as_new(database_url: str) -> None:
     """Issue 9: turns 0-5 appended at continue-as-new, 6-139 in the final snapshot; the
     reader once returned the 6 appended turns only."""
-    snapshot = [TranscriptItem(idx=i, role="user", text=f"t{i}").model_dump(mode="json")
-                for i in range(6, 140)]
+    snapshot = [
+        TranscriptItem(idx=i, role="user", text=f"t{i}").model_dump(mode="json") for i in range(6, 140)
+    ]
     record = make_record(transcript=snapshot)
     upsert_call(database_url, record)
     head = [TranscriptItem(idx=i, role="user", text=f"t{i}") for i in range(6)]

@@ -15,8 +15,17 @@ from workflows.messages import Snapshot
 
 def snapshot() -> Snapshot:
     definition = clinic()
-    return Snapshot(call_id="c1", node=None, prompt=None, tools=[], state=CallState(), transcript_tail=[],
-                    ended=False, next_seq=1, definition=definition)
+    return Snapshot(
+        call_id="c1",
+        node=None,
+        prompt=None,
+        tools=[],
+        state=CallState(),
+        transcript_tail=[],
+        ended=False,
+        next_seq=1,
+        definition=definition,
+    )
 
 
 async def test_the_server_prewarms_and_a_session_uses_the_prewarmed_vad(monkeypatch: Any) -> None:
@@ -48,12 +57,18 @@ async def test_a_dialed_call_s_agent_waits_for_the_answer_not_the_ringing() -> N
     answered = asyncio.ensure_future(picked_up(room, ringing))  # type: ignore[arg-type]
     await asyncio.sleep(0)
     assert not answered.done()
-    room.emit("participant_attributes_changed", {}, SimpleNamespace(identity="other", attributes={
-        "sip.callStatus": "active"}))
+    room.emit(
+        "participant_attributes_changed",
+        {},
+        SimpleNamespace(identity="other", attributes={"sip.callStatus": "active"}),
+    )
     await asyncio.sleep(0)
     assert not answered.done()  # someone else's status
-    room.emit("participant_attributes_changed", {"sip.callStatus": "active"}, SimpleNamespace(
-        identity="sip-c1", attributes={"sip.callStatus": "active"}))
+    room.emit(
+        "participant_attributes_changed",
+        {"sip.callStatus": "active"},
+        SimpleNamespace(identity="sip-c1", attributes={"sip.callStatus": "active"}),
+    )
     assert await asyncio.wait_for(answered, 5) is True
     busy = asyncio.ensure_future(picked_up(room, ringing))  # type: ignore[arg-type]
     await asyncio.sleep(0)

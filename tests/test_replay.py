@@ -61,8 +61,12 @@ class SleepsFirstCallWorkflow(CallWorkflow):
 async def test_a_changed_command_sequence_is_caught() -> None:
     """Proves the replay tests have teeth: the same history, code that orders one more timer."""
     # Unsandboxed only because the sandbox would re-import this test module (and pytest).
-    replayer = Replayer(workflows=[SleepsFirstCallWorkflow], data_converter=pydantic_data_converter,
-                        workflow_runner=UnsandboxedWorkflowRunner())
-    result = await replayer.replay_workflow(load(HISTORIES / "appointment_happy.json"),
-                                            raise_on_replay_failure=False)
+    replayer = Replayer(
+        workflows=[SleepsFirstCallWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    result = await replayer.replay_workflow(
+        load(HISTORIES / "appointment_happy.json"), raise_on_replay_failure=False
+    )
     assert isinstance(result.replay_failure, NondeterminismError), repr(result.replay_failure)

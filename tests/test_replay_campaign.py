@@ -45,7 +45,8 @@ class ClaimsTwiceCampaignWorkflow(CampaignWorkflow):
 
 
 async def test_a_changed_campaign_is_caught_by_the_replay() -> None:
-    replayer = Replayer(workflows=[ClaimsTwiceCampaignWorkflow, CallWorkflow],
-                        data_converter=pydantic_data_converter)
+    replayer = Replayer(
+        workflows=[ClaimsTwiceCampaignWorkflow, CallWorkflow], data_converter=pydantic_data_converter
+    )
     result = await replayer.replay_workflow(load(FILES[0]), raise_on_replay_failure=False)
     assert result.replay_failure is not None

@@ -31,8 +31,11 @@ async def lk(monkeypatch: pytest.MonkeyPatch, temporal_client: Client) -> AsyncI
         runner = await serve(WebhookRelay(temporal_client, fake.api_key, fake.api_secret), "127.0.0.1", 0)
         fake.webhook_url = f"http://127.0.0.1:{bound_port(runner)}{WEBHOOK_PATH}"
         monkeypatch.setenv("RINGFLOW_DISPATCHER", "livekit-test")
-        monkeypatch.setitem(dispatch._DISPATCHERS, "livekit-test", LiveKitDispatcher(
-            fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test"))
+        monkeypatch.setitem(
+            dispatch._DISPATCHERS,
+            "livekit-test",
+            LiveKitDispatcher(fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test"),
+        )
         try:
             yield fake
         finally:
@@ -53,7 +56,8 @@ def resume_dispatches(lk: FakeLiveKit) -> list[dict[str, object]]:
 
 
 async def test_a_killed_agent_is_replaced_at_once_and_late_or_forged_webhooks_change_nothing(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await live_call(temporal_client, task_queue, lk, "wh-call-1")
         lk.remove_participant("wh-call-1", "agent-1", proto_models.SIGNAL_CLOSE)  # the process died
@@ -62,7 +66,8 @@ async def test_a_killed_agent_is_replaced_at_once_and_late_or_forged_webhooks_ch
             return resume_dispatches(lk)
 
         assert await wait_until(dispatched, timeout=10, what="a replacement dispatched") == [
-            {"call_id": "wh-call-1", "resume": True}]
+            {"call_id": "wh-call-1", "resume": True}
+        ]
         st = await call.state()
         assert any("agent-1 left the room (SIGNAL_CLOSE)" in r["reason"] for r in st["rejected"])
         await call.attach("agent-2")
@@ -81,7 +86,8 @@ async def test_a_killed_agent_is_replaced_at_once_and_late_or_forged_webhooks_ch
 
 
 async def test_an_agent_that_hung_up_leaving_is_not_lost_and_a_finished_room_ends_the_call(
-        lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await live_call(temporal_client, task_queue, lk, "wh-call-2")
         lk.remove_participant("wh-call-2", "someone-else", proto_models.SIGNAL_CLOSE)  # not there: no event
@@ -106,9 +112,12 @@ async def test_the_receiver_refuses_what_livekit_did_not_sign(temporal_client: C
         url = f"http://127.0.0.1:{bound_port(runner)}{WEBHOOK_PATH}"
         try:
             async with aiohttp.ClientSession() as http:
-                for headers, body in [({}, b"{}"), ({"Authorization": "not-a-jwt"}, b"{}"),
-                                      ({"Authorization": fake.token({})}, b'{"event": "room_finished"}'),
-                                      ({}, b"x" * 300_000)]:
+                for headers, body in [
+                    ({}, b"{}"),
+                    ({"Authorization": "not-a-jwt"}, b"{}"),
+                    ({"Authorization": fake.token({})}, b'{"event": "room_finished"}'),
+                    ({}, b"x" * 300_000),
+                ]:
                     async with http.post(url, data=body, headers=headers) as resp:
                         assert resp.status in (401, 413), (headers, resp.status)
                         assert "Traceback" not in await resp.text()

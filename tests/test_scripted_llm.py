@@ -23,13 +23,29 @@ from openai import AsyncOpenAI
 from ringflow.scripted_llm import DRY_REPLY, LANE_HEADER, ScriptedLLM, check_steps, split_reply
 
 TOOLS: list[Any] = [
-    {"type": "function", "function": {
-        "name": "collect_party_size", "description": "Record the party size.",
-        "parameters": {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]}}},
-    {"type": "function", "function": {
-        "name": "check_availability", "description": "Check a time.",
-        "parameters": {"type": "object", "properties": {"time": {"type": "string"},
-                                                        "party_size": {"type": "integer"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "collect_party_size",
+            "description": "Record the party size.",
+            "parameters": {
+                "type": "object",
+                "properties": {"size": {"type": "integer"}},
+                "required": ["size"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "check_availability",
+            "description": "Check a time.",
+            "parameters": {
+                "type": "object",
+                "properties": {"time": {"type": "string"}, "party_size": {"type": "integer"}},
+            },
+        },
+    },
 ]
 pytestmark = pytest.mark.asyncio(loop_scope="session")  # the server, client and test share one loop
 
@@ -37,9 +53,19 @@ USER: list[Any] = [{"role": "user", "content": "A table for four please."}]
 
 
 def schema_format(schema_name: str, /, **props: str) -> Any:
-    return {"type": "json_schema", "json_schema": {"name": schema_name, "strict": True, "schema": {
-        "type": "object", "additionalProperties": False, "required": list(props),
-        "properties": {k: {"type": [t, "null"]} for k, t in props.items()}}}}
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": schema_name,
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": list(props),
+                "properties": {k: {"type": [t, "null"]} for k, t in props.items()},
+            },
+        },
+    }
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -56,8 +82,9 @@ async def client(llm: ScriptedLLM) -> AsyncIterator[AsyncOpenAI]:
 
 
 async def test_tool_call_then_say_is_two_completions_then_dry(llm: ScriptedLLM, client: AsyncOpenAI) -> None:
-    llm.lane().queue_reply([{"call": "collect_party_size", "args": {"size": 4}},
-                            {"say": "Lovely. What time would you like?"}])
+    llm.lane().queue_reply(
+        [{"call": "collect_party_size", "args": {"size": 4}}, {"say": "Lovely. What time would you like?"}]
+    )
     first = await client.chat.completions.create(model="m", messages=USER, tools=TOOLS)
     choice = first.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content is None
@@ -66,8 +93,11 @@ async def test_tool_call_then_say_is_two_completions_then_dry(llm: ScriptedLLM, 
     assert call.function.name == "collect_party_size" and json.loads(call.function.arguments) == {"size": 4}
     assert first.object == "chat.completion" and first.model == "m" and first.usage is not None
 
-    follow: list[Any] = [*USER, choice.message.model_dump(exclude_none=True),
-                         {"role": "tool", "tool_call_id": call.id, "content": '{"status": "ok"}'}]
+    follow: list[Any] = [
+        *USER,
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": '{"status": "ok"}'},
+    ]
     second = await client.chat.completions.create(model="m", messages=follow, tools=TOOLS)
     assert second.choices[0].finish_reason == "stop"
     assert second.choices[0].message.content == "Lovely. What time would you like?"
@@ -78,16 +108,23 @@ async def test_tool_call_then_say_is_two_completions_then_dry(llm: ScriptedLLM, 
     assert third.choices[0].message.content == DRY_REPLY and llm.lane().dry_count == 1
     recs = llm.lane().requests
     assert [r.dry for r in recs] == [False, False, True] and recs[2].note == "dry"
-    assert recs[1].messages[-1]["role"] == "tool" and recs[0].tool_names == ["collect_party_size",
-                                                                            "check_availability"]
+    assert recs[1].messages[-1]["role"] == "tool" and recs[0].tool_names == [
+        "collect_party_size",
+        "check_availability",
+    ]
     assert recs[0].response is not None and recs[0].response["choices"][0]["finish_reason"] == "tool_calls"
 
 
-async def test_say_before_calls_rides_with_them_and_ids_are_unique(llm: ScriptedLLM,
-                                                                   client: AsyncOpenAI) -> None:
-    llm.lane().queue_reply([{"say": "Let me check."}, {"call": "check_availability",
-                                                       "args": {"time": "7 PM", "party_size": 4}},
-                            {"call": "collect_party_size", "args": {"size": 4}}])
+async def test_say_before_calls_rides_with_them_and_ids_are_unique(
+    llm: ScriptedLLM, client: AsyncOpenAI
+) -> None:
+    llm.lane().queue_reply(
+        [
+            {"say": "Let me check."},
+            {"call": "check_availability", "args": {"time": "7 PM", "party_size": 4}},
+            {"call": "collect_party_size", "args": {"size": 4}},
+        ]
+    )
     resp = await client.chat.completions.create(model="m", messages=USER, tools=TOOLS)
     msg = resp.choices[0].message
     assert msg.content == "Let me check." and resp.choices[0].finish_reason == "tool_calls"
@@ -97,12 +134,17 @@ async def test_say_before_calls_rides_with_them_and_ids_are_unique(llm: Scripted
 
 
 async def test_streaming_tool_calls_in_openai_chunk_format(llm: ScriptedLLM, client: AsyncOpenAI) -> None:
-    llm.lane().queue_reply([{"say": "One moment please."},
-                            {"call": "check_availability", "args": {"time": "7:00 PM", "party_size": 4}},
-                            {"call": "collect_party_size", "args": {"size": 4}},
-                            {"say": "All set."}])
-    stream = await client.chat.completions.create(model="m", messages=USER, tools=TOOLS, stream=True,
-                                                  stream_options={"include_usage": True})
+    llm.lane().queue_reply(
+        [
+            {"say": "One moment please."},
+            {"call": "check_availability", "args": {"time": "7:00 PM", "party_size": 4}},
+            {"call": "collect_party_size", "args": {"size": 4}},
+            {"say": "All set."},
+        ]
+    )
+    stream = await client.chat.completions.create(
+        model="m", messages=USER, tools=TOOLS, stream=True, stream_options={"include_usage": True}
+    )
     content, calls, finish, usage, objects = "", {}, None, None, set()
     async for chunk in stream:
         objects.add(chunk.object)
@@ -133,8 +175,10 @@ async def test_streaming_tool_calls_in_openai_chunk_format(llm: ScriptedLLM, cli
 async def test_raw_sse_ends_with_done(llm: ScriptedLLM) -> None:
     llm.lane().queue_reply([{"call": "collect_party_size", "args": {"size": 2}}])
     body = {"model": "m", "messages": USER, "tools": TOOLS, "stream": True}
-    async with aiohttp.ClientSession() as http, \
-            http.post(f"{llm.base_url}/chat/completions", json=body) as resp:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{llm.base_url}/chat/completions", json=body) as resp,
+    ):
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
         raw = (await resp.read()).decode()
     events = [e for e in raw.split("\n\n") if e]
@@ -142,15 +186,23 @@ async def test_raw_sse_ends_with_done(llm: ScriptedLLM) -> None:
     chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     head = chunks[1]["choices"][0]["delta"]["tool_calls"][0]
-    assert head["index"] == 0 and head["id"].startswith("call_") and head["function"] == {
-        "name": "collect_party_size", "arguments": ""}
-    assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None,
-                                        "finish_reason": "tool_calls"}
+    assert (
+        head["index"] == 0
+        and head["id"].startswith("call_")
+        and head["function"] == {"name": "collect_party_size", "arguments": ""}
+    )
+    assert chunks[-1]["choices"][0] == {
+        "index": 0,
+        "delta": {},
+        "logprobs": None,
+        "finish_reason": "tool_calls",
+    }
     assert len({c["id"] for c in chunks}) == 1
 
 
-async def test_json_schema_answers_fill_nulls_and_unknown_is_all_null(llm: ScriptedLLM,
-                                                                      client: AsyncOpenAI) -> None:
+async def test_json_schema_answers_fill_nulls_and_unknown_is_all_null(
+    llm: ScriptedLLM, client: AsyncOpenAI
+) -> None:
     lane = llm.lane()
     lane.set_extract("initial", {"party_size": 4})
     lane.set_extract("extract_other", {"name": "Ann", "notes": {"a": 1}})
@@ -158,11 +210,14 @@ async def test_json_schema_answers_fill_nulls_and_unknown_is_all_null(llm: Scrip
     resp = await client.chat.completions.create(model="m", messages=USER, response_format=fmt)
     assert json.loads(resp.choices[0].message.content or "") == {"party_size": 4, "name": None}
     other = await client.chat.completions.create(
-        model="m", messages=USER, response_format=schema_format("extract_other", name="string",
-                                                                notes="string"))
+        model="m",
+        messages=USER,
+        response_format=schema_format("extract_other", name="string", notes="string"),
+    )
     assert json.loads(other.choices[0].message.content or "") == {"name": "Ann", "notes": '{"a": 1}'}
     unknown = await client.chat.completions.create(
-        model="m", messages=USER, response_format=schema_format("extract_nowhere", x="boolean"))
+        model="m", messages=USER, response_format=schema_format("extract_nowhere", x="boolean")
+    )
     assert json.loads(unknown.choices[0].message.content or "") == {"x": None}
     assert [r.kind for r in lane.requests] == ["schema"] * 3
     assert lane.requests[0].schema_name == "extract_initial" and not lane.ran_dry
@@ -178,15 +233,17 @@ async def test_lanes_do_not_mix(llm: ScriptedLLM, client: AsyncOpenAI) -> None:
     async def ask(lane: str) -> list[str]:
         out = []
         for _ in range(2):
-            r = await client.chat.completions.create(model="m", messages=USER, tools=TOOLS,
-                                                     extra_headers={LANE_HEADER: lane})
+            r = await client.chat.completions.create(
+                model="m", messages=USER, tools=TOOLS, extra_headers={LANE_HEADER: lane}
+            )
             out.append(r.choices[0].message.content or "")
         return out
 
     a, b = await asyncio.gather(ask("a"), ask("b"))
     assert a == ["lane a one", "lane a two"] and b == ["lane b one", "lane b two"]
-    by_user = await client.chat.completions.create(model="m", messages=USER, user="b",
-                                                   response_format=schema_format("extract_n", who="string"))
+    by_user = await client.chat.completions.create(
+        model="m", messages=USER, user="b", response_format=schema_format("extract_n", who="string")
+    )
     assert json.loads(by_user.choices[0].message.content or "") == {"who": "b"}
     stranger = await client.chat.completions.create(model="m", messages=USER, tools=TOOLS, user="someone")
     assert stranger.choices[0].message.content == "default lane"
@@ -237,8 +294,11 @@ async def test_failure_and_bad_json_injection(llm: ScriptedLLM, client: AsyncOpe
 async def test_gate_holds_answers_until_set(llm: ScriptedLLM, client: AsyncOpenAI) -> None:
     lane = llm.lane()
     lane.extract_gate = asyncio.Event()
-    pending = asyncio.ensure_future(client.chat.completions.create(
-        model="m", messages=USER, response_format=schema_format("extract_x", v="string")))
+    pending = asyncio.ensure_future(
+        client.chat.completions.create(
+            model="m", messages=USER, response_format=schema_format("extract_x", v="string")
+        )
+    )
     (rec,) = await lane.wait_requests(1, kind="schema")
     assert not rec.answered and not pending.done()
     chat = await client.chat.completions.create(model="m", messages=USER, tools=TOOLS)  # not gated
@@ -297,15 +357,25 @@ async def test_load_script_queues_turn_replies_and_extract_map(llm: ScriptedLLM,
 
 
 async def test_malformed_steps_are_refused() -> None:
-    for bad in ([{"call": "x", "say": "y"}], [{"tell": "x"}], [{"call": "x", "args": [1]}], "say hi",
-                [{"call": "x", "argz": {}}]):
+    for bad in (
+        [{"call": "x", "say": "y"}],
+        [{"tell": "x"}],
+        [{"call": "x", "args": [1]}],
+        "say hi",
+        [{"call": "x", "argz": {}}],
+    ):
         with pytest.raises(ValueError):
             check_steps(bad)
     with pytest.raises(ValueError, match=r"turns\[0\]\.llm\[0\]"):
         ScriptedLLM().load_script({"turns": [{"user": "hi", "llm": [{"sey": "typo"}]}]})
-    assert [(r.say, [c.name for c in r.calls]) for r in split_reply(check_steps(
-        [{"say": "a"}, {"call": "f"}, {"say": "b"}, {"say": "c"}, {"call": "g"}, {"call": "h"}]))] == [
-        ("a", ["f"]), ("b c", ["g", "h"])]
+    assert [
+        (r.say, [c.name for c in r.calls])
+        for r in split_reply(
+            check_steps(
+                [{"say": "a"}, {"call": "f"}, {"say": "b"}, {"say": "c"}, {"call": "g"}, {"call": "h"}]
+            )
+        )
+    ] == [("a", ["f"]), ("b c", ["g", "h"])]
     assert split_reply([]) == split_reply(check_steps([])) and split_reply([])[0].say == ""
 
 
@@ -313,8 +383,16 @@ async def test_standalone_server_prints_its_url(tmp_path: Path) -> None:
     script = tmp_path / "call.yaml"
     script.write_text(SPEC_SCRIPT)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ringflow.scripted_llm", "--port", "0", "--script", str(script),
-        stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).parent.parent)
+        sys.executable,
+        "-m",
+        "ringflow.scripted_llm",
+        "--port",
+        "0",
+        "--script",
+        str(script),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parent.parent,
+    )
     try:
         assert proc.stdout is not None
         url = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode().strip()

@@ -110,16 +110,25 @@ def test_config_command(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "task_queue" in as_text.output
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("https://hooks.example.com/in?token=abc123&source=rf",
-     f"https://hooks.example.com/in?token={MASK}&source=rf"),
-    ("postgresql://u:pw@db/calls?sslmode=verify-full&sslpassword=keypass",
-     f"postgresql://u:{MASK}@db/calls?sslmode=verify-full&sslpassword={MASK}"),
-    ("redis://:redispw@cache:6379/0", f"redis://:{MASK}@cache:6379/0"),
-    ("https://api.example.com/v1?api_key=sk-1&Secret=s&AUTH=a&x=1",
-     f"https://api.example.com/v1?api_key={MASK}&Secret={MASK}&AUTH={MASK}&x=1"),
-    ("https://example.com/p?access%5Ftoken=t0k", f"https://example.com/p?access%5Ftoken={MASK}"),
-])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "https://hooks.example.com/in?token=abc123&source=rf",
+            f"https://hooks.example.com/in?token={MASK}&source=rf",
+        ),
+        (
+            "postgresql://u:pw@db/calls?sslmode=verify-full&sslpassword=keypass",
+            f"postgresql://u:{MASK}@db/calls?sslmode=verify-full&sslpassword={MASK}",
+        ),
+        ("redis://:redispw@cache:6379/0", f"redis://:{MASK}@cache:6379/0"),
+        (
+            "https://api.example.com/v1?api_key=sk-1&Secret=s&AUTH=a&x=1",
+            f"https://api.example.com/v1?api_key={MASK}&Secret={MASK}&AUTH={MASK}&x=1",
+        ),
+        ("https://example.com/p?access%5Ftoken=t0k", f"https://example.com/p?access%5Ftoken={MASK}"),
+    ],
+)
 def test_mask_url_hides_passwords_and_secret_query_values(url: str, shown: str) -> None:
     assert mask_url(url) == shown
 

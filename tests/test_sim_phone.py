@@ -22,17 +22,23 @@ def notes(result: object) -> list[str]:
 
 async def test_every_dial_outcome_and_what_the_callee_heard(temporal_server: DevStack) -> None:
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
-        run = {name: await run_script(SCRIPTS / f"outbound_reminder_{name}.yaml", client, task_queue, llm)
-               for name in ("will_pay", "voicemail", "busy", "no_answer", "dial_failed")}
-        killed = await run_script(SCRIPTS / "outbound_reminder_will_pay.yaml", client, task_queue, llm,
-                                  kill_at=0)
+        run = {
+            name: await run_script(SCRIPTS / f"outbound_reminder_{name}.yaml", client, task_queue, llm)
+            for name in ("will_pay", "voicemail", "busy", "no_answer", "dial_failed")
+        }
+        killed = await run_script(
+            SCRIPTS / "outbound_reminder_will_pay.yaml", client, task_queue, llm, kill_at=0
+        )
     assert {n: r.failures for n, r in run.items() if not r.ok} == {}
-    assert heard(run["will_pay"]) == ["Hi Dana, this is Ava from Northside Energy with a quick reminder.",
-                                      "Thank you, Dana. Goodbye!"]
+    assert heard(run["will_pay"]) == [
+        "Hi Dana, this is Ava from Northside Energy with a quick reminder.",
+        "Thank you, Dana. Goodbye!",
+    ]
     assert notes(run["will_pay"])[0] == "dial: answered (SIP 200 OK)"
     assert heard(run["voicemail"]) == [
         "Hi Dana, this is Ava from Northside Energy: a reminder that your payment is due on Friday. "
-        "Please call us back at 555 0100. Goodbye."]  # the message, and no greeting to a machine
+        "Please call us back at 555 0100. Goodbye."
+    ]  # the message, and no greeting to a machine
     assert "answering machine detected (machine-vm)" in notes(run["voicemail"])
     assert notes(run["busy"]) == ["dial: busy (SIP 486 Busy Here)"] and heard(run["busy"]) == []
     assert notes(run["no_answer"]) == ["dial: no_answer (SIP 408 Request Timeout)"]
@@ -58,7 +64,8 @@ async def test_phone_examples_pass_with_the_agent_killed_on_every_turn(temporal_
 
 
 async def test_a_transfer_hands_the_caller_over_once_and_a_refused_one_falls_back(
-        temporal_server: DevStack) -> None:
+    temporal_server: DevStack,
+) -> None:
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
         done = await run_script(SCRIPTS / "ivr_menu_transfer.yaml", client, task_queue, llm)
         busy = await run_script(SCRIPTS / "ivr_menu_transfer_no_answer.yaml", client, task_queue, llm)
@@ -74,8 +81,9 @@ async def test_a_simulated_kill_reaches_the_workflow_as_livekit_s_webhook(tempor
     from workflows.client import CallHandle
 
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
-        r = await run_script(SCRIPTS / "ivr_menu_billing_keys.yaml", client, task_queue, llm, kill_at=1,
-                             resume="dispatch")
+        r = await run_script(
+            SCRIPTS / "ivr_menu_billing_keys.yaml", client, task_queue, llm, kill_at=1, resume="dispatch"
+        )
         state = await CallHandle(client, r.call_id).state()
     assert r.ok and r.kills == 1, r.failures
     assert any("left the room (SIGNAL_CLOSE) without hanging up" in x["reason"] for x in state["rejected"])

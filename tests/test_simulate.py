@@ -44,9 +44,9 @@ def test_expectations_match_the_spec_rules() -> None:
     assert matches({"a": {"b": 1}}, {"a": {"b": 1.0, "c": 2}}) == []  # subset, numbers by value
     assert matches([1, 2], [1, 2, 3])  # lists must be equal
     assert matches(True, 1)  # a boolean is not a number
-    assert check(Expect(path=["a"], end_reason="completed"),
-                 {"path": ["a"], "end_reason": "user_idle"}) == [
-        "end_reason: expected 'completed', got 'user_idle'"]
+    assert check(Expect(path=["a"], end_reason="completed"), {"path": ["a"], "end_reason": "user_idle"}) == [
+        "end_reason: expected 'completed', got 'user_idle'"
+    ]
 
 
 def test_cli_exit_codes(temporal_server: DevStack, tmp_path: Path) -> None:
@@ -59,8 +59,9 @@ def test_cli_exit_codes(temporal_server: DevStack, tmp_path: Path) -> None:
     (tmp_path / "broken.yaml").write_text("flow: flows/appointment_reminder/flow.yaml\nturns: 3\n")
     runner = CliRunner()
     addr = ["--address", temporal_server.address]
-    ok = runner.invoke(app, ["call", "simulate", *addr, "--json", str(tmp_path / "good.yaml"),
-                             str(flow_dir / "flow.yaml")])
+    ok = runner.invoke(
+        app, ["call", "simulate", *addr, "--json", str(tmp_path / "good.yaml"), str(flow_dir / "flow.yaml")]
+    )
     assert ok.exit_code == 0, ok.output
     lines = [json.loads(line) for line in ok.stdout.splitlines() if line.startswith("{")]
     assert lines[0]["ok"] and lines[0]["disposition"] == "confirmed" and lines[0]["workflow_id"]
@@ -68,4 +69,3 @@ def test_cli_exit_codes(temporal_server: DevStack, tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "disposition: expected 'nope'" in bad.output
     broken = runner.invoke(app, ["call", "simulate", *addr, str(tmp_path / "broken.yaml")])
     assert broken.exit_code == 2 and "turns" in broken.output
-

@@ -40,8 +40,16 @@ async def test_setup_creates_once_then_updates_in_place(lk: FakeLiveKit) -> None
     assert agent.agent_name == "ringflow-test"
     assert parse_job_metadata(agent.metadata).flow == "flows/ivr_v2.yaml"  # what the agent will read
     rows = await inbound(lk).list()
-    assert rows == [{"number": "+15550100", "trunk_id": first.trunk_id, "trunk": "ringflow +15550100",
-                     "rule_id": first.rule_id, "flow": "flows/ivr_v2.yaml", "agent": "ringflow-test"}]
+    assert rows == [
+        {
+            "number": "+15550100",
+            "trunk_id": first.trunk_id,
+            "trunk": "ringflow +15550100",
+            "rule_id": first.rule_id,
+            "flow": "flows/ivr_v2.yaml",
+            "agent": "ringflow-test",
+        }
+    ]
 
 
 async def test_a_second_number_on_a_named_trunk_gets_its_own_rule(lk: FakeLiveKit) -> None:

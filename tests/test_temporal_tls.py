@@ -56,8 +56,14 @@ async def mtls(temporal_server: DevStack, pki: Pki) -> AsyncIterator[TlsProxy]:
 async def _run(*args: str, env: dict[str, str]) -> tuple[int, str]:
     """The ``ringflow`` CLI as a process, without blocking this loop (the proxy runs on it)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ringflow.cli", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        sys.executable,
+        "-m",
+        "ringflow.cli",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode()
 
@@ -67,8 +73,9 @@ def _env(**extra: str) -> dict[str, str]:
     return {**base, "PYTHONPATH": os.getcwd(), **extra}
 
 
-async def test_tls_with_a_private_ca_from_temporal_variables(tls: TlsProxy, pki: Pki,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_tls_with_a_private_ca_from_temporal_variables(
+    tls: TlsProxy, pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TEMPORAL_ADDRESS", tls.address)
     monkeypatch.setenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH", str(pki.ca))
     settings = Settings()
@@ -85,9 +92,14 @@ async def test_tls_with_a_private_ca_from_temporal_variables(tls: TlsProxy, pki:
         await asyncio.wait_for(connect(), 20)
 
 
-async def test_mtls_profile_file_serves_worker_cli_and_setup(mtls: TlsProxy, pki: Pki, tmp_path: Path,
-                                                              task_queue: str, sqlite_url: str,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_mtls_profile_file_serves_worker_cli_and_setup(
+    mtls: TlsProxy,
+    pki: Pki,
+    tmp_path: Path,
+    task_queue: str,
+    sqlite_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     profile = tmp_path / "temporal.toml"
     profile.write_text(f"""
 [profile.prod]
@@ -109,18 +121,30 @@ client_key_path = "{pki.client_key}"
 
     # Without the client certificate the server side refuses the connection.
     no_cert = tmp_path / "no-cert.toml"
-    no_cert.write_text(f'[profile.prod]\naddress = "{mtls.address}"\n'
-                       f'[profile.prod.tls]\nserver_ca_cert_path = "{pki.ca}"\n')
-    code, out = await _run("temporal", "setup", env=_env(TEMPORAL_CONFIG_FILE=str(no_cert),
-                                                         TEMPORAL_PROFILE="prod"))
+    no_cert.write_text(
+        f'[profile.prod]\naddress = "{mtls.address}"\n[profile.prod.tls]\nserver_ca_cert_path = "{pki.ca}"\n'
+    )
+    code, out = await _run(
+        "temporal", "setup", env=_env(TEMPORAL_CONFIG_FILE=str(no_cert), TEMPORAL_PROFILE="prod")
+    )
     assert code == 1 and f"error: cannot reach Temporal at {mtls.address}" in out and "Traceback" not in out
 
     # A worker process and this test's client, both over mTLS; a call runs to its end.
-    worker_env = _env(**temporal, RINGFLOW_TASK_QUEUE=task_queue, RINGFLOW_DATABASE_URL=sqlite_url,
-                      RINGFLOW_METRICS_PORT=str(free_port()))
-    worker = await asyncio.create_subprocess_exec(sys.executable, "-m", "ringflow.cli", "worker",
-                                                  env=worker_env, stdout=asyncio.subprocess.DEVNULL,
-                                                  stderr=asyncio.subprocess.PIPE)
+    worker_env = _env(
+        **temporal,
+        RINGFLOW_TASK_QUEUE=task_queue,
+        RINGFLOW_DATABASE_URL=sqlite_url,
+        RINGFLOW_METRICS_PORT=str(free_port()),
+    )
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "ringflow.cli",
+        "worker",
+        env=worker_env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         client = await connect()
         assert "RingflowStatus" in await list_custom_search_attributes(client, "default")
@@ -149,8 +173,10 @@ def test_ringflow_settings_win_over_the_temporal_profile(monkeypatch: pytest.Mon
     monkeypatch.setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
     monkeypatch.setenv("TEMPORAL_NAMESPACE", "calls-prod")
     monkeypatch.setenv("TEMPORAL_API_KEY", "k-not-secret")
-    assert (Settings().temporal_address, Settings().temporal_namespace) == ("temporal.example:7233",
-                                                                            "calls-prod")
+    assert (Settings().temporal_address, Settings().temporal_namespace) == (
+        "temporal.example:7233",
+        "calls-prod",
+    )
     monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "other:7233")
     monkeypatch.setenv("RINGFLOW_TEMPORAL_NAMESPACE", "ringflow")
     s = Settings()
@@ -160,8 +186,10 @@ def test_ringflow_settings_win_over_the_temporal_profile(monkeypatch: pytest.Mon
     assert describe(options) == "other:7233 (namespace ringflow, TLS + API key)"
     assert "k-not-secret" not in describe(options)
     # The embedded dev stack ignores the profile.
-    assert connect_options("127.0.0.1:1", envconfig=False) == {"target_host": "127.0.0.1:1",
-                                                               "namespace": "default"}
+    assert connect_options("127.0.0.1:1", envconfig=False) == {
+        "target_host": "127.0.0.1:1",
+        "namespace": "default",
+    }
 
 
 def test_a_broken_temporal_config_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,8 +202,13 @@ def test_a_broken_temporal_config_is_a_clear_error(tmp_path: Path, monkeypatch: 
     with pytest.raises(TemporalConfigError, match=r"bad\.toml"):
         connect_options()
     for command in (("config",), ("worker",), ("call", "list")):  # one line, exit 2, no traceback
-        proc = subprocess.run([sys.executable, "-m", "ringflow.cli", *command], capture_output=True,
-                              text=True, timeout=60, env={**os.environ, "TEMPORAL_CONFIG_FILE": str(bad)})
+        proc = subprocess.run(
+            [sys.executable, "-m", "ringflow.cli", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "TEMPORAL_CONFIG_FILE": str(bad)},
+        )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(f"error: TEMPORAL_CONFIG_FILE={bad}"), proc.stderr
         assert "Traceback" not in proc.stderr
@@ -186,8 +219,9 @@ def test_a_broken_temporal_config_is_a_clear_error(tmp_path: Path, monkeypatch: 
 
 
 async def test_setup_sets_retention_where_the_server_allows_it(temporal_server: DevStack) -> None:
-    code, out = await _run("temporal", "setup", "--address", temporal_server.address, "--retention-days", "3",
-                           env=_env())
+    code, out = await _run(
+        "temporal", "setup", "--address", temporal_server.address, "--retention-days", "3", env=_env()
+    )
     assert code == 0, out
     assert "retention of namespace 'default' set to 3 days" in out
     client = await connect(temporal_server.address, envconfig=False)

@@ -18,7 +18,8 @@ LONG = "x" * 10_000
 
 
 async def test_an_over_long_agent_id_is_not_adopted(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         await call.heartbeat("agent-1")
@@ -32,7 +33,8 @@ async def test_an_over_long_agent_id_is_not_adopted(
         # a function call whose names are over the limit is refused; the call still answers
         with pytest.raises(WorkflowUpdateFailedError):
             await call.handle.execute_update(
-                "call_function", {"event_id": "fn-long", "node": "offer", "name": LONG, "args": {}})
+                "call_function", {"event_id": "fn-long", "node": "offer", "name": LONG, "args": {}}
+            )
         assert not (await call.call_function(req("offer", "list_slots"))).error
         await call.hangup()
         record = await call.handle.result()
@@ -55,12 +57,17 @@ async def test_the_client_refuses_over_long_call_fields(temporal_client: Client,
 
 
 async def test_the_workflow_refuses_over_long_call_fields_itself(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         handle = await temporal_client.start_workflow(
-            CallWorkflow.run, CallInput(call_id="longroom", definition=clinic(), room="r" * 1000,
-                                        variables={"patient": "Alex"}),
-            id=f"call-longroom-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+            CallWorkflow.run,
+            CallInput(
+                call_id="longroom", definition=clinic(), room="r" * 1000, variables={"patient": "Alex"}
+            ),
+            id=f"call-longroom-{uuid.uuid4().hex[:6]}",
+            task_queue=task_queue,
+        )
         with pytest.raises(WorkflowFailureError) as err:
             await handle.result()
     assert "room has 1000 characters; the limit is 256" in str(err.value.cause)

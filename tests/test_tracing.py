@@ -25,15 +25,18 @@ ROOT = Path(__file__).parents[1]
 SCRIPT = ROOT / "examples" / "scripts" / "appointment_reminder_reschedule.yaml"
 
 
-@pytest.mark.parametrize(("env", "on"), [
-    ({}, False),
-    ({"OTEL_SERVICE_NAME": "x"}, False),
-    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}, True),
-    ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, True),
-    ({"OTEL_TRACES_EXPORTER": "console"}, True),
-    ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, False),
-    ({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, False),
-])
+@pytest.mark.parametrize(
+    ("env", "on"),
+    [
+        ({}, False),
+        ({"OTEL_SERVICE_NAME": "x"}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, True),
+        ({"OTEL_TRACES_EXPORTER": "console"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, False),
+        ({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, False),
+    ],
+)
 def test_tracing_is_off_unless_otel_variables_configure_it(env: dict[str, str], on: bool) -> None:
     assert tracing_configured(env) is on
 
@@ -52,8 +55,9 @@ class Collector:
     async def traces(self, request: web.Request) -> web.Response:
         req = ExportTraceServiceRequest.FromString(await request.read())
         for rs in req.resource_spans:
-            service = next((a.value.string_value for a in rs.resource.attributes
-                            if a.key == "service.name"), "")
+            service = next(
+                (a.value.string_value for a in rs.resource.attributes if a.key == "service.name"), ""
+            )
             for ss in rs.scope_spans:
                 for s in ss.spans:
                     attrs = {a.key: a.value.string_value for a in s.attributes}
@@ -77,14 +81,31 @@ async def collector() -> AsyncIterator[tuple[Collector, int]]:
 
 
 async def test_a_simulated_call_is_traced_from_agent_to_activities(
-        temporal_server: DevStack, collector: tuple[Collector, int]) -> None:
+    temporal_server: DevStack, collector: tuple[Collector, int]
+) -> None:
     col, port = collector
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-           "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_SERVICE_NAME": "ringflow-sim",
-           "OTEL_BSP_SCHEDULE_DELAY": "100", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_SERVICE_NAME": "ringflow-sim",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "PYTHONPATH": str(ROOT),
+    }
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ringflow.cli", "call", "simulate", "--address", temporal_server.address,
-        str(SCRIPT), env=env, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "ringflow.cli",
+        "call",
+        "simulate",
+        "--address",
+        temporal_server.address,
+        str(SCRIPT),
+        env=env,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert out.decode().startswith("ok "), out.decode() + err.decode()[-2000:]
     names = {s[0] for s in col.spans}
@@ -97,8 +118,11 @@ async def test_a_simulated_call_is_traced_from_agent_to_activities(
     tool_spans = {s[1] for s in col.spans if s[0] == "ringflow.agent.tool_call"}
     below = [s for s in col.spans if s[1] in tool_spans and s[0] != "ringflow.agent.tool_call"]
     assert any("Update" in s[0] or "Signal" in s[0] for s in below), sorted({s[0] for s in below})
-    assert all(s[3].get("ringflow.call_id", "").startswith("sim-") for s in col.spans
-               if s[0] == "ringflow.agent.tool_call")
+    assert all(
+        s[3].get("ringflow.call_id", "").startswith("sim-")
+        for s in col.spans
+        if s[0] == "ringflow.agent.tool_call"
+    )
     # Attaching is a span of its own, not the parent of everything the call does afterwards.
     attach_traces = {s[1] for s in col.spans if s[0] == "ringflow.agent.attach"}
     assert attach_traces and not attach_traces & tool_spans

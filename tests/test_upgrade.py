@@ -31,8 +31,10 @@ def test_workflow_changes_since_the_release_come_with_a_patch() -> None:
     now, patches = fingerprint(), patch_ids()
     assert not any(p.startswith("<unresolved") for p in patches), patches
     lost = set(release["patches"]) - patches
-    assert not lost, (f"patch ids {sorted(lost)} were removed, but calls from release {release['release']} "
-                      "may still need them: keep them (or deprecate_patch) until those calls are gone")
+    assert not lost, (
+        f"patch ids {sorted(lost)} were removed, but calls from release {release['release']} "
+        "may still need them: keep them (or deprecate_patch) until those calls are gone"
+    )
     if now == release["workflow_code"]:
         return
     reviewed = {r["fingerprint"] for r in release.get("reviewed_without_patch", [])}
@@ -40,14 +42,19 @@ def test_workflow_changes_since_the_release_come_with_a_patch() -> None:
         f"workflows/ changed since release {release['release']} without a new workflow.patched(...): "
         "a call in flight during the deploy would replay the new code and may get stuck. Guard the "
         "behaviour change with workflow.patched('<new-id>'); if the change issues exactly the same "
-        f"commands (a refactoring), add {{\"fingerprint\": \"{now}\", \"why\": \"...\"}} to "
-        f"reviewed_without_patch in {MANIFEST.relative_to(MANIFEST.parent.parent)}.")
+        f'commands (a refactoring), add {{"fingerprint": "{now}", "why": "..."}} to '
+        f"reviewed_without_patch in {MANIFEST.relative_to(MANIFEST.parent.parent)}."
+    )
 
 
 def _worker(client: Client, task_queue: str, database_url: str, workflow: type) -> Worker:
-    return Worker(client, task_queue=task_queue, workflows=[workflow],
-                  activities=all_activities(settings_for(database_url)),
-                  activity_executor=ThreadPoolExecutor(4))
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[workflow],
+        activities=all_activities(settings_for(database_url)),
+        activity_executor=ThreadPoolExecutor(4),
+    )
 
 
 async def _history(call: CallHandle) -> list[Any]:
@@ -63,7 +70,8 @@ async def _to_offer(call: CallHandle) -> Agent:
 
 
 async def test_a_live_call_survives_an_upgrade_that_changes_call_workflow(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):  # release N
         call = await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT)
         agent = await _to_offer(call)
@@ -83,14 +91,18 @@ async def test_a_live_call_survives_an_upgrade_that_changes_call_workflow(
         fresh = await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT)
         await _to_offer(fresh)
         fresh_events = await _history(fresh)
-        assert any(e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and UPGRADE_PATCH.encode()
-                   in e.SerializeToString() for e in fresh_events)
+        assert any(
+            e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and UPGRADE_PATCH.encode() in e.SerializeToString()
+            for e in fresh_events
+        )
         assert any(e.event_type == EventType.EVENT_TYPE_TIMER_STARTED for e in fresh_events)
         await fresh.hangup()
 
 
-async def test_an_unpatched_change_breaks_a_live_call(temporal_client: Client, task_queue: str,
-                                                      sqlite_url: str) -> None:
+async def test_an_unpatched_change_breaks_a_live_call(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """What the rule prevents: the same upgrade without the patch stalls the call in flight."""
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT)
@@ -99,10 +111,12 @@ async def test_an_unpatched_change_breaks_a_live_call(temporal_client: Client, t
         await agent.say(("user", "Monday works"))  # a new workflow task: the new code replays
 
         async def nondeterminism() -> bool:
-            return any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
-                       and e.workflow_task_failed_event_attributes.cause
-                       == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR
-                       for e in await _history(call))
+            return any(
+                e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+                and e.workflow_task_failed_event_attributes.cause
+                == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR
+                for e in await _history(call)
+            )
 
         await wait_until(nondeterminism, timeout=30, what="the unpatched upgrade's replay to fail")
     await call.handle.terminate("test cleanup")

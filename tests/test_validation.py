@@ -147,9 +147,15 @@ def test_undefined_template_errors_say_how_to_fix_them(name: str) -> None:
 
 def test_single_rule_fixtures_report_only_their_own_problem() -> None:
     """A typo in one place must not drown in follow-on errors elsewhere."""
-    for name in ("unknown_key.yaml", "start_unknown.yaml", "handler_missing.yaml",
-                 "gate_without_default.yaml", "duplicate_function_node.yaml", "function_name_dash.yaml",
-                 "bad_flow_name.yaml"):
+    for name in (
+        "unknown_key.yaml",
+        "start_unknown.yaml",
+        "handler_missing.yaml",
+        "gate_without_default.yaml",
+        "duplicate_function_node.yaml",
+        "function_name_dash.yaml",
+        "bad_flow_name.yaml",
+    ):
         report = validate_file(FIXTURES / "invalid" / name)
         assert len(report.errors) == 1, f"{name}:\n{_describe(report)}"
 
@@ -164,14 +170,20 @@ def test_all_problems_are_reported_in_one_run() -> None:
         "flow": "many_problems",
         "start": "gret",
         "nodes": {
-            "greet": {"task": "Hi {{nme}}.", "functions": [
-                {"name": "go", "transition_only": True, "transition_to": "dne"}]},
+            "greet": {
+                "task": "Hi {{nme}}.",
+                "functions": [{"name": "go", "transition_only": True, "transition_to": "dne"}],
+            },
             "done": {"type": "end", "task": "Bye."},
         },
     }
     paths = {e.path for e in validate_data(data).errors}
-    assert {"start", "nodes.greet.task", "nodes.greet.functions[0].description",
-            "nodes.greet.functions[0].transition_to"} <= paths
+    assert {
+        "start",
+        "nodes.greet.task",
+        "nodes.greet.functions[0].description",
+        "nodes.greet.functions[0].transition_to",
+    } <= paths
 
 
 def test_handler_modules_beside_each_flow_are_loaded_not_a_same_named_one() -> None:
@@ -193,28 +205,46 @@ def test_handlers_are_not_imported_when_not_asked_to() -> None:
 
 # --- templates ---------------------------------------------------------------------------
 def _one_node_flow(task: str, **top: Any) -> dict[str, Any]:
-    return {"flow": "templated", **top, "nodes": {
-        "greet": {"task": task, "functions": [
-            {"name": "finish", "transition_only": True, "description": "Done.", "transition_to": "done"}]},
-        "done": {"type": "end", "task": "Bye."},
-    }}
+    return {
+        "flow": "templated",
+        **top,
+        "nodes": {
+            "greet": {
+                "task": task,
+                "functions": [
+                    {
+                        "name": "finish",
+                        "transition_only": True,
+                        "description": "Done.",
+                        "transition_to": "done",
+                    }
+                ],
+            },
+            "done": {"type": "end", "task": "Bye."},
+        },
+    }
 
 
-@pytest.mark.parametrize("task", [
-    "Hello {{caller_number}} at {{current_time}} on {{current_date}}, call {{call_id}} to {{called_number}}.",
-    "Your order {{state.order.id}} of {{state.order.items.0.name}}.",
-    "Hello {{ name | there }}.",
-    "Hello {{name|}}.",
-    "No placeholders at all, just {braces} and }} and {{",
-])
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Hello {{caller_number}} at {{current_time}} on {{current_date}}, call {{call_id}} to {{called_number}}.",  # noqa: E501
+        "Your order {{state.order.id}} of {{state.order.items.0.name}}.",
+        "Hello {{ name | there }}.",
+        "Hello {{name|}}.",
+        "No placeholders at all, just {braces} and }} and {{",
+    ],
+)
 def test_templates_that_are_defined(task: str) -> None:
     report = validate_data(_one_node_flow(task))
     assert report.ok, _describe(report)
 
 
 def test_declared_and_extracted_names_are_defined_anywhere_in_the_flow() -> None:
-    data = _one_node_flow("Hello {{first_name}}, you said {{reason}}.",
-                          variables={"first_name": {"type": "string", "required": True}})
+    data = _one_node_flow(
+        "Hello {{first_name}}, you said {{reason}}.",
+        variables={"first_name": {"type": "string", "required": True}},
+    )
     data["nodes"]["done"]["extract"] = [{"name": "reason", "type": "string"}]
     assert validate_data(data).ok
 
@@ -248,8 +278,8 @@ def test_warning_messages_explain_themselves() -> None:
 def test_a_real_exit_from_the_cycle_silences_the_warning() -> None:
     data = yaml.safe_load((FIXTURES / "valid" / "warn_cycle_globals.yaml").read_text())
     data["nodes"]["clarify"]["functions"].append(
-        {"name": "answered", "transition_only": True, "description": "Clear answer.",
-         "transition_to": "done"})
+        {"name": "answered", "transition_only": True, "description": "Clear answer.", "transition_to": "done"}
+    )
     report = validate_data(data)
     assert report.ok and report.warnings == []
 
@@ -279,9 +309,17 @@ def test_the_definition_carries_handler_specs_for_the_engine() -> None:
 def test_a_long_chain_of_nodes_validates_without_recursion_trouble() -> None:
     n = 3000
     nodes: dict[str, Any] = {
-        f"n{i}": {"task": f"Step {i}.", "functions": [
-            {"name": "next", "transition_only": True, "description": "Next.",
-             "transition_to": f"n{i + 1}" if i + 1 < n else "done"}]}
+        f"n{i}": {
+            "task": f"Step {i}.",
+            "functions": [
+                {
+                    "name": "next",
+                    "transition_only": True,
+                    "description": "Next.",
+                    "transition_to": f"n{i + 1}" if i + 1 < n else "done",
+                }
+            ],
+        }
         for i in range(n)
     }
     nodes["done"] = {"type": "end", "task": "Bye."}
@@ -361,16 +399,36 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
         specs = {x["name"] for x in flow["nodes"][node].get("extract", [])}
         assert set(values) <= specs, (node, values)
     expect = doc["expect"]
-    assert set(expect) <= {"path", "state", "variables", "disposition", "end_reason", "transfer",
-                           "said", "not_said"}
+    assert set(expect) <= {
+        "path",
+        "state",
+        "variables",
+        "disposition",
+        "end_reason",
+        "transfer",
+        "said",
+        "not_said",
+    }
     assert expect["path"][0] == flow.get("start", next(iter(flow["nodes"])))
     assert all(n in flow["nodes"] for n in expect["path"])
     if "disposition" in expect and expect.get("end_reason", "completed") == "completed":
         last = flow["nodes"][expect["path"][-1]]
         assert last.get("type") == "end" and last.get("disposition") == expect["disposition"]
     assert expect.get("end_reason", "completed") in (
-        "completed", "user_hangup", "user_idle", "max_duration", "max_transitions", "loop_detected",
-        "agent_lost", "error", "no_answer", "busy", "dial_failed", "voicemail", "transferred")
+        "completed",
+        "user_hangup",
+        "user_idle",
+        "max_duration",
+        "max_transitions",
+        "loop_detected",
+        "agent_lost",
+        "error",
+        "no_answer",
+        "busy",
+        "dial_failed",
+        "voicemail",
+        "transferred",
+    )
 
 
 # --- the shared fixtures (present in the development workspace, not in a clone) ----------------
@@ -423,9 +481,38 @@ def test_random_text_file(tmp_path: Path, text: str) -> None:
     _assert_clean_report(validate_file(path))
 
 
-_yaml_tokens = st.sampled_from(["flow:", "nodes:", "  ", "\n", "- ", "task:", "type: end", "{", "}", "[", "]",
-                                "&a", "*a", "!!python/object:os.system", "!!binary", "? ", ": ", "'", '"',
-                                "functions:", "transition_to:", "1", "null", "true", "x", "{{a}}", "\t", "#"])
+_yaml_tokens = st.sampled_from(
+    [
+        "flow:",
+        "nodes:",
+        "  ",
+        "\n",
+        "- ",
+        "task:",
+        "type: end",
+        "{",
+        "}",
+        "[",
+        "]",
+        "&a",
+        "*a",
+        "!!python/object:os.system",
+        "!!binary",
+        "? ",
+        ": ",
+        "'",
+        '"',
+        "functions:",
+        "transition_to:",
+        "1",
+        "null",
+        "true",
+        "x",
+        "{{a}}",
+        "\t",
+        "#",
+    ]
+)
 
 
 @FAST
@@ -437,14 +524,56 @@ def test_yaml_like_noise(tmp_path: Path, tokens: list[str]) -> None:
 
 
 _json_like = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=12)
     | st.sampled_from(["end", "gate", "action", "agent", "done", "greet", "{{x}}", "status"]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["flow", "nodes", "task", "type", "functions", "name", "transition_to", "cases",
-                         "field", "default", "branches", "when", "var", "op", "run", "http", "url",
-                         "parameters", "properties", "capture", "transition_only", "description",
-                         "greet", "done", "extract", "pre_actions", "tts_say", "settings", "idle"])
-        | st.text(max_size=8) | st.integers() | st.none() | st.booleans(), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "flow",
+                    "nodes",
+                    "task",
+                    "type",
+                    "functions",
+                    "name",
+                    "transition_to",
+                    "cases",
+                    "field",
+                    "default",
+                    "branches",
+                    "when",
+                    "var",
+                    "op",
+                    "run",
+                    "http",
+                    "url",
+                    "parameters",
+                    "properties",
+                    "capture",
+                    "transition_only",
+                    "description",
+                    "greet",
+                    "done",
+                    "extract",
+                    "pre_actions",
+                    "tts_say",
+                    "settings",
+                    "idle",
+                ]
+            )
+            | st.text(max_size=8)
+            | st.integers()
+            | st.none()
+            | st.booleans(),
+            inner,
+            max_size=5,
+        )
+    ),
     max_leaves=40,
 )
 
@@ -460,10 +589,12 @@ def test_a_key_written_as_the_marker_pydantic_uses_for_bad_keys() -> None:
     assert [(e.path, e.message) for e in nested.errors] == [("nodes.a.[key]", "unknown key '[key]'")]
     in_list = validate_data({"flow": "a", "nodes": {"a": {"task": "t", "functions": [{"[key]": 1}]}}})
     assert ("nodes.a.functions[0].[key]", "unknown key '[key]'") in [
-        (e.path, e.message) for e in in_list.errors], in_list.errors
+        (e.path, e.message) for e in in_list.errors
+    ], in_list.errors
     not_text = validate_data({"flow": "a", "nodes": {1: {"task": "t"}}})
     assert [(e.path, e.message) for e in not_text.errors] == [
-        ("nodes.1", "key 1 must be text: quote it or rename it")]
+        ("nodes.1", "key 1 must be text: quote it or rename it")
+    ]
 
 
 @settings(max_examples=200, deadline=None)
@@ -489,8 +620,17 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]
             yield from _paths(v, (*prefix, i))
 
 
-WRONG_VALUES: list[Any] = [None, -1, 2.5, True, "{{ bad name }}", [1], {"a": 1}, {1: "x"},
-                           {"type": "object", "properties": 5}]
+WRONG_VALUES: list[Any] = [
+    None,
+    -1,
+    2.5,
+    True,
+    "{{ bad name }}",
+    [1],
+    {"a": 1},
+    {1: "x"},
+    {"type": "object", "properties": 5},
+]
 
 
 def test_wrong_types_at_every_level_never_raise() -> None:
@@ -532,13 +672,16 @@ def test_non_mapping_top_level(value: Any) -> None:
     assert err.path == "" and "mapping at the top level" in err.message
 
 
-@pytest.mark.parametrize(("name", "text"), [
-    ("deep.json", "[" * 100_000 + "]" * 100_000),
-    ("deep.yaml", "[" * 100_000 + "]" * 100_000),
-    ("deep_map.json", '{"a":' * 100_000 + "1" + "}" * 100_000),
-    ("deep_flow.yaml", "a: " + "[" * 100_000),
-    ("deep_block.yaml", "".join("  " * i + f"k{i}:\n" for i in range(400))),
-])
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("deep.json", "[" * 100_000 + "]" * 100_000),
+        ("deep.yaml", "[" * 100_000 + "]" * 100_000),
+        ("deep_map.json", '{"a":' * 100_000 + "1" + "}" * 100_000),
+        ("deep_flow.yaml", "a: " + "[" * 100_000),
+        ("deep_block.yaml", "".join("  " * i + f"k{i}:\n" for i in range(400))),
+    ],
+)
 def test_deep_nesting(tmp_path: Path, name: str, text: str) -> None:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
@@ -616,7 +759,8 @@ def test_duplicate_yaml_keys_are_errors_not_silently_merged(tmp_path: Path) -> N
         "      - name: f\n        capture: true\n        description: d\n"
         "        parameters: {type: object, properties: {ok: {type: boolean}}}\n"
         "        transition_to: {field: ok, cases: {true: b, 1: c}}\n"
-        "  b: {type: end, task: Bye.}\n  c: {type: end, task: Bye.}\n")
+        "  b: {type: end, task: Bye.}\n  c: {type: end, task: Bye.}\n"
+    )
     report = validate_file(flow)
     assert not report.ok and "duplicate key 1 (it is the same key as True)" in report.errors[0].message
     flow.write_text("flow: dup\nnodes:\n  a: {type: end, task: Hi.}\n  a: {type: end, task: Again.}\n")
@@ -625,11 +769,23 @@ def test_duplicate_yaml_keys_are_errors_not_silently_merged(tmp_path: Path) -> N
 
 
 def test_case_keys_equal_as_text_are_an_error() -> None:
-    data = {"flow": "x", "nodes": {
-        "a": {"task": "t", "functions": [{
-            "name": "f", "capture": True, "description": "d",
-            "parameters": {"type": "object", "properties": {}},
-            "transition_to": {"field": "s", "cases": {1: "b", "1": "b"}}}]},
-        "b": {"type": "end", "task": "bye"}}}
+    data = {
+        "flow": "x",
+        "nodes": {
+            "a": {
+                "task": "t",
+                "functions": [
+                    {
+                        "name": "f",
+                        "capture": True,
+                        "description": "d",
+                        "parameters": {"type": "object", "properties": {}},
+                        "transition_to": {"field": "s", "cases": {1: "b", "1": "b"}},
+                    }
+                ],
+            },
+            "b": {"type": "end", "task": "bye"},
+        },
+    }
     report = validate_data(data)
     assert [e.path for e in report.errors] == ["nodes.a.functions[0].transition_to.cases"]

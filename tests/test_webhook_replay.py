@@ -67,9 +67,16 @@ async def receiver() -> AsyncIterator[Receiver]:
 
 def record() -> CallRecord:
     now = datetime.now(UTC)
-    return CallRecord(call_id=f"call-{uuid.uuid4().hex[:8]}", workflow_id="call/x", flow="demo",
-                      status="ended", disposition="booked", started_at=now - timedelta(minutes=3),
-                      ended_at=now, updated_at=now)
+    return CallRecord(
+        call_id=f"call-{uuid.uuid4().hex[:8]}",
+        workflow_id="call/x",
+        flow="demo",
+        status="ended",
+        disposition="booked",
+        started_at=now - timedelta(minutes=3),
+        ended_at=now,
+        updated_at=now,
+    )
 
 
 async def deliver(sender: WebhookSender, sent_at: datetime) -> tuple[bytes, dict[str, str]]:
@@ -92,8 +99,11 @@ async def test_a_captured_delivery_replayed_is_refused(receiver: Receiver) -> No
         again = await client.post(receiver.url, content=body, headers=headers)
         assert again.status_code == 409
         # with a fresh timestamp (and a new id) so it looks new: the signature no longer matches
-        fresh = {**headers, TIMESTAMP_HEADER: str(int(datetime.now(UTC).timestamp()) + 5),
-                 DELIVERY_HEADER: str(uuid.uuid4())}
+        fresh = {
+            **headers,
+            TIMESTAMP_HEADER: str(int(datetime.now(UTC).timestamp()) + 5),
+            DELIVERY_HEADER: str(uuid.uuid4()),
+        }
         forged = await client.post(receiver.url, content=body, headers=fresh)
         assert forged.status_code == 400
     assert receiver.refused == ["replayed id", "No matching signature found"]

@@ -36,18 +36,36 @@ NO_AGENT = 3600.0
 class Worker:
     """``ringflow worker`` in its own process, with its health port."""
 
-    def __init__(self, address: str, task_queue: str, database_url: str, log: Path,
-                 argv: list[str] | None = None, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        task_queue: str,
+        database_url: str,
+        log: Path,
+        argv: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.health_port = free_port()
         self.log = log
-        env = {**os.environ, "RINGFLOW_TEMPORAL_ADDRESS": address, "RINGFLOW_TASK_QUEUE": task_queue,
-               "RINGFLOW_DATABASE_URL": database_url, "RINGFLOW_METRICS_PORT": str(free_port()),
-               "RINGFLOW_HEALTH_PORT": str(self.health_port), "RINGFLOW_GRACEFUL_SHUTDOWN_S": "5",
-               **(env or {})}
+        env = {
+            **os.environ,
+            "RINGFLOW_TEMPORAL_ADDRESS": address,
+            "RINGFLOW_TASK_QUEUE": task_queue,
+            "RINGFLOW_DATABASE_URL": database_url,
+            "RINGFLOW_METRICS_PORT": str(free_port()),
+            "RINGFLOW_HEALTH_PORT": str(self.health_port),
+            "RINGFLOW_GRACEFUL_SHUTDOWN_S": "5",
+            **(env or {}),
+        }
         with log.open("wb") as out:  # a file, not a pipe: a full pipe would block the worker
-            self.proc = subprocess.Popen(argv or [sys.executable, "-m", "ringflow.cli", "worker"], env=env,
-                                         stdout=subprocess.DEVNULL, stderr=out, cwd=cwd)
+            self.proc = subprocess.Popen(
+                argv or [sys.executable, "-m", "ringflow.cli", "worker"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=out,
+                cwd=cwd,
+            )
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")
@@ -81,8 +99,9 @@ class Worker:
 
 
 @pytest.fixture
-def workers(temporal_server: DevStack, task_queue: str, sqlite_url: str,
-            tmp_path: Path) -> Iterator[Callable[[], Worker]]:
+def workers(
+    temporal_server: DevStack, task_queue: str, sqlite_url: str, tmp_path: Path
+) -> Iterator[Callable[[], Worker]]:
     made: list[Worker] = []
 
     def spawn() -> Worker:
@@ -104,14 +123,17 @@ async def _completed_by(call: CallHandle) -> tuple[list[str], int]:
         if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             identities.append(ev.workflow_task_completed_event_attributes.identity)
         elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-            if ev.workflow_task_timed_out_event_attributes.timeout_type == \
-                    TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START:
+            if (
+                ev.workflow_task_timed_out_event_attributes.timeout_type
+                == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
+            ):
                 sticky_timeouts += 1
     return identities, sticky_timeouts
 
 
 async def test_sigterm_hands_live_calls_to_another_worker_at_once(
-        temporal_client: Client, task_queue: str, workers: Callable[[], Worker]) -> None:
+    temporal_client: Client, task_queue: str, workers: Callable[[], Worker]
+) -> None:
     a = workers()
     await a.wait_ready()
     calls = [await start(temporal_client, task_queue, agent_timeout_s=NO_AGENT) for _ in range(3)]

@@ -13,8 +13,9 @@ from tests.wfkit import Agent, req, running_worker, start, wait_state
 from workflows.messages import MAX_ARGS_BYTES, Turn, TurnsEvent
 
 
-async def test_happy_path_transition_and_branch_table(temporal_client: Client, task_queue: str,
-                                                      sqlite_url: str) -> None:
+async def test_happy_path_transition_and_branch_table(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -37,7 +38,8 @@ async def test_happy_path_transition_and_branch_table(temporal_client: Client, t
 
 
 async def test_unknown_function_and_bad_args_come_back_as_llm_errors(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -57,7 +59,8 @@ async def test_unknown_function_and_bad_args_come_back_as_llm_errors(
 
 
 async def test_oversized_function_arguments_are_refused_by_the_validator(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """Arguments too large to keep in the history are refused before the update is accepted:
     nothing runs, the error names the function and the limit, and the call goes on."""
     async with running_worker(temporal_client, task_queue, sqlite_url):
@@ -75,7 +78,8 @@ async def test_oversized_function_arguments_are_refused_by_the_validator(
 
 
 async def test_transition_for_unknown_function_is_recorded_and_ignored(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -91,7 +95,8 @@ async def test_transition_for_unknown_function_is_recorded_and_ignored(
 
 
 async def test_duplicates_applied_once_and_out_of_order_reordered(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -112,8 +117,9 @@ async def test_duplicates_applied_once_and_out_of_order_reordered(
     assert record.disposition == "callback"
 
 
-async def test_oversized_turn_rejected_call_alive(temporal_client: Client, task_queue: str,
-                                                  sqlite_url: str) -> None:
+async def test_oversized_turn_rejected_call_alive(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -137,22 +143,27 @@ async def test_missing_required_variable_is_a_clear_error(temporal_client: Clien
 
 
 async def test_workflow_refuses_bad_input_without_a_client_check(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     from tests.wfkit import clinic
     from workflows.call import CallWorkflow
     from workflows.messages import CallInput
 
     async with running_worker(temporal_client, task_queue, sqlite_url):
         handle = await temporal_client.start_workflow(
-            CallWorkflow.run, CallInput(call_id="novars", definition=clinic()),
-            id=f"call-novars-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+            CallWorkflow.run,
+            CallInput(call_id="novars", definition=clinic()),
+            id=f"call-novars-{uuid.uuid4().hex[:6]}",
+            task_queue=task_queue,
+        )
         with pytest.raises(WorkflowFailureError) as err:
             await handle.result()
     assert "patient" in str(err.value.cause)
 
 
-async def test_overlapping_handlers_keep_each_others_state(temporal_client: Client, task_queue: str,
-                                                           sqlite_url: str) -> None:
+async def test_overlapping_handlers_keep_each_others_state(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     import asyncio
 
     async with running_worker(temporal_client, task_queue, sqlite_url):

@@ -25,13 +25,22 @@ class WorkerProcess:
 
     def __init__(self, address: str, task_queue: str, database_url: str) -> None:
         self.metrics_port = free_port()
-        self.env = {**os.environ, "RINGFLOW_TEMPORAL_ADDRESS": address, "RINGFLOW_TASK_QUEUE": task_queue,
-                    "RINGFLOW_DATABASE_URL": database_url, "RINGFLOW_METRICS_PORT": str(self.metrics_port)}
+        self.env = {
+            **os.environ,
+            "RINGFLOW_TEMPORAL_ADDRESS": address,
+            "RINGFLOW_TASK_QUEUE": task_queue,
+            "RINGFLOW_DATABASE_URL": database_url,
+            "RINGFLOW_METRICS_PORT": str(self.metrics_port),
+        }
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ringflow.cli", "worker"], env=self.env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ringflow.cli", "worker"],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -59,8 +68,9 @@ def worker_process(temporal_server: DevStack, task_queue: str, sqlite_url: str) 
     wp.stop()
 
 
-async def test_worker_killed_mid_call_loses_nothing(temporal_client: Client, task_queue: str,
-                                                    worker_process: WorkerProcess) -> None:
+async def test_worker_killed_mid_call_loses_nothing(
+    temporal_client: Client, task_queue: str, worker_process: WorkerProcess
+) -> None:
     call = await start(temporal_client, task_queue)
     agent = Agent(call)
     await agent.say(("user", "yes that's me"))
@@ -89,12 +99,13 @@ async def test_worker_killed_mid_call_loses_nothing(temporal_client: Client, tas
 
     text = await wait_until(metrics_ready, timeout=20, what="ringflow metrics")
     assert "ringflow_calls_ended_total" in text and 'end_reason="completed"' in text
-    assert 'ringflow_function_runs_total{' in text and 'kind="handler"' in text
+    assert "ringflow_function_runs_total{" in text and 'kind="handler"' in text
     assert "ringflow_function_duration_seconds_bucket" in text and "ringflow_signal_lag_seconds_count" in text
 
 
-async def test_server_restarted_mid_call_keeps_state(temporal_server: DevStack, task_queue: str,
-                                                     sqlite_url: str) -> None:
+async def test_server_restarted_mid_call_keeps_state(
+    temporal_server: DevStack, task_queue: str, sqlite_url: str
+) -> None:
     from ringflow.temporal_setup import connect
 
     client = await connect(temporal_server.address)
@@ -141,8 +152,9 @@ async def flaky_api(failures: int) -> AsyncIterator[tuple[str, list[str]]]:
         await runner.cleanup()
 
 
-async def test_activity_failing_twice_then_succeeding(temporal_client: Client, task_queue: str,
-                                                      sqlite_url: str) -> None:
+async def test_activity_failing_twice_then_succeeding(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with flaky_api(failures=2) as (url, keys), running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, variables={"patient": "Alex Doe", "api_url": url})
         await Agent(call).transition("verify", "confirmed")
@@ -155,7 +167,8 @@ async def test_activity_failing_twice_then_succeeding(temporal_client: Client, t
 
 
 async def test_long_call_continues_as_new_without_losing_anything(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, max_history_events=60)
         agent = Agent(call)
@@ -174,7 +187,8 @@ async def test_long_call_continues_as_new_without_losing_anything(
     assert record.path == ["verify", "offer", "handoff"]
     persisted = load_transcript(call.call_id, database_url=sqlite_url)
     carried = record.transcript
-    texts = [t.text for t in persisted] + [t["text"] for t in carried
-                                             if t["idx"] not in {p.idx for p in persisted}]
+    texts = [t.text for t in persisted] + [
+        t["text"] for t in carried if t["idx"] not in {p.idx for p in persisted}
+    ]
     assert texts[0] == "turn 0" and texts.count("turn 0") == 1
     assert len(texts) == 139 and texts[-1] == "reply 69"

@@ -26,12 +26,18 @@ from workflows.client import CallHandle
 SIGNALS = ["events", "transition", "turns", "event", "hangup", "heartbeat", "room_event"]
 UPDATES = ["attach", "call_function"]
 
-SCALARS = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12))
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
 JSON = st.recursive(
     SCALARS,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=8)
+    max_leaves=8,
+)
 
 
 def valid(name: str, seq: int) -> dict[str, Any]:
@@ -78,12 +84,14 @@ def payloads(draw: st.DrawFn, name: str) -> list[Any]:
 
 
 OPS = st.sampled_from(SIGNALS + UPDATES + ["no_such_signal"]).flatmap(
-    lambda name: st.tuples(st.just(name), payloads(name if name != "no_such_signal" else "event")))
+    lambda name: st.tuples(st.just(name), payloads(name if name != "no_such_signal" else "event"))
+)
 
 
 @pytest.mark.timeout(180)
-async def test_random_payloads_never_fail_a_workflow_task(temporal_client: Client, task_queue: str,
-                                                          sqlite_url: str) -> None:
+async def test_random_payloads_never_fail_a_workflow_task(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     loop = asyncio.get_running_loop()
     calls: list[CallHandle] = []
 
@@ -115,8 +123,12 @@ async def test_random_payloads_never_fail_a_workflow_task(temporal_client: Clien
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
 
-    @settings(max_examples=60, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(op=OPS)
     def one(op: tuple[str, list[Any]]) -> None:
         on_loop(send(*op))

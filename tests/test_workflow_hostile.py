@@ -31,7 +31,8 @@ async def end_normally(agent: Agent) -> None:
 
 
 async def test_signals_that_failed_workflow_tasks_are_recorded_and_the_call_goes_on(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -41,8 +42,14 @@ async def test_signals_that_failed_workflow_tasks_are_recorded_and_the_call_goes
         await h.signal("event", raw(b"\x00\xff", "binary/zip"))  # an encoding nobody reads
         await h.signal("heartbeat", raw_json('{"agent_id": "a1", "at": NaN}'))
         eid, seq = agent.next()
-        await h.signal("turns", {"event_id": eid, "seq": seq, "items": [
-            {"role": "user", "text": "from the future", "started_at": 1e20}]})
+        await h.signal(
+            "turns",
+            {
+                "event_id": eid,
+                "seq": seq,
+                "items": [{"role": "user", "text": "from the future", "started_at": 1e20}],
+            },
+        )
         await h.signal("no_such_signal", {"x": 1})
         await h.signal("events", raw_json('{"events": 5}'))
         await h.signal("hangup", args=[{"event_id": "h1"}, {"event_id": "h2"}])
@@ -64,17 +71,21 @@ async def test_signals_that_failed_workflow_tasks_are_recorded_and_the_call_goes
     assert [t["text"] for t in out["webhook"]["transcript"]] == ["yes that's me"]
 
 
-async def test_updates_refuse_payloads_they_cannot_read(temporal_client: Client, task_queue: str,
-                                                        sqlite_url: str) -> None:
+async def test_updates_refuse_payloads_they_cannot_read(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
         h = call.handle
-        for name, args in [("attach", [raw(b"not json")]), ("attach", []),
-                           ("attach", [{"agent_id": "a", "at": 1e20}]),
-                           ("call_function", [raw(b"x")]), ("call_function", []),
-                           ("call_function", [{"event_id": "f", "node": "verify", "name": "confirmed",
-                                               "args": [1]}])]:
+        for name, args in [
+            ("attach", [raw(b"not json")]),
+            ("attach", []),
+            ("attach", [{"agent_id": "a", "at": 1e20}]),
+            ("call_function", [raw(b"x")]),
+            ("call_function", []),
+            ("call_function", [{"event_id": "f", "node": "verify", "name": "confirmed", "args": [1]}]),
+        ]:
             with pytest.raises(WorkflowUpdateFailedError):
                 await h.execute_update(name, args=args)
         snap = await call.attach("agent-1")  # a good one still works
@@ -86,15 +97,28 @@ async def test_updates_refuse_payloads_they_cannot_read(temporal_client: Client,
 
 
 async def test_a_refused_event_keeps_its_seq_and_the_events_behind_it_go_on(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
         bad_id, bad_seq = agent.next()
         two, three = agent.turns_event(("user", "two")), agent.turns_event(("assistant", "three"))
-        await call.handle.signal("events", {"events": [
-            {"type": "transition", "event_id": bad_id, "seq": bad_seq, "from_node": "verify"},  # no name
-            two.model_dump(mode="json"), three.model_dump(mode="json")]})
+        await call.handle.signal(
+            "events",
+            {
+                "events": [
+                    {
+                        "type": "transition",
+                        "event_id": bad_id,
+                        "seq": bad_seq,
+                        "from_node": "verify",
+                    },  # no name
+                    two.model_dump(mode="json"),
+                    three.model_dump(mode="json"),
+                ]
+            },
+        )
         st = await wait_state(call, lambda s: s["turns"] == 2, what="seq 2 and 3 applied")
         await end_normally(agent)
         out = await finished(call, hooks, sqlite_url)
@@ -105,7 +129,8 @@ async def test_a_refused_event_keeps_its_seq_and_the_events_behind_it_go_on(
 
 
 async def test_a_seq_that_never_comes_is_skipped_after_a_bounded_wait(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
         call = await start(temporal_client, task_queue, gap_wait_s=1.0)
         agent = Agent(call)
@@ -119,12 +144,19 @@ async def test_a_seq_that_never_comes_is_skipped_after_a_bounded_wait(
     assert [t["text"] for t in out["webhook"]["transcript"]] == ["two", "three", "yes that's me"]
 
 
-async def test_a_function_call_runs_once_across_continue_as_new(temporal_client: Client, task_queue: str,
-                                                              sqlite_url: str) -> None:
-    async with flaky_api(failures=0) as (url, keys), \
-            worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
-        call = await start(temporal_client, task_queue, variables={"patient": "Alex Doe", "api_url": url},
-                           max_history_events=50)
+async def test_a_function_call_runs_once_across_continue_as_new(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    async with (
+        flaky_api(failures=0) as (url, keys),
+        worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks,
+    ):
+        call = await start(
+            temporal_client,
+            task_queue,
+            variables={"patient": "Alex Doe", "api_url": url},
+            max_history_events=50,
+        )
         agent = Agent(call)
         await agent.transition("verify", "confirmed")
         await wait_state(call, lambda s: s["node"] == "offer")
@@ -141,16 +173,18 @@ async def test_a_function_call_runs_once_across_continue_as_new(temporal_client:
     assert len(out["stored"].transcript) == 40
 
 
-async def test_history_payloads_past_two_megabytes(temporal_client: Client, task_queue: str,
-                                                   sqlite_url: str) -> None:
+async def test_history_payloads_past_two_megabytes(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """Ten signals of 16 turns of 15,999 characters, each within the client's limits: the
     end-of-call record would be 2.5 MB; the transcript goes to the database in slices."""
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
         for i in range(10):
-            await agent.say(*[("user" if j % 2 else "assistant", f"{i}.{j} " + "x" * 15_990)
-                              for j in range(16)])
+            await agent.say(
+                *[("user" if j % 2 else "assistant", f"{i}.{j} " + "x" * 15_990) for j in range(16)]
+            )
         await wait_state(call, lambda s: s["turns"] == 160, timeout=60, what="every turn applied")
         transcript = await call.transcript(sqlite_url)  # the query, joined with the stored head
         await end_normally(agent)
@@ -162,18 +196,28 @@ async def test_history_payloads_past_two_megabytes(temporal_client: Client, task
 
 
 async def test_held_events_are_bounded_in_bytes_across_continue_as_new(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """Seq 100-109 of about 250 KB each arrive first and wait; carried as they were, they
     made the continue-as-new input 2.5 MB. Past the budget they wait as small refusals."""
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
         call = await start(temporal_client, task_queue, max_history_events=50)
         now = time.time()
         for seq in range(100, 110):
-            await call.turns(TurnsEvent(event_id=f"big-{seq}", seq=seq, at=now, items=[
-                Turn(role="user", text=f"{seq} " + "y" * 15_000)] * 16))
+            await call.turns(
+                TurnsEvent(
+                    event_id=f"big-{seq}",
+                    seq=seq,
+                    at=now,
+                    items=[Turn(role="user", text=f"{seq} " + "y" * 15_000)] * 16,
+                )
+            )
         for seq in range(1, 100):
-            await call.turns(TurnsEvent(event_id=f"small-{seq}", seq=seq, at=now,
-                                        items=[Turn(role="user", text=f"small {seq}")]))
+            await call.turns(
+                TurnsEvent(
+                    event_id=f"small-{seq}", seq=seq, at=now, items=[Turn(role="user", text=f"small {seq}")]
+                )
+            )
         st = await wait_state(call, lambda s: s["next_seq"] == 110, timeout=60, what="everything applied")
         agent = Agent(call)
         agent.seq = 109
@@ -186,8 +230,9 @@ async def test_held_events_are_bounded_in_bytes_across_continue_as_new(
     assert texts[99:115] == ["100 yyyyy"] * 16 and texts[-1] == "yes that'"
 
 
-async def test_a_two_hour_call_with_2000_turns(temporal_client: Client, task_queue: str,
-                                               sqlite_url: str) -> None:
+async def test_a_two_hour_call_with_2000_turns(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """2,000 turns of realistic length over two hours of call time, several continue-as-new
     runs: the record and the webhook hold every turn, in order."""
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
@@ -201,8 +246,14 @@ async def test_a_two_hour_call_with_2000_turns(temporal_client: Client, task_que
                 n = batch * 20 + j
                 text = f"turn {n}: " + "Could we move my appointment to next week? " * (1 + n % 4)
                 said.append(text)
-                items.append(Turn(role="user" if n % 2 else "assistant", text=text, started_at=t0 + n * 3.6,
-                                  ended_at=t0 + n * 3.6 + 3))
+                items.append(
+                    Turn(
+                        role="user" if n % 2 else "assistant",
+                        text=text,
+                        started_at=t0 + n * 3.6,
+                        ended_at=t0 + n * 3.6 + 3,
+                    )
+                )
             eid, seq = agent.next()
             await call.turns(TurnsEvent(event_id=eid, seq=seq, at=t0 + batch * 72, items=items))
         await wait_state(call, lambda s: s["turns"] == 2000, timeout=120, what="2000 turns applied")
@@ -218,9 +269,9 @@ async def test_a_two_hour_call_with_2000_turns(temporal_client: Client, task_que
     assert out["result"].disposition == "callback" and await task_failures(call) == []
 
 
-
 async def test_a_call_too_large_to_continue_as_new_ends_with_error_not_a_stuck_task(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """A call whose own input (here a flow with a 1.6 MB role) leaves no room for what a
     continue-as-new must carry: it ends 'error', with its record and webhook, instead of
     ordering a payload the server refuses (a workflow task failing forever)."""
@@ -237,7 +288,8 @@ async def test_a_call_too_large_to_continue_as_new_ends_with_error_not_a_stuck_t
 
 
 async def test_a_start_input_that_is_not_a_call_input_fails_the_workflow_not_its_tasks(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     """``temporal workflow start --type CallWorkflow --input '{"call_id": 5}'``: once a
     workflow task failing forever on decoding; now the workflow fails, saying why."""
     from temporalio.client import WorkflowFailureError
@@ -246,8 +298,9 @@ async def test_a_start_input_that_is_not_a_call_input_fails_the_workflow_not_its
 
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url):
         for n, payload in enumerate([{"call_id": 5}, raw(b"\x00", "binary/plain")]):
-            handle = await temporal_client.start_workflow("CallWorkflow", payload, id=f"call-bad-input-{n}",
-                                                          task_queue=task_queue)
+            handle = await temporal_client.start_workflow(
+                "CallWorkflow", payload, id=f"call-bad-input-{n}", task_queue=task_queue
+            )
             with pytest.raises(WorkflowFailureError) as err:
                 await handle.result()
             assert "its input is not a CallInput" in str(err.value.cause)

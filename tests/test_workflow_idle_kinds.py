@@ -15,7 +15,8 @@ from workflows.messages import CallEvent
 
 
 async def test_each_kind_counts_a_bad_kind_is_refused_and_the_third_empty_input_ends_the_call(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -24,8 +25,15 @@ async def test_each_kind_counts_a_bad_kind_is_refused_and_the_third_empty_input_
             eid, seq = agent.next()
             if kind is not None and kind.startswith(("shrug", "x")):
                 bad.append(eid)
-            events.append(CallEvent(event_id=eid, seq=seq, kind="user_idle", at=time.time(),
-                                    data={} if kind is None else {"kind": kind}).model_dump(mode="json"))
+            events.append(
+                CallEvent(
+                    event_id=eid,
+                    seq=seq,
+                    kind="user_idle",
+                    at=time.time(),
+                    data={} if kind is None else {"kind": kind},
+                ).model_dump(mode="json")
+            )
         await call.handle.signal("events", {"events": events[:4]})
         st = await wait_state(call, lambda s: s["next_seq"] == 5, what="four idle events applied")
         assert st["status"] == "live" and st["end_reason"] is None  # two refused, two counted

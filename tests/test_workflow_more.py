@@ -21,8 +21,9 @@ def triage():  # type: ignore[no-untyped-def]
     return load_flow(FIXTURES / "triage.yaml")
 
 
-async def test_gate_and_action_nodes_route_without_llm(temporal_client: Client, task_queue: str,
-                                                       sqlite_url: str) -> None:
+async def test_gate_and_action_nodes_route_without_llm(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, triage(), variables={})
         await Agent(call).transition("intake", "describe", {"severity": 5})
@@ -32,8 +33,9 @@ async def test_gate_and_action_nodes_route_without_llm(temporal_client: Client, 
     assert record.disposition == "escalated"
 
 
-async def test_gate_default_and_capture_validation(temporal_client: Client, task_queue: str,
-                                                   sqlite_url: str) -> None:
+async def test_gate_default_and_capture_validation(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, triage(), variables={})
         agent = Agent(call)
@@ -47,16 +49,18 @@ async def test_gate_default_and_capture_validation(temporal_client: Client, task
         await call.handle.result()
 
 
-async def test_max_duration_backstop_ends_the_call(temporal_client: Client, task_queue: str,
-                                                   sqlite_url: str) -> None:
+async def test_max_duration_backstop_ends_the_call(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, triage(), variables={})
         record = await wait_until(lambda: call.handle.result(), timeout=30, what="max duration end")
     assert record.end_reason == "max_duration" and record.disposition == "max_duration"
 
 
-async def test_silent_agent_is_lost_after_failed_dispatches(temporal_client: Client, task_queue: str,
-                                                            sqlite_url: str) -> None:
+async def test_silent_agent_is_lost_after_failed_dispatches(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, agent_timeout_s=0.5)
         await call.heartbeat("agent-a")
@@ -68,8 +72,9 @@ async def test_silent_agent_is_lost_after_failed_dispatches(temporal_client: Cli
     assert sum("agent_lost" in r["reason"] for r in st["rejected"]) == 3
 
 
-async def test_attach_returns_a_snapshot_to_resume_from(temporal_client: Client, task_queue: str,
-                                                        sqlite_url: str) -> None:
+async def test_attach_returns_a_snapshot_to_resume_from(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
@@ -87,8 +92,9 @@ async def test_attach_returns_a_snapshot_to_resume_from(temporal_client: Client,
         await call.handle.result()
 
 
-async def test_visibility_and_cli(temporal_server: DevStack, temporal_client: Client, task_queue: str,
-                                  sqlite_url: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_visibility_and_cli(
+    temporal_server: DevStack, temporal_client: Client, task_queue: str, sqlite_url: str, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", temporal_server.address)
     monkeypatch.setenv("RINGFLOW_TASK_QUEUE", task_queue)
     runner = CliRunner()
@@ -98,8 +104,9 @@ async def test_visibility_and_cli(temporal_server: DevStack, temporal_client: Cl
         return await asyncio.to_thread(runner.invoke, app, list(args))
 
     async with running_worker(temporal_client, task_queue, sqlite_url):
-        out = await cli("call", "start", str(FIXTURES / "clinic.yaml"), "--var", "patient=Sam Roe",
-                        "--campaign", "spring")
+        out = await cli(
+            "call", "start", str(FIXTURES / "clinic.yaml"), "--var", "patient=Sam Roe", "--campaign", "spring"
+        )
         assert out.exit_code == 0, out.output
         call_id = out.output.strip().splitlines()[-1]
         from workflows.client import CallHandle
@@ -133,8 +140,9 @@ async def test_visibility_and_cli(temporal_server: DevStack, temporal_client: Cl
     assert bad.exit_code == 2
 
 
-async def test_record_persisted_on_both_databases(temporal_client: Client, task_queue: str,
-                                                  database_url: str) -> None:
+async def test_record_persisted_on_both_databases(
+    temporal_client: Client, task_queue: str, database_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, database_url):
         call = await start(temporal_client, task_queue, call_id=f"db-{uuid.uuid4().hex[:8]}")
         agent = Agent(call)

@@ -90,22 +90,45 @@ def crm_flow(timeout_s: float = 5, mcp_url: str | None = None) -> FlowDefinition
         "flow": "crm",
         "variables": {"crm_base_url": {"type": "string", "required": True}},
         "nodes": {
-            "ask": {"task": "Find the company.", "functions": [
-                {"name": "lookup_company", "description": "Look a company up.",
-                 "parameters": {"type": "object", "properties": {"company": {"type": "string"}},
-                                "required": ["company"]},
-                 "http": {"url": "{{crm_base_url}}/companies/{{company}}",
-                          "headers": {"Authorization": f"Bearer {TOKEN}"}, "timeout_s": timeout_s}},
-                {"name": "done", "transition_only": True, "description": "Finish.", "transition_to": "bye"}]},
+            "ask": {
+                "task": "Find the company.",
+                "functions": [
+                    {
+                        "name": "lookup_company",
+                        "description": "Look a company up.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"company": {"type": "string"}},
+                            "required": ["company"],
+                        },
+                        "http": {
+                            "url": "{{crm_base_url}}/companies/{{company}}",
+                            "headers": {"Authorization": f"Bearer {TOKEN}"},
+                            "timeout_s": timeout_s,
+                        },
+                    },
+                    {
+                        "name": "done",
+                        "transition_only": True,
+                        "description": "Finish.",
+                        "transition_to": "bye",
+                    },
+                ],
+            },
             "bye": {"type": "end", "task": "Say goodbye.", "disposition": "found"},
         },
     }
     if mcp_url is not None:
-        data["mcp_servers"] = {"crm": {"url": mcp_url, "headers": {"Authorization": f"Bearer {TOKEN}"},
-                                       "timeout_s": 5}}
+        data["mcp_servers"] = {
+            "crm": {"url": mcp_url, "headers": {"Authorization": f"Bearer {TOKEN}"}, "timeout_s": 5}
+        }
         data["nodes"]["ask"]["functions"].append(
-            {"name": "find_customer", "description": "Look the caller up.",
-             "mcp": {"server": "crm", "tool": "lookup_customer"}})
+            {
+                "name": "find_customer",
+                "description": "Look the caller up.",
+                "mcp": {"server": "crm", "tool": "lookup_customer"},
+            }
+        )
     report = validate_data(data)
     assert report.definition is not None, report.errors
     return report.definition
@@ -113,11 +136,11 @@ def crm_flow(timeout_s: float = 5, mcp_url: str | None = None) -> FlowDefinition
 
 @pytest.mark.parametrize("timeout_s", [5, 30], ids=["local-activity", "activity"])
 async def test_http_request_headers_never_reach_the_history(
-        temporal_client: Client, task_queue: str, sqlite_url: str, crm: Any, timeout_s: float) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str, crm: Any, timeout_s: float
+) -> None:
     base, auth = crm
     async with running_worker(temporal_client, task_queue, sqlite_url):
-        call = await start(temporal_client, task_queue, crm_flow(timeout_s),
-                           variables={"crm_base_url": base})
+        call = await start(temporal_client, task_queue, crm_flow(timeout_s), variables={"crm_base_url": base})
         out = await call.call_function(req("ask", "lookup_company", company="acme"))
         assert out.result == {"status": "found", "tier": "gold"}
         assert auth == [f"Bearer {TOKEN}"]  # the request itself carried it
@@ -131,16 +154,17 @@ async def test_http_request_headers_never_reach_the_history(
 
 
 async def test_mcp_server_headers_never_reach_the_history(
-        temporal_client: Client, task_queue: str, sqlite_url: str, crm: Any,
-        tmp_path: Path) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str, crm: Any, tmp_path: Path
+) -> None:
     """The server's ``headers`` go with its tools' listing at the call's start and with each
     tool call (the real MCP server on loopback logs what it got), yet no activity's input
     (listing or call) repeats them."""
     base, _ = crm
     with serving(tmp_path / "calls.jsonl") as server:
         async with running_worker(temporal_client, task_queue, sqlite_url):
-            call = await start(temporal_client, task_queue, crm_flow(mcp_url=server.url),
-                               variables={"crm_base_url": base})
+            call = await start(
+                temporal_client, task_queue, crm_flow(mcp_url=server.url), variables={"crm_base_url": base}
+            )
             out = await call.call_function(req("ask", "find_customer", phone="+15550100"))
             assert out.result == {"found": True, "name": "Dana Reyes", "tier": "gold"}, out
             seen = [c for c in server.calls() if c["tool"] == "lookup_customer"]
@@ -148,8 +172,10 @@ async def test_mcp_server_headers_never_reach_the_history(
             await call.hangup()
             await call.handle.result()
     history = await call.handle.fetch_history()
-    assert any(e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools"
-               for e in history.events)  # the listing ran as an activity whose input is history
+    assert any(
+        e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_list_tools"
+        for e in history.events
+    )  # the listing ran as an activity whose input is history
     assert await events_carrying(temporal_client, call.handle, TOKEN) == [1]
 
 
@@ -157,19 +183,27 @@ SSN = "123-45-6789"
 
 
 async def test_undeclared_variables_are_refused_by_the_client(
-        temporal_client: Client, task_queue: str) -> None:
+    temporal_client: Client, task_queue: str
+) -> None:
     with pytest.raises(FlowError) as err:
         await start(temporal_client, task_queue, crm_flow(), variables={"crm_base_url": "x", "ssn": SSN})
     assert "'ssn' is not a declared variable" in str(err.value) and SSN not in str(err.value)
 
 
 async def test_undeclared_variables_are_refused_by_the_workflow_itself(
-        temporal_client: Client, task_queue: str, sqlite_url: str) -> None:
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         handle = await temporal_client.start_workflow(
-            CallWorkflow.run, CallInput(call_id="undeclared", definition=crm_flow(),
-                                        variables={"crm_base_url": "http://127.0.0.1:9", "ssn": SSN}),
-            id=f"call-undeclared-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+            CallWorkflow.run,
+            CallInput(
+                call_id="undeclared",
+                definition=crm_flow(),
+                variables={"crm_base_url": "http://127.0.0.1:9", "ssn": SSN},
+            ),
+            id=f"call-undeclared-{uuid.uuid4().hex[:6]}",
+            task_queue=task_queue,
+        )
         with pytest.raises(WorkflowFailureError) as err:
             await handle.result()
     cause = str(err.value.cause)

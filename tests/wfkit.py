@@ -36,8 +36,9 @@ def settings_for(database_url: str, **extra: Any) -> Settings:
 
 
 @asynccontextmanager
-async def running_worker(client: Client, task_queue: str, database_url: str,
-                         **settings: Any) -> AsyncIterator[None]:
+async def running_worker(
+    client: Client, task_queue: str, database_url: str, **settings: Any
+) -> AsyncIterator[None]:
     worker = build_worker(client, settings_for(database_url, **settings), task_queue=task_queue)
     async with worker:
         yield
@@ -55,8 +56,9 @@ async def wait_until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0,
     raise AssertionError(f"timed out waiting for {what or check}: last value {last!r}")
 
 
-async def wait_state(call: CallHandle, pred: Callable[[dict[str, Any]], bool], timeout: float = 20.0,
-                     what: str = "") -> dict[str, Any]:
+async def wait_state(
+    call: CallHandle, pred: Callable[[dict[str, Any]], bool], timeout: float = 20.0, what: str = ""
+) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
         st = await call.state()
         return st if pred(st) else None
@@ -75,25 +77,29 @@ class Agent:
         self.seq += 1
         return f"ev-{uuid.uuid4().hex[:10]}", self.seq
 
-    def transition_event(self, from_node: str, name: str,
-                         args: dict[str, Any] | None = None) -> TransitionEvent:
+    def transition_event(
+        self, from_node: str, name: str, args: dict[str, Any] | None = None
+    ) -> TransitionEvent:
         eid, seq = self.next()
-        return TransitionEvent(event_id=eid, seq=seq, from_node=from_node, name=name, args=args or {},
-                               at=time.time())
+        return TransitionEvent(
+            event_id=eid, seq=seq, from_node=from_node, name=name, args=args or {}, at=time.time()
+        )
 
     async def transition(self, from_node: str, name: str, args: dict[str, Any] | None = None) -> None:
         await self.call.transition(self.transition_event(from_node, name, args))
 
     def turns_event(self, *pairs: tuple[str, str]) -> TurnsEvent:
         eid, seq = self.next()
-        return TurnsEvent(event_id=eid, seq=seq, at=time.time(),
-                          items=[Turn(role=r, text=t) for r, t in pairs])  # type: ignore[arg-type]
+        return TurnsEvent(
+            event_id=eid, seq=seq, at=time.time(), items=[Turn(role=r, text=t) for r, t in pairs]
+        )  # type: ignore[arg-type]
 
     async def say(self, *pairs: tuple[str, str]) -> None:
         await self.call.turns(self.turns_event(*pairs))
 
 
-async def start(client: Client, task_queue: str, definition: FlowDefinition | None = None,
-                **kw: Any) -> CallHandle:
+async def start(
+    client: Client, task_queue: str, definition: FlowDefinition | None = None, **kw: Any
+) -> CallHandle:
     kw.setdefault("variables", {"patient": "Alex Doe"})
     return await start_call(client, definition or clinic(), task_queue=task_queue, **kw)

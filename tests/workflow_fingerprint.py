@@ -35,8 +35,13 @@ def _files() -> list[Path]:
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body.pop(0)
             if not body:
                 body.append(ast.Pass())
@@ -59,13 +64,20 @@ def patch_ids() -> set[str]:
     for path in _files():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                    and isinstance(node.value.value, str)):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         constants[target.id] = node.value.value
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ("patched", "deprecate_patch") and node.args):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("patched", "deprecate_patch")
+                and node.args
+            ):
                 calls.append(node.args[0])
     ids = set()
     for arg in calls:
@@ -81,9 +93,18 @@ def read_manifest() -> dict[str, Any]:
 
 
 def write_manifest(release: str) -> None:
-    MANIFEST.write_text(json.dumps({"release": release, "workflow_code": fingerprint(),
-                                    "patches": sorted(patch_ids()), "reviewed_without_patch": []},
-                                   indent=2) + "\n")
+    MANIFEST.write_text(
+        json.dumps(
+            {
+                "release": release,
+                "workflow_code": fingerprint(),
+                "patches": sorted(patch_ids()),
+                "reviewed_without_patch": [],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":  # python tests/workflow_fingerprint.py: show today's values

@@ -42,12 +42,21 @@ _DURABLE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=t
 
 def _retry(r: Retry | None) -> RetryPolicy:
     r = r or Retry()
-    return RetryPolicy(initial_interval=timedelta(seconds=r.initial_interval_s),
-                       backoff_coefficient=r.backoff, maximum_attempts=r.max_attempts)
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=r.initial_interval_s),
+        backoff_coefficient=r.backoff,
+        maximum_attempts=r.max_attempts,
+    )
 
 
-async def _execute(name: str, arg: Any, result_type: type, timeout_s: float, retry: RetryPolicy,
-                   on_start: Callable[[asyncio.Task[Any]], None] | None = None) -> Any:
+async def _execute(
+    name: str,
+    arg: Any,
+    result_type: type,
+    timeout_s: float,
+    retry: RetryPolicy,
+    on_start: Callable[[asyncio.Task[Any]], None] | None = None,
+) -> Any:
     """Start the activity (``execute_*`` is start then await: the same commands).
 
     With ``on_start`` (a run the caller may cancel) it gets the handle, and the activity is
@@ -57,13 +66,22 @@ async def _execute(name: str, arg: Any, result_type: type, timeout_s: float, ret
     handle: asyncio.Task[Any]
     if timeout_s <= LOCAL_MAX_TIMEOUT_S and on_start is None:
         handle = workflow.start_local_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s + 1),
-            schedule_to_close_timeout=timedelta(seconds=(timeout_s + 1) * 4), retry_policy=retry)
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=timedelta(seconds=timeout_s + 1),
+            schedule_to_close_timeout=timedelta(seconds=(timeout_s + 1) * 4),
+            retry_policy=retry,
+        )
     else:
         handle = workflow.start_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s + 1),
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=timedelta(seconds=timeout_s + 1),
             retry_policy=retry,
-            heartbeat_timeout=timedelta(seconds=HEARTBEAT_TIMEOUT_S) if on_start is not None else None)
+            heartbeat_timeout=timedelta(seconds=HEARTBEAT_TIMEOUT_S) if on_start is not None else None,
+        )
     if on_start is not None:
         on_start(handle)
     return await handle
@@ -74,10 +92,14 @@ def cancelled(eff: RunFunction) -> FunctionResult:
     return FunctionResult(run_id=eff.run_id, error=f"{eff.name} {CANCELLED}")
 
 
-async def run_function(eff: RunFunction, definition: FlowDefinition, state: CallState,
-                       current: Callable[[], dict[str, Any]] | None = None,
-                       on_start: Callable[[asyncio.Task[Any]], None] | None = None,
-                       key: str | None = None) -> FunctionResult:
+async def run_function(
+    eff: RunFunction,
+    definition: FlowDefinition,
+    state: CallState,
+    current: Callable[[], dict[str, Any]] | None = None,
+    on_start: Callable[[asyncio.Task[Any]], None] | None = None,
+    key: str | None = None,
+) -> FunctionResult:
     """Run a handler or HTTP entry; failures after retries become an error result, and so
     does a cancellation (through the handle given to ``on_start``).
 
@@ -92,24 +114,40 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
             return await call_mcp_tool(eff, definition, state)
         if eff.kind == "http" and eff.http is not None:
             # named, not rendered: this input is history, the rendered headers hold credentials
-            req = HttpToolRequest(call_id=state.call_id, seq=eff.run_id, method=eff.http.method,
-                                  node=eff.node, entry=eff.name, args=eff.args,
-                                  values=eff.http_values or {}, timeout_s=eff.timeout_s,
-                                  idempotency_key=key)
+            req = HttpToolRequest(
+                call_id=state.call_id,
+                seq=eff.run_id,
+                method=eff.http.method,
+                node=eff.node,
+                entry=eff.name,
+                args=eff.args,
+                values=eff.http_values or {},
+                timeout_s=eff.timeout_s,
+                idempotency_key=key,
+            )
             out = await _execute("http_tool", req, dict, eff.timeout_s, _retry(eff.retry), on_start)
             return FunctionResult(run_id=eff.run_id, result=out)
-        inp = HandlerInput(call_id=state.call_id, node=eff.node, name=eff.name,
-                           module=definition.flow.handlers or "", flow_source=definition.source,
-                           args=eff.args, variables=state.variables, state=state.state,
-                           timeout_s=eff.timeout_s)
-        hout: HandlerOutput = await _execute("run_handler", inp, HandlerOutput, eff.timeout_s,
-                                             _retry(eff.retry), on_start)
+        inp = HandlerInput(
+            call_id=state.call_id,
+            node=eff.node,
+            name=eff.name,
+            module=definition.flow.handlers or "",
+            flow_source=definition.source,
+            args=eff.args,
+            variables=state.variables,
+            state=state.state,
+            timeout_s=eff.timeout_s,
+        )
+        hout: HandlerOutput = await _execute(
+            "run_handler", inp, HandlerOutput, eff.timeout_s, _retry(eff.retry), on_start
+        )
         merged = None
         if hout.error is None:
             base = current() if current is not None else state.state
             merged = {k: v for k, v in base.items() if k not in hout.removed} | hout.changed
-        return FunctionResult(run_id=eff.run_id, result=hout.result, response=hout.response,
-                              error=hout.error, state=merged)
+        return FunctionResult(
+            run_id=eff.run_id, result=hout.result, response=hout.response, error=hout.error, state=merged
+        )
     except Exception as exc:  # ActivityError after retries: the LLM hears about it, the call goes on
         cause = getattr(exc, "cause", None) or exc
         if isinstance(cause, CancelledError):
@@ -120,14 +158,21 @@ async def run_function(eff: RunFunction, definition: FlowDefinition, state: Call
 async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: CallState) -> FunctionResult:
     server = definition.flow.mcp_servers.get(eff.mcp_server or "")
     if server is None or not eff.mcp_tool:
-        return FunctionResult(run_id=eff.run_id, error=f"{eff.name}: MCP server '{eff.mcp_server}' is not "
-                                                       "declared")
+        return FunctionResult(
+            run_id=eff.run_id, error=f"{eff.name}: MCP server '{eff.mcp_server}' is not declared"
+        )
     # the activity reads the server (its headers hold credentials) from the call's definition
-    req = McpCallRequest(call_id=state.call_id, seq=eff.run_id, server_name=eff.mcp_server or "",
-                         tool=eff.mcp_tool, args=eff.args)
+    req = McpCallRequest(
+        call_id=state.call_id,
+        seq=eff.run_id,
+        server_name=eff.mcp_server or "",
+        tool=eff.mcp_tool,
+        args=eff.args,
+    )
     try:
-        out: McpCallResult = await _execute("mcp_call_tool", req, McpCallResult, eff.timeout_s,
-                                            _retry(eff.retry))
+        out: McpCallResult = await _execute(
+            "mcp_call_tool", req, McpCallResult, eff.timeout_s, _retry(eff.retry)
+        )
     except Exception as exc:  # after retries
         cause = getattr(exc, "cause", None) or exc
         return FunctionResult(run_id=eff.run_id, error=f"{MCP_UNAVAILABLE}: {cause}")
@@ -141,10 +186,13 @@ async def list_mcp_tools(req: McpListRequest, server: McpServer) -> McpServerToo
     timeout = server.timeout_s
     try:
         out: McpServerTools = await workflow.execute_activity(
-            "mcp_list_tools", req, result_type=McpServerTools,
+            "mcp_list_tools",
+            req,
+            result_type=McpServerTools,
             start_to_close_timeout=timedelta(seconds=timeout * 2 + 2),
             schedule_to_close_timeout=timedelta(seconds=timeout * 4 + 5),
-            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3))
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
+        )
         return out
     except Exception as exc:
         cause = getattr(exc, "cause", None) or exc
@@ -153,34 +201,44 @@ async def list_mcp_tools(req: McpListRequest, server: McpServer) -> McpServerToo
 
 async def extract(inp: ExtractionInput) -> ExtractionOutput:
     return await workflow.execute_activity(
-        "extract_variables", inp, result_type=ExtractionOutput,
+        "extract_variables",
+        inp,
+        result_type=ExtractionOutput,
         start_to_close_timeout=timedelta(seconds=60),
-        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3))
+        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
+    )
 
 
 async def persist(record: CallRecord) -> None:
     await workflow.execute_activity(
-        "persist_call", record, start_to_close_timeout=timedelta(seconds=30),
-        retry_policy=_DURABLE)
+        "persist_call", record, start_to_close_timeout=timedelta(seconds=30), retry_policy=_DURABLE
+    )
 
 
 async def append_transcript(batch: TranscriptAppend) -> None:
     await workflow.execute_activity(
-        "append_transcript", batch, start_to_close_timeout=timedelta(seconds=30),
-        retry_policy=_DURABLE)
+        "append_transcript", batch, start_to_close_timeout=timedelta(seconds=30), retry_policy=_DURABLE
+    )
 
 
 async def webhook(delivery: WebhookDelivery) -> None:
     await workflow.execute_activity(
-        "post_call_webhook", delivery, start_to_close_timeout=timedelta(seconds=30),
-        retry_policy=WEBHOOK_RETRY_POLICY)
+        "post_call_webhook",
+        delivery,
+        start_to_close_timeout=timedelta(seconds=30),
+        retry_policy=WEBHOOK_RETRY_POLICY,
+    )
 
 
 async def dispatch_agent(req: DispatchRequest) -> DispatchResult:
     try:
         return await workflow.execute_activity(
-            "dispatch_agent", req, result_type=DispatchResult, start_to_close_timeout=timedelta(seconds=15),
-            retry_policy=RetryPolicy(maximum_attempts=2))
+            "dispatch_agent",
+            req,
+            result_type=DispatchResult,
+            start_to_close_timeout=timedelta(seconds=15),
+            retry_policy=RetryPolicy(maximum_attempts=2),
+        )
     except Exception as exc:
         return DispatchResult(dispatched=False, detail=f"dispatch failed: {exc}")
 
@@ -190,13 +248,21 @@ async def transfer(eff: RunFunction, state: CallState) -> FunctionResult:
     never transfers twice across retries. Whatever goes wrong is a result ``failed`` (the
     engine then sends the caller to the entry's fallback), never a call left on hold."""
     assert eff.transfer is not None
-    req = TransferRequest(call_id=state.call_id, room=state.call_id, to=eff.transfer.to,
-                          mode=eff.transfer.mode, announce=eff.transfer.announce)
+    req = TransferRequest(
+        call_id=state.call_id,
+        room=state.call_id,
+        to=eff.transfer.to,
+        mode=eff.transfer.mode,
+        announce=eff.transfer.announce,
+    )
     try:
         out = await workflow.execute_activity(
-            "transfer_call", req, result_type=dict,
+            "transfer_call",
+            req,
+            result_type=dict,
             start_to_close_timeout=timedelta(seconds=60 if req.mode == "cold" else 150),
-            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3))
+            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
+        )
     except Exception as exc:
         cause = getattr(exc, "cause", None) or exc
         out = {"status": "failed", "detail": f"the transfer could not be made: {cause}"[:300]}

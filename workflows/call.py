@@ -18,7 +18,6 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-
     from activities.dispatch import DispatchRequest
     from activities.records import CallRecord
     from callflow.effects import Effect, Extract, Rejected, RunFunction
@@ -71,8 +70,11 @@ class CallWorkflow(CallCarry):
     def __init__(self, inp: RawValue) -> None:
         self.bad_input: str | None = None
         try:
-            self.setup(inp if isinstance(inp, CallInput)
-                       else workflow.payload_converter().from_payload(inp.payload, CallInput))
+            self.setup(
+                inp
+                if isinstance(inp, CallInput)
+                else workflow.payload_converter().from_payload(inp.payload, CallInput)
+            )
         except Exception as exc:
             if internal_error(exc):
                 raise
@@ -105,9 +107,15 @@ class CallWorkflow(CallCarry):
             self.runs = 1
             self.start_error: str | None = None
             self.hangup_seen = False
-            step = self.engine.start(CallStarted(
-                call_id=inp.call_id, variables=inp.variables, caller_number=inp.caller_number,
-                called_number=inp.called_number, at=workflow.now().timestamp()))
+            step = self.engine.start(
+                CallStarted(
+                    call_id=inp.call_id,
+                    variables=inp.variables,
+                    caller_number=inp.caller_number,
+                    called_number=inp.called_number,
+                    at=workflow.now().timestamp(),
+                )
+            )
             self.state = step.state
             rejected = [e for e in step.effects if isinstance(e, Rejected)]
             self.start_error = rejected[0].reason if rejected else None
@@ -130,8 +138,10 @@ class CallWorkflow(CallCarry):
             self.start_error = None
             self.hangup_seen = c.hangup_seen
             self.started_at = c.started_at or workflow.now().timestamp()
-            self.startup = [Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
-                            for n in c.pending_extractions]
+            self.startup = [
+                Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
+                for n in c.pending_extractions
+            ]
         self.tools_ready = not needs_pin(inp)  # MCP tools are pinned first (workflows/mcp_pin.py)
         self.pending_extractions: list[str] = []
         self.final_extracts: list[Extract] = []
@@ -142,21 +152,32 @@ class CallWorkflow(CallCarry):
     @workflow.run
     async def run(self, raw: RawValue) -> CallRecord:
         if self.bad_input is not None:
-            raise ApplicationError(f"CallWorkflow cannot start: its input is not a CallInput: "
-                                   f"{self.bad_input}", type="InvalidCallInput", non_retryable=True)
+            raise ApplicationError(
+                f"CallWorkflow cannot start: its input is not a CallInput: {self.bad_input}",
+                type="InvalidCallInput",
+                non_retryable=True,
+            )
         inp = self.inp
         if self.start_error is not None:
-            raise ApplicationError(f"call {inp.call_id} cannot start: {self.start_error}",
-                                   type="InvalidCallInput", non_retryable=True)
+            raise ApplicationError(
+                f"call {inp.call_id} cannot start: {self.start_error}",
+                type="InvalidCallInput",
+                non_retryable=True,
+            )
         undeclared = undeclared_variables(inp.definition.flow, inp.variables) if inp.carry is None else []
         if undeclared and workflow.patched(REFUSE_UNDECLARED_PATCH):  # a client that skipped the check
-            raise ApplicationError(f"call {inp.call_id} cannot start: "
-                                   + "; ".join(str(i) for i in undeclared[:10]),
-                                   type="InvalidCallInput", non_retryable=True)
+            raise ApplicationError(
+                f"call {inp.call_id} cannot start: " + "; ".join(str(i) for i in undeclared[:10]),
+                type="InvalidCallInput",
+                non_retryable=True,
+            )
         too_long = call_input_problems(inp) if inp.carry is None else []
         if too_long and workflow.patched(BOUNDED_INPUT_PATCH):
-            raise ApplicationError(f"call {inp.call_id} cannot start: " + "; ".join(too_long),
-                                   type="InvalidCallInput", non_retryable=True)
+            raise ApplicationError(
+                f"call {inp.call_id} cannot start: " + "; ".join(too_long),
+                type="InvalidCallInput",
+                non_retryable=True,
+            )
         if not self.tools_ready and workflow.patched(PIN_PATCH):
             await pin_tools(self)
         self.tools_ready = True
@@ -238,16 +259,21 @@ class CallWorkflow(CallCarry):
         if self.agent_id is None and not unattended:
             return
         try:
-            await workflow.wait_condition(lambda: self.hangup_seen,
-                                          timeout=timedelta(seconds=self.inp.final_turn_grace_s))
+            await workflow.wait_condition(
+                lambda: self.hangup_seen, timeout=timedelta(seconds=self.inp.final_turn_grace_s)
+            )
         except TimeoutError:
             self.record_rejected(None, "no hangup from the agent after the last turn")
 
     async def agent_lost(self) -> None:
-        self.record_rejected(None, f"agent {self.agent_id or '?'} silent for "
-                                   f"{self.inp.agent_timeout_s:g} s: agent_lost, dispatching another")
-        res = await acts.dispatch_agent(DispatchRequest(call_id=self.inp.call_id, room=self.inp.room,
-                                                        attempt=self.dispatch_failures + 1))
+        self.record_rejected(
+            None,
+            f"agent {self.agent_id or '?'} silent for "
+            f"{self.inp.agent_timeout_s:g} s: agent_lost, dispatching another",
+        )
+        res = await acts.dispatch_agent(
+            DispatchRequest(call_id=self.inp.call_id, room=self.inp.room, attempt=self.dispatch_failures + 1)
+        )
         self.last_seen = workflow.now().timestamp()
         if res.dispatched:
             self.dispatch_failures = 0
@@ -304,10 +330,14 @@ class CallWorkflow(CallCarry):
         except Exception as exc:
             if internal_error(exc) or isinstance(exc, ApplicationError):
                 raise
-            self.record_rejected(req.event_id, f"function '{req.name[:64]}' failed in the workflow: "
-                                               f"{type(exc).__name__}")
-            out = CallFunctionResult(result={"status": "error", "error": "the call could not run it"},
-                                     error=True, node=self.state.node)
+            self.record_rejected(
+                req.event_id, f"function '{req.name[:64]}' failed in the workflow: {type(exc).__name__}"
+            )
+            out = CallFunctionResult(
+                result={"status": "error", "error": "the call could not run it"},
+                error=True,
+                node=self.state.node,
+            )
             self.fn_results[req.event_id] = out
             return out
         finally:
@@ -317,8 +347,9 @@ class CallWorkflow(CallCarry):
         if not self.tools_ready:
             await workflow.wait_condition(lambda: self.tools_ready)
         await self.caught_up(req.after_seq)
-        step = self.engine.apply(self.state, FunctionCalled(name=req.name, args=req.args, node=req.node,
-                                                            at=req.at))
+        step = self.engine.apply(
+            self.state, FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
+        )
         run = next((e for e in step.effects if isinstance(e, RunFunction)), None)
         self.state = step.state
         self.apply_effects(step.effects, skip_run=run.run_id if run else None)
@@ -355,11 +386,16 @@ class CallWorkflow(CallCarry):
         self.dispatch_failures = 0
         snap = self.engine.snapshot(self.state)
         return Snapshot(
-            call_id=self.inp.call_id, node=self.state.node,
+            call_id=self.inp.call_id,
+            node=self.state.node,
             prompt=snap.prompt if snap else None,
             tools=[t.openai() for t in snap.tools] if snap else [],
-            state=self.state, transcript_tail=self.transcript[budget.tail_start(self.transcript):],
-            ended=self.state.ended, next_seq=self.inbox.next_seq, definition=self.inp.definition)
+            state=self.state,
+            transcript_tail=self.transcript[budget.tail_start(self.transcript) :],
+            ended=self.state.ended,
+            next_seq=self.inbox.next_seq,
+            definition=self.inp.definition,
+        )
 
     @attach.validator
     def validate_attach(self, req: AttachRequest) -> None:
@@ -371,9 +407,18 @@ class CallWorkflow(CallCarry):
     # failing the query on a payload it does not need.
     @workflow.query(name="state")
     def state_query(self, *_: Any) -> dict[str, Any]:
-        return compact_state(self.inp, self.state, self.status, self.agent_id, self.started_at,
-                             self.rejected, self.extraction_errors, self.inbox, self.runs,
-                             self.transcript_base + len(self.transcript))
+        return compact_state(
+            self.inp,
+            self.state,
+            self.status,
+            self.agent_id,
+            self.started_at,
+            self.rejected,
+            self.extraction_errors,
+            self.inbox,
+            self.runs,
+            self.transcript_base + len(self.transcript),
+        )
 
     @workflow.query(name="transcript")
     def transcript_query(self, *_: Any) -> list[Turn]:
@@ -390,15 +435,18 @@ class CallWorkflow(CallCarry):
         first = max(start, self.transcript_base)
         turns: list[dict[str, Any]] = []
         size = 0
-        for t in self.transcript[first - self.transcript_base:]:
+        for t in self.transcript[first - self.transcript_base :]:
             size += budget.turn_bytes(t)
             if turns and size > budget.SLICE_MAX_BYTES:
                 break
             turns.append(t.model_dump(mode="json"))
-        return {"base": self.transcript_base, "start": first, "turns": turns,
-                "total": self.transcript_base + len(self.transcript)}
+        return {
+            "base": self.transcript_base,
+            "start": first,
+            "turns": turns,
+            "total": self.transcript_base + len(self.transcript),
+        }
 
     @workflow.query
     def call_state(self, *_: Any) -> CallState:
         return self.state
-

@@ -36,9 +36,11 @@ class CallCarry(CallCore):
 
     def should_continue_as_new(self) -> bool:
         info = workflow.info()
-        busy = (info.is_continue_as_new_suggested()
-                or info.get_current_history_length() > self.inp.max_history_events
-                or self.transcript_bytes > budget.MEMORY_MAX_BYTES)
+        busy = (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.inp.max_history_events
+            or self.transcript_bytes > budget.MEMORY_MAX_BYTES
+        )
         return busy and not self.tasks and workflow.all_handlers_finished()
 
     async def continue_as_new(self) -> None:
@@ -51,17 +53,30 @@ class CallCarry(CallCore):
         await self.store_transcript(self.transcript[:cut], self.transcript_base)
         tail = self.transcript[cut:]
         next_seq, seen, held = self.inbox.carry()
-        fn_results, fn_done = budget.carried_results(self.fn_results, sorted(self.fn_done)) \
-            if bounded else ({}, [])
+        fn_results, fn_done = (
+            budget.carried_results(self.fn_results, sorted(self.fn_done)) if bounded else ({}, [])
+        )
         carry = Carry(
-            state=self.state, status=self.status, next_seq=next_seq, held=held, seen_ids=seen,
-            transcript_tail=tail, transcript_count=self.transcript_base + len(self.transcript),
-            rejected=self.rejected[-REJECTED_TAIL:], agent_id=self.agent_id,
-            dispatch_failures=self.dispatch_failures, extraction_errors=self.extraction_errors,
-            pending_extractions=self.pending_extractions, events_applied=self.events_applied,
-            started_at=self.started_at, runs=self.runs, hangup_seen=self.hangup_seen,
-            fn_results=fn_results, fn_done=fn_done,
-            held_since=self.inbox.held_since if bounded else None)
+            state=self.state,
+            status=self.status,
+            next_seq=next_seq,
+            held=held,
+            seen_ids=seen,
+            transcript_tail=tail,
+            transcript_count=self.transcript_base + len(self.transcript),
+            rejected=self.rejected[-REJECTED_TAIL:],
+            agent_id=self.agent_id,
+            dispatch_failures=self.dispatch_failures,
+            extraction_errors=self.extraction_errors,
+            pending_extractions=self.pending_extractions,
+            events_applied=self.events_applied,
+            started_at=self.started_at,
+            runs=self.runs,
+            hangup_seen=self.hangup_seen,
+            fn_results=fn_results,
+            fn_done=fn_done,
+            held_since=self.inbox.held_since if bounded else None,
+        )
         nxt = self.inp.model_copy(update={"carry": carry})
         if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
             # The flow's own size (definition, variables, handler state) leaves no room: end the
@@ -80,24 +95,39 @@ class CallCarry(CallCore):
 
     async def finish(self) -> CallRecord:
         try:
-            await workflow.wait_condition(lambda: not self.tasks and workflow.all_handlers_finished(),
-                                          timeout=timedelta(minutes=5))
+            await workflow.wait_condition(
+                lambda: not self.tasks and workflow.all_handlers_finished(), timeout=timedelta(minutes=5)
+            )
         except TimeoutError:
             self.record_rejected(None, "work still running 5 min after the call ended: not waited for")
         self.status = "ended"
         # The whole transcript goes to the database when the record could not carry it inline
         # (the head of a continued-as-new call is there already; a long one would not fit a
         # payload): the record then holds none and every reader takes the stored one.
-        in_db = ((self.transcript_base > 0 or self.transcript_bytes > budget.RECORD_MAX_BYTES)
-                 and workflow.patched("whole-transcript-v1"))
+        in_db = (
+            self.transcript_base > 0 or self.transcript_bytes > budget.RECORD_MAX_BYTES
+        ) and workflow.patched("whole-transcript-v1")
         if in_db:
             await self.store_transcript(self.transcript, self.transcript_base)
-        record = build_record(self.inp, self.state, self.status, [] if in_db else self.transcript,
-                              self.transcript_base, self.started_at, workflow.now())
+        record = build_record(
+            self.inp,
+            self.state,
+            self.status,
+            [] if in_db else self.transcript,
+            self.transcript_base,
+            self.started_at,
+            workflow.now(),
+        )
         self.state = self.state.model_copy(update={"disposition": record.disposition})
         self.vis.sync(self.state, self.status)
         await acts.persist(record)
-        await acts.webhook(WebhookDelivery(record=record, run_id=workflow.info().first_execution_run_id,
-                                           sent_at=workflow.now(), transcript_in_db=in_db))
+        await acts.webhook(
+            WebhookDelivery(
+                record=record,
+                run_id=workflow.info().first_execution_run_id,
+                sent_at=workflow.now(),
+                transcript_in_db=in_db,
+            )
+        )
         self.vis.count_end(self.state)
         return record

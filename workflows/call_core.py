@@ -143,8 +143,9 @@ class CallCore:
             self.pending_extractions.remove(eff.node)
             return
         try:
-            out = await acts.extract(ExtractionInput(call_id=self.inp.call_id, node=eff.node,
-                                                     fields=eff.fields, transcript=items))
+            out = await acts.extract(
+                ExtractionInput(call_id=self.inp.call_id, node=eff.node, fields=eff.fields, transcript=items)
+            )
             self.extraction_errors.pop(eff.node, None)
             self.step_values(eff.node, out.values)
         except Exception as exc:
@@ -158,8 +159,9 @@ class CallCore:
         self.step(ExtractionResult(node=node, values=values, at=workflow.now().timestamp()))
 
     def record_rejected(self, event_id: str | None, reason: str) -> None:
-        self.rejected.append(RejectedEvent(event_id=event_id, reason=reason[:500],
-                                           at=workflow.now().timestamp()))
+        self.rejected.append(
+            RejectedEvent(event_id=event_id, reason=reason[:500], at=workflow.now().timestamp())
+        )
         if len(self.rejected) > REJECTED_TAIL * 2:
             self.rejected = self.rejected[-REJECTED_TAIL:]
 
@@ -181,8 +183,9 @@ class CallCore:
         if isinstance(agent_id, str) and 0 < len(agent_id) <= MAX_ID_CHARS:
             self.agent_id = agent_id
         elif agent_id:  # a raw payload's: still a sign of life, but not a name worth keeping
-            self.record_rejected(None, f"agent id of {len(str(agent_id))} characters ignored; "
-                                       f"the limit is {MAX_ID_CHARS}")
+            self.record_rejected(
+                None, f"agent id of {len(str(agent_id))} characters ignored; the limit is {MAX_ID_CHARS}"
+            )
         if self.status == "dialing" and not self.state.ended and not self.ringing:
             self.status = "live"
             self.wake = True
@@ -244,8 +247,9 @@ class CallCore:
         if kind == TOMBSTONE:
             self.record_rejected(event_id, ev.get("reason") or "refused")
         elif kind == "transition":
-            step = self.step(FunctionCalled(name=ev["name"], args=ev.get("args") or {},
-                                            node=ev["from_node"], at=at))
+            step = self.step(
+                FunctionCalled(name=ev["name"], args=ev.get("args") or {}, node=ev["from_node"], at=at)
+            )
             for eff in step.effects:
                 if isinstance(eff, Rejected):
                     self.record_rejected(event_id, eff.reason)
@@ -256,8 +260,11 @@ class CallCore:
             too_long = [i for i, t in enumerate(turns) if len(t.text) > MAX_TEXT_CHARS]
             if too_long:
                 i = too_long[0]
-                self.record_rejected(event_id, f"turn {i} has {len(turns[i].text)} characters; the limit "
-                                               f"is {MAX_TEXT_CHARS}: the batch was not recorded")
+                self.record_rejected(
+                    event_id,
+                    f"turn {i} has {len(turns[i].text)} characters; the limit "
+                    f"is {MAX_TEXT_CHARS}: the batch was not recorded",
+                )
                 return
             for t in turns:
                 self.transcript.append(t if t.node else t.model_copy(update={"node": self.state.node}))
@@ -293,8 +300,9 @@ class CallCore:
         """The caller's keys, collected by the agent: a transcript turn, then the engine
         (a node with ``dtmf`` routes on them). Malformed keys raise ValidationError: rejected."""
         event = DtmfEntered(digits=str(data.get("digits", "")), node=data.get("node"), at=at)
-        self.transcript.append(Turn(role="user", text=f"[keys {event.digits}]", node=self.state.node,
-                                    started_at=at, ended_at=at))
+        self.transcript.append(
+            Turn(role="user", text=f"[keys {event.digits}]", node=self.state.node, started_at=at, ended_at=at)
+        )
         for eff in self.step(event).effects:
             if isinstance(eff, Rejected):
                 self.record_rejected(event_id, eff.reason)
@@ -307,15 +315,21 @@ class CallCore:
         continue-as-new, never the run counter."""
         key = f"{self.inp.call_id}:{event_id}"
         if not run.cancel_on_interruption or not workflow.patched(PATCH_CANCEL_ON_INTERRUPTION):
-            return await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state,
-                                           key=key)
+            return await acts.run_function(
+                run, self.inp.definition, self.state, lambda: self.state.state, key=key
+            )
         if event_id in self.cancel_requested:
             self.record_rejected(event_id, f"note: '{run.name}' was not run: the caller interrupted first")
             return acts.cancelled(run)
         try:
-            return await acts.run_function(run, self.inp.definition, self.state, lambda: self.state.state,
-                                           on_start=lambda h: self.fn_handles.__setitem__(event_id, h),
-                                           key=key)
+            return await acts.run_function(
+                run,
+                self.inp.definition,
+                self.state,
+                lambda: self.state.state,
+                on_start=lambda h: self.fn_handles.__setitem__(event_id, h),
+                key=key,
+            )
         finally:
             self.fn_handles.pop(event_id, None)
 
@@ -340,8 +354,11 @@ class CallCore:
         """The agent's answering-machine detection: recorded, then the flow's voicemail node
         (or the end, ``voicemail``), the same engine step the agent took."""
         event = MachineAnswered(category=str(data.get("category", "machine-vm"))[:40], at=at)
-        self.transcript.append(Turn(role="system", text=f"answering machine detected ({event.category})",
-                                    node=None, started_at=at))
+        self.transcript.append(
+            Turn(
+                role="system", text=f"answering machine detected ({event.category})", node=None, started_at=at
+            )
+        )
         for eff in self.step(event).effects:
             if isinstance(eff, Rejected):
                 self.record_rejected(event_id, eff.reason)
@@ -355,15 +372,25 @@ class CallCore:
         moved = any(isinstance(e, SetNode) for e in effects)
         decision = "end" if self.state.ended else ("transition" if moved else "stay")
         if resp is None:
-            resp = ToolResponse(name="", error=rejected is not None,
-                                result={"status": "error", "error": rejected.reason} if rejected else None)
+            resp = ToolResponse(
+                name="",
+                error=rejected is not None,
+                result={"status": "error", "error": rejected.reason} if rejected else None,
+            )
         return CallFunctionResult(
-            result=resp.result, error=resp.error, run_llm=resp.run_llm, decision=decision,
-            node=self.state.node, effects=[_public(e).model_dump() for e in effects], state=self.state)
+            result=resp.result,
+            error=resp.error,
+            run_llm=resp.run_llm,
+            decision=decision,
+            node=self.state.node,
+            effects=[_public(e).model_dump() for e in effects],
+            state=self.state,
+        )
 
     async def caught_up(self, after_seq: int, settle: bool = False) -> None:
         """Wait until the agent's events up to ``after_seq`` (and, with ``settle``, the
         functions they started) are applied; the agent's outbox may lag its update."""
+
         def ready() -> bool:
             applied = self.inbox.next_seq > after_seq
             return self.state.ended or (applied and (not settle or not self.state.pending))
@@ -371,5 +398,6 @@ class CallCore:
         try:
             await workflow.wait_condition(ready, timeout=timedelta(seconds=60))
         except TimeoutError:
-            raise ApplicationError(f"events up to seq {after_seq} did not arrive within 60 s",
-                                   type="AgentOutOfSync") from None
+            raise ApplicationError(
+                f"events up to seq {after_seq} did not arrive within 60 s", type="AgentOutOfSync"
+            ) from None

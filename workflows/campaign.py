@@ -105,23 +105,32 @@ class CampaignWorkflow:
                 timeout = timedelta(seconds=max(0.05, self.next_due - workflow.now().timestamp()))
             self.wake = False
             try:
-                await workflow.wait_condition(lambda: self.wake or self.cancelled or self.paused,
-                                              timeout=timeout)
+                await workflow.wait_condition(
+                    lambda: self.wake or self.cancelled or self.paused, timeout=timeout
+                )
             except TimeoutError:
                 pass
         self.show("cancelling" if self.cancelled else "finishing")
         await workflow.wait_condition(lambda: not self.live and not self.starting)
         status = "cancelled" if self.cancelled else "finished"
-        counts = await workflow.execute_activity("campaign_counts", inp.campaign_id,
-                                                 result_type=dict, start_to_close_timeout=_SHORT,
-                                                 retry_policy=_RETRY)
+        counts = await workflow.execute_activity(
+            "campaign_counts",
+            inp.campaign_id,
+            result_type=dict,
+            start_to_close_timeout=_SHORT,
+            retry_policy=_RETRY,
+        )
         self.show(status)
         try:
             await workflow.execute_activity(
-                "campaign_finished", FinishedRequest(campaign_id=inp.campaign_id, flow=self.flow(),
-                                                     status=status, stats=self.stats),
-                result_type=str, start_to_close_timeout=_SHORT,
-                retry_policy=RetryPolicy(maximum_interval=timedelta(minutes=5), maximum_attempts=20))
+                "campaign_finished",
+                FinishedRequest(
+                    campaign_id=inp.campaign_id, flow=self.flow(), status=status, stats=self.stats
+                ),
+                result_type=str,
+                start_to_close_timeout=_SHORT,
+                retry_policy=RetryPolicy(maximum_interval=timedelta(minutes=5), maximum_attempts=20),
+            )
         except Exception as exc:
             workflow.logger.warning("campaign webhook not delivered: %s", str(exc)[:200])
         return {"campaign_id": inp.campaign_id, "status": status, "stats": self.stats, **counts}
@@ -131,34 +140,48 @@ class CampaignWorkflow:
         key = f"claim-{self.claims}"
         self.claims += 1
         res: ClaimResult = await workflow.execute_activity(
-            "campaign_claim", ClaimRequest(campaign_id=self.inp.campaign_id, claim_key=key, limit=limit,
-                                           windows=self.inp.windows, max_attempts=self.limits.max_attempts),
-            result_type=ClaimResult, start_to_close_timeout=_SHORT, retry_policy=_RETRY)
+            "campaign_claim",
+            ClaimRequest(
+                campaign_id=self.inp.campaign_id,
+                claim_key=key,
+                limit=limit,
+                windows=self.inp.windows,
+                max_attempts=self.limits.max_attempts,
+            ),
+            result_type=ClaimResult,
+            start_to_close_timeout=_SHORT,
+            retry_policy=_RETRY,
+        )
         self.next_due = res.next_due
         self.count("out_of_window_deferred", res.out_of_window)
         return res
 
     async def attempt(self, c: Claimed) -> None:
-        req = PredialRequest(campaign_id=self.inp.campaign_id, idx=c.idx, attempt=c.attempt,
-                             windows=self.inp.windows)
+        req = PredialRequest(
+            campaign_id=self.inp.campaign_id, idx=c.idx, attempt=c.attempt, windows=self.inp.windows
+        )
         try:
             if self.paused or self.cancelled:
                 verdict = "held"
             else:
                 try:
                     verdict = await workflow.execute_activity(
-                        "campaign_pace", PaceRequest(**req.model_dump(), trunk=self.inp.trunk_id,
-                                                     cps=self.limits.cps),
-                        result_type=str, start_to_close_timeout=timedelta(hours=2),
-                        heartbeat_timeout=timedelta(seconds=30), retry_policy=_RETRY)
+                        "campaign_pace",
+                        PaceRequest(**req.model_dump(), trunk=self.inp.trunk_id, cps=self.limits.cps),
+                        result_type=str,
+                        start_to_close_timeout=timedelta(hours=2),
+                        heartbeat_timeout=timedelta(seconds=30),
+                        retry_policy=_RETRY,
+                    )
                 except Exception as exc:
                     self.hold(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
                     verdict = "held"
             if verdict == "go" and (self.paused or self.cancelled):
                 verdict = "held"  # paused while this attempt waited for its slot: not dialed
             if verdict == "held":
-                await workflow.execute_activity("campaign_release", req, start_to_close_timeout=_SHORT,
-                                                retry_policy=_RETRY)
+                await workflow.execute_activity(
+                    "campaign_release", req, start_to_close_timeout=_SHORT, retry_policy=_RETRY
+                )
                 return
             if verdict != "go":
                 self.count(f"not_dialed_{verdict}")
@@ -171,8 +194,9 @@ class CampaignWorkflow:
             self.wake = True
         try:
             rec: CallRecord = await handle
-            outcome = Outcome(end_reason=rec.end_reason or "error", disposition=rec.disposition,
-                              extracted=rec.extracted)
+            outcome = Outcome(
+                end_reason=rec.end_reason or "error", disposition=rec.disposition, extracted=rec.extracted
+            )
         except Exception as exc:
             if isinstance(exc, asyncio.CancelledError):
                 raise
@@ -181,15 +205,24 @@ class CampaignWorkflow:
 
     async def start_child(self, c: Claimed) -> Any:
         inp = self.inp
-        dial = Dial(to=c.phone, from_number=inp.from_number, trunk_id=inp.trunk_id,
-                    ringing_timeout_s=inp.ringing_timeout_s)
+        dial = Dial(
+            to=c.phone,
+            from_number=inp.from_number,
+            trunk_id=inp.trunk_id,
+            ringing_timeout_s=inp.ringing_timeout_s,
+        )
         try:
-            call_inp, attrs = _prepare(inp.definition, c.call_id, c.variables,
-                                       {"dial": dial, "campaign_id": inp.campaign_id,
-                                        "agent_timeout_s": inp.agent_timeout_s})
+            call_inp, attrs = _prepare(
+                inp.definition,
+                c.call_id,
+                c.variables,
+                {"dial": dial, "campaign_id": inp.campaign_id, "agent_timeout_s": inp.agent_timeout_s},
+            )
         except FlowError as exc:  # a contact's variables the flow refuses: that contact fails
-            await self.record(LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id),
-                              Outcome(end_reason="invalid_contact", disposition=str(exc)[:200]))
+            await self.record(
+                LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id),
+                Outcome(end_reason="invalid_contact", disposition=str(exc)[:200]),
+            )
             return None
         self.live[c.call_id] = LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
         self.count("dialed")
@@ -199,10 +232,14 @@ class CampaignWorkflow:
             # CallWorkflow.run takes a RawValue (a malformed input fails the workflow, not its
             # task); what is sent is a CallInput, which mypy cannot match against RawValue.
             return await workflow.start_child_workflow(  # type: ignore[misc]
-                CallWorkflow.run, call_inp, id=workflow_id(c.call_id), search_attributes=attrs,
+                CallWorkflow.run,
+                call_inp,
+                id=workflow_id(c.call_id),
+                search_attributes=attrs,
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id} call")
+                static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id} call",
+            )
         except WorkflowAlreadyStartedError:  # this attempt's call exists: follow it, never dial again
             self.spawn(self.follow(self.live[c.call_id]))
             return None
@@ -210,16 +247,31 @@ class CampaignWorkflow:
     async def follow(self, lc: LiveCall) -> None:
         """A call an earlier run started: wait for its end through an activity."""
         outcome = await workflow.execute_activity(
-            "campaign_await_call", lc.call_id, result_type=Outcome, start_to_close_timeout=timedelta(days=1),
-            heartbeat_timeout=timedelta(seconds=60), retry_policy=_RETRY)
+            "campaign_await_call",
+            lc.call_id,
+            result_type=Outcome,
+            start_to_close_timeout=timedelta(days=1),
+            heartbeat_timeout=timedelta(seconds=60),
+            retry_policy=_RETRY,
+        )
         await self.record(lc, outcome)
 
     async def record(self, lc: LiveCall, outcome: Outcome) -> None:
         res: OutcomeResult = await workflow.execute_activity(
-            "campaign_outcome", OutcomeRequest(
-                campaign_id=self.inp.campaign_id, idx=lc.idx, attempt=lc.attempt, outcome=outcome,
-                retry=self.inp.retry, max_attempts=self.limits.max_attempts, time_scale=self.inp.time_scale),
-            result_type=OutcomeResult, start_to_close_timeout=_SHORT, retry_policy=_RETRY)
+            "campaign_outcome",
+            OutcomeRequest(
+                campaign_id=self.inp.campaign_id,
+                idx=lc.idx,
+                attempt=lc.attempt,
+                outcome=outcome,
+                retry=self.inp.retry,
+                max_attempts=self.limits.max_attempts,
+                time_scale=self.inp.time_scale,
+            ),
+            result_type=OutcomeResult,
+            start_to_close_timeout=_SHORT,
+            retry_policy=_RETRY,
+        )
         self.count(f"outcome_{outcome.end_reason}")
         self.count(f"contact_{res.state}")
         if res.next_at is not None:
@@ -272,19 +324,29 @@ class CampaignWorkflow:
         try:
             LimitsChange.model_validate(change)
         except ValidationError as exc:
-            raise ValueError("; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
-                                       for e in exc.errors())) from None
+            raise ValueError(
+                "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+            ) from None
 
     @workflow.query
     def progress(self, *_: Any) -> dict[str, Any]:
         now = workflow.now().timestamp()
         last_minute = sum(1 for t in self.recent if t > now - 60.0)
-        return {"campaign_id": self.inp.campaign_id, "status": self.status(), "flow": self.flow(),
-                "pause_reason": self.pause_reason, "live": len(self.live), "starting": self.starting,
-                "attempts_last_minute": last_minute, "attempts_per_second": round(last_minute / 60.0, 3),
-                "next_due": self.next_due, "limits": self.limits.model_dump(), "stats": self.stats,
-                "runs": self.runs,
-                "history_events": self.events_before + workflow.info().get_current_history_length()}
+        return {
+            "campaign_id": self.inp.campaign_id,
+            "status": self.status(),
+            "flow": self.flow(),
+            "pause_reason": self.pause_reason,
+            "live": len(self.live),
+            "starting": self.starting,
+            "attempts_last_minute": last_minute,
+            "attempts_per_second": round(last_minute / 60.0, 3),
+            "next_due": self.next_due,
+            "limits": self.limits.model_dump(),
+            "stats": self.stats,
+            "runs": self.runs,
+            "history_events": self.events_before + workflow.info().get_current_history_length(),
+        }
 
     # --- helpers ------------------------------------------------------------------------
     def status(self) -> str:
@@ -304,9 +366,13 @@ class CampaignWorkflow:
         status = status or self.status()
         if status == self.shown:
             return
-        workflow.upsert_search_attributes([RINGFLOW_CAMPAIGN.value_set(self.inp.campaign_id),
-                                           RINGFLOW_STATUS.value_set(status),
-                                           RINGFLOW_FLOW.value_set(self.flow())])
+        workflow.upsert_search_attributes(
+            [
+                RINGFLOW_CAMPAIGN.value_set(self.inp.campaign_id),
+                RINGFLOW_STATUS.value_set(status),
+                RINGFLOW_FLOW.value_set(self.flow()),
+            ]
+        )
         self.shown = status
 
     def spawn(self, coro: Any) -> None:
@@ -322,12 +388,22 @@ class CampaignWorkflow:
 
     def should_continue_as_new(self) -> bool:
         info = workflow.info()
-        return (info.is_continue_as_new_suggested()
-                or info.get_current_history_length() > self.inp.max_history_events)
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.inp.max_history_events
+        )
 
     def carry(self) -> CampaignInput:
-        carry = CampaignCarry(claims=self.claims, live=list(self.live.values()), stats=self.stats,
-                              recent=self.recent, paused=self.paused, pause_reason=self.pause_reason,
-                              cancelled=self.cancelled, limits=self.limits, runs=self.runs + 1,
-                              events_before=self.events_before + workflow.info().get_current_history_length())
+        carry = CampaignCarry(
+            claims=self.claims,
+            live=list(self.live.values()),
+            stats=self.stats,
+            recent=self.recent,
+            paused=self.paused,
+            pause_reason=self.pause_reason,
+            cancelled=self.cancelled,
+            limits=self.limits,
+            runs=self.runs + 1,
+            events_before=self.events_before + workflow.info().get_current_history_length(),
+        )
         return self.inp.model_copy(update={"carry": carry})

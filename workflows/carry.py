@@ -61,8 +61,9 @@ def slices(items: Sequence[TranscriptItem], limit: int = SLICE_MAX_BYTES) -> Ite
         yield chunk
 
 
-def carried_results(results: dict[str, CallFunctionResult],
-                    done: Sequence[str]) -> tuple[dict[str, CallFunctionResult], list[str]]:
+def carried_results(
+    results: dict[str, CallFunctionResult], done: Sequence[str]
+) -> tuple[dict[str, CallFunctionResult], list[str]]:
     """The function results the next run remembers, newest first within ``FN_MAX_BYTES``
     (without the call state each holds: the next run has its own); older ids are kept
     as ids only, so a repeated call is still answered, never run again."""
@@ -78,12 +79,14 @@ def carried_results(results: dict[str, CallFunctionResult],
         else:
             ids.append(event_id)
     ordered = dict(reversed(list(kept.items())))
-    return ordered, ids[-FN_MAX * 5:]
+    return ordered, ids[-FN_MAX * 5 :]
 
 
 def already_ran(node: str | None) -> CallFunctionResult:
     """The answer to a function call that ran in an earlier run whose result was too large
     to keep: it is not run again, and the LLM is told so."""
-    return CallFunctionResult(result={"status": "done", "note": "this call already ran; its result "
-                                                                "is no longer available"},
-                              decision="stay", node=node)
+    return CallFunctionResult(
+        result={"status": "done", "note": "this call already ran; its result is no longer available"},
+        decision="stay",
+        node=node,
+    )

@@ -56,8 +56,9 @@ def new_call_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def _prepare(definition: FlowDefinition, call_id: str | None, variables: dict[str, Any] | None,
-             fields: dict[str, Any]) -> tuple[CallInput, TypedSearchAttributes]:
+def _prepare(
+    definition: FlowDefinition, call_id: str | None, variables: dict[str, Any] | None, fields: dict[str, Any]
+) -> tuple[CallInput, TypedSearchAttributes]:
     _, issues = resolve_variables(definition.flow, variables or {})
     issues += undeclared_variables(definition.flow, variables or {})
     if issues:
@@ -65,8 +66,12 @@ def _prepare(definition: FlowDefinition, call_id: str | None, variables: dict[st
     call_id = call_id or new_call_id()
     dial = fields.get("dial")
     if dial is not None:  # a phone call: its own room, named after the call; the number is the callee's
-        fields = {**fields, "room": fields.get("room") or call_id, "called_number": dial.to,
-                  "caller_number": dial.from_number}
+        fields = {
+            **fields,
+            "room": fields.get("room") or call_id,
+            "called_number": dial.to,
+            "caller_number": dial.from_number,
+        }
     inp = CallInput(call_id=call_id, definition=definition, variables=variables or {}, **fields)
     if problems := call_input_problems(inp):
         raise FlowError([Issue("", p) for p in problems])
@@ -82,31 +87,55 @@ def _prepare(definition: FlowDefinition, call_id: str | None, variables: dict[st
     return inp, TypedSearchAttributes(attrs)
 
 
-async def start_call(client: Client, definition: FlowDefinition, *, task_queue: str,
-                     call_id: str | None = None, variables: dict[str, Any] | None = None,
-                     **fields: Any) -> CallHandle:
+async def start_call(
+    client: Client,
+    definition: FlowDefinition,
+    *,
+    task_queue: str,
+    call_id: str | None = None,
+    variables: dict[str, Any] | None = None,
+    **fields: Any,
+) -> CallHandle:
     """Start a CallWorkflow; raises :class:`FlowError` when the inputs are wrong."""
     inp, attrs = _prepare(definition, call_id, variables, fields)
     # CallWorkflow.run takes a RawValue (a malformed input fails the workflow, not its task);
     # what is sent is a CallInput, which mypy cannot match against RawValue.
     handle = await client.start_workflow(  # type: ignore[misc]
-        CallWorkflow.run, inp, id=workflow_id(inp.call_id), task_queue=task_queue,
-        search_attributes=attrs, static_summary=f"{definition.flow.flow} v{definition.flow.version} call")
+        CallWorkflow.run,
+        inp,
+        id=workflow_id(inp.call_id),
+        task_queue=task_queue,
+        search_attributes=attrs,
+        static_summary=f"{definition.flow.flow} v{definition.flow.version} call",
+    )
     return CallHandle(client, inp.call_id, handle)
 
 
-async def start_or_attach(client: Client, definition: FlowDefinition, *, task_queue: str, call_id: str,
-                          agent_id: str, variables: dict[str, Any] | None = None,
-                          **fields: Any) -> tuple[CallHandle, Snapshot]:
+async def start_or_attach(
+    client: Client,
+    definition: FlowDefinition,
+    *,
+    task_queue: str,
+    call_id: str,
+    agent_id: str,
+    variables: dict[str, Any] | None = None,
+    **fields: Any,
+) -> tuple[CallHandle, Snapshot]:
     """An inbound call: start its workflow and attach to it in one round trip
     (update-with-start). A second agent for the same room attaches to the running call."""
     inp, attrs = _prepare(definition, call_id, variables, fields)
     start = WithStartWorkflowOperation(  # type: ignore[misc]  # RawValue parameter: see start_call
-        CallWorkflow.run, inp, id=workflow_id(call_id), task_queue=task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, search_attributes=attrs,
-        static_summary=f"{definition.flow.flow} v{definition.flow.version} inbound call")
+        CallWorkflow.run,
+        inp,
+        id=workflow_id(call_id),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        search_attributes=attrs,
+        static_summary=f"{definition.flow.flow} v{definition.flow.version} inbound call",
+    )
     snap = await client.execute_update_with_start_workflow(
-        CallWorkflow.attach, AttachRequest(agent_id=agent_id), start_workflow_operation=start)
+        CallWorkflow.attach, AttachRequest(agent_id=agent_id), start_workflow_operation=start
+    )
     return CallHandle(client, call_id), snap
 
 
@@ -145,8 +174,9 @@ class CallHandle:
         await self.handle.signal("events", batch)
 
     async def hangup(self, reason: str = "user_hangup", event_id: str | None = None) -> None:
-        await self.handle.signal("hangup", HangupEvent(
-            event_id=event_id or f"hangup-{uuid.uuid4().hex[:8]}", reason=reason))
+        await self.handle.signal(
+            "hangup", HangupEvent(event_id=event_id or f"hangup-{uuid.uuid4().hex[:8]}", reason=reason)
+        )
 
     async def heartbeat(self, agent_id: str) -> None:
         await self.handle.signal("heartbeat", Heartbeat(agent_id=agent_id))
@@ -160,7 +190,8 @@ class CallHandle:
 
     async def attach(self, agent_id: str, *, after_seq: int = 0, settle: bool = False) -> Snapshot:
         return await self.handle.execute_update(
-            CallWorkflow.attach, AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=settle))
+            CallWorkflow.attach, AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=settle)
+        )
 
     async def state(self) -> dict[str, Any]:
         return await self.handle.query(CallWorkflow.state_query)
@@ -186,8 +217,12 @@ class CallHandle:
 
             for row in load_transcript(self.call_id, database_url=database_url):
                 if row.idx not in got and row.idx < total:
-                    got[row.idx] = Turn(role=row.role, text=row.text, node=row.node,
-                                        started_at=row.at.timestamp() if row.at else None,
-                                        ended_at=row.data.get("ended_at"),
-                                        interrupted=bool(row.data.get("interrupted")))
+                    got[row.idx] = Turn(
+                        role=row.role,
+                        text=row.text,
+                        node=row.node,
+                        started_at=row.at.timestamp() if row.at else None,
+                        ended_at=row.data.get("ended_at"),
+                        interrupted=bool(row.data.get("interrupted")),
+                    )
         return [got[i] for i in sorted(got)]

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from workflows.call_core import CallCore
 
 DIAL_PATCH = "sip-dial-v1"
-_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
-                     maximum_attempts=5)
+_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5
+)
 
 
 def _cause(exc: BaseException) -> str:
@@ -52,8 +53,12 @@ async def place_call(wf: CallCore) -> None:
     try:
         try:
             prep = await workflow.execute_activity(
-                "prepare_call", PrepareRequest(call_id=inp.call_id, room=room), result_type=PrepareResult,
-                start_to_close_timeout=timedelta(seconds=20), retry_policy=_RETRY)
+                "prepare_call",
+                PrepareRequest(call_id=inp.call_id, room=room),
+                result_type=PrepareResult,
+                start_to_close_timeout=timedelta(seconds=20),
+                retry_policy=_RETRY,
+            )
         except Exception as exc:  # ActivityError after retries: the call cannot be placed
             prep = PrepareResult(ok=False, detail=f"preparing the call failed: {_cause(exc)}")
         if not prep.ok:
@@ -64,10 +69,14 @@ async def place_call(wf: CallCore) -> None:
             ring_s = inp.dial.ringing_timeout_s or DEFAULT_RINGING_TIMEOUT_S
             try:
                 result = await workflow.execute_activity(
-                    "dial_call", DialRequest(call_id=inp.call_id, room=room, dial=inp.dial,
-                                             identity=sip_identity(inp.call_id)),
-                    result_type=DialResult, start_to_close_timeout=timedelta(seconds=ring_s + 30),
-                    retry_policy=_RETRY)
+                    "dial_call",
+                    DialRequest(
+                        call_id=inp.call_id, room=room, dial=inp.dial, identity=sip_identity(inp.call_id)
+                    ),
+                    result_type=DialResult,
+                    start_to_close_timeout=timedelta(seconds=ring_s + 30),
+                    retry_policy=_RETRY,
+                )
             except Exception as exc:
                 result = DialResult(outcome="dial_failed", detail=f"dialing failed: {_cause(exc)}")
     finally:
@@ -94,14 +103,20 @@ def record(wf: CallCore, result: DialResult) -> None:
     if result.followed:
         text += " [followed an earlier attempt's dial]"
     # no node: a note about the line, not part of any node's conversation (nor its extraction)
-    wf.transcript.append(Turn(role="system", text=text[:1000], node=None,
-                              started_at=workflow.now().timestamp()))
+    wf.transcript.append(
+        Turn(role="system", text=text[:1000], node=None, started_at=workflow.now().timestamp())
+    )
 
 
 async def hang_up(room: str) -> None:
     """Close the room (the agent waiting in it leaves); best effort, the call is over anyway."""
     try:
-        await workflow.execute_activity("hang_up_room", room, result_type=bool,
-                                        start_to_close_timeout=timedelta(seconds=15), retry_policy=_RETRY)
+        await workflow.execute_activity(
+            "hang_up_room",
+            room,
+            result_type=bool,
+            start_to_close_timeout=timedelta(seconds=15),
+            retry_policy=_RETRY,
+        )
     except Exception as exc:
         workflow.logger.warning("closing room '%s' failed: %s", room, _cause(exc))

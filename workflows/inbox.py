@@ -38,8 +38,13 @@ def _key(event_id: str) -> str:
 
 
 class Inbox:
-    def __init__(self, next_seq: int = 1, seen: list[str] | None = None,
-                 held: list[dict[str, Any]] | None = None, held_since: float | None = None) -> None:
+    def __init__(
+        self,
+        next_seq: int = 1,
+        seen: list[str] | None = None,
+        held: list[dict[str, Any]] | None = None,
+        held_since: float | None = None,
+    ) -> None:
         self.next_seq = next_seq
         self._seen_order: deque[str] = deque((_key(e) for e in seen or []), maxlen=SEEN_WINDOW)
         self._seen = set(self._seen_order)
@@ -86,9 +91,13 @@ class Inbox:
                 return [], f"too many events held waiting for seq {self.next_seq}"
             size = encoded_bytes(event)
             if self._held_bytes + size > MAX_HELD_BYTES:
-                event = {"type": "refused", "event_id": event_id, "seq": seq,
-                         "reason": f"dropped: {size} bytes while waiting for seq {self.next_seq}, "
-                                   f"over the {MAX_HELD_BYTES} bytes held events may take"}
+                event = {
+                    "type": "refused",
+                    "event_id": event_id,
+                    "seq": seq,
+                    "reason": f"dropped: {size} bytes while waiting for seq {self.next_seq}, "
+                    f"over the {MAX_HELD_BYTES} bytes held events may take",
+                }
                 size = encoded_bytes(event)
                 if self._held_bytes + size > MAX_HELD_BYTES:
                     return [], f"too many bytes held waiting for seq {self.next_seq}"
@@ -121,8 +130,9 @@ class Inbox:
         if not self._held or self.held_since is None or now - self.held_since < wait_s:
             return [], None
         first = min(self._held)
-        skipped = (f"seq {self.next_seq}" if first == self.next_seq + 1
-                   else f"seq {self.next_seq} to {first - 1}")
+        skipped = (
+            f"seq {self.next_seq}" if first == self.next_seq + 1 else f"seq {self.next_seq} to {first - 1}"
+        )
         reason = f"{skipped} never arrived within {wait_s:g} s: skipped"
         event = self._held.pop(first)
         self._held_bytes -= encoded_bytes(event)

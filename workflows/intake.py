@@ -85,8 +85,9 @@ def _one(model: type[BaseModel] | TypeAdapter[Any], raw: Any, what: str) -> dict
     return out
 
 
-def intake(name: str, payloads: Sequence[Any],
-           decode: Callable[[Any], Any]) -> list[dict[str, Any] | Refusal]:
+def intake(
+    name: str, payloads: Sequence[Any], decode: Callable[[Any], Any]
+) -> list[dict[str, Any] | Refusal]:
     """The events a signal carries, in order, each validated, or why each was refused.
 
     ``decode`` turns one raw payload into a plain value (the workflow's payload converter
@@ -103,17 +104,21 @@ def intake(name: str, payloads: Sequence[Any],
         return [_one(SIGNALS[name], raw, f"'{name}' signal")]
     events = raw.get("events") if isinstance(raw, dict) else None
     if not isinstance(events, list) or set(raw) != {"events"}:
-        return [Refusal(reason="malformed 'events' signal: expected an object whose one key, "
-                               "'events', is a list")]
+        return [
+            Refusal(reason="malformed 'events' signal: expected an object whose one key, 'events', is a list")
+        ]
     if len(events) > MAX_BATCH:
         # Refused whole, but each event that names its seq keeps its place.
-        return [_refuse(e, "event", f"the batch has {len(events)} events; the limit is {MAX_BATCH}")
-                for e in events[:MAX_BATCH * 10]]
+        return [
+            _refuse(e, "event", f"the batch has {len(events)} events; the limit is {MAX_BATCH}")
+            for e in events[: MAX_BATCH * 10]
+        ]
     return [_one(_EVENT, e, f"event {i} of an 'events' signal") for i, e in enumerate(events)]
 
 
-def intake_one(name: str, payloads: Sequence[Any], decode: Callable[[Any], Any],
-               model: type[BaseModel]) -> BaseModel | Refusal:
+def intake_one(
+    name: str, payloads: Sequence[Any], decode: Callable[[Any], Any], model: type[BaseModel]
+) -> BaseModel | Refusal:
     """One payload of ``model`` (a signal the inbox does not order, e.g. ``room_event``)."""
     if len(payloads) != 1:
         return Refusal(reason=f"signal '{name}' needs exactly one payload, got {len(payloads)}")

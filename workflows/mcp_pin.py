@@ -36,11 +36,15 @@ async def pin_tools(wf: Any) -> None:
     action node cannot run one)."""
     definition = wf.inp.definition
     names = used_servers(definition.flow)
-    listed = await asyncio.gather(*(
-        # the server itself (its headers hold credentials) is read by the activity, not sent
-        acts.list_mcp_tools(McpListRequest(call_id=wf.inp.call_id, server_name=name),
-                            definition.flow.mcp_servers[name])
-        for name in names))
+    listed = await asyncio.gather(
+        *(
+            # the server itself (its headers hold credentials) is read by the activity, not sent
+            acts.list_mcp_tools(
+                McpListRequest(call_id=wf.inp.call_id, server_name=name), definition.flow.mcp_servers[name]
+            )
+            for name in names
+        )
+    )
     pinned = pinned_definition(definition, dict(zip(names, listed, strict=True)))
     try:
         engine = Engine(pinned)

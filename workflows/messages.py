@@ -51,8 +51,10 @@ def oversized_args(name: str, args: dict[str, Any]) -> str | None:
     workflow (``call_function``'s validator) and the agent (a transition's signal), so the
     LLM hears the same refusal whichever side would have to carry them."""
     if args and (size := encoded_bytes(args)) > MAX_ARGS_BYTES:
-        return (f"the arguments of '{name}' are larger than {MAX_ARGS_BYTES} bytes ({size} bytes "
-                "encoded); call it again with shorter values")
+        return (
+            f"the arguments of '{name}' are larger than {MAX_ARGS_BYTES} bytes ({size} bytes "
+            "encoded); call it again with shorter values"
+        )
     return None
 
 
@@ -61,13 +63,22 @@ def call_input_problems(inp: CallInput) -> list[str]:
 
     Checked by the client and again by the workflow (a plain ``Field`` limit would make the
     workflow's own input undecodable, which fails its task instead of the call)."""
-    limits = {"room": MAX_ROUTE_CHARS, "campaign_id": MAX_ROUTE_CHARS,
-              "caller_number": MAX_ROUTE_CHARS, "called_number": MAX_ROUTE_CHARS}
-    problems = [f"{name} has {len(value)} characters; the limit is {limit}"
-                for name, limit in limits.items()
-                if isinstance(value := getattr(inp, name), str) and len(value) > limit]
-    problems += [f"variable '{k[:64]}' has {len(v)} characters; the limit is {MAX_TEXT_CHARS}"
-                 for k, v in inp.variables.items() if isinstance(v, str) and len(v) > MAX_TEXT_CHARS]
+    limits = {
+        "room": MAX_ROUTE_CHARS,
+        "campaign_id": MAX_ROUTE_CHARS,
+        "caller_number": MAX_ROUTE_CHARS,
+        "called_number": MAX_ROUTE_CHARS,
+    }
+    problems = [
+        f"{name} has {len(value)} characters; the limit is {limit}"
+        for name, limit in limits.items()
+        if isinstance(value := getattr(inp, name), str) and len(value) > limit
+    ]
+    problems += [
+        f"variable '{k[:64]}' has {len(v)} characters; the limit is {MAX_TEXT_CHARS}"
+        for k, v in inp.variables.items()
+        if isinstance(v, str) and len(v) > MAX_TEXT_CHARS
+    ]
     return problems
 
 
@@ -128,8 +139,16 @@ class CallEvent(_Msg):
     type: Literal["event"] = "event"
     event_id: EventId
     seq: Seq | None = None
-    kind: Literal["user_idle", "user_spoke", "interruption", "dtmf", "agent_attached",
-                  "agent_detached", "note", "answering_machine"]
+    kind: Literal[
+        "user_idle",
+        "user_spoke",
+        "interruption",
+        "dtmf",
+        "agent_attached",
+        "agent_detached",
+        "note",
+        "answering_machine",
+    ]
     data: dict[str, Any] = {}
     at: Epoch | None = None
 
@@ -147,8 +166,9 @@ class Heartbeat(_Msg):
     at: Epoch | None = None
 
 
-AgentEvent = Annotated[TransitionEvent | TurnsEvent | CallEvent | HangupEvent | Heartbeat,
-                       Field(discriminator="type")]
+AgentEvent = Annotated[
+    TransitionEvent | TurnsEvent | CallEvent | HangupEvent | Heartbeat, Field(discriminator="type")
+]
 
 
 class EventBatch(_Msg):

@@ -31,26 +31,63 @@ def tags_of(state: CallState) -> list[str]:
 
 
 def transcript_items(turns: list[Turn], base: int) -> list[TranscriptItem]:
-    return [TranscriptItem(idx=base + i, role=t.role, text=t.text, node=t.node, at=_ts(t.started_at),
-                           data={"ended_at": t.ended_at, "interrupted": t.interrupted})
-            for i, t in enumerate(turns)]
+    return [
+        TranscriptItem(
+            idx=base + i,
+            role=t.role,
+            text=t.text,
+            node=t.node,
+            at=_ts(t.started_at),
+            data={"ended_at": t.ended_at, "interrupted": t.interrupted},
+        )
+        for i, t in enumerate(turns)
+    ]
 
 
-def build_record(inp: CallInput, state: CallState, status: str, transcript: list[Turn], base: int,
-                 started_at: float, now: datetime) -> CallRecord:
+def build_record(
+    inp: CallInput,
+    state: CallState,
+    status: str,
+    transcript: list[Turn],
+    base: int,
+    started_at: float,
+    now: datetime,
+) -> CallRecord:
     return CallRecord(
-        call_id=inp.call_id, workflow_id=f"call-{inp.call_id}", flow=inp.definition.flow.flow,
-        flow_version=inp.definition.flow.version, status=status, node=state.node, path=state.path,
-        variables={**state.variables, **state.extracted}, extracted=state.extracted, state=state.state,
-        disposition=disposition_of(state), tags=tags_of(state), end_reason=state.end_reason,
+        call_id=inp.call_id,
+        workflow_id=f"call-{inp.call_id}",
+        flow=inp.definition.flow.flow,
+        flow_version=inp.definition.flow.version,
+        status=status,
+        node=state.node,
+        path=state.path,
+        variables={**state.variables, **state.extracted},
+        extracted=state.extracted,
+        state=state.state,
+        disposition=disposition_of(state),
+        tags=tags_of(state),
+        end_reason=state.end_reason,
         transcript=[i.model_dump(mode="json") for i in transcript_items(transcript, base)],
-        started_at=_ts(started_at) or now, ended_at=now if state.ended else None, updated_at=now,
-        direction=inp.direction, campaign_id=inp.campaign_id)
+        started_at=_ts(started_at) or now,
+        ended_at=now if state.ended else None,
+        updated_at=now,
+        direction=inp.direction,
+        campaign_id=inp.campaign_id,
+    )
 
 
-def compact_state(inp: CallInput, state: CallState, status: str, agent_id: str | None,
-                  started_at: float, rejected: list[RejectedEvent], extraction_errors: dict[str, str],
-                  inbox: Inbox, runs: int, turns: int) -> dict[str, Any]:
+def compact_state(
+    inp: CallInput,
+    state: CallState,
+    status: str,
+    agent_id: str | None,
+    started_at: float,
+    rejected: list[RejectedEvent],
+    extraction_errors: dict[str, str],
+    inbox: Inbox,
+    runs: int,
+    turns: int,
+) -> dict[str, Any]:
     return {
         "call_id": inp.call_id,
         "flow": inp.definition.flow.flow,

@@ -66,8 +66,11 @@ def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
     if ev.kind == "agent_left":
         if wf.status != "live" or wf.hangup_seen or ev.identity != wf.agent_id:
             return  # not live yet, hanging up anyway, or not the agent serving the call now
-        wf.record_rejected(ev.event_id, f"note: agent {ev.identity} left the room ({ev.reason or 'unknown'}) "
-                                        "without hanging up: replacing it now")
+        wf.record_rejected(
+            ev.event_id,
+            f"note: agent {ev.identity} left the room ({ev.reason or 'unknown'}) "
+            "without hanging up: replacing it now",
+        )
         wf.last_seen = now - wf.inp.agent_timeout_s  # overdue: the main loop runs agent_lost()
         wf.wake = True
     elif ev.kind == "caller_left":

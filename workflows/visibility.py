@@ -39,15 +39,20 @@ class Visibility:
         self.transitions = meter.create_counter("ringflow_transitions", "Node transitions applied.")
         self.ended = meter.create_counter("ringflow_calls_ended", "Calls ended, by reason.")
         self.lag = meter.create_histogram_float(
-            "ringflow_signal_lag_seconds", "Agent event time to applied in the workflow.", "seconds")
+            "ringflow_signal_lag_seconds", "Agent event time to applied in the workflow.", "seconds"
+        )
         if inp.carry is None:
             meter.create_counter("ringflow_calls_started", "Calls started.").add(
-                1, {"flow": inp.definition.flow.flow})
+                1, {"flow": inp.definition.flow.flow}
+            )
 
     def sync(self, state: CallState, status: str) -> None:
         want: dict[str, Any] = {
-            "status": status, "node": state.node or "", "flow": self.inp.definition.flow.flow,
-            "direction": self.inp.direction, "transitions": state.transitions,
+            "status": status,
+            "node": state.node or "",
+            "flow": self.inp.definition.flow.flow,
+            "direction": self.inp.direction,
+            "transitions": state.transitions,
         }
         if self.inp.campaign_id:
             want["campaign"] = self.inp.campaign_id
@@ -56,25 +61,38 @@ class Visibility:
             if status == "ended":
                 want["disposition"] = self.disposition(state.disposition or state.end_reason)
         keys: dict[str, SearchAttributeKey[Any]] = {
-            "status": RINGFLOW_STATUS, "node": RINGFLOW_NODE, "flow": RINGFLOW_FLOW,
-            "direction": RINGFLOW_DIRECTION, "transitions": RINGFLOW_TRANSITIONS,
-            "campaign": RINGFLOW_CAMPAIGN, "end_reason": RINGFLOW_END_REASON,
-            "disposition": RINGFLOW_DISPOSITION}
+            "status": RINGFLOW_STATUS,
+            "node": RINGFLOW_NODE,
+            "flow": RINGFLOW_FLOW,
+            "direction": RINGFLOW_DIRECTION,
+            "transitions": RINGFLOW_TRANSITIONS,
+            "campaign": RINGFLOW_CAMPAIGN,
+            "end_reason": RINGFLOW_END_REASON,
+            "disposition": RINGFLOW_DISPOSITION,
+        }
         updates: list[SearchAttributeUpdate[Any]] = [
-            keys[k].value_set(v) for k, v in want.items() if self.last.get(k) != v]
+            keys[k].value_set(v) for k, v in want.items() if self.last.get(k) != v
+        ]
         if updates:
             workflow.upsert_search_attributes(updates)
             self.last.update(want)
             workflow.set_current_details(
                 f"**{status}** · node `{state.node}` · {state.transitions} transitions"
-                + (f" · ended: {state.end_reason}" if state.ended else ""))
+                + (f" · ended: {state.end_reason}" if state.ended else "")
+            )
 
     def count_transition(self) -> None:
         self.transitions.add(1, {"flow": self.inp.definition.flow.flow})
 
     def count_end(self, state: CallState) -> None:
-        self.ended.add(1, {"flow": self.inp.definition.flow.flow, "end_reason": state.end_reason or "",
-                           "disposition": self.disposition(state.disposition)})
+        self.ended.add(
+            1,
+            {
+                "flow": self.inp.definition.flow.flow,
+                "end_reason": state.end_reason or "",
+                "disposition": self.disposition(state.disposition),
+            },
+        )
 
     def disposition(self, value: str | None) -> str:
         """What may be shown of a disposition (see ``callflow.dispositions``). Histories

@@ -33,11 +33,26 @@ from workflows.campaign import CampaignWorkflow
 
 def all_activities(config: Any, client: Client | None = None) -> list[Callable[..., Any]]:
     handlers = HandlerRunner(getattr(config, "flows_dir", None))
-    campaigns = CampaignActivities(config.database_url, getattr(config, "redis_url", None), client,
-                                   getattr(config, "webhook_url", None),
-                                   getattr(config, "webhook_secret", None))
-    return [*build_activities(config), handlers.run_handler, extract_variables, dispatch_agent, prepare_call,
-            dial_call, hang_up_room, mcp_list_tools, mcp_call_tool, transfer_call, *campaigns.all()]
+    campaigns = CampaignActivities(
+        config.database_url,
+        getattr(config, "redis_url", None),
+        client,
+        getattr(config, "webhook_url", None),
+        getattr(config, "webhook_secret", None),
+    )
+    return [
+        *build_activities(config),
+        handlers.run_handler,
+        extract_variables,
+        dispatch_agent,
+        prepare_call,
+        dial_call,
+        hang_up_room,
+        mcp_list_tools,
+        mcp_call_tool,
+        transfer_call,
+        *campaigns.all(),
+    ]
 
 
 def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:
@@ -45,8 +60,12 @@ def build_worker(client: Client, config: Any, task_queue: str | None = None, **k
     interceptors = [ActivityLogInterceptor(), *kwargs.pop("interceptors", ())]
     # OpenTelemetry passes through the sandbox: Temporal's TracingInterceptor, when tracing
     # is on (ringflow.tracing), opens spans inside the workflow with the real module.
-    kwargs.setdefault("workflow_runner", SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("opentelemetry")))
+    kwargs.setdefault(
+        "workflow_runner",
+        SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules("opentelemetry")
+        ),
+    )
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,
@@ -60,13 +79,21 @@ def build_worker(client: Client, config: Any, task_queue: str | None = None, **k
 
 def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
     """A runtime exporting the SDK's metrics and Ringflow's (from the workflow meter) on ``port``."""
-    return Runtime(telemetry=TelemetryConfig(
-        metrics=PrometheusConfig(bind_address=f"{host}:{port}", counters_total_suffix=True,
-                                 durations_as_seconds=True)))
+    return Runtime(
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(
+                bind_address=f"{host}:{port}", counters_total_suffix=True, durations_as_seconds=True
+            )
+        )
+    )
 
 
-async def run_worker_forever(client: Client, config: Any, stop: asyncio.Event | None = None,
-                             on_start: Callable[[Worker], None] | None = None) -> None:
+async def run_worker_forever(
+    client: Client,
+    config: Any,
+    stop: asyncio.Event | None = None,
+    on_start: Callable[[Worker], None] | None = None,
+) -> None:
     """Serve until ``stop`` is set, then shut down gracefully.
 
     A graceful ``Worker.shutdown()`` (rather than the process dying on SIGTERM) tells the

@@ -39,8 +39,7 @@ _IMPORTERS: dict[str, Callable[[Any, bool], ImportResult]] = {
 }
 
 
-def import_flow(source: str, data: object, *, name: str | None = None,
-                lenient: bool = False) -> ImportResult:
+def import_flow(source: str, data: object, *, name: str | None = None, lenient: bool = False) -> ImportResult:
     """Convert parsed JSON from ``source`` (one of :data:`SOURCES`) into a Ringflow flow.
 
     ``name`` overrides the flow name, for sources that carry none (a FlowConfig file
@@ -103,8 +102,9 @@ def detect_source(data: object) -> str | None:
         if "meta" in data or types & {"initial", "node", "llm_task", "end"}:
             return "pipecat"
         # no telling type: what the nodes hold (a node whose type is broken still has it)
-        keys = {k for n in nodes if isinstance(n, dict) and isinstance(n.get("data"), dict)
-                for k in n["data"]}
+        keys = {
+            k for n in nodes if isinstance(n, dict) and isinstance(n.get("data"), dict) for k in n["data"]
+        }
         if "prompt" in keys and not keys & _NODE_CONFIG_KEYS:
             return "dograh"
         if keys & _NODE_CONFIG_KEYS and "prompt" not in keys:
@@ -120,5 +120,13 @@ def _node_configs(nodes: dict[Any, Any]) -> bool:
     return bool(nodes) and all(isinstance(v, dict) and _NODE_CONFIG_KEYS & set(v) for v in nodes.values())
 
 
-__all__ = ["ALIASES", "SOURCES", "SOURCE_NAMES", "FlowImportError", "ImportResult", "detect_source",
-           "import_flow", "to_yaml"]
+__all__ = [
+    "ALIASES",
+    "SOURCES",
+    "SOURCE_NAMES",
+    "FlowImportError",
+    "ImportResult",
+    "detect_source",
+    "import_flow",
+    "to_yaml",
+]

@@ -23,12 +23,22 @@ _NON_WORD = re.compile(r"[^a-z0-9]+")
 _NON_FLOW = re.compile(r"[^a-z0-9_-]+")
 
 VAR_TYPES = {
-    "string": "string", "str": "string", "text": "string",
-    "integer": "integer", "int": "integer",
-    "number": "number", "float": "number", "double": "number", "decimal": "number",
-    "boolean": "boolean", "bool": "boolean",
-    "object": "object", "dict": "object", "json": "object",
-    "array": "array", "list": "array",
+    "string": "string",
+    "str": "string",
+    "text": "string",
+    "integer": "integer",
+    "int": "integer",
+    "number": "number",
+    "float": "number",
+    "double": "number",
+    "decimal": "number",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "object": "object",
+    "dict": "object",
+    "json": "object",
+    "array": "array",
+    "list": "array",
 }
 
 
@@ -187,8 +197,10 @@ def variables_from_defaults(values: Any, path: Path, w: Warnings) -> dict[str, A
     if values is None:
         return {}
     if not isinstance(values, dict):
-        w.add(path, f"expected a mapping of variable names to defaults, got {type(values).__name__};"
-                    " not carried")
+        w.add(
+            path,
+            f"expected a mapping of variable names to defaults, got {type(values).__name__}; not carried",
+        )
         return {}
     out: dict[str, Any] = {}
     for key, value in values.items():

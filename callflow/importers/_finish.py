@@ -14,14 +14,33 @@ from typing import Any
 from callflow.importers._common import ImportResult, Names, Path, Warnings
 from callflow.importers._templates import TemplateFixer
 
-FLOW_KEYS = ("flow", "version", "description", "role", "variables", "settings",
-             "global_functions", "start", "nodes")
-NODE_KEYS = ("type", "task", "greeting", "respond_immediately", "allow_interrupt", "add_role",
-             "context", "extract", "functions", "pre_actions", "post_actions", "disposition")
-FUNCTION_KEYS = ("name", "transition_only", "capture", "description", "parameters",
-                 "transition_to", "speech")
-NODE_DEFAULTS = {"type": "agent", "respond_immediately": True, "allow_interrupt": True,
-                 "add_role": True}
+FLOW_KEYS = (
+    "flow",
+    "version",
+    "description",
+    "role",
+    "variables",
+    "settings",
+    "global_functions",
+    "start",
+    "nodes",
+)
+NODE_KEYS = (
+    "type",
+    "task",
+    "greeting",
+    "respond_immediately",
+    "allow_interrupt",
+    "add_role",
+    "context",
+    "extract",
+    "functions",
+    "pre_actions",
+    "post_actions",
+    "disposition",
+)
+FUNCTION_KEYS = ("name", "transition_only", "capture", "description", "parameters", "transition_to", "speech")
+NODE_DEFAULTS = {"type": "agent", "respond_immediately": True, "allow_interrupt": True, "add_role": True}
 
 END_TASK = "The conversation is over: thank the caller briefly and say goodbye."
 
@@ -80,8 +99,11 @@ class _Repair:
                     what = "kept as a capture without its transition"
                 else:
                     what = "not carried"
-                self.d.warnings.add(self.where(nid), f"end node '{nid}': transition '{fn['name']}' "
-                                    f"is {what}; an end node may not have transitions")
+                self.d.warnings.add(
+                    self.where(nid),
+                    f"end node '{nid}': transition '{fn['name']}' "
+                    f"is {what}; an end node may not have transitions",
+                )
             node["functions"] = kept
 
     def name_clashes(self) -> None:
@@ -90,16 +112,21 @@ class _Repair:
         for fn in self.d.global_functions:
             name = global_names.claim(fn["name"])
             if name != fn["name"]:
-                self.d.warnings.add(("global_functions",), f"global function '{fn['name']}' "
-                                    f"appears twice; the second is renamed '{name}'")
+                self.d.warnings.add(
+                    ("global_functions",),
+                    f"global function '{fn['name']}' appears twice; the second is renamed '{name}'",
+                )
                 fn["name"] = name
         for nid, node in self.d.nodes.items():
             names = Names(global_names.taken)
             for fn in node.get("functions", []):
                 name = names.claim(fn["name"])
                 if name != fn["name"]:
-                    self.d.warnings.add(self.where(nid), f"node '{nid}': function '{fn['name']}' "
-                                        f"clashes with another tool name; renamed '{name}'")
+                    self.d.warnings.add(
+                        self.where(nid),
+                        f"node '{nid}': function '{fn['name']}' "
+                        f"clashes with another tool name; renamed '{name}'",
+                    )
                     fn["name"] = name
 
     def adjacency(self) -> dict[str, set[str]]:
@@ -135,8 +162,9 @@ class _Repair:
         sinks = [n for n in dead if not any(_targets(f) for f in self.d.nodes[n].get("functions", []))]
         for nid in sinks:
             self.d.nodes[nid]["type"] = "end"
-            self.d.warnings.add(self.where(nid), f"node '{nid}' has no transition towards an end; "
-                                "imported as an end node")
+            self.d.warnings.add(
+                self.where(nid), f"node '{nid}' has no transition towards an end; imported as an end node"
+            )
         dead = [n for n in self.d.nodes if n not in self.finishing()]
         if not dead:
             return
@@ -146,16 +174,27 @@ class _Repair:
         for nid in dead:
             node = self.d.nodes[nid]
             name = Names(taken | {f["name"] for f in node.get("functions", [])}).claim("end_call")
-            node.setdefault("functions", []).append({
-                "name": name, "transition_only": True, "transition_to": end_id,
-                "description": "The conversation is finished or the caller wants to end the call."})
-            self.d.warnings.add(self.where(nid), f"node '{nid}' cannot reach an end node; added "
-                                f"transition '{name}' to a new end node '{end_id}'")
+            node.setdefault("functions", []).append(
+                {
+                    "name": name,
+                    "transition_only": True,
+                    "transition_to": end_id,
+                    "description": "The conversation is finished or the caller wants to end the call.",
+                }
+            )
+            self.d.warnings.add(
+                self.where(nid),
+                f"node '{nid}' cannot reach an end node; added "
+                f"transition '{name}' to a new end node '{end_id}'",
+            )
 
 
 def _ordered(value: dict[str, Any], keys: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
-    out = {k: value[k] for k in keys
-           if k in value and value[k] not in (None, [], {}) and defaults.get(k, ...) != value[k]}
+    out = {
+        k: value[k]
+        for k in keys
+        if k in value and value[k] not in (None, [], {}) and defaults.get(k, ...) != value[k]
+    }
     out.update({k: v for k, v in value.items() if k not in keys and v is not None})
     return out
 

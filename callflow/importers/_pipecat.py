@@ -35,8 +35,9 @@ def join_messages(messages: Any, path: Path, w: Warnings, owner: str) -> str | N
     for i, msg in enumerate(messages):
         content = msg.get("content") if isinstance(msg, dict) else msg
         if isinstance(content, list):  # OpenAI content parts
-            content = "\n".join(p["text"] for p in content if isinstance(p, dict)
-                                and isinstance(p.get("text"), str))
+            content = "\n".join(
+                p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+            )
         if text(content) is None:
             w.add((*path, i), f"{owner}: message without text content; not carried")
             continue
@@ -64,8 +65,11 @@ def convert_actions(actions: Any, path: Path, w: Warnings, owner: str) -> list[d
         else:
             handler = action.get("handler") if isinstance(action, dict) else None
             detail = f" (handler {label(handler)})" if handler else ""
-            note = _ACTION_NOTES.get(kind, "no Ringflow equivalent") if isinstance(kind, str) else \
-                "not an action"
+            note = (
+                _ACTION_NOTES.get(kind, "no Ringflow equivalent")
+                if isinstance(kind, str)
+                else "not an action"
+            )
             w.add((*path, i), f"{owner}: action of type {label(kind)}{detail} not carried: {note}")
     return out
 
@@ -110,8 +114,14 @@ def parameters(properties: Any, required: Any, path: Path, w: Warnings, owner: s
     return params
 
 
-def build_function(raw: dict[str, Any], target: Any, path: Path, w: Warnings, owner: str,
-                   resolve: Callable[[Any], str | None]) -> dict[str, Any] | None:
+def build_function(
+    raw: dict[str, Any],
+    target: Any,
+    path: Path,
+    w: Warnings,
+    owner: str,
+    resolve: Callable[[Any], str | None],
+) -> dict[str, Any] | None:
     """A Pipecat function as a capture or a transition-only entry.
 
     Without code, arguments can only be recorded (capture, stored in state) and a
@@ -130,12 +140,17 @@ def build_function(raw: dict[str, Any], target: Any, path: Path, w: Warnings, ow
     if target is not None:
         dest = resolve(target)
         if dest is None:
-            w.add(path, f"{owner}: function '{name}' goes to unknown node {label(target)}; "
-                        "transition not carried")
+            w.add(
+                path,
+                f"{owner}: function '{name}' goes to unknown node {label(target)}; transition not carried",
+            )
     props = raw.get("properties")
     if props or dest is None:
-        entry.update(capture=True, description=description,
-                     parameters=parameters(props, raw.get("required"), path, w, f"{owner} '{name}'"))
+        entry.update(
+            capture=True,
+            description=description,
+            parameters=parameters(props, raw.get("required"), path, w, f"{owner} '{name}'"),
+        )
     else:
         entry.update(transition_only=True, description=description)
     if dest is not None:
@@ -155,8 +170,10 @@ def node_role(data: dict[str, Any], path: Path, w: Warnings, owner: str) -> tupl
         if role is None:
             w.add((*path, "role_message"), f"{owner}: role_message is not text; not carried")
         elif legacy is not None:
-            w.add((*path, "role_messages"), f"{owner}: both role_message and role_messages; "
-                                            "role_message is used, as Pipecat Flows does")
+            w.add(
+                (*path, "role_messages"),
+                f"{owner}: both role_message and role_messages; role_message is used, as Pipecat Flows does",
+            )
         if role is not None:
             return role, (*path, "role_message")
     return join_messages(legacy, (*path, "role_messages"), w, owner), (*path, "role_messages")
@@ -167,8 +184,12 @@ def _targets(fn: dict[str, Any]) -> list[str]:
     return [t] if isinstance(t, str) else []
 
 
-def inherited_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: str,
-                    global_functions: list[dict[str, Any]]) -> dict[str, set[str | None]]:
+def inherited_roles(
+    nodes: dict[str, dict[str, Any]],
+    roles: dict[str, str],
+    start: str,
+    global_functions: list[dict[str, Any]],
+) -> dict[str, set[str | None]]:
     """For each node, the roles the call can have when it gets there.
 
     Pipecat keeps a node's role until a later node sets one, so a node without its own
@@ -176,8 +197,10 @@ def inherited_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], sta
     from each node that sets one (and from the start) through nodes that do not.
     """
     shared = [t for fn in global_functions for t in _targets(fn)]
-    nexts = {nid: {t for fn in node.get("functions", []) for t in _targets(fn)} | set(shared)
-             for nid, node in nodes.items()}
+    nexts = {
+        nid: {t for fn in node.get("functions", []) for t in _targets(fn)} | set(shared)
+        for nid, node in nodes.items()
+    }
     reach: dict[str, set[str | None]] = {nid: set() for nid in nodes}
     for origin in {start, *roles}:
         role = roles.get(origin)
@@ -191,9 +214,14 @@ def inherited_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], sta
     return reach
 
 
-def fold_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: str, w: Warnings,
-               where: Callable[[str], Path],
-               global_functions: list[dict[str, Any]] | None = None) -> str | None:
+def fold_roles(
+    nodes: dict[str, dict[str, Any]],
+    roles: dict[str, str],
+    start: str,
+    w: Warnings,
+    where: Callable[[str], Path],
+    global_functions: list[dict[str, Any]] | None = None,
+) -> str | None:
     """The start node's role becomes the flow's role.
 
     Pipecat keeps a role in force once set, which is what a flow-level role does. A
@@ -209,8 +237,11 @@ def fold_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: s
         if own is None:
             possible = {r for r in reach[nid] if r is not None} | ({role} if None in reach[nid] else set())
             if len(possible) > 1:
-                w.add(where(nid), f"node '{nid}': reached after nodes with different roles; it keeps "
-                                  "the flow's role, check its persona")
+                w.add(
+                    where(nid),
+                    f"node '{nid}': reached after nodes with different roles; it keeps "
+                    "the flow's role, check its persona",
+                )
             if len(possible) != 1 or possible == {role}:
                 continue
             own = next(iter(possible))
@@ -221,6 +252,7 @@ def fold_roles(nodes: dict[str, dict[str, Any]], roles: dict[str, str], start: s
             why = "its role differs"
         node["task"] = f"{own}\n\n{node['task']}"
         node["add_role"] = False
-        w.add(where(nid), f"node '{nid}': {why} from the flow's role; put before its task, with "
-                          "add_role: false")
+        w.add(
+            where(nid), f"node '{nid}': {why} from the flow's role; put before its task, with add_role: false"
+        )
     return role

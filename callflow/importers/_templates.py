@@ -57,8 +57,11 @@ class TemplateFixer:
             template = compile_template(value)
         except TemplateSyntaxError:
             value = _defuse(value)
-            self.warnings.add(path, f"{what}: '{{{{' that is not a Ringflow placeholder was "
-                                    "broken up as '{ {' so it reads as text; check the wording")
+            self.warnings.add(
+                path,
+                f"{what}: '{{{{' that is not a Ringflow placeholder was "
+                "broken up as '{ {' so it reads as text; check the wording",
+            )
             template = compile_template(value)
         for ph in template.placeholders:
             head = ph.path[0]
@@ -70,6 +73,9 @@ class TemplateFixer:
                 "type": "object" if dotted else "string",
                 "description": "Used by the imported prompts; give it when a call starts.",
             }
-            self.warnings.add(path, f"{what}: template variable '{head}' is not defined in the "
-                                    "source; declared it under 'variables' (optional, no default)")
+            self.warnings.add(
+                path,
+                f"{what}: template variable '{head}' is not defined in the "
+                "source; declared it under 'variables' (optional, no default)",
+            )
         return value

@@ -35,5 +35,6 @@ _Dumper.add_representer(str, _str)
 
 def to_yaml(flow: dict[str, Any]) -> str:
     """The flow as readable YAML (block style, spec key order, unicode as is)."""
-    return yaml.dump(flow, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                     default_flow_style=False, width=100)
+    return yaml.dump(
+        flow, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
+    )

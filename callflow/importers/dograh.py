@@ -40,10 +40,13 @@ NOT_CARRIED = {
 }
 # Node settings with no Ringflow equivalent: warn when they are switched on.
 _UNSUPPORTED = {
-    "tool_uuids": "tools", "document_uuids": "knowledge-base documents",
-    "detect_voicemail": "voicemail detection", "delayed_start": "delayed start",
+    "tool_uuids": "tools",
+    "document_uuids": "knowledge-base documents",
+    "detect_voicemail": "voicemail detection",
+    "delayed_start": "delayed start",
     "wait_for_user_response": "waiting for the caller to speak first",
-    "pre_call_fetch_enabled": "pre-call data fetch", "extraction_prompt": "extraction prompt",
+    "pre_call_fetch_enabled": "pre-call data fetch",
+    "extraction_prompt": "extraction prompt",
 }
 _CONTEXT_PATH = re.compile(r"\{\{\s*(?:initial_context|gathered_context)\.")
 _LEGACY_FALLBACK = re.compile(r"\|\s*fallback\s*:")
@@ -86,8 +89,9 @@ class _Importer:
             self.node(i, raw)
         self.rules()
         if not self.nodes:
-            raise FlowImportError("the Dograh workflow has no conversation nodes "
-                                  "(startCall, agentNode or endCall)")
+            raise FlowImportError(
+                "the Dograh workflow has no conversation nodes (startCall, agentNode or endCall)"
+            )
         edges = self.graph.get("edges", [])
         if not isinstance(edges, list):
             self.w.add(("edges",), "'edges' is not a list; no transitions carried")
@@ -100,11 +104,17 @@ class _Importer:
             self.w.add(("nodes",), f"no startCall node; '{start}' is the start node")
         name = self.data.get("name")
         draft = Draft(
-            name=flow_name(name), warnings=self.w, nodes=self.nodes, start=start,
-            origin=self.origin, role=self.role, role_origin=self.role_origin,
+            name=flow_name(name),
+            warnings=self.w,
+            nodes=self.nodes,
+            start=start,
+            origin=self.origin,
+            role=self.role,
+            role_origin=self.role_origin,
             description=f"Imported from the Dograh workflow '{name}'." if text(name) else None,
-            variables=variables_from_defaults(self.data.get("template_context_variables"),
-                                              ("template_context_variables",), Warnings()),
+            variables=variables_from_defaults(
+                self.data.get("template_context_variables"), ("template_context_variables",), Warnings()
+            ),
         )
         return finish(draft)
 
@@ -113,8 +123,10 @@ class _Importer:
         breaks = dograh_rule_breaks(self.graph, self.w.root)
         if breaks and not self.lenient:
             lines = "\n  ".join(str(b) for b in breaks)
-            raise FlowImportError(f"Dograh refuses to publish this workflow, so it is not imported "
-                                  f"(--lenient imports it anyway):\n  {lines}")
+            raise FlowImportError(
+                f"Dograh refuses to publish this workflow, so it is not imported "
+                f"(--lenient imports it anyway):\n  {lines}"
+            )
         for b in breaks:
             self.w.items.append(Issue(b.path, f"Dograh refuses to publish this: {b.message}", "warning"))
 
@@ -125,13 +137,18 @@ class _Importer:
             return
         kind, src_id = raw.get("type"), raw.get("id")
         if kind is not None and not isinstance(kind, str):
-            raise wrong_type((*self.w.root, *path, "type"), "a node's type", "a string such as "
-                             "'agentNode'", kind)
+            raise wrong_type(
+                (*self.w.root, *path, "type"), "a node's type", "a string such as 'agentNode'", kind
+            )
         data = as_dict(raw.get("data"))
         title = text(data.get("name"))
         who = f"node '{label(title or '')}' (id {label(src_id)}, type {label(kind)})"
-        if not isinstance(src_id, str | int) or isinstance(src_id, bool) or str(src_id) in self.skipped \
-                or str(src_id) in self.by_source:
+        if (
+            not isinstance(src_id, str | int)
+            or isinstance(src_id, bool)
+            or str(src_id) in self.skipped
+            or str(src_id) in self.by_source
+        ):
             self.w.add(path, f"{who} has a missing or repeated id; not carried")
             return
         src_id = str(src_id)
@@ -202,14 +219,20 @@ class _Importer:
             var = var if isinstance(var, dict) else {}
             name = function_name(var.get("name"))
             if not name or name in names.taken:
-                self.w.add(vpath, f"{who}: extraction variable {label(var.get('name'))} has no "
-                                  "usable or unique name; not carried")
+                self.w.add(
+                    vpath,
+                    f"{who}: extraction variable {label(var.get('name'))} has no "
+                    "usable or unique name; not carried",
+                )
                 continue
             names.claim(name)
             kind = var_type(var.get("type")) or "string"
             if var_type(var.get("type")) is None:
-                self.w.add(vpath, f"{who}: extraction variable '{name}' has type "
-                                  f"{label(var.get('type'))}; imported as a string")
+                self.w.add(
+                    vpath,
+                    f"{who}: extraction variable '{name}' has type "
+                    f"{label(var.get('type'))}; imported as a string",
+                )
             desc = text(var.get("prompt")) or text(var.get("description")) or name.replace("_", " ")
             out.append({"name": name, "type": kind, "description": desc})
         return out
@@ -224,23 +247,30 @@ class _Importer:
         for end in (src, dst):
             if end not in self.by_source:
                 why = self.skipped.get(end, "an unknown node")
-                self.w.add(path, f"edge {eid} from {label(src)} to {label(dst)} not carried: "
-                                 f"{label(end)} is {why}")
+                self.w.add(
+                    path, f"edge {eid} from {label(src)} to {label(dst)} not carried: {label(end)} is {why}"
+                )
                 return
         data = as_dict(raw.get("data"))
         source, target = self.by_source[src], self.by_source[dst]
         raw_label = data.get("label")
         if raw_label is not None and not isinstance(raw_label, str):
-            self.w.add(path, f"edge {eid}: label {label(raw_label)} is not text; name derived "
-                             "from the target node")
+            self.w.add(
+                path, f"edge {eid}: label {label(raw_label)} is not text; name derived from the target node"
+            )
         base = function_name(raw_label) or f"to_{target}"[:64]
         name = fn_names.setdefault(source, Names()).claim(base)
         if isinstance(raw_label, str) and function_name(raw_label) and name != base:
-            self.w.add(path, f"edge {eid}: label '{raw_label}' repeats on node '{source}'; "
-                             f"function named '{name}'")
+            self.w.add(
+                path, f"edge {eid}: label '{raw_label}' repeats on node '{source}'; function named '{name}'"
+            )
         condition = text(data.get("condition")) or text(raw_label) or f"Move on to {target}."
-        fn: dict[str, Any] = {"name": name, "transition_only": True,
-                              "description": _template(condition), "transition_to": target}
+        fn: dict[str, Any] = {
+            "name": name,
+            "transition_only": True,
+            "description": _template(condition),
+            "transition_to": target,
+        }
         speech = text(data.get("transition_speech"))
         if speech and data.get("transition_speech_type", "text") == "text":
             fn["speech"] = _template(speech)

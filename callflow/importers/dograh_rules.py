@@ -60,10 +60,12 @@ class _Check:
         self.issues: list[Issue] = []
         nodes = graph.get("nodes")
         edges = graph.get("edges")
-        self.nodes = [(i, n) for i, n in enumerate(nodes if isinstance(nodes, list) else [])
-                      if isinstance(n, dict)]
-        self.edges = [(i, e) for i, e in enumerate(edges if isinstance(edges, list) else [])
-                      if isinstance(e, dict)]
+        self.nodes = [
+            (i, n) for i, n in enumerate(nodes if isinstance(nodes, list) else []) if isinstance(n, dict)
+        ]
+        self.edges = [
+            (i, e) for i, e in enumerate(edges if isinstance(edges, list) else []) if isinstance(e, dict)
+        ]
         self.types: dict[str, str] = {}
         self.where: dict[str, tuple[Path, str, dict[str, Any]]] = {}
         for i, node in self.nodes:
@@ -111,8 +113,9 @@ class _Check:
             path: Path = ("edges", i)
             what = f"edge {label(edge.get('id'))}"
             src, dst = _key(edge.get("source")), _key(edge.get("target"))
-            missing = [label(e) for e in (edge.get("source"), edge.get("target"))
-                       if _key(e) not in self.types]
+            missing = [
+                label(e) for e in (edge.get("source"), edge.get("target")) if _key(e) not in self.types
+            ]
             if missing:
                 self.add(path, what, f"Edge references missing node {', '.join(missing)}")
             elif src is not None and dst is not None:
@@ -126,8 +129,11 @@ class _Check:
                 names.setdefault((src, tool_name(data["label"])), []).append((i, what))
         for (_, name), clash in names.items():
             for i, what in clash if len(clash) > 1 else []:
-                self.add(("edges", i, "data", "label"), what, f'Transition tool name "{name}" is '
-                         "duplicated for this node. Use a unique edge label.")
+                self.add(
+                    ("edges", i, "data", "label"),
+                    what,
+                    f'Transition tool name "{name}" is duplicated for this node. Use a unique edge label.',
+                )
         return pairs
 
     def degrees(self, pairs: set[tuple[str, str]]) -> None:

@@ -36,8 +36,17 @@ from callflow.importers._pipecat import (
 )
 
 TYPES = {"initial": "agent", "node": "agent", "llm_task": "agent", "end": "end"}
-DATA_KEYS = {"label", "role_message", "role_messages", "task_messages", "functions", "pre_actions",
-             "post_actions", "context_strategy", "respond_immediately"}
+DATA_KEYS = {
+    "label",
+    "role_message",
+    "role_messages",
+    "task_messages",
+    "functions",
+    "pre_actions",
+    "post_actions",
+    "context_strategy",
+    "respond_immediately",
+}
 TOP_KEYS = {"$schema", "$id", "meta", "context", "global_functions", "nodes", "edges"}
 
 
@@ -78,13 +87,18 @@ class _Importer:
         self.check_edges()
         meta = as_dict(self.data.get("meta"))
         draft = Draft(
-            name=flow_name(meta.get("name")), description=text(meta.get("description")),
-            warnings=self.w, nodes=self.nodes, start=start, origin=self.origin,
+            name=flow_name(meta.get("name")),
+            description=text(meta.get("description")),
+            warnings=self.w,
+            nodes=self.nodes,
+            start=start,
+            origin=self.origin,
             variables=variables_from_defaults(self.data.get("context"), ("context",), self.w),
             global_functions=self.global_functions(),
         )
-        draft.role = fold_roles(self.nodes, roles, start, self.w, lambda n: self.origin[n],
-                                draft.global_functions)
+        draft.role = fold_roles(
+            self.nodes, roles, start, self.w, lambda n: self.origin[n], draft.global_functions
+        )
         draft.role_origin = role_paths[start]
         return finish(draft)
 
@@ -124,8 +138,9 @@ class _Importer:
         node: dict[str, Any] = {"type": TYPES.get(kind, "agent"), "task": task}
         if isinstance(data.get("respond_immediately"), bool):
             node["respond_immediately"] = data["respond_immediately"]
-        node["context"] = context_strategy(data.get("context_strategy"),
-                                           (*dpath, "context_strategy"), self.w, owner)
+        node["context"] = context_strategy(
+            data.get("context_strategy"), (*dpath, "context_strategy"), self.w, owner
+        )
         node["functions"] = self.functions(nid, data.get("functions"), (*dpath, "functions"))
         for key in ("pre_actions", "post_actions"):
             node[key] = convert_actions(data.get(key), (*dpath, key), self.w, owner)
@@ -154,12 +169,16 @@ class _Importer:
             if "transition_to" in entry:
                 self.routes.add((nid, entry["transition_to"]))
             if decided:
-                out.extend(self.decision(nid, entry, fn.get("decision"), fn.get("next_node_id"),
-                                         (*fpath, "decision")))
+                out.extend(
+                    self.decision(
+                        nid, entry, fn.get("decision"), fn.get("next_node_id"), (*fpath, "decision")
+                    )
+                )
         return out
 
-    def decision(self, nid: str, entry: dict[str, Any], decision: Any, fallback: Any,
-                 path: Path) -> list[dict[str, Any]]:
+    def decision(
+        self, nid: str, entry: dict[str, Any], decision: Any, fallback: Any, path: Path
+    ) -> list[dict[str, Any]]:
         """One LLM-chosen transition per route the decision code could take."""
         name = entry["name"]
         decision = decision if isinstance(decision, dict) else {}
@@ -180,13 +199,21 @@ class _Importer:
                 continue
             added.append(dest)
             self.routes.add((nid, dest))
-            out.append({"name": f"{name}_to_{dest}"[:64], "transition_only": True,
-                        "description": f"After {name}: go to {dest}. The source flow's decision "
-                                       f"code chose this when {rule}.",
-                        "transition_to": dest})
-        self.w.add(path, f"node '{nid}': function '{name}' has a decision (Python code) that is "
-                         f"not carried; '{name}' records its arguments and the LLM now chooses "
-                         f"between {', '.join(added) or 'no known node'}; review these transitions")
+            out.append(
+                {
+                    "name": f"{name}_to_{dest}"[:64],
+                    "transition_only": True,
+                    "description": f"After {name}: go to {dest}. The source flow's decision "
+                    f"code chose this when {rule}.",
+                    "transition_to": dest,
+                }
+            )
+        self.w.add(
+            path,
+            f"node '{nid}': function '{name}' has a decision (Python code) that is "
+            f"not carried; '{name}' records its arguments and the LLM now chooses "
+            f"between {', '.join(added) or 'no known node'}; review these transitions",
+        )
         return out
 
     def global_functions(self) -> list[dict[str, Any]]:
@@ -205,8 +232,9 @@ class _Importer:
             decided = fn.get("decision") is not None
             if decided:
                 self.w.add(path, "global function: decision (Python code) not carried")
-            entry = build_function(fn, None if decided else fn.get("next_node_id"),
-                                   path, self.w, "global", self.resolve)
+            entry = build_function(
+                fn, None if decided else fn.get("next_node_id"), path, self.w, "global", self.resolve
+            )
             if entry is not None:
                 out.append(entry)
         return out
@@ -218,9 +246,12 @@ class _Importer:
                 continue
             src, dst = self.resolve(edge.get("source")), self.resolve(edge.get("target"))
             if src is None or dst is None or (src, dst) not in self.routes:
-                self.w.add(("edges", i), f"edge {label(edge.get('id'))} from "
-                                         f"{label(edge.get('source'))} to {label(edge.get('target'))} "
-                                         "is not backed by a function's next_node_id; not carried")
+                self.w.add(
+                    ("edges", i),
+                    f"edge {label(edge.get('id'))} from "
+                    f"{label(edge.get('source'))} to {label(edge.get('target'))} "
+                    "is not backed by a function's next_node_id; not carried",
+                )
 
 
 def import_pipecat_editor(data: Any, lenient: bool = False) -> ImportResult:

@@ -37,8 +37,18 @@ from callflow.importers._pipecat import (
     node_role,
 )
 
-NODE_KEYS = {"name", "role_message", "role_messages", "task_messages", "messages", "functions", "pre_actions",
-             "post_actions", "context_strategy", "respond_immediately"}
+NODE_KEYS = {
+    "name",
+    "role_message",
+    "role_messages",
+    "task_messages",
+    "messages",
+    "functions",
+    "pre_actions",
+    "post_actions",
+    "context_strategy",
+    "respond_immediately",
+}
 TOP_KEYS = {"initial_node", "nodes", "global_functions"}
 
 
@@ -48,8 +58,11 @@ def _declarations(fn: dict[str, Any]) -> list[tuple[Any, Path]]:
         return [(fn["function"], ("function",))]
     if "function_declarations" in fn:  # Gemini: several per entry
         decls = fn["function_declarations"]
-        return [(d, ("function_declarations", j)) for j, d in enumerate(decls)] \
-            if isinstance(decls, list) else [(None, ("function_declarations",))]
+        return (
+            [(d, ("function_declarations", j)) for j, d in enumerate(decls)]
+            if isinstance(decls, list)
+            else [(None, ("function_declarations",))]
+        )
     return [(fn, ())]  # Anthropic, or the flat FlowsFunctionSchema form
 
 
@@ -57,15 +70,21 @@ def _normalise(decl: dict[str, Any]) -> dict[str, Any]:
     schema = decl.get("parameters", decl.get("input_schema"))
     if not isinstance(schema, dict):
         schema = decl
-    return {"name": decl.get("name"), "description": decl.get("description"),
-            "properties": schema.get("properties"), "required": schema.get("required")}
+    return {
+        "name": decl.get("name"),
+        "description": decl.get("description"),
+        "properties": schema.get("properties"),
+        "required": schema.get("required"),
+    }
 
 
 class _Importer:
     def __init__(self, data: dict[str, Any]) -> None:
         if not isinstance(data.get("nodes"), dict) or not data["nodes"]:
-            raise FlowImportError("not a Pipecat FlowConfig: 'nodes' must be a non-empty object "
-                                  "mapping node names to node configs")
+            raise FlowImportError(
+                "not a Pipecat FlowConfig: 'nodes' must be a non-empty object "
+                "mapping node names to node configs"
+            )
         self.data = data
         self.w = Warnings()
         self.ids: dict[str, str] = {}
@@ -74,8 +93,9 @@ class _Importer:
         for key in data["nodes"]:
             nid = names.claim(node_id(key) or "node")
             if nid != key:
-                self.w.add(("nodes", key), f"node '{label(key)}' renamed '{nid}' "
-                                           "(node ids are lower_snake_case)")
+                self.w.add(
+                    ("nodes", key), f"node '{label(key)}' renamed '{nid}' (node ids are lower_snake_case)"
+                )
             self.ids[key] = nid
             self.origin[nid] = ("nodes", key)
 
@@ -89,8 +109,10 @@ class _Importer:
         for key, raw in self.data["nodes"].items():
             nid, path = self.ids[key], self.origin[self.ids[key]]
             if not isinstance(raw, dict):
-                self.w.add(path, f"node '{nid}' is {type(raw).__name__}, not an object; imported "
-                                 "with a placeholder task")
+                self.w.add(
+                    path,
+                    f"node '{nid}' is {type(raw).__name__}, not an object; imported with a placeholder task",
+                )
                 raw = {}
             nodes[nid] = self.node(nid, path, raw)
             role, role_paths[nid] = node_role(raw, path, self.w, f"node '{nid}'")
@@ -104,10 +126,15 @@ class _Importer:
             self.w.add(("initial_node",), f"{why}; '{start}' is the start node")
         for key in sorted(k for k in self.data if k not in TOP_KEYS):
             self.w.add((key,), f"top-level key '{label(key)}' not carried")
-        draft = Draft(name="imported", warnings=self.w, nodes=nodes, start=start, origin=self.origin,
-                      global_functions=self.global_functions())
-        draft.role = fold_roles(nodes, roles, start, self.w, lambda n: self.origin[n],
-                                draft.global_functions)
+        draft = Draft(
+            name="imported",
+            warnings=self.w,
+            nodes=nodes,
+            start=start,
+            origin=self.origin,
+            global_functions=self.global_functions(),
+        )
+        draft.role = fold_roles(nodes, roles, start, self.w, lambda n: self.origin[n], draft.global_functions)
         draft.role_origin = role_paths[start]
         return finish(draft)
 
@@ -128,8 +155,9 @@ class _Importer:
         node: dict[str, Any] = {"task": task}
         if isinstance(raw.get("respond_immediately"), bool):
             node["respond_immediately"] = raw["respond_immediately"]
-        node["context"] = context_strategy(raw.get("context_strategy"), (*path, "context_strategy"),
-                                           self.w, owner)
+        node["context"] = context_strategy(
+            raw.get("context_strategy"), (*path, "context_strategy"), self.w, owner
+        )
         node["functions"] = self.functions(nid, raw.get("functions"), (*path, "functions"))
         for key in ("pre_actions", "post_actions"):
             node[key] = convert_actions(raw.get(key), (*path, key), self.w, owner)
@@ -137,8 +165,7 @@ class _Importer:
         moves = any("transition_to" in fn for fn in node["functions"])
         node["type"] = "end" if ends and not moves else "agent"
         if task is None:
-            node["task"] = "Say goodbye politely." if node["type"] == "end" else \
-                "Continue the conversation."
+            node["task"] = "Say goodbye politely." if node["type"] == "end" else "Continue the conversation."
             self.w.add(path, f"{owner} has no task_messages; task set to '{node['task']}'")
         for key in sorted(k for k in raw if k not in NODE_KEYS):
             self.w.add(path, f"{owner}: setting '{label(key)}' not carried")
@@ -168,8 +195,11 @@ class _Importer:
 
     def function(self, owner: str, decl: dict[str, Any], path: Path) -> dict[str, Any] | None:
         target = decl.get("transition_to")
-        if target is None and all(decl.get(k) is None for k in ("handler", "transition_callback")) \
-                and self.resolve(decl.get("name")) is not None:
+        if (
+            target is None
+            and all(decl.get(k) is None for k in ("handler", "transition_callback"))
+            and self.resolve(decl.get("name")) is not None
+        ):
             target = decl["name"]  # the convention before transition_to: the name is the edge
         entry = build_function(_normalise(decl), target, path, self.w, owner, self.resolve)
         if entry is None:
@@ -177,8 +207,11 @@ class _Importer:
         for key, what in (("handler", "handler"), ("transition_callback", "transition callback")):
             if decl.get(key) is not None:
                 kind = "capture" if entry.get("capture") else "transition"
-                self.w.add(path, f"{owner}: function '{entry['name']}' {what} "
-                                 f"{label(decl[key])} (code) not carried; imported as a {kind}")
+                self.w.add(
+                    path,
+                    f"{owner}: function '{entry['name']}' {what} "
+                    f"{label(decl[key])} (code) not carried; imported as a {kind}",
+                )
         return entry
 
 

@@ -43,8 +43,12 @@ async def create_ticket(
     """
     tier = flow_manager.variables.get("customer_tier", "standard")
     hours = 4 if tier == "premium" or priority == "high" else 24
-    ticket = {"id": f"T-{next(_ticket_numbers)}", "priority": priority, "response_hours": hours,
-              "summary": summary}
+    ticket = {
+        "id": f"T-{next(_ticket_numbers)}",
+        "priority": priority,
+        "response_hours": hours,
+        "summary": summary,
+    }
     flow_manager.state["ticket"] = ticket
     return {"ticket_id": ticket["id"], "response_hours": hours}, TRANSITION_IN_YAML
 

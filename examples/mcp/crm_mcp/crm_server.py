@@ -9,8 +9,9 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-CUSTOMERS = {"+15550100": {"name": "Dana Reyes",
-                           "orders": {"A-1001": "shipped on Monday, arriving Thursday"}}}
+CUSTOMERS = {
+    "+15550100": {"name": "Dana Reyes", "orders": {"A-1001": "shipped on Monday, arriving Thursday"}}
+}
 server = MCPServer("northwind-crm")
 _tickets: dict[str, str] = {}  # idempotency key -> ticket: a retried call opens no second ticket
 
