@@ -184,9 +184,11 @@ async def _attach_agent(
         snap = await call.attach(agent_id, after_seq=snap.next_seq - 1, settle=True)
     # A heartbeat goes only when nothing else went out for a whole interval: any delivered
     # event keeps the call alive in the workflow, so a talking call sends no heartbeats.
-    outbox = Outbox(
-        workflow_sender(call), linger_s=min(LINGER_S, heartbeat_s or LINGER_S), heartbeat_quiet_s=heartbeat_s
-    )
+    # Turns are not held back (linger_s=0) yet: with a linger, an assistant turn said just
+    # before a transfer ends the call in the workflow was still waiting in the outbox and
+    # lost from the transcript (tests/test_sim_phone.py). Coalescing stays in the Outbox and
+    # in bench/load.py until every path that ends a call from the workflow side sends first.
+    outbox = Outbox(workflow_sender(call), linger_s=0.0, heartbeat_quiet_s=heartbeat_s)
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)
     bind_call(call_id, workflow_id(call_id), lambda: controller.node)  # every log line from here on
