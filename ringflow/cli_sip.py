@@ -20,7 +20,7 @@ from temporalio.service import RPCError
 from activities.telephony import Dial
 from callflow.errors import FlowError
 from callflow.loader import load_flow
-from ringflow.cli_call import _client, _fail, _parse_vars, _require_keys
+from ringflow.cli_call import _check_vars, _client, _fail, _parse_vars, _require_keys
 from ringflow.cli_run import run_async
 from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
@@ -66,6 +66,7 @@ def dial(
         raise _fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
     definition = _load(flow)
     variables = _parse_vars(var)
+    _check_vars(flow, definition, variables)  # as `call start` does, before connecting
 
     async def go() -> str:  # the id, not the handle: a handle would keep the client alive
         client = await _client(settings)

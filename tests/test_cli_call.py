@@ -127,6 +127,13 @@ def test_start_checks_variables_before_connecting(monkeypatch) -> None:  # type:
     assert "cannot reach" not in missing.output
     wrong_type = runner.invoke(app, ["call", "start", str(CLINIC), "--var", "patient=12"])
     assert wrong_type.exit_code == 1 and "variables.patient: expected string" in wrong_type.output
+    dial = runner.invoke(
+        app,
+        ["call", "dial", str(CLINIC), "--to", "+15550100", "--trunk", "ST_test", "--var", "patiant_nme=x"],
+    )
+    assert dial.exit_code == 1, dial.output
+    assert "no variable 'patiant_nme' (did you mean 'patient'?)" in dial.output
+    assert "cannot reach" not in dial.output
 
 
 def test_unreachable_temporal_says_how_to_start_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
