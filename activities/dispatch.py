@@ -11,19 +11,9 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from pydantic import BaseModel
 from temporalio import activity
 
-
-class DispatchRequest(BaseModel):
-    call_id: str
-    room: str | None = None
-    attempt: int = 1
-
-
-class DispatchResult(BaseModel):
-    dispatched: bool
-    detail: str = ""
+from activities.records import DispatchRequest, DispatchResult
 
 
 class Dispatcher(Protocol):

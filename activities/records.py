@@ -76,3 +76,27 @@ class TranscriptAppend(BaseModel):
 
     call_id: str = Field(min_length=1, max_length=200)
     items: list[TranscriptItem]
+
+
+class WebhookDelivery(BaseModel):
+    """Input of ``post_call_webhook``. The workflow fills ``run_id`` from
+    ``workflow.info().run_id`` and ``sent_at`` from ``workflow.now()``."""
+
+    record: CallRecord
+    run_id: str = ""
+    event: str = "call.ended"
+    sent_at: datetime
+    # The transcript is in the database (too long for a payload, or split by continue-as-new):
+    # the activity puts it into the record before sending, so the receiver gets all of it.
+    transcript_in_db: bool = False
+
+
+class DispatchRequest(BaseModel):
+    call_id: str
+    room: str | None = None
+    attempt: int = 1
+
+
+class DispatchResult(BaseModel):
+    dispatched: bool
+    detail: str = ""

@@ -25,12 +25,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, SecretStr
+from pydantic import SecretStr
 from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
-from activities.records import CallRecord
+from activities.records import WebhookDelivery
 
 SIGNATURE_HEADER = "webhook-signature"
 DELIVERY_HEADER = "webhook-id"
@@ -53,19 +53,6 @@ WEBHOOK_RETRY_POLICY = RetryPolicy(
 _RETRYABLE_4XX = frozenset({408, 429})
 _MAX_RETRY_AFTER_S = 60.0
 _DELIVERY_NAMESPACE = uuid.UUID("6f1d0c2e-5b7a-4d59-9c3e-0f3a1b2c4d5e")
-
-
-class WebhookDelivery(BaseModel):
-    """Input of ``post_call_webhook``. The workflow fills ``run_id`` from
-    ``workflow.info().run_id`` and ``sent_at`` from ``workflow.now()``."""
-
-    record: CallRecord
-    run_id: str = ""
-    event: str = "call.ended"
-    sent_at: datetime
-    # The transcript is in the database (too long for a payload, or split by continue-as-new):
-    # the activity puts it into the record before sending, so the receiver gets all of it.
-    transcript_in_db: bool = False
 
 
 def delivery_id(call_id: str, run_id: str, event: str) -> str:

@@ -47,7 +47,7 @@ from callflow.events import (
 )
 from callflow.state import CallState
 from workflows.client import CallHandle
-from workflows.messages import (
+from workflows.contract import (
     MAX_TEXT_CHARS,
     CallEvent,
     CallFunctionRequest,

@@ -60,7 +60,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from workflows.messages import MAX_BATCH, AgentEvent, Heartbeat, TurnsEvent
+from workflows.contract import MAX_BATCH, AgentEvent, Heartbeat, TurnsEvent
 
 log = logging.getLogger(__name__)
 

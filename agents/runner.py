@@ -31,7 +31,7 @@ from agents.outbox import Outbox, ReceiverGone
 from agents.signals import workflow_sender
 from callflow.effects import Effect, EndCall, SetNode
 from workflows.client import CallHandle, workflow_id
-from workflows.messages import Snapshot, Turn
+from workflows.contract import Snapshot, Turn
 
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("ringflow.agent")

@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agents.metrics import EVENTS_DROPPED
 from agents.outbox import ReceiverGone, Send
 from workflows.client import MAX_SIGNAL_BYTES, CallHandle
-from workflows.messages import AgentEvent, CallEvent, EventBatch, TransitionEvent, encoded_bytes
+from workflows.contract import AgentEvent, CallEvent, EventBatch, TransitionEvent, encoded_bytes
 
 log = logging.getLogger(__name__)
 _BATCH_OVERHEAD = encoded_bytes(EventBatch(events=[]))

@@ -70,7 +70,7 @@ from callflow.state import CallState
 from ringflow.scripted_llm import LANE_HEADER
 from ringflow.simulate import environment
 from workflows.client import start_call
-from workflows.messages import AgentEvent, Snapshot
+from workflows.contract import AgentEvent, Snapshot
 
 FLOW = Path("bench/flows/bench.yaml")  # relative to ROOT, where the worker imports handlers from
 HOT_N = 20_000

@@ -51,7 +51,7 @@ from agents.signals import DeferredTransition, workflow_sender
 from callflow.loader import load_flow
 from ringflow.devstack import free_port
 from workflows.client import CallHandle, start_call
-from workflows.messages import HangupEvent, Heartbeat, Turn, TurnsEvent
+from workflows.contract import HangupEvent, Heartbeat, Turn, TurnsEvent
 
 SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1" or "--short" in sys.argv
 _STEPS = os.environ.get("RINGFLOW_LOAD_STEPS")  # e.g. "100,200,400": the ramp's N

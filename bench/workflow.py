@@ -45,7 +45,7 @@ from activities.persistence import dispose_engines
 from callflow.loader import load_flow
 from ringflow.settings import Settings
 from workflows.client import CallHandle, start_call
-from workflows.messages import (
+from workflows.contract import (
     CallFunctionRequest,
     EventBatch,
     TransitionEvent,

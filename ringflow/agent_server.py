@@ -33,7 +33,7 @@ from ringflow.logs import install_record_factory
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from workflows.client import start_or_attach
-from workflows.messages import Snapshot
+from workflows.contract import Snapshot
 
 log = logging.getLogger(__name__)
 SIP_CALLER = "sip.phoneNumber"

@@ -40,7 +40,7 @@ from ringflow.settings import Settings
 from ringflow.temporal_setup import connect, register_search_attributes
 from workflows.campaign_messages import CampaignInput
 from workflows.client import CallHandle
-from workflows.messages import Turn, TurnsEvent
+from workflows.contract import Turn, TurnsEvent
 from workflows.worker import build_worker
 
 KINDS = ("human", "no_answer", "busy", "voicemail", "failed")

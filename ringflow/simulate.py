@@ -49,7 +49,7 @@ from ringflow.settings import Settings, get_settings
 from ringflow.sim_phone import PhoneLine, answered, phone_line
 from ringflow.temporal_setup import connect
 from workflows.client import CallHandle, start_call, workflow_id
-from workflows.messages import Snapshot
+from workflows.contract import Snapshot
 from workflows.worker import build_worker
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.scripted_llm import LANE_HEADER, Lane, RecordedRequest, ScriptedLLM
 from workflows.client import CallHandle, start_call
-from workflows.messages import Snapshot
+from workflows.contract import Snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agent"
 TIMEOUT_S = 4.0  # every wait in these tests; each test must finish well within 5 s

@@ -39,7 +39,7 @@ from ringflow.scripted_llm import LANE_HEADER
 from ringflow.scripts import load_script
 from ringflow.simulate import TURN_TIMEOUT_S, _play
 from ringflow.temporal_setup import connect
-from workflows.messages import Snapshot
+from workflows.contract import Snapshot
 
 KILLPOINT = "KILLPOINT"
 

@@ -48,7 +48,7 @@ from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.scripted_llm import ScriptedLLM  # noqa: E402
 from ringflow.settings import Settings  # noqa: E402
 from workflows.client import CallHandle, start_call  # noqa: E402
-from workflows.messages import (  # noqa: E402
+from workflows.contract import (  # noqa: E402
     CallEvent,
     CallFunctionRequest,
     CallFunctionResult,

@@ -28,7 +28,7 @@ from callflow.idle import idle_instructions
 from ringflow.scripted_llm import RecordedRequest, ScriptedLLM
 from tests.agentkit import TIMEOUT_S, TextCall, call, said, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until
-from workflows.messages import MAX_ARGS_BYTES, MAX_TEXT_CHARS
+from workflows.contract import MAX_ARGS_BYTES, MAX_TEXT_CHARS
 
 ROLE = "You are Sam at the Harbour front desk."
 GREETING = "Welcome to the Harbour desk. How can I help?"

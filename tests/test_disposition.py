@@ -16,8 +16,8 @@ from callflow.engine import Engine
 from callflow.events import ExtractionResult, HangUp
 from callflow.state import CallState
 from tests.engine_flows import Call, agent, build, end, flow, go
+from workflows.contract import CallInput
 from workflows.inbox import Inbox
-from workflows.messages import CallInput
 from workflows.record import build_record, compact_state
 
 SPEC = [{"name": "disposition", "enum": ["callback", "lost"]}, {"name": "call_disposition"}]

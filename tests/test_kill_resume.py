@@ -54,7 +54,7 @@ from ringflow.scripts import Script, is_flow_file, load_script, said_failures
 from ringflow.simulate import TURN_TIMEOUT_S, SimulationResult, _Killer, _play, environment, run_script
 from tests.kill_child import KILLPOINT, scripted_session
 from workflows.client import start_call
-from workflows.messages import Snapshot
+from workflows.contract import Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "scripts"

@@ -44,7 +44,7 @@ def _sdk_drops() -> bool:
     import inspect
 
     from workflows.call import CallWorkflow
-    from workflows.messages import TurnsEvent
+    from workflows.contract import TurnsEvent
 
     handler = getattr(CallWorkflow, "turns", None)  # gone once every signal is taken raw
     return handler is not None and TurnsEvent in inspect.get_annotations(handler, eval_str=True).values()

@@ -34,7 +34,7 @@ from agents.signals import chunks, sendable, workflow_sender
 from ringflow.devstack import DevStack
 from tests.wfkit import Agent, running_worker, start, wait_state, wait_until
 from workflows.client import MAX_SIGNAL_BYTES
-from workflows.messages import (
+from workflows.contract import (
     MAX_ARGS_BYTES,
     MAX_TEXT_CHARS,
     AgentEvent,

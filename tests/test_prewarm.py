@@ -10,7 +10,7 @@ from callflow.state import CallState
 from ringflow.agent_server import build_server, make_session, prewarm
 from ringflow.settings import Settings
 from tests.wfkit import clinic
-from workflows.messages import Snapshot
+from workflows.contract import Snapshot
 
 
 def snapshot() -> Snapshot:

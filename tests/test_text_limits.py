@@ -12,7 +12,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from callflow.errors import FlowError
 from tests.wfkit import Agent, clinic, req, running_worker, start, wait_state
 from workflows.call import CallWorkflow
-from workflows.messages import MAX_ID_CHARS, CallFunctionRequest, CallInput, Heartbeat
+from workflows.contract import MAX_ID_CHARS, CallFunctionRequest, CallInput, Heartbeat
 
 LONG = "x" * 10_000
 

@@ -10,7 +10,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from activities.persistence import load_call
 from callflow.errors import FlowError
 from tests.wfkit import Agent, req, running_worker, start, wait_state
-from workflows.messages import MAX_ARGS_BYTES, Turn, TurnsEvent
+from workflows.contract import MAX_ARGS_BYTES, Turn, TurnsEvent
 
 
 async def test_happy_path_transition_and_branch_table(
@@ -147,7 +147,7 @@ async def test_workflow_refuses_bad_input_without_a_client_check(
 ) -> None:
     from tests.wfkit import clinic
     from workflows.call import CallWorkflow
-    from workflows.messages import CallInput
+    from workflows.contract import CallInput
 
     async with running_worker(temporal_client, task_queue, sqlite_url):
         handle = await temporal_client.start_workflow(

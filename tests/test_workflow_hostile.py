@@ -16,7 +16,7 @@ from activities.persistence import load_transcript
 from tests.hostile import finished, raw, raw_json, task_failures, worker_with_hooks
 from tests.test_workflow_faults import flaky_api
 from tests.wfkit import Agent, clinic, req, start, wait_state
-from workflows.messages import Turn, TurnsEvent
+from workflows.contract import Turn, TurnsEvent
 
 
 def reasons(state: dict[str, Any]) -> str:

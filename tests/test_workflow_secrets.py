@@ -22,7 +22,7 @@ from callflow.model import FlowDefinition
 from tests.test_mcp import serving
 from tests.wfkit import Agent, req, running_worker, start, wait_state
 from workflows.call import CallWorkflow
-from workflows.messages import CallInput
+from workflows.contract import CallInput
 
 TOKEN = "tok-9f3c-never-in-history"
 

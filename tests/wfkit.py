@@ -16,7 +16,7 @@ from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.settings import Settings
 from workflows.client import CallHandle, start_call
-from workflows.messages import CallFunctionRequest, TransitionEvent, Turn, TurnsEvent
+from workflows.contract import CallFunctionRequest, TransitionEvent, Turn, TurnsEvent
 from workflows.worker import build_worker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wf"

@@ -19,20 +19,25 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.dispatch import DispatchRequest, DispatchResult
     from activities.extraction import ExtractionInput, ExtractionOutput
     from activities.handler_run import HandlerInput, HandlerOutput
     from activities.http_tool import HttpToolRequest
     from activities.mcp_tools import McpCallRequest, McpCallResult, McpListRequest
-    from activities.records import CallRecord, TranscriptAppend
     from activities.telephony import TransferRequest
-    from activities.webhook import WEBHOOK_RETRY_POLICY, WebhookDelivery
+    from activities.webhook import WEBHOOK_RETRY_POLICY
     from callflow.effects import RunFunction
     from callflow.events import FunctionResult
     from callflow.mcp_spec import UNAVAILABLE as MCP_UNAVAILABLE
     from callflow.mcp_spec import McpServer, McpServerTools
     from callflow.model import FlowDefinition, Retry
     from callflow.state import CallState
+    from workflows.contract import (
+        CallRecord,
+        DispatchRequest,
+        DispatchResult,
+        TranscriptAppend,
+        WebhookDelivery,
+    )
 
 LOCAL_MAX_TIMEOUT_S = 10.0
 HEARTBEAT_TIMEOUT_S = 2.0  # a cancellable handler heartbeats (activities/handler_run.py)

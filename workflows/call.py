@@ -18,8 +18,6 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.dispatch import DispatchRequest
-    from activities.records import CallRecord
     from callflow.effects import Effect, Extract, Rejected, RunFunction
     from callflow.engine import Engine
     from callflow.errors import safe_reason
@@ -35,21 +33,23 @@ with workflow.unsafe.imports_passed_through():
     from workflows import carry as budget
     from workflows.call_carry import CallCarry
     from workflows.call_core import internal_error
-    from workflows.dialing import DIAL_PATCH, place_call
-    from workflows.inbox import Inbox
-    from workflows.intake import intake, intake_one
-    from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
-    from workflows.messages import (
+    from workflows.contract import (
         AttachRequest,
         CallFunctionRequest,
         CallFunctionResult,
         CallInput,
+        CallRecord,
+        DispatchRequest,
         RejectedEvent,
         Snapshot,
         Turn,
         call_input_problems,
         oversized_args,
     )
+    from workflows.dialing import DIAL_PATCH, place_call
+    from workflows.inbox import Inbox
+    from workflows.intake import intake, intake_one
+    from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
     from workflows.record import compact_state
     from workflows.room_events import RoomEvent, on_room_event
     from workflows.visibility import Visibility

@@ -13,12 +13,18 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.records import CallRecord, TranscriptAppend
-    from activities.webhook import WebhookDelivery
     from workflows import activity_calls as acts
     from workflows import carry as budget
     from workflows.call_core import REJECTED_TAIL, CallCore
-    from workflows.messages import CallFunctionResult, Carry, Turn, encoded_bytes
+    from workflows.contract import (
+        CallFunctionResult,
+        CallRecord,
+        Carry,
+        TranscriptAppend,
+        Turn,
+        WebhookDelivery,
+        encoded_bytes,
+    )
     from workflows.record import build_record, transcript_items
 
 TRANSCRIPT_TAIL = 50  # the tail carried before can-bytes-v1 (replayed histories only)

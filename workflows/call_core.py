@@ -35,9 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from callflow.state import CallState
     from workflows import activity_calls as acts
     from workflows import carry as budget
-    from workflows.inbox import Inbox
-    from workflows.intake import TOMBSTONE, Refusal, explain, tombstone
-    from workflows.messages import (
+    from workflows.contract import (
         MAX_ID_CHARS,
         MAX_TEXT_CHARS,
         CallFunctionResult,
@@ -45,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
         RejectedEvent,
         Turn,
     )
+    from workflows.inbox import Inbox
+    from workflows.intake import TOMBSTONE, Refusal, explain, tombstone
     from workflows.visibility import Visibility
 
 REJECTED_TAIL = 50

@@ -1,7 +1,10 @@
 """Starting and talking to calls: what the CLI, the agent and the tests use.
 
 It checks what it can before anything reaches Temporal (variables, sizes), so a bad
-request fails here with a clear message instead of as a rejected event.
+request fails here with a clear message instead of as a rejected event. It names the
+workflow, its updates and queries by their names and types them with the contract
+(``workflows/contract.py``), never by importing ``CallWorkflow``: the agent imports this
+module, and the workflow would bring the activities' I/O clients along.
 """
 
 from __future__ import annotations
@@ -24,8 +27,7 @@ from activities.telephony import Dial  # noqa: F401  (start_call(..., dial=Dial(
 from callflow.errors import FlowError, Issue
 from callflow.inputs import resolve_variables, undeclared_variables
 from callflow.model import FlowDefinition
-from workflows.call import CallWorkflow
-from workflows.messages import (
+from workflows.contract import (
     MAX_SIGNAL_BYTES,
     MAX_TEXT_CHARS,
     AttachRequest,
@@ -33,6 +35,7 @@ from workflows.messages import (
     CallFunctionRequest,
     CallFunctionResult,
     CallInput,
+    CallRecord,
     EventBatch,
     HangupEvent,
     Heartbeat,
@@ -46,6 +49,9 @@ from workflows.messages import (
 from workflows.room_events import RoomEvent
 
 __all__ = ["MAX_SIGNAL_BYTES", "CallHandle", "start_call", "start_or_attach", "workflow_id"]
+
+
+CALL_WORKFLOW = "CallWorkflow"  # the name ``workflows/call.py`` registers
 
 
 def workflow_id(call_id: str) -> str:
@@ -98,11 +104,10 @@ async def start_call(
 ) -> CallHandle:
     """Start a CallWorkflow; raises :class:`FlowError` when the inputs are wrong."""
     inp, attrs = _prepare(definition, call_id, variables, fields)
-    # CallWorkflow.run takes a RawValue (a malformed input fails the workflow, not its task);
-    # what is sent is a CallInput, which mypy cannot match against RawValue.
-    handle = await client.start_workflow(  # type: ignore[misc]
-        CallWorkflow.run,
+    handle = await client.start_workflow(
+        CALL_WORKFLOW,
         inp,
+        result_type=CallRecord,
         id=workflow_id(inp.call_id),
         task_queue=task_queue,
         search_attributes=attrs,
@@ -124,9 +129,10 @@ async def start_or_attach(
     """An inbound call: start its workflow and attach to it in one round trip
     (update-with-start). A second agent for the same room attaches to the running call."""
     inp, attrs = _prepare(definition, call_id, variables, fields)
-    start = WithStartWorkflowOperation(  # type: ignore[misc]  # RawValue parameter: see start_call
-        CallWorkflow.run,
+    start: WithStartWorkflowOperation[Any, CallRecord] = WithStartWorkflowOperation(
+        CALL_WORKFLOW,
         inp,
+        result_type=CallRecord,
         id=workflow_id(call_id),
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -134,7 +140,7 @@ async def start_or_attach(
         static_summary=f"{definition.flow.flow} v{definition.flow.version} inbound call",
     )
     snap = await client.execute_update_with_start_workflow(
-        CallWorkflow.attach, AttachRequest(agent_id=agent_id), start_workflow_operation=start
+        "attach", AttachRequest(agent_id=agent_id), start_workflow_operation=start, result_type=Snapshot
     )
     return CallHandle(client, call_id), snap
 
@@ -145,7 +151,7 @@ class CallHandle:
     def __init__(self, client: Client, call_id: str, handle: WorkflowHandle[Any, Any] | None = None) -> None:
         self.client = client
         self.call_id = call_id
-        self.handle = handle or client.get_workflow_handle_for(CallWorkflow.run, workflow_id(call_id))
+        self.handle = handle or client.get_workflow_handle(workflow_id(call_id), result_type=CallRecord)
 
     @staticmethod
     def _check_size(payload: Any) -> None:
@@ -186,15 +192,17 @@ class CallHandle:
         await self.handle.signal("room_event", ev)
 
     async def call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
-        return await self.handle.execute_update(CallWorkflow.call_function, req)
+        return await self.handle.execute_update("call_function", req, result_type=CallFunctionResult)
 
     async def attach(self, agent_id: str, *, after_seq: int = 0, settle: bool = False) -> Snapshot:
         return await self.handle.execute_update(
-            CallWorkflow.attach, AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=settle)
+            "attach",
+            AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=settle),
+            result_type=Snapshot,
         )
 
     async def state(self) -> dict[str, Any]:
-        return await self.handle.query(CallWorkflow.state_query)
+        return await self.handle.query("state", result_type=dict)
 
     async def transcript(self, database_url: str | None = None) -> list[Turn]:
         """The call's whole transcript, in order, paged through the ``transcript_window``
@@ -204,7 +212,7 @@ class CallHandle:
         got: dict[int, Turn] = {}
         nxt, total = 0, 0
         while True:
-            window = await self.handle.query(CallWorkflow.transcript_window, nxt)
+            window = await self.handle.query("transcript_window", nxt, result_type=dict)
             total = int(window["total"])
             for i, t in enumerate(window["turns"]):
                 got[int(window["start"]) + i] = Turn.model_validate(t)

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         sip_identity,
     )
     from callflow.events import HangUp
-    from workflows.messages import Turn
+    from workflows.contract import Turn
 
 if TYPE_CHECKING:
     from workflows.call_core import CallCore

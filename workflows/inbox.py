@@ -21,7 +21,7 @@ import hashlib
 from collections import deque
 from typing import Any
 
-from workflows.messages import encoded_bytes
+from workflows.contract import encoded_bytes
 
 SEEN_WINDOW = 4096
 MAX_HELD = 500

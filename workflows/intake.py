@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from workflows.messages import (
+from workflows.contract import (
     MAX_BATCH,
     MAX_SEQ,
     AgentEvent,

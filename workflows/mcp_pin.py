@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from callflow.mcp_spec import McpServerTools, used_servers
     from callflow.mcp_tools import missing_tools, pinned_definition
     from workflows import activity_calls as acts
-    from workflows.messages import CallInput
+    from workflows.contract import CallInput
 
 PIN_PATCH = "mcp-pin-tools"
 

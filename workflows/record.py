@@ -7,8 +7,8 @@ from typing import Any
 
 from activities.records import CallRecord, TranscriptItem
 from callflow.state import CallState
+from workflows.contract import CallInput, RejectedEvent, Turn
 from workflows.inbox import Inbox
-from workflows.messages import CallInput, RejectedEvent, Turn
 
 
 def _ts(t: float | None) -> datetime | None:

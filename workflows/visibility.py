@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from callflow.dispositions import declared_dispositions, public_disposition
     from callflow.state import CallState
-    from workflows.messages import CallInput
+    from workflows.contract import CallInput
 
 PUBLIC_DISPOSITION_PATCH = "public-disposition"
 

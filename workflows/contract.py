@@ -1,4 +1,12 @@
-"""The CallWorkflow's API: its input, signals, updates and query answers.
+"""The contract between the agent, the workflow and its activities: every type that crosses
+a process boundary (the call's input, the agent's events, signals, updates and query
+answers, and the records the workflow hands its activities).
+
+No I/O here and nothing that does any: the agent imports this module (and
+``workflows.client``) without pulling in the workflow, the activities' HTTP or database
+clients. ``CallRecord``, ``WebhookDelivery`` and ``DispatchRequest`` are defined one layer
+down, in ``activities/records.py`` (the activities take them and may not import
+upward), and re-exported here.
 
 Everything the agent sends carries an ``event_id`` (applied once, even across
 continue-as-new); events that change the conversation also carry a ``seq`` so the
@@ -13,6 +21,24 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json
 
+from activities.records import (  # defined one layer down, re-exported as part of the contract
+    CallRecord as CallRecord,
+)
+from activities.records import (
+    DispatchRequest as DispatchRequest,
+)
+from activities.records import (
+    DispatchResult as DispatchResult,
+)
+from activities.records import (
+    TranscriptAppend as TranscriptAppend,
+)
+from activities.records import (
+    TranscriptItem as TranscriptItem,
+)
+from activities.records import (
+    WebhookDelivery as WebhookDelivery,
+)
 from activities.telephony import Dial
 from callflow.end_reasons import EndReason
 from callflow.model import FlowDefinition

@@ -1,0 +1,22 @@
+"""The agent ↔ workflow contract: the agent process imports the contract and the client,
+never the workflow and, through it, the activities' HTTP and database clients."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_agent_imports_neither_the_workflow_nor_httpx() -> None:
+    code = (
+        "import sys, agents.controller, agents.runner, agents.signals, agents.outbox\n"
+        "print(' '.join(m for m in ('workflows.call', 'httpx', 'activities.webhook', 'sqlmodel')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "", f"the agent imports {out.stdout.strip()}"
