@@ -1,14 +1,14 @@
 """Bringing a new agent into a call whose agent went silent.
 
-Dispatchers are pluggable: the LiveKit one (``agents/livekit_api.py``) asks the LiveKit server to
-dispatch an agent into the room; until one is configured, ``NoAgentDispatcher``
-truthfully reports that no agent is available, and the workflow ends the call with
-``agent_lost`` after its attempts run out.
+Dispatchers are pluggable and injected: the worker's entry point builds the one its settings
+name (the LiveKit one, ``agents/livekit_api.py``, asks the LiveKit server to dispatch an agent
+into the room; the simulator's wakes its own agents) and hands it to
+:class:`AgentDispatch`. Without one, ``NoAgentDispatcher`` truthfully reports that no agent
+is available, and the workflow ends the call with ``agent_lost`` after its attempts run out.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
 from temporalio import activity
@@ -25,18 +25,12 @@ class NoAgentDispatcher:
         return DispatchResult(dispatched=False, detail="no agent dispatcher is configured")
 
 
-_DISPATCHERS: dict[str, Dispatcher] = {"none": NoAgentDispatcher()}
+class AgentDispatch:
+    """The ``dispatch_agent`` activity bound to the dispatcher the worker was built with."""
 
+    def __init__(self, dispatcher: Dispatcher | None = None) -> None:
+        self.dispatcher: Dispatcher = dispatcher or NoAgentDispatcher()
 
-def register_dispatcher(name: str, dispatcher: Dispatcher) -> None:
-    """Agents register theirs at worker start-up (``RINGFLOW_DISPATCHER`` picks one)."""
-    _DISPATCHERS[name] = dispatcher
-
-
-@activity.defn(name="dispatch_agent")
-async def dispatch_agent(req: DispatchRequest) -> DispatchResult:
-    name = os.environ.get("RINGFLOW_DISPATCHER", "none")
-    dispatcher = _DISPATCHERS.get(name)
-    if dispatcher is None:
-        return DispatchResult(dispatched=False, detail=f"unknown dispatcher '{name}'")
-    return await dispatcher.dispatch(req)
+    @activity.defn(name="dispatch_agent")
+    async def dispatch_agent(self, req: DispatchRequest) -> DispatchResult:
+        return await self.dispatcher.dispatch(req)

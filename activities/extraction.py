@@ -3,13 +3,13 @@
 Uses the ``openai`` client with a JSON-schema response format, so the same code talks
 to OpenAI, any compatible server, or the scripted endpoint the tests and the
 simulator serve. A bad answer raises so Temporal retries it; the workflow records the
-last failure as an extraction error and the call goes on.
+last failure as an extraction error and the call goes on. Where the LLM is and which model
+it runs come from the worker's settings, through :class:`Extractor`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from pydantic import BaseModel
@@ -76,48 +76,59 @@ def _conversation(transcript: list[dict[str, Any]]) -> str:
     return "\n".join(f"{t.get('role', '?')}: {t.get('text', '')}" for t in transcript if t.get("text"))
 
 
-@activity.defn(name="extract_variables")
-async def extract_variables(inp: ExtractionInput) -> ExtractionOutput:
-    with timed("extraction", "llm"):
-        return await _extract(inp)
+class Extractor:
+    """The ``extract_variables`` activity bound to an OpenAI-compatible endpoint; ``model``
+    is the default when a request names none."""
 
+    def __init__(self, base_url: str | None, api_key: str | None, model: str) -> None:
+        self.base_url = base_url or None
+        self.api_key = api_key or "not-needed"
+        self.model = model
 
-async def _extract(inp: ExtractionInput) -> ExtractionOutput:
-    from openai import AsyncOpenAI
+    def __repr__(self) -> str:  # never the key
+        return f"Extractor(base_url={self.base_url!r}, model={self.model!r})"
 
-    client = AsyncOpenAI(
-        base_url=os.environ.get("OPENAI_BASE_URL") or None,
-        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-        max_retries=0,  # Temporal retries the activity
-        timeout=30,
-    )
-    model = inp.model or os.environ.get("RINGFLOW_LLM_MODEL", "gpt-4o-mini")
-    wanted = "\n".join(f"- {f.name} ({f.type}): {f.description}" for f in inp.fields)
-    try:
-        resp = await client.chat.completions.create(
-            model=model,
-            messages=[
-                {
-                    "role": "system",
-                    "content": "Extract the requested values from this phone call "
-                    "transcript. Use null for anything not stated.\n" + wanted,
-                },
-                {"role": "user", "content": _conversation(inp.transcript) or "(no conversation)"},
-            ],
-            response_format={
-                "type": "json_schema",
-                "json_schema": {
-                    "name": schema_name(inp.node),
-                    "strict": True,
-                    "schema": response_schema(inp.fields),
-                },
-            },
-            user=inp.call_id,  # lets a scripted endpoint answer each call from its own script
+    @activity.defn(name="extract_variables")
+    async def extract_variables(self, inp: ExtractionInput) -> ExtractionOutput:
+        with timed("extraction", "llm"):
+            return await self._extract(inp)
+
+    async def _extract(self, inp: ExtractionInput) -> ExtractionOutput:
+        from openai import AsyncOpenAI
+
+        client = AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key,
+            max_retries=0,  # Temporal retries the activity
+            timeout=30,
         )
-        text = resp.choices[0].message.content or ""
-        values = check_values(inp.fields, json.loads(text))
-    except (ValueError, IndexError) as exc:
-        raise ApplicationError(f"extraction for node '{inp.node}': bad answer: {exc}") from None
-    finally:
-        await client.close()
-    return ExtractionOutput(node=inp.node, values=values)
+        model = inp.model or self.model
+        wanted = "\n".join(f"- {f.name} ({f.type}): {f.description}" for f in inp.fields)
+        try:
+            resp = await client.chat.completions.create(
+                model=model,
+                messages=[
+                    {
+                        "role": "system",
+                        "content": "Extract the requested values from this phone call "
+                        "transcript. Use null for anything not stated.\n" + wanted,
+                    },
+                    {"role": "user", "content": _conversation(inp.transcript) or "(no conversation)"},
+                ],
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": schema_name(inp.node),
+                        "strict": True,
+                        "schema": response_schema(inp.fields),
+                    },
+                },
+                user=inp.call_id,  # lets a scripted endpoint answer each call from its own script
+            )
+            text = resp.choices[0].message.content or ""
+            values = check_values(inp.fields, json.loads(text))
+        except (ValueError, IndexError) as exc:
+            raise ApplicationError(f"extraction for node '{inp.node}': bad answer: {exc}") from None
+        finally:
+            await client.close()
+        return ExtractionOutput(node=inp.node, values=values)

@@ -1,7 +1,10 @@
 """Build the infrastructure activities from configuration, for the worker.
 
 The worker (in ``workflows``) may not import Ringflow's settings module, so it passes the
-settings object in; anything with these attributes will do.
+settings object in; anything with these attributes will do. What cannot be read from plain
+settings (the agent dispatcher, the telephony: LiveKit clients, or the simulator's own) the
+entry point builds and passes beside it; left out, the activities answer that none is
+configured.
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from typing import Any, Protocol
 
 from pydantic import SecretStr
 
+from activities.dispatch import AgentDispatch, Dispatcher
+from activities.extraction import Extractor
 from activities.http_tool import HttpTool
 from activities.persistence import CallStore
+from activities.telephony import Telephony, TelephonyActivities
 from activities.webhook import WebhookSender
 
 
@@ -22,6 +28,9 @@ class ActivityConfig(Protocol):
     webhook_secret: SecretStr | None
     http_allow_private: bool
     http_max_response_bytes: int
+    llm_model: str
+    openai_base_url: str | None
+    openai_api_key: SecretStr | None
 
 
 def build_activities(config: ActivityConfig) -> list[Callable[..., Any]]:
@@ -34,3 +43,17 @@ def build_activities(config: ActivityConfig) -> list[Callable[..., Any]]:
         max_response_bytes=config.http_max_response_bytes,
     )
     return [store.persist_call, store.append_transcript, webhook.post_call_webhook, http.http_tool]
+
+
+def build_call_services(
+    config: ActivityConfig, dispatcher: Dispatcher | None = None, telephony: Telephony | None = None
+) -> list[Callable[..., Any]]:
+    """``extract_variables`` (the LLM of ``config``), ``dispatch_agent`` through ``dispatcher``
+    and the dial activities through ``telephony``."""
+    key = config.openai_api_key.get_secret_value() if config.openai_api_key else None
+    extractor = Extractor(config.openai_base_url, key, config.llm_model)
+    return [
+        extractor.extract_variables,
+        AgentDispatch(dispatcher).dispatch_agent,
+        *TelephonyActivities(telephony).all(),
+    ]

@@ -2,9 +2,9 @@
 
 The order is LiveKit's own for outbound calls: create the room, dispatch the agent into it
 (so it is there when the callee picks up), then ``CreateSIPParticipant`` with
-``wait_until_answered``. Each is an activity; the telephony behind them is pluggable like
-the agent dispatcher (``RINGFLOW_DISPATCHER`` picks it: ``livekit`` registers the LiveKit
-one at worker start-up, the simulator registers its own), so this package needs no
+``wait_until_answered``. Each is an activity; the telephony behind them is injected like
+the agent dispatcher (the worker's entry point builds the LiveKit one when
+``RINGFLOW_DISPATCHER=livekit``, the simulator passes its own), so this package needs no
 LiveKit code.
 
 A retried dial must never ring the callee twice, and LiveKit has no idempotency key for
@@ -19,7 +19,7 @@ SIP status means the server did not dial (or the participant would be there).
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -119,43 +119,37 @@ class NoTelephony:
         return {"status": "failed", "detail": self.detail}
 
 
-_TELEPHONY: dict[str, Telephony] = {"none": NoTelephony()}
-
-
-def register_telephony(name: str, telephony: Telephony) -> None:
-    """Registered at worker start-up under the ``RINGFLOW_DISPATCHER`` name it serves."""
-    _TELEPHONY[name] = telephony
-
-
-def current() -> Telephony:
-    return _TELEPHONY.get(os.environ.get("RINGFLOW_DISPATCHER", "none"), _TELEPHONY["none"])
-
-
-@activity.defn(name="prepare_call")
-async def prepare_call(req: PrepareRequest) -> PrepareResult:
-    return await current().prepare(req)
-
-
 DIALED = "dialed"
 
 
-@activity.defn(name="dial_call")
-async def dial_call(req: DialRequest) -> DialResult:
-    details = activity.info().heartbeat_details
-    dialed_before = bool(details) and details[0] == DIALED
-    return await current().dial(req, dialed_before)
+class TelephonyActivities:
+    """The dial activities bound to the telephony the worker was built with."""
 
+    def __init__(self, telephony: Telephony | None = None) -> None:
+        self.telephony: Telephony = telephony or NoTelephony()
 
-@activity.defn(name="transfer_call")
-async def transfer_call(req: TransferRequest) -> dict[str, Any]:
-    """``retry``: an earlier attempt may have transferred the caller already; the telephony
-    then reports a caller no longer on the line as transferred instead of failing."""
-    return await current().transfer(req, activity.info().attempt > 1)
+    @activity.defn(name="prepare_call")
+    async def prepare_call(self, req: PrepareRequest) -> PrepareResult:
+        return await self.telephony.prepare(req)
 
+    @activity.defn(name="dial_call")
+    async def dial_call(self, req: DialRequest) -> DialResult:
+        details = activity.info().heartbeat_details
+        dialed_before = bool(details) and details[0] == DIALED
+        return await self.telephony.dial(req, dialed_before)
 
-@activity.defn(name="hang_up_room")
-async def hang_up_room(room: str) -> bool:
-    return await current().hang_up(room)
+    @activity.defn(name="transfer_call")
+    async def transfer_call(self, req: TransferRequest) -> dict[str, Any]:
+        """``retry``: an earlier attempt may have transferred the caller already; the telephony
+        then reports a caller no longer on the line as transferred instead of failing."""
+        return await self.telephony.transfer(req, activity.info().attempt > 1)
+
+    @activity.defn(name="hang_up_room")
+    async def hang_up_room(self, room: str) -> bool:
+        return await self.telephony.hang_up(room)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.prepare_call, self.dial_call, self.transfer_call, self.hang_up_room]
 
 
 def mark_dialed() -> None:

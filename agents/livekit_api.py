@@ -1,8 +1,8 @@
 """LiveKit's server API as Ringflow uses it: re-dispatching an agent, closing rooms, job metadata.
 
 Why this exists: every call is a ``CallWorkflow``; when the agent serving it goes silent,
-``CallWorkflow.agent_lost()`` runs the ``dispatch_agent`` activity, which (with
-``RINGFLOW_DISPATCHER=livekit``) lands in :class:`LiveKitDispatcher`. That asks the LiveKit
+``CallWorkflow.agent_lost()`` runs the ``dispatch_agent`` activity, which (in a worker
+started with ``RINGFLOW_DISPATCHER=livekit``) lands in :class:`LiveKitDispatcher`. That asks the LiveKit
 server for an explicit agent dispatch into the same room, with job metadata
 ``{"call_id": ..., "resume": true}``, so the new agent attaches to the running workflow
 instead of starting a new call. :func:`parse_job_metadata` is the agent's side of that
@@ -30,7 +30,6 @@ activity's 15 s timeout); each request has a short timeout of its own.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import aiohttp
@@ -43,11 +42,10 @@ from livekit.api import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from activities.dispatch import DispatchRequest, DispatchResult, register_dispatcher
+from activities.dispatch import DispatchRequest, DispatchResult
 
 DEFAULT_AGENT_NAME = "ringflow"
 DEFAULT_TIMEOUT_S = 5.0
-DISPATCHER_NAME = "livekit"
 
 
 class LiveKitError(Exception):
@@ -67,12 +65,8 @@ class LiveKitRefused(LiveKitError):
 
 
 def _credentials(url: str | None, api_key: str | None, api_secret: str | None) -> tuple[str, str, str]:
-    """Explicit arguments win; missing ones come from the environment LiveKit's tools use.
-    Fails at construction, naming what is missing, so a worker does not start with a
-    dispatcher that cannot work."""
-    url = url or os.environ.get("LIVEKIT_URL")
-    api_key = api_key or os.environ.get("LIVEKIT_API_KEY")
-    api_secret = api_secret or os.environ.get("LIVEKIT_API_SECRET")
+    """The entry point passes them from its settings (``LIVEKIT_*``). Fails at construction,
+    naming what is missing, so a worker does not start with a dispatcher that cannot work."""
     missing = [
         name
         for name, value in (
@@ -83,7 +77,7 @@ def _credentials(url: str | None, api_key: str | None, api_secret: str | None) -
         if not value
     ]
     if missing:
-        raise ValueError(f"LiveKit is not configured: set {', '.join(missing)} (or pass them explicitly)")
+        raise ValueError(f"LiveKit is not configured: set {', '.join(missing)}")
     assert url and api_key and api_secret
     return url, api_key, api_secret
 
@@ -116,8 +110,7 @@ class LiveKitDispatcher:
     """The ``Dispatcher`` of ``activities.dispatch`` backed by LiveKit explicit agent dispatch.
 
     The agent worker must register under the same ``agent_name`` (explicit dispatch only
-    reaches workers started with one); it comes from ``RINGFLOW_AGENT_NAME``, default
-    ``"ringflow"``.
+    reaches workers started with one): the entry point passes ``RINGFLOW_AGENT_NAME``.
     """
 
     def __init__(
@@ -126,11 +119,11 @@ class LiveKitDispatcher:
         api_key: str | None = None,
         api_secret: str | None = None,
         *,
-        agent_name: str | None = None,
+        agent_name: str = DEFAULT_AGENT_NAME,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.url, self.api_key, self._api_secret = _credentials(url, api_key, api_secret)
-        self.agent_name = agent_name or os.environ.get("RINGFLOW_AGENT_NAME") or DEFAULT_AGENT_NAME
+        self.agent_name = agent_name
         self.timeout_s = timeout_s
 
     def __repr__(self) -> str:  # never the secret
@@ -204,8 +197,8 @@ async def close_room(
     Idempotent, since a hang-up may be retried or race the caller leaving: True if this
     call deleted the room, False if there was no such room (or no name). Raises
     :class:`LiveKitUnavailable` on transient failures and :class:`LiveKitRefused` when the
-    server refuses (e.g. credentials without the ``roomCreate`` grant). Credentials default
-    to ``LIVEKIT_URL`` / ``LIVEKIT_API_KEY`` / ``LIVEKIT_API_SECRET``.
+    server refuses (e.g. credentials without the ``roomCreate`` grant); a missing credential
+    raises ``ValueError``.
     """
     if not room:
         return False
@@ -224,13 +217,6 @@ async def close_room(
             f"LiveKit at {url} unreachable for DeleteRoom '{room}': {type(err).__name__}: {err}"
         ) from err
     return True
-
-
-def register_livekit_dispatcher(dispatcher: LiveKitDispatcher | None = None) -> None:
-    """Make ``RINGFLOW_DISPATCHER=livekit`` route ``dispatch_agent`` here; call at worker
-    start-up. Without an argument the dispatcher is configured from the environment, and a
-    missing ``LIVEKIT_*`` variable raises ``ValueError`` then rather than at the first dispatch."""
-    register_dispatcher(DISPATCHER_NAME, dispatcher or LiveKitDispatcher())
 
 
 class JobMetadataError(ValueError):

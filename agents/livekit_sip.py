@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from typing import Any
 
 import aiohttp
@@ -46,13 +45,11 @@ from activities.telephony import (
     TransferRequest,
     mark_dialed,
     outcome_of,
-    register_telephony,
     sip_identity,
 )
 from agents.livekit_api import (
     DEFAULT_AGENT_NAME,
     DEFAULT_TIMEOUT_S,
-    DISPATCHER_NAME,
     LiveKitUnavailable,
     _client,
     _credentials,
@@ -77,19 +74,19 @@ class LiveKitTelephony:
         api_key: str | None = None,
         api_secret: str | None = None,
         *,
-        agent_name: str | None = None,
+        agent_name: str = DEFAULT_AGENT_NAME,
         trunk_id: str | None = None,
         from_number: str | None = None,
-        ringing_timeout_s: float | None = None,
+        ringing_timeout_s: float = DEFAULT_RINGING_TIMEOUT_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        """The entry point passes ``trunk_id``, ``from_number`` and ``ringing_timeout_s`` from
+        its settings (``RINGFLOW_SIP_*``); a dial's own values win over them."""
         self.url, self.api_key, self._api_secret = _credentials(url, api_key, api_secret)
-        self.agent_name = agent_name or os.environ.get("RINGFLOW_AGENT_NAME") or DEFAULT_AGENT_NAME
-        self.trunk_id = trunk_id or os.environ.get("RINGFLOW_SIP_TRUNK_ID") or None
-        self.from_number = from_number or os.environ.get("RINGFLOW_SIP_FROM") or None
-        self.ringing_timeout_s = ringing_timeout_s or float(
-            os.environ.get("RINGFLOW_SIP_RINGING_TIMEOUT_S") or DEFAULT_RINGING_TIMEOUT_S
-        )
+        self.agent_name = agent_name
+        self.trunk_id = trunk_id or None
+        self.from_number = from_number or None
+        self.ringing_timeout_s = ringing_timeout_s
         self.timeout_s = timeout_s
 
     def __repr__(self) -> str:  # never the secret
@@ -388,8 +385,3 @@ def _call_of(metadata: str) -> str | None:
     except json.JSONDecodeError:
         return None
     return data.get("call_id") if isinstance(data, dict) else None
-
-
-def register_livekit_telephony(telephony: LiveKitTelephony | None = None) -> None:
-    """Make ``RINGFLOW_DISPATCHER=livekit`` route the dial activities here (worker start-up)."""
-    register_telephony(DISPATCHER_NAME, telephony or LiveKitTelephony())

@@ -1,15 +1,15 @@
 """A dispatcher for simulation: the lost-agent path without a LiveKit server.
 
-The workflow's ``dispatch_agent`` activity runs in the simulator's own worker, so a
-dispatch can simply wake the simulator, which then attaches a new agent to the call, as
-LiveKit would start a new job after ``CreateDispatch``.
+The workflow's ``dispatch_agent`` activity runs in the simulator's own worker (built with
+this dispatcher), so a dispatch can simply wake the simulator, which then attaches a new
+agent to the call, as LiveKit would start a new job after ``CreateDispatch``.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from activities.dispatch import DispatchRequest, DispatchResult, register_dispatcher
+from activities.dispatch import DispatchRequest, DispatchResult
 
 
 class LocalDispatcher:
@@ -31,9 +31,4 @@ class LocalDispatcher:
         return DispatchResult(dispatched=True, detail="local agent dispatched")
 
 
-LOCAL = LocalDispatcher()
-
-
-def register_local_dispatcher() -> LocalDispatcher:
-    register_dispatcher("local", LOCAL)
-    return LOCAL
+LOCAL = LocalDispatcher()  # keyed by call id, so every simulator worker of a process can share it

@@ -43,8 +43,6 @@ from livekit.plugins import openai as lk_openai
 from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
-from activities import dispatch as dispatch_mod
-from activities import telephony
 from activities.persistence import dispose_engines
 from activities.telephony import Dial
 from agents.livekit_api import LiveKitDispatcher
@@ -59,7 +57,6 @@ from workflows.client import CallHandle, start_call
 FLOW = Path("examples/flows/outbound_reminder/flow.yaml")
 KILL_FLOW = Path("bench/flows/bench.yaml")  # an hour long: the kill rounds start agent processes
 DIALS, KILLS, WARMUP = 30, 15, 3
-NAME = "bench-lk"
 AGENT = proto_models.ParticipantInfo.AGENT
 
 
@@ -241,24 +238,30 @@ async def kills(
 
 
 async def run() -> list[dict[str, Any]]:
-    async with (
-        bench_stack() as bs,
-        environment(bs.stack.address) as (client, tq, llm, _),
-        FakeLiveKit() as lk,
-    ):
-        relay = await serve(WebhookRelay(client, lk.api_key, lk.api_secret), "127.0.0.1", 0)
-        lk.webhook_url = f"http://127.0.0.1:{bound_port(relay)}{WEBHOOK_PATH}"
-        os.environ["RINGFLOW_DISPATCHER"] = NAME  # environment() puts the previous value back
-        telephony.register_telephony(
-            NAME, LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id="ST_bench")
-        )
-        dispatch_mod.register_dispatcher(NAME, LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret))
-        try:
-            metrics = [await dials(client, tq, lk)]
-            metrics += await kills(client, bs.stack.address, tq, lk, llm.base_url)
-        finally:
-            await relay.cleanup()
+    async with bench_stack() as bs, FakeLiveKit() as lk:
+        phone = LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id="ST_bench")
+        dispatcher = LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret)
+        async with environment(bs.stack.address, dispatcher=dispatcher, telephony=phone) as (
+            client,
+            tq,
+            llm,
+            _,
+        ):
+            metrics = await measure(client, tq, llm.base_url, bs.stack.address, lk)
     dispose_engines()
+    return metrics
+
+
+async def measure(
+    client: Client, tq: str, llm_url: str, address: str, lk: FakeLiveKit
+) -> list[dict[str, Any]]:
+    relay = await serve(WebhookRelay(client, lk.api_key, lk.api_secret), "127.0.0.1", 0)
+    lk.webhook_url = f"http://127.0.0.1:{bound_port(relay)}{WEBHOOK_PATH}"
+    try:
+        metrics = [await dials(client, tq, lk)]
+        metrics += await kills(client, address, tq, lk, llm_url)
+    finally:
+        await relay.cleanup()
     return metrics
 
 

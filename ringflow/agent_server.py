@@ -23,7 +23,7 @@ from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 from agents.dtmf import KeyCollector
 from agents.lease import AgentLease, LeaseHeld
 from agents.listen import watch_talk
-from agents.livekit_api import close_room, parse_job_metadata, register_livekit_dispatcher
+from agents.livekit_api import close_room, parse_job_metadata
 from agents.livekit_device import watch_device
 from agents.livekit_sip import ANNOUNCED
 from agents.runner import attach_agent
@@ -67,13 +67,20 @@ def prewarm(proc: JobProcess) -> None:
         proc.userdata["vad"] = silero.VAD.load()
 
 
+def real_llm_of(settings: Settings) -> Any:
+    """The model the settings name, on the OpenAI-compatible server they name."""
+    from livekit.plugins import openai as lk_openai
+
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return lk_openai.LLM(model=settings.llm_model, client=shared_openai_client(settings.openai_base_url, key))
+
+
 def make_session(settings: Settings, snap: Snapshot, vad: Any = None) -> AgentSession:
     """STT, LLM, TTS and VAD chosen by settings; the LLM is any OpenAI-compatible server.
     ``vad`` is the process's prewarmed one; without it (no prewarm ran) it is loaded here."""
     from livekit.plugins import openai as lk_openai
 
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    llm = lk_openai.LLM(model=settings.llm_model, client=shared_openai_client(settings.openai_base_url, key))
+    llm = real_llm_of(settings)
     stt: Any = lk_openai.STT() if settings.stt == "openai" else settings.stt
     tts: Any = lk_openai.TTS() if settings.tts == "openai" else settings.tts
     if vad is None and settings.vad == "silero":
@@ -319,8 +326,6 @@ def run(settings: Settings | None = None) -> None:
         require_keyring(settings)  # the agent's signals carry the transcript: never in clear by accident
     except CodecKeyError as err:
         raise SystemExit(f"error: {err}") from None
-    if settings.dispatcher == "livekit":
-        register_livekit_dispatcher()
     level = {"WARNING": "WARN"}.get(settings.log_level.upper(), settings.log_level.upper())
     sys.argv = [sys.argv[0], "start", "--log-level", level]  # start mode logs JSON lines
     cli.run_app(build_server(settings))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import tempfile
 import time
@@ -28,7 +27,6 @@ from typing import Any
 from temporalio.client import Client
 
 from activities import campaign_store as store
-from activities import telephony
 from activities.campaign_rules import RuleError, in_window
 from agents.livekit_sip import LiveKitTelephony
 from callflow.model import FlowDefinition
@@ -121,45 +119,20 @@ class Callee:
 
 @asynccontextmanager
 async def sim_line(kinds: dict[str, str]) -> AsyncIterator[FakeLiveKit]:
-    """The LiveKit fake as the worker's telephony (``RINGFLOW_DISPATCHER=local``)."""
+    """The LiveKit fake, answering each number as ``kinds`` says: the worker's telephony."""
     async with FakeLiveKit() as lk:
         for phone, kind in kinds.items():
             lk.set_answer(phone, "human" if kind == "voicemail" else kind)
-        before = telephony._TELEPHONY.get("local")
-        saved = os.environ.get("RINGFLOW_DISPATCHER")
-        os.environ["RINGFLOW_DISPATCHER"] = "local"
-        telephony.register_telephony(
-            "local",
-            LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id=SIM_TRUNK, ringing_timeout_s=20),
-        )
-        try:
-            yield lk
-        finally:
-            if before is None:
-                telephony._TELEPHONY.pop("local", None)
-            else:
-                telephony._TELEPHONY["local"] = before
-            if saved is None:
-                os.environ.pop("RINGFLOW_DISPATCHER", None)
-            else:
-                os.environ["RINGFLOW_DISPATCHER"] = saved
+        yield lk
 
 
 @asynccontextmanager
-async def scripted_llm() -> AsyncIterator[None]:
-    """The extraction at each call's end talks to the scripted endpoint, not a real LLM."""
+async def scripted_llm() -> AsyncIterator[str]:
+    """The scripted endpoint's URL: the extraction at each call's end talks to it, not a real LLM."""
     llm = ScriptedLLM()
-    base_url = await llm.start()
-    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
-    os.environ.update(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="scripted")
     try:
-        yield
+        yield await llm.start()
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         await llm.stop()
 
 
@@ -199,14 +172,23 @@ async def simulate_campaign(
     kinds = draw([c.phone for c in contacts], answers, seed)
     with tempfile.TemporaryDirectory(prefix="ringflow-campaign-db-") as db_dir:
         db = database_url or f"sqlite:///{db_dir}/campaign.db"
-        async with sim_temporal(address) as client, sim_line(kinds) as lk, scripted_llm():
+        async with sim_temporal(address) as client, sim_line(kinds) as lk, scripted_llm() as llm_url:
             task_queue = f"campaign-sim-{uuid.uuid4().hex[:8]}"
-            settings = Settings(database_url=db, redis_url=redis_url, http_allow_private=True)
+            settings = Settings(
+                database_url=db,
+                redis_url=redis_url,
+                http_allow_private=True,
+                openai_base_url=llm_url,
+                openai_api_key="scripted",
+            )
+            phone = LiveKitTelephony(
+                lk.url, lk.api_key, lk.api_secret, trunk_id=SIM_TRUNK, ringing_timeout_s=20
+            )
             callee = Callee(client, lk, kinds, greeting_of(inp.definition))
             runner = asyncio.create_task(callee.run())
             started = time.monotonic()
             try:
-                async with build_worker(client, settings, task_queue=task_queue):
+                async with build_worker(client, settings, task_queue=task_queue, telephony=phone):
                     handle = await start_campaign(
                         client, inp, contacts, database_url=db, task_queue=task_queue
                     )

@@ -313,26 +313,17 @@ def worker() -> None:
     """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics.
 
     SIGTERM and SIGINT shut it down gracefully (see ``run_worker_forever``)."""
-    from ringflow.worker_main import serve
+    from ringflow.worker_main import call_services, serve
 
     settings = get_settings()
     _require_keys(settings)
     configure_logging(settings.log_level, settings.log_format)
-    if settings.dispatcher == "livekit":  # dispatch_agent runs here: lost agents are re-dispatched
-        from agents.livekit_api import register_livekit_dispatcher
-        from agents.livekit_sip import LiveKitTelephony, register_livekit_telephony
-
-        register_livekit_dispatcher()
-        register_livekit_telephony(
-            LiveKitTelephony(
-                trunk_id=settings.sip_trunk_id,
-                from_number=settings.sip_from,
-                ringing_timeout_s=settings.sip_ringing_timeout_s,
-            )
-        )
-
     try:
-        run_async(lambda: serve(settings))
+        services = call_services(settings)  # a LiveKit dispatcher missing LIVEKIT_* fails here
+    except ValueError as err:
+        raise _fail(str(err), 2) from None
+    try:
+        run_async(lambda: serve(settings, services))
     except KeyboardInterrupt:
         pass
 
@@ -349,13 +340,12 @@ def simulate(
 ) -> None:
     """Run conversation scripts as real calls, without audio; exit 1 if an expectation fails."""
     import logging
-    import os
 
     from ringflow.scripts import ScriptError, is_flow_file, load_script
     from ringflow.sim_report import text_report
     from ringflow.simulate import simulate as run
 
-    if real_llm and not os.environ.get("OPENAI_API_KEY"):
+    if real_llm and not get_settings().openai_api_key:
         raise _fail("--real-llm needs OPENAI_API_KEY", 2)
     runnable: list[Path] = []
     for path in scripts:

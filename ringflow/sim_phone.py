@@ -13,23 +13,62 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
-from activities import telephony
-from activities.telephony import Dial
+from activities.telephony import (
+    Dial,
+    DialRequest,
+    DialResult,
+    NoTelephony,
+    PrepareRequest,
+    PrepareResult,
+    Telephony,
+    TransferRequest,
+)
 from agents.livekit_sip import ANNOUNCED, LiveKitTelephony
 from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
 from ringflow.livekit_fake import FakeLiveKit
 from workflows.client import CallHandle
 
 SIM_TRUNK = "ST_simulated"
+
+
+class LineSlot:
+    """The simulator worker's telephony: the line of the script playing now (each script has
+    its own LiveKit fake, while the worker lives across scripts), none between scripts."""
+
+    def __init__(self) -> None:
+        self.current: Telephony = NoTelephony()
+
+    @contextlib.contextmanager
+    def holding(self, line: Telephony) -> Iterator[None]:
+        before, self.current = self.current, line
+        try:
+            yield
+        finally:
+            self.current = before
+
+    async def prepare(self, req: PrepareRequest) -> PrepareResult:
+        return await self.current.prepare(req)
+
+    async def dial(self, req: DialRequest, dialed_before: bool) -> DialResult:
+        return await self.current.dial(req, dialed_before)
+
+    async def hang_up(self, room: str) -> bool:
+        return await self.current.hang_up(room)
+
+    async def transfer(self, req: TransferRequest, retry: bool) -> dict[str, Any]:
+        return await self.current.transfer(req, retry)
+
+
+LINES = LineSlot()  # the worker of ``ringflow.simulate.environment`` dials through it
 
 
 class ScriptDial(BaseModel):
@@ -55,18 +94,9 @@ async def phone_line(
         lk.default_answer = transfer_answer  # the person a warm transfer dials
         if dial is not None:
             lk.set_answer(dial.to, dial.answer)
-        before = telephony._TELEPHONY.get("local")
-        telephony.register_telephony(
-            "local",
-            LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id=SIM_TRUNK, ringing_timeout_s=20),
-        )
-        try:
+        phone = LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id=SIM_TRUNK, ringing_timeout_s=20)
+        with LINES.holding(phone):
             yield PhoneLine(lk, Dial(to=dial.to) if dial is not None else None, announced)
-        finally:
-            if before is None:
-                telephony._TELEPHONY.pop("local", None)
-            else:
-                telephony._TELEPHONY["local"] = before
 
 
 @asynccontextmanager

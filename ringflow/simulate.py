@@ -34,19 +34,21 @@ from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 
+from activities.dispatch import Dispatcher
 from activities.handler_run import parse_flow_dirs
+from activities.telephony import Telephony
 from agents.controller import Killed
 from agents.dtmf import KeyCollector
-from agents.local_dispatch import LOCAL, register_local_dispatcher
+from agents.local_dispatch import LOCAL
 from agents.runner import AgentRun, attach_agent
 from callflow.errors import FlowError
 from callflow.loader import load_flow
-from ringflow.agent_server import shared_openai_client
+from ringflow.agent_server import real_llm_of, shared_openai_client
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import ScriptError, check, load_script
 from ringflow.settings import Settings, get_settings
-from ringflow.sim_phone import PhoneLine, answered, phone_line
+from ringflow.sim_phone import LINES, PhoneLine, answered, phone_line
 from ringflow.temporal_setup import connect
 from workflows.client import CallHandle, start_call, workflow_id
 from workflows.contract import Snapshot
@@ -99,8 +101,14 @@ async def environment(
     data_dir: Path | None = None,
     runtime: Runtime | None = None,
     flows_dir: str | None = None,
+    *,
+    dispatcher: Dispatcher | None = None,
+    telephony: Telephony | None = None,
 ) -> AsyncIterator[tuple[Client, str, ScriptedLLM, DevStack | None]]:
-    """A Temporal client (embedded server if no address), a worker of our own, a scripted LLM."""
+    """A Temporal client (embedded server if no address), a worker of our own, a scripted LLM.
+    The worker dispatches agents through the local dispatcher and dials through the playing
+    script's phone line unless ``dispatcher`` or ``telephony`` replace them (a benchmark's
+    LiveKit fake)."""
     stack: DevStack | None = None
     tmp = None
     if address is None:
@@ -110,11 +118,6 @@ async def environment(
         address = stack.address
     llm = ScriptedLLM()
     base_url = await llm.start()
-    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RINGFLOW_DISPATCHER")}
-    os.environ["OPENAI_BASE_URL"] = base_url  # the extraction activity runs in our worker
-    os.environ["OPENAI_API_KEY"] = "scripted"
-    os.environ["RINGFLOW_DISPATCHER"] = "local"  # so does dispatch_agent: lost agents come back here
-    register_local_dispatcher()
     db_dir = tempfile.TemporaryDirectory(prefix="ringflow-sim-db-")
     try:
         client = await connect(address, runtime=runtime)  # a metrics runtime exports its worker's
@@ -123,15 +126,20 @@ async def environment(
             database_url=f"sqlite:///{db_dir.name}/calls.db",
             http_allow_private=True,
             flows_dir=flows_dir or get_settings().flows_dir,
+            openai_base_url=base_url,  # the extraction activity runs in our worker
+            openai_api_key="scripted",
         )
-        async with build_worker(client, settings, task_queue=task_queue):
+        # so do dispatch_agent (lost agents come back here) and the dial activities (each
+        # script's phone line)
+        async with build_worker(
+            client,
+            settings,
+            task_queue=task_queue,
+            dispatcher=dispatcher or LOCAL,
+            telephony=telephony or LINES,
+        ):
             yield client, task_queue, llm, stack
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         await llm.stop()
         if stack is not None:
             stack.stop()
@@ -299,7 +307,7 @@ async def _run_script(
 
     def session_factory(snap: Snapshot) -> AgentSession:
         if real_llm:
-            model = lk_openai.LLM(model=os.environ.get("RINGFLOW_LLM_MODEL", "gpt-4o-mini"))
+            model = real_llm_of(get_settings())
         else:
             model = lk_openai.LLM(
                 model="scripted",

@@ -14,9 +14,12 @@ import asyncio
 import contextlib
 import logging
 import signal
+from typing import NamedTuple
 
 from temporalio.worker import Worker
 
+from activities.dispatch import Dispatcher
+from activities.telephony import Telephony
 from ringflow.health import HealthServer
 from ringflow.settings import Settings
 from ringflow.temporal_env import connect_options, describe
@@ -25,7 +28,37 @@ from ringflow.temporal_setup import connect
 log = logging.getLogger("ringflow.worker")
 
 
-async def serve(settings: Settings) -> None:
+class CallServices(NamedTuple):
+    """What the worker's activities reach the world through, beyond plain settings."""
+
+    dispatcher: Dispatcher | None = None
+    telephony: Telephony | None = None
+
+
+def call_services(settings: Settings) -> CallServices:
+    """``RINGFLOW_DISPATCHER=livekit``: lost agents are re-dispatched and calls dialed through
+    LiveKit, with the ``LIVEKIT_*`` credentials (``ValueError`` naming a missing one). Any
+    other value: none (the simulator builds its own worker with its own)."""
+    if settings.dispatcher != "livekit":
+        return CallServices()
+    from agents.livekit_api import LiveKitDispatcher
+    from agents.livekit_sip import LiveKitTelephony
+
+    secret = settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret else None
+    credentials = (settings.livekit_url, settings.livekit_api_key, secret)
+    return CallServices(
+        LiveKitDispatcher(*credentials, agent_name=settings.agent_name),
+        LiveKitTelephony(
+            *credentials,
+            agent_name=settings.agent_name,
+            trunk_id=settings.sip_trunk_id,
+            from_number=settings.sip_from,
+            ringing_timeout_s=settings.sip_ringing_timeout_s,
+        ),
+    )
+
+
+async def serve(settings: Settings, services: CallServices | None = None) -> None:
     from workflows.worker import prometheus_runtime, run_worker_forever
 
     loop = asyncio.get_running_loop()
@@ -62,7 +95,15 @@ async def serve(settings: Settings) -> None:
 
             relay = await start_relay(settings, client, settings.metrics_host, settings.livekit_webhook_port)
         try:
-            await run_worker_forever(client, settings, stop=stop, on_start=started.append)
+            services = services or CallServices()
+            await run_worker_forever(
+                client,
+                settings,
+                stop=stop,
+                on_start=started.append,
+                dispatcher=services.dispatcher,
+                telephony=services.telephony,
+            )
         finally:
             if relay is not None:
                 await relay.cleanup()

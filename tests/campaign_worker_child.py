@@ -3,16 +3,14 @@ real worker (``workflows.worker.build_worker``), its telephony the parent's Live
 It prints ``READY`` once polling and serves until it is killed.
 
     python -m tests.campaign_worker_child --address A --task-queue Q --database-url D \\
-        --redis-url R --livekit-url U --livekit-key K --livekit-secret S --dispatcher NAME
+        --redis-url R --livekit-url U --livekit-key K --livekit-secret S
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 
-from activities import telephony
 from agents.livekit_sip import LiveKitTelephony
 from ringflow.settings import Settings
 from ringflow.temporal_setup import connect
@@ -20,21 +18,17 @@ from workflows.worker import build_worker
 
 
 async def main(a: argparse.Namespace) -> None:
-    os.environ["RINGFLOW_DISPATCHER"] = a.dispatcher
-    telephony.register_telephony(
-        a.dispatcher,
-        LiveKitTelephony(
-            a.livekit_url,
-            a.livekit_key,
-            a.livekit_secret,
-            agent_name="ringflow-test",
-            trunk_id="ST_default",
-            from_number="+15550111",
-        ),
+    phone = LiveKitTelephony(
+        a.livekit_url,
+        a.livekit_key,
+        a.livekit_secret,
+        agent_name="ringflow-test",
+        trunk_id="ST_default",
+        from_number="+15550111",
     )
     client = await connect(a.address)
     settings = Settings(database_url=a.database_url, redis_url=a.redis_url, http_allow_private=True)
-    async with build_worker(client, settings, task_queue=a.task_queue):
+    async with build_worker(client, settings, task_queue=a.task_queue, telephony=phone):
         print("READY", flush=True)
         await asyncio.Event().wait()
 
@@ -49,7 +43,6 @@ if __name__ == "__main__":
         "livekit-url",
         "livekit-key",
         "livekit-secret",
-        "dispatcher",
     ):
         ap.add_argument(f"--{name}", required=True)
     asyncio.run(main(ap.parse_args()))

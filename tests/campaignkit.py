@@ -18,12 +18,11 @@ import pytest
 from temporalio.client import Client
 
 from activities import campaign_store as store
-from activities import telephony
 from activities.campaign_rules import RetryRule, parse_windows
 from agents.livekit_sip import LiveKitTelephony
 from ringflow.campaigns import start_campaign
 from tests.livekit_fake import FakeLiveKit
-from tests.wfkit import clinic
+from tests.wfkit import clinic, use_services
 from workflows.campaign_messages import CampaignInput, Limits
 from workflows.client import CallHandle
 
@@ -33,8 +32,6 @@ REDIS = "redis://127.0.0.1:6379/0"
 @asynccontextmanager
 async def fake_line(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKit]:
     async with FakeLiveKit() as fake:
-        name = f"lk-{uuid.uuid4().hex[:6]}"
-        monkeypatch.setenv("RINGFLOW_DISPATCHER", name)
         phone = LiveKitTelephony(
             fake.url,
             fake.api_key,
@@ -43,7 +40,7 @@ async def fake_line(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKi
             trunk_id="ST_default",
             from_number="+15550111",
         )
-        monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, name: phone})
+        use_services(monkeypatch, telephony=phone)
         yield fake
 
 

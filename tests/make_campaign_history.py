@@ -24,7 +24,6 @@ from temporalio.client import Client  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from activities import campaign_store as store  # noqa: E402
-from activities import telephony  # noqa: E402
 from activities.campaign_rules import RetryRule, parse_windows  # noqa: E402
 from activities.persistence import dispose_engines  # noqa: E402
 from agents.livekit_sip import LiveKitTelephony  # noqa: E402
@@ -50,12 +49,8 @@ async def record() -> None:
         await stack.start()
         try:
             async with FakeLiveKit() as lk:
-                os.environ["RINGFLOW_DISPATCHER"] = "history"
-                telephony.register_telephony(
-                    "history",
-                    LiveKitTelephony(
-                        lk.url, lk.api_key, lk.api_secret, agent_name="ringflow-test", trunk_id="ST_h"
-                    ),
+                phone = LiveKitTelephony(
+                    lk.url, lk.api_key, lk.api_secret, agent_name="ringflow-test", trunk_id="ST_h"
                 )
                 lk.set_answer(people[1], "busy")
                 lk.set_answer(people[2], "no_answer")
@@ -78,7 +73,7 @@ async def record() -> None:
                     },
                 )
                 async with (
-                    build_worker(client, settings, task_queue="histories"),
+                    build_worker(client, settings, task_queue="histories", telephony=phone),
                     stand_in_agent(client, lk, {people[3]: "voicemail"}),
                 ):
                     handle = await start_campaign(

@@ -41,12 +41,14 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
+from activities.dispatch import Dispatcher, DispatchRequest, DispatchResult, NoAgentDispatcher  # noqa: E402
 from activities.persistence import dispose_engines  # noqa: E402
 from callflow.loader import load_flow  # noqa: E402
 from callflow.model import FlowDefinition  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.scripted_llm import ScriptedLLM  # noqa: E402
 from ringflow.settings import Settings  # noqa: E402
+from ringflow.sim_phone import LINES  # noqa: E402
 from workflows.client import CallHandle, start_call  # noqa: E402
 from workflows.contract import (  # noqa: E402
     CallEvent,
@@ -299,102 +301,116 @@ async def appointment_agent_lost(client: Client, tq: str) -> Handles:
     return {"appointment_agent_lost": call.handle}
 
 
+class DispatchSlot:
+    """The histories worker's dispatcher: none, except while ``phone_calls`` runs its LiveKit fake."""
+
+    def __init__(self) -> None:
+        self.current: Dispatcher = NoAgentDispatcher()
+
+    async def dispatch(self, req: DispatchRequest) -> DispatchResult:
+        return await self.current.dispatch(req)
+
+
+DISPATCH = DispatchSlot()
+
+
 async def phone_calls(client: Client, tq: str) -> Handles:
     """Telephony (issue 11) against the LiveKit fake: a dialed call (room, dispatch, dial
     activities) whose agent is reported lost by a room event and replaced; and an inbound
     call routed by keys (DTMF) to a cold transfer (the transfer activity)."""
-    from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
-
-    from activities import dispatch, telephony
-    from activities.telephony import Dial
     from agents.livekit_api import LiveKitDispatcher
     from agents.livekit_sip import LiveKitTelephony
     from ringflow.livekit_fake import FakeLiveKit
-    from workflows.room_events import RoomEvent
 
     async with FakeLiveKit() as lk:
-        os.environ["RINGFLOW_DISPATCHER"] = "hist-lk"
-        telephony.register_telephony(
-            "hist-lk",
-            LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id="ST_hist", ringing_timeout_s=20),
-        )
-        dispatch.register_dispatcher("hist-lk", LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret))
+        DISPATCH.current = LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret)
+        phone = LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id="ST_hist", ringing_timeout_s=20)
         try:
-            dialed = await start_call(
-                client,
-                flow("outbound_reminder"),
-                task_queue=tq,
-                call_id="hist-phone-dial",
-                variables={"first_name": "Robin"},
-                dial=Dial(to="+15550100"),
-            )
-            await wait_for(dialed, lambda s: s["status"] == "live", "the dialed call answered")
-            a = Agent(dialed, "pd")
-            await dialed.attach("agent-hist-1")
-            await a.say(("assistant", "Hi Robin, this is Ava from Northside Energy with a quick reminder."))
-            await dialed.room_event(
-                RoomEvent(
-                    event_id="EV_hist_1",
-                    kind="agent_left",
-                    identity="agent-hist-1",
-                    reason="SIGNAL_CLOSE",
-                    at=T0 + 5,
-                )
-            )
-            await wait_for(
-                dialed,
-                lambda s: any("left the room" in r["reason"] for r in s["rejected"]),
-                "the lost agent noted",
-            )
-            await wait_for(
-                dialed,
-                lambda s: bool([d for d in lk.dispatches.values() if d.metadata_json().get("resume")]),
-                "a replacement",
-            )
-            await dialed.attach("agent-hist-2")
-            await a.say(("user", "Yes, I'll pay on Friday."))
-            await dialed.transition(a.transition("remind", "will_pay"))
-            await a.say(("assistant", "Thank you, Robin. Goodbye!"))
-            await dialed.hangup("completed", event_id="pd-hangup")
-            record = await dialed.handle.result()
-            check(record.end_reason == "completed" and record.path == ["remind", "confirmed"], f"{record}")
-
-            ivr = await start_call(
-                client,
-                flow("ivr_menu"),
-                task_queue=tq,
-                call_id="hist-phone-ivr",
-                room="hist-phone-ivr",
-                direction="inbound",
-            )
-            lk.add_participant("hist-phone-ivr", "sip-hist-caller", ParticipantInfo.SIP)
-            b = Agent(ivr, "pi")
-            await ivr.attach("agent-hist-3")
-            await b.say(
-                (
-                    "assistant",
-                    "Thanks for calling Northside Energy. Press 1 for billing, or 2 to speak to a person.",
-                )
-            )
-            b.seq += 1
-            await ivr.event(
-                CallEvent(
-                    event_id="pi-keys",
-                    seq=b.seq,
-                    kind="dtmf",
-                    data={"digits": "9", "node": "menu"},
-                    at=T0 + b.seq,
-                )
-            )
-            await ivr.transition(b.transition("menu", "to_billing"))
-            out = await b.fn("billing", "billing_desk")
-            check(out.decision == "end", f"transferred: {out}")
-            await ivr.hangup("transferred", event_id="pi-hangup")
-            record = await ivr.handle.result()
-            check(record.end_reason == "transferred", f"{record.end_reason}")
-            lk.remove_participant("hist-phone-ivr", "sip-hist-caller", SIGNAL_CLOSE)
+            with LINES.holding(phone):
+                return await _phone_calls(client, tq, lk)
         finally:
-            os.environ.pop("RINGFLOW_DISPATCHER", None)
+            DISPATCH.current = NoAgentDispatcher()
+
+
+async def _phone_calls(client: Client, tq: str, lk: Any) -> Handles:
+    from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
+
+    from activities.telephony import Dial
+    from workflows.room_events import RoomEvent
+
+    dialed = await start_call(
+        client,
+        flow("outbound_reminder"),
+        task_queue=tq,
+        call_id="hist-phone-dial",
+        variables={"first_name": "Robin"},
+        dial=Dial(to="+15550100"),
+    )
+    await wait_for(dialed, lambda s: s["status"] == "live", "the dialed call answered")
+    a = Agent(dialed, "pd")
+    await dialed.attach("agent-hist-1")
+    await a.say(("assistant", "Hi Robin, this is Ava from Northside Energy with a quick reminder."))
+    await dialed.room_event(
+        RoomEvent(
+            event_id="EV_hist_1",
+            kind="agent_left",
+            identity="agent-hist-1",
+            reason="SIGNAL_CLOSE",
+            at=T0 + 5,
+        )
+    )
+    await wait_for(
+        dialed,
+        lambda s: any("left the room" in r["reason"] for r in s["rejected"]),
+        "the lost agent noted",
+    )
+    await wait_for(
+        dialed,
+        lambda s: bool([d for d in lk.dispatches.values() if d.metadata_json().get("resume")]),
+        "a replacement",
+    )
+    await dialed.attach("agent-hist-2")
+    await a.say(("user", "Yes, I'll pay on Friday."))
+    await dialed.transition(a.transition("remind", "will_pay"))
+    await a.say(("assistant", "Thank you, Robin. Goodbye!"))
+    await dialed.hangup("completed", event_id="pd-hangup")
+    record = await dialed.handle.result()
+    check(record.end_reason == "completed" and record.path == ["remind", "confirmed"], f"{record}")
+
+    ivr = await start_call(
+        client,
+        flow("ivr_menu"),
+        task_queue=tq,
+        call_id="hist-phone-ivr",
+        room="hist-phone-ivr",
+        direction="inbound",
+    )
+    lk.add_participant("hist-phone-ivr", "sip-hist-caller", ParticipantInfo.SIP)
+    b = Agent(ivr, "pi")
+    await ivr.attach("agent-hist-3")
+    await b.say(
+        (
+            "assistant",
+            "Thanks for calling Northside Energy. Press 1 for billing, or 2 to speak to a person.",
+        )
+    )
+    b.seq += 1
+    await ivr.event(
+        CallEvent(
+            event_id="pi-keys",
+            seq=b.seq,
+            kind="dtmf",
+            data={"digits": "9", "node": "menu"},
+            at=T0 + b.seq,
+        )
+    )
+    await ivr.transition(b.transition("menu", "to_billing"))
+    out = await b.fn("billing", "billing_desk")
+    check(out.decision == "end", f"transferred: {out}")
+    await ivr.hangup("transferred", event_id="pi-hangup")
+    record = await ivr.handle.result()
+    check(record.end_reason == "transferred", f"{record.end_reason}")
+    lk.remove_participant("hist-phone-ivr", "sip-hist-caller", SIGNAL_CLOSE)
     return {"phone_dial_agent_lost": dialed.handle, "phone_ivr_keys_transfer": ivr.handle}
 
 
@@ -592,7 +608,6 @@ async def record_all(opts: Options) -> list[Path]:
         await stack.start()
         try:
             async with ScriptedLLM() as llm:
-                os.environ["OPENAI_BASE_URL"] = llm.base_url  # the extraction activity reads it
                 lane = llm.lane()
                 lane.set_extract("verify_identity", {"reached_patient": True})
                 lane.set_extract("remind", {"attending": "no"})
@@ -609,9 +624,12 @@ async def record_all(opts: Options) -> list[Path]:
                     database_url=f"sqlite:///{Path(tmp) / 'ringflow.db'}",
                     http_allow_private=True,
                     webhook_url=None,
+                    openai_base_url=llm.base_url,  # the extraction activity's LLM
                 )
                 tq = "histories"
-                async with build_worker(client, settings, task_queue=tq, identity=IDENTITY):
+                async with build_worker(
+                    client, settings, task_queue=tq, identity=IDENTITY, dispatcher=DISPATCH, telephony=LINES
+                ):
                     for name in todo:
                         handles = await SCENARIOS[name](client, tq)
                         for file_name, handle in handles.items():

@@ -61,8 +61,6 @@ async def test_a_sigkilled_worker_and_a_restarted_server_leave_every_attempt_exa
             lk.api_key,
             "--livekit-secret",
             lk.api_secret,
-            "--dispatcher",
-            os.environ["RINGFLOW_DISPATCHER"],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
             stdout=asyncio.subprocess.PIPE,

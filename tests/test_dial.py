@@ -13,11 +13,10 @@ import pytest_asyncio
 from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
-from activities import telephony
 from activities.telephony import Dial, sip_identity
 from agents.livekit_sip import LiveKitTelephony
 from tests.livekit_fake import FakeLiveKit
-from tests.wfkit import running_worker, start, wait_state
+from tests.wfkit import running_worker, start, use_services, wait_state
 from workflows.client import CallHandle
 
 TO = "+15550100"
@@ -26,7 +25,6 @@ TO = "+15550100"
 @pytest_asyncio.fixture
 async def lk(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKit]:
     async with FakeLiveKit() as fake:
-        monkeypatch.setenv("RINGFLOW_DISPATCHER", "livekit-test")
         phone = LiveKitTelephony(
             fake.url,
             fake.api_key,
@@ -35,7 +33,7 @@ async def lk(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKit]:
             trunk_id="ST_default",
             from_number="+15550111",
         )
-        monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, "livekit-test": phone})
+        use_services(monkeypatch, telephony=phone)
         yield fake
 
 
@@ -155,8 +153,7 @@ async def test_a_dial_without_a_trunk_fails_saying_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     phone = LiveKitTelephony(lk.url, lk.api_key, lk.api_secret)
-    monkeypatch.setattr(telephony, "_TELEPHONY", {**telephony._TELEPHONY, "livekit-test": phone})
-    monkeypatch.delenv("RINGFLOW_SIP_TRUNK_ID", raising=False)
+    use_services(monkeypatch, telephony=phone)
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await dial_call(temporal_client, task_queue)
         record = await call.handle.result()

@@ -3,7 +3,7 @@ real Temporal dev server.
 
 The extraction LLM is the scripted endpoint reached over HTTP by the real ``openai``
 client, configured the way production configures it (``OPENAI_BASE_URL`` and friends in
-the worker's environment; the worker runs in this process).
+the worker's environment, read into its settings; the worker runs in this process).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
-from activities.extraction import ExtractionInput, extract_variables, response_schema
+from activities.extraction import ExtractionInput, Extractor, response_schema
 from callflow.model import ExtractSpec
 from ringflow.scripted_llm import ScriptedLLM
 from tests.wfkit import Agent, req, running_worker, start, wait_state
@@ -37,6 +37,10 @@ async def llm(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ScriptedLLM]:
 
 
 # --- the activity on its own ------------------------------------------------------------
+def extractor(llm: ScriptedLLM) -> Extractor:
+    return Extractor(llm.base_url, "test-key", MODEL)
+
+
 def _input(node: str, fields: list[ExtractSpec], call_id: str = "c-1") -> ExtractionInput:
     return ExtractionInput(
         call_id=call_id,
@@ -58,7 +62,7 @@ async def test_activity_answers_match_the_strict_schema_and_objects_come_back_pa
         ExtractSpec(name="note", type="string"),
     ]
     llm.lane().set_extract("delivery", {"address": {"city": "Paris"}, "size": 4})
-    out = await extract_variables(_input("delivery", fields))
+    out = await extractor(llm).extract_variables(_input("delivery", fields))
     assert out.values == {"address": {"city": "Paris"}, "size": 4}  # note: null, so left out
     (rec,) = llm.lane().requests
     schema = rec.body["response_format"]["json_schema"]
@@ -71,8 +75,12 @@ async def test_activity_routes_by_call_id_and_names_long_nodes_within_limits(llm
     llm.lane("call-a").set_extract(node, {"ok": True})
     llm.lane().set_extract(node, {"ok": False})
     fields = [ExtractSpec(name="ok", type="boolean")]
-    assert (await extract_variables(_input(node, fields, call_id="call-a"))).values == {"ok": True}
-    assert (await extract_variables(_input(node, fields, call_id="call-b"))).values == {"ok": False}
+    assert (await extractor(llm).extract_variables(_input(node, fields, call_id="call-a"))).values == {
+        "ok": True
+    }
+    assert (await extractor(llm).extract_variables(_input(node, fields, call_id="call-b"))).values == {
+        "ok": False
+    }
     assert len(llm.lane().requests[0].schema_name or "") == 64
 
 
@@ -80,10 +88,10 @@ async def test_activity_raises_on_bad_answers(llm: ScriptedLLM) -> None:
     fields = [ExtractSpec(name="confirmed_identity", type="boolean")]
     llm.lane().bad_json_next(1)
     with pytest.raises(ApplicationError, match="bad answer"):
-        await extract_variables(_input("verify", fields))
+        await extractor(llm).extract_variables(_input("verify", fields))
     llm.lane().set_extract("verify", {"confirmed_identity": "yes"})
     with pytest.raises(ApplicationError, match="should be boolean"):
-        await extract_variables(_input("verify", fields))
+        await extractor(llm).extract_variables(_input("verify", fields))
 
 
 # --- through the workflow ---------------------------------------------------------------

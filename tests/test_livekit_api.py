@@ -11,6 +11,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import aiohttp
 import pytest
@@ -28,8 +29,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from activities import dispatch as dispatch_mod
-from activities.dispatch import DispatchRequest, DispatchResult, NoAgentDispatcher, dispatch_agent
+from activities.dispatch import AgentDispatch, DispatchRequest, DispatchResult
 from agents.livekit_api import (
     JobInfo,
     JobMetadataError,
@@ -39,8 +39,10 @@ from agents.livekit_api import (
     close_room,
     job_metadata,
     parse_job_metadata,
-    register_livekit_dispatcher,
 )
+from agents.livekit_sip import LiveKitTelephony
+from ringflow.settings import Settings
+from ringflow.worker_main import call_services
 from tests.livekit_fake import JSON, PROTOBUF, FakeLiveKit
 from workflows import activity_calls
 
@@ -88,18 +90,32 @@ async def test_dispatch_creates_a_dispatch_carrying_the_call_id(lk: FakeLiveKit)
     assert isinstance(create, CreateAgentDispatchRequest) and create.room == ROOM
 
 
-async def test_agent_name_and_credentials_come_from_the_environment(
-    lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def livekit_environment(lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RINGFLOW_DISPATCHER", "livekit")
     monkeypatch.setenv("LIVEKIT_URL", lk.url.replace("http://", "ws://"))  # as LiveKit configs spell it
     monkeypatch.setenv("LIVEKIT_API_KEY", lk.api_key)
     monkeypatch.setenv("LIVEKIT_API_SECRET", lk.api_secret)
+
+
+async def test_agent_name_and_credentials_come_from_the_settings(
+    lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's entry point builds the dispatcher and the telephony from its settings."""
+    livekit_environment(lk, monkeypatch)
     monkeypatch.delenv("RINGFLOW_AGENT_NAME", raising=False)
-    assert LiveKitDispatcher().agent_name == "ringflow"
+    default = call_services(Settings())
+    assert isinstance(default.dispatcher, LiveKitDispatcher) and default.dispatcher.agent_name == "ringflow"
     monkeypatch.setenv("RINGFLOW_AGENT_NAME", "clinic-agent")
-    dispatcher = LiveKitDispatcher()
-    assert dispatcher.agent_name == "clinic-agent"
-    assert lk.api_secret not in repr(dispatcher)
+    monkeypatch.setenv("RINGFLOW_SIP_TRUNK_ID", "ST_env")
+    monkeypatch.setenv("RINGFLOW_SIP_RINGING_TIMEOUT_S", "12")
+    services = call_services(Settings())
+    dispatcher, phone = services.dispatcher, services.telephony
+    assert isinstance(dispatcher, LiveKitDispatcher) and isinstance(phone, LiveKitTelephony)
+    assert dispatcher.agent_name == phone.agent_name == "clinic-agent"
+    assert (phone.trunk_id, phone.ringing_timeout_s) == ("ST_env", 12.0)
+    assert lk.api_secret not in repr(dispatcher) and lk.api_secret not in repr(phone)
+    monkeypatch.setenv("RINGFLOW_DISPATCHER", "none")
+    assert call_services(Settings()) == (None, None)
 
     lk.add_room(ROOM)
     assert (await dispatcher.dispatch(DispatchRequest(call_id="c", room=ROOM))).dispatched
@@ -176,21 +192,14 @@ async def test_transport_errors_raise() -> None:
 
 
 @pytest.fixture
-def livekit_selected(lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch) -> FakeLiveKit:
-    """RINGFLOW_DISPATCHER=livekit, registered from the environment the way a worker does;
-    the registry entry is put back afterwards."""
-    monkeypatch.setenv("RINGFLOW_DISPATCHER", "livekit")
-    monkeypatch.setenv("LIVEKIT_URL", lk.url)
-    monkeypatch.setenv("LIVEKIT_API_KEY", lk.api_key)
-    monkeypatch.setenv("LIVEKIT_API_SECRET", lk.api_secret)
+def dispatch_agent(lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The ``dispatch_agent`` activity of a worker started with RINGFLOW_DISPATCHER=livekit."""
+    livekit_environment(lk, monkeypatch)
     monkeypatch.setenv("RINGFLOW_AGENT_NAME", "ringflow")
-    monkeypatch.setitem(dispatch_mod._DISPATCHERS, "livekit", NoAgentDispatcher())
-    register_livekit_dispatcher()
-    return lk
+    return AgentDispatch(call_services(Settings()).dispatcher).dispatch_agent
 
 
-async def test_the_dispatch_agent_activity_routes_to_livekit(livekit_selected: FakeLiveKit) -> None:
-    lk = livekit_selected
+async def test_the_dispatch_agent_activity_routes_to_livekit(lk: FakeLiveKit, dispatch_agent: Any) -> None:
     lk.add_room(ROOM)
     res = await ActivityEnvironment().run(dispatch_agent, DispatchRequest(call_id="call-7", room=ROOM))
     assert res.dispatched, res.detail
@@ -213,9 +222,8 @@ class DispatchProbe:
 
 
 async def test_temporal_retries_transient_failures_only(
-    livekit_selected: FakeLiveKit, temporal_client: Client, task_queue: str
+    lk: FakeLiveKit, dispatch_agent: Any, temporal_client: Client, task_queue: str
 ) -> None:
-    lk = livekit_selected
     lk.add_room(ROOM)
 
     async def run(call_id: str) -> DispatchResult:
@@ -271,12 +279,13 @@ async def test_close_room_deletes_and_is_idempotent(lk: FakeLiveKit) -> None:
     assert [r.status for r in lk.calls("DeleteRoom")] == [200, 404]
 
 
-async def test_close_room_uses_the_environment(lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LIVEKIT_URL", lk.url)
-    monkeypatch.setenv("LIVEKIT_API_KEY", lk.api_key)
-    monkeypatch.setenv("LIVEKIT_API_SECRET", lk.api_secret)
+async def test_close_room_needs_its_credentials(lk: FakeLiveKit, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not read from the environment behind the caller's back: the entry point passes them."""
+    livekit_environment(lk, monkeypatch)
     lk.add_room(ROOM)
-    assert await close_room(ROOM) is True
+    with pytest.raises(ValueError, match="LIVEKIT_API_SECRET"):
+        await close_room(ROOM, url=lk.url, api_key=lk.api_key)
+    assert ROOM in lk.rooms
 
 
 async def test_close_room_failures_raise_by_kind(lk: FakeLiveKit) -> None:

@@ -20,10 +20,11 @@ import pytest
 import pytest_asyncio
 from livekit.agents.telemetry.http_server import HttpServer
 
-from agents.local_dispatch import register_local_dispatcher
+from agents.local_dispatch import LOCAL
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.settings import Settings
+from ringflow.sim_phone import LINES
 from ringflow.simulate import SimulationResult, run_script
 from ringflow.temporal_setup import connect
 from workflows.worker import build_worker, prometheus_runtime
@@ -79,21 +80,25 @@ async def scrapes(
     temporal_server: DevStack,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Scrapes]:
-    mp = pytest.MonkeyPatch()
     worker_port, agent_port = free_port(), free_port()
     client = await connect(temporal_server.address, runtime=prometheus_runtime(worker_port))
     agent_http = HttpServer("127.0.0.1", agent_port)
     await agent_http.start()
     llm = ScriptedLLM()
-    mp.setenv("OPENAI_BASE_URL", await llm.start())  # the extraction activity runs in our worker
-    mp.setenv("OPENAI_API_KEY", "scripted")
-    register_local_dispatcher()
+    base_url = await llm.start()  # the extraction activity runs in our worker
     db = tmp_path_factory.mktemp("metrics") / "calls.db"
-    settings = Settings(database_url=f"sqlite:///{db}", http_allow_private=True)
+    settings = Settings(
+        database_url=f"sqlite:///{db}",
+        http_allow_private=True,
+        openai_base_url=base_url,
+        openai_api_key="scripted",
+    )
     try:
         async with httpx.AsyncClient(timeout=10) as http:
             before = (await http.get(f"http://127.0.0.1:{agent_port}/metrics")).text
-        async with build_worker(client, settings, task_queue="metrics-test"):
+        async with build_worker(
+            client, settings, task_queue="metrics-test", dispatcher=LOCAL, telephony=LINES
+        ):
             result = await run_script(SCRIPT, client, "metrics-test", llm, kill_at=3, resume="attach")
         async with httpx.AsyncClient(timeout=10) as http:
             agent = (await http.get(f"http://127.0.0.1:{agent_port}/metrics")).text
@@ -107,7 +112,6 @@ async def scrapes(
     finally:
         await llm.stop()
         await agent_http.aclose()
-        mp.undo()
 
 
 def test_the_agent_exports_its_series(scrapes: Scrapes) -> None:

@@ -14,11 +14,10 @@ import pytest_asyncio
 from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
-from activities import dispatch
 from agents.livekit_api import LiveKitDispatcher
 from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
 from tests.livekit_fake import FakeLiveKit
-from tests.wfkit import running_worker, start, wait_state, wait_until
+from tests.wfkit import running_worker, start, use_services, wait_state, wait_until
 from workflows.client import CallHandle
 
 AGENT = proto_models.ParticipantInfo.AGENT
@@ -30,11 +29,9 @@ async def lk(monkeypatch: pytest.MonkeyPatch, temporal_client: Client) -> AsyncI
     async with FakeLiveKit() as fake:
         runner = await serve(WebhookRelay(temporal_client, fake.api_key, fake.api_secret), "127.0.0.1", 0)
         fake.webhook_url = f"http://127.0.0.1:{bound_port(runner)}{WEBHOOK_PATH}"
-        monkeypatch.setenv("RINGFLOW_DISPATCHER", "livekit-test")
-        monkeypatch.setitem(
-            dispatch._DISPATCHERS,
-            "livekit-test",
-            LiveKitDispatcher(fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test"),
+        use_services(
+            monkeypatch,
+            dispatcher=LiveKitDispatcher(fake.url, fake.api_key, fake.api_secret, agent_name="ringflow-test"),
         )
         try:
             yield fake

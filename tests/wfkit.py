@@ -7,11 +7,15 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
+from activities.dispatch import Dispatcher
+from activities.telephony import Telephony
 from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.settings import Settings
@@ -35,11 +39,42 @@ def settings_for(database_url: str, **extra: Any) -> Settings:
     return Settings(database_url=database_url, http_allow_private=True, **extra)
 
 
+@dataclass
+class Services:
+    """The dispatcher and telephony of the workers ``running_worker`` builds: a test's
+    LiveKit fake sets them (``use_services``), a worker without them has none."""
+
+    dispatcher: Dispatcher | None = None
+    telephony: Telephony | None = None
+
+
+SERVICES = Services()
+
+
+def use_services(
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    dispatcher: Dispatcher | None = None,
+    telephony: Telephony | None = None,
+) -> None:
+    """For this test only (``monkeypatch`` undoes it)."""
+    if dispatcher is not None:
+        monkeypatch.setattr(SERVICES, "dispatcher", dispatcher)
+    if telephony is not None:
+        monkeypatch.setattr(SERVICES, "telephony", telephony)
+
+
 @asynccontextmanager
 async def running_worker(
     client: Client, task_queue: str, database_url: str, **settings: Any
 ) -> AsyncIterator[None]:
-    worker = build_worker(client, settings_for(database_url, **settings), task_queue=task_queue)
+    worker = build_worker(
+        client,
+        settings_for(database_url, **settings),
+        task_queue=task_queue,
+        dispatcher=SERVICES.dispatcher,
+        telephony=SERVICES.telephony,
+    )
     async with worker:
         yield
 

@@ -2,7 +2,9 @@
 
 Settings come in as an object (``ringflow`` owns the settings module and this package
 may not import it); anything with the attributes of ``activities.registry.ActivityConfig``
-plus ``task_queue`` will do.
+plus ``task_queue`` will do. The agent dispatcher and the telephony are built by the entry
+point (LiveKit's, or a simulator's) and passed in; without them the activities say none is
+configured.
 """
 
 from __future__ import annotations
@@ -19,19 +21,24 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.campaign_acts import CampaignActivities
-from activities.dispatch import dispatch_agent
-from activities.extraction import extract_variables
+from activities.dispatch import Dispatcher
 from activities.handler_run import HandlerRunner
 from activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from activities.observability import ActivityLogInterceptor
-from activities.registry import build_activities
-from activities.telephony import dial_call, hang_up_room, prepare_call, transfer_call
+from activities.registry import build_activities, build_call_services
+from activities.telephony import Telephony
 from workflows import log_redaction
 from workflows.call import CallWorkflow
 from workflows.campaign import CampaignWorkflow
 
 
-def all_activities(config: Any, client: Client | None = None) -> list[Callable[..., Any]]:
+def all_activities(
+    config: Any,
+    client: Client | None = None,
+    *,
+    dispatcher: Dispatcher | None = None,
+    telephony: Telephony | None = None,
+) -> list[Callable[..., Any]]:
     handlers = HandlerRunner(getattr(config, "flows_dir", None))
     campaigns = CampaignActivities(
         config.database_url,
@@ -43,19 +50,22 @@ def all_activities(config: Any, client: Client | None = None) -> list[Callable[.
     return [
         *build_activities(config),
         handlers.run_handler,
-        extract_variables,
-        dispatch_agent,
-        prepare_call,
-        dial_call,
-        hang_up_room,
+        *build_call_services(config, dispatcher, telephony),
         mcp_list_tools,
         mcp_call_tool,
-        transfer_call,
         *campaigns.all(),
     ]
 
 
-def build_worker(client: Client, config: Any, task_queue: str | None = None, **kwargs: Any) -> Worker:
+def build_worker(
+    client: Client,
+    config: Any,
+    task_queue: str | None = None,
+    *,
+    dispatcher: Dispatcher | None = None,
+    telephony: Telephony | None = None,
+    **kwargs: Any,
+) -> Worker:
     log_redaction.install()  # before any workflow can log a payload it dropped
     interceptors = [ActivityLogInterceptor(), *kwargs.pop("interceptors", ())]
     # OpenTelemetry passes through the sandbox: Temporal's TracingInterceptor, when tracing
@@ -70,7 +80,7 @@ def build_worker(client: Client, config: Any, task_queue: str | None = None, **k
         client,
         task_queue=task_queue or config.task_queue,
         workflows=[CallWorkflow, CampaignWorkflow],
-        activities=all_activities(config, client),
+        activities=all_activities(config, client, dispatcher=dispatcher, telephony=telephony),
         activity_executor=ThreadPoolExecutor(8),
         interceptors=interceptors,
         **kwargs,
@@ -93,6 +103,9 @@ async def run_worker_forever(
     config: Any,
     stop: asyncio.Event | None = None,
     on_start: Callable[[Worker], None] | None = None,
+    *,
+    dispatcher: Dispatcher | None = None,
+    telephony: Telephony | None = None,
 ) -> None:
     """Serve until ``stop`` is set, then shut down gracefully.
 
@@ -104,7 +117,9 @@ async def run_worker_forever(
     ``terminationGracePeriodSeconds``.
     """
     grace = timedelta(seconds=float(getattr(config, "graceful_shutdown_s", 0.0)))
-    worker = build_worker(client, config, graceful_shutdown_timeout=grace)
+    worker = build_worker(
+        client, config, graceful_shutdown_timeout=grace, dispatcher=dispatcher, telephony=telephony
+    )
     if on_start is not None:
         on_start(worker)
     async with worker:
