@@ -21,7 +21,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from agents.device_tools import DeviceTools, call_device_tool, falls_back, serves
-from agents.hot_path import Killed, SessionPort, ToolOutcome, call_locally
+from agents.hot_path import SessionPort, ToolOutcome, call_locally
 from agents.outbox import Outbox
 from agents.signals import DeferredTransition
 from callflow.effects import (
@@ -59,9 +59,18 @@ from workflows.contract import (
     oversized_args,
 )
 
-__all__ = ["WRAP_UP", "FlowController", "Killed", "SessionPort", "ToolOutcome", "call_locally"]
+__all__ = ["WRAP_UP", "AgentStopped", "FlowController", "SessionPort", "ToolOutcome", "call_locally"]
 log = logging.getLogger(__name__)
 WRAP_UP = "The call has reached its time limit: wrap up in one short sentence and say goodbye."
+
+
+class AgentStopped(Exception):
+    """This agent no longer serves its call (the call ended without it, or a simulation
+    killed it, ``agents/kill_points.py``): what it was asked to do next goes nowhere."""
+
+
+def _no_hook(point: str) -> None:
+    """Production's ``at_point``: nothing happens at a point."""
 
 
 class FlowController:
@@ -72,7 +81,6 @@ class FlowController:
         outbox: Outbox,
         agent_id: str,
         clock: Callable[[], float] = time.time,
-        kill_hook: Callable[[str], None] | None = None,
     ) -> None:
         self.call = call
         self.engine = Engine(snapshot.definition)
@@ -81,7 +89,7 @@ class FlowController:
         self.outbox = outbox
         self.agent_id = agent_id
         self.clock = clock
-        self.kill_hook = kill_hook
+        self.at_point: Callable[[str], None] = _no_hook  # the simulator's kill points replace it
         self.port: SessionPort | None = None
         self.turn_key = uuid.uuid4().hex[:10]
         self.step_no = 0
@@ -114,17 +122,11 @@ class FlowController:
         return self.port.ending if self.port is not None else None
 
     def point(self, name: str) -> None:
-        """A place where the simulator may kill this agent. After a kill the controller is
-        inert, as a dead process would be: nothing more of it reaches the workflow."""
+        """A place where a stopped agent goes no further (and where a simulation may kill
+        it): nothing more of a stopped controller reaches the workflow."""
         if self.dead:
-            raise Killed(name)
-        if self.kill_hook is not None:
-            try:
-                self.kill_hook(name)
-            except Killed:
-                self.dead = True
-                self.outbox.abandon()
-                raise
+            raise AgentStopped(name)
+        self.at_point(name)
 
     def begin_turn(self, key: str | None = None) -> None:
         """Start a user turn; ids of its events are ``<key>:<step>:<kind>``."""
@@ -153,10 +155,9 @@ class FlowController:
     # --- the hot path -----------------------------------------------------------------
     async def on_tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         # This runs while the caller waits for the next node, so durability costs it as
-        # little as it can: kill points only when a hook is set, the event's id and model
-        # built later by the outbox sender, and a put that never awaits.
-        if self.kill_hook is not None or self.dead:
-            self.point("tool_call")
+        # little as it can: the event's id and model built later by the outbox sender, and a
+        # put that never awaits.
+        self.point("tool_call")
         self.step_no += 1
         node = self.state.node
         if self.device is not None and serves(self, node, name):
@@ -189,8 +190,7 @@ class FlowController:
         ):
             await send(str(args.get("digits", "")))
         self.state = step.state
-        if self.kill_hook is not None:
-            self.point("after_local_transition")  # applied here, its signal not yet queued
+        self.point("after_local_transition")  # applied here, its signal not yet queued
         self.seq += 1
         self.outbox.put(
             DeferredTransition(
@@ -332,7 +332,7 @@ class FlowController:
             return
         try:
             self.point(f"turn:{role}")
-        except Killed:
+        except AgentStopped:
             return
         now = self.clock()
         # A turn longer than the workflow takes in one piece goes as consecutive turns of the

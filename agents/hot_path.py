@@ -65,7 +65,3 @@ def call_locally(
     if resp.error:
         return step, ToolOutcome(resp.result, True, True), False
     return step, ToolOutcome(resp.result, resp.run_llm), runs
-
-
-class Killed(Exception):
-    """Raised by a kill hook: the simulator's stand-in for the process dying right there."""

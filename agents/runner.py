@@ -164,7 +164,7 @@ async def _attach_agent(
     room: Any = None,
     close_room: Callable[[], Awaitable[None]] | None = None,
     clock: Callable[[], float] = time.time,
-    kill_hook: Callable[[str], None] | None = None,
+    instrument: Callable[[FlowController], None] | None = None,
     idle_from_session: bool = True,
     heartbeat_s: float = HEARTBEAT_S,
     own_max_duration: bool = True,
@@ -190,7 +190,9 @@ async def _attach_agent(
     # in bench/load.py until every path that ends a call from the workflow side sends first.
     outbox = Outbox(workflow_sender(call), linger_s=0.0, heartbeat_quiet_s=heartbeat_s)
     outbox.start()
-    controller = FlowController(call, snap, outbox, agent_id, clock=clock, kill_hook=kill_hook)
+    controller = FlowController(call, snap, outbox, agent_id, clock=clock)
+    if instrument is not None:  # before the controller does anything (the simulator's kill points)
+        instrument(controller)
     bind_call(call_id, workflow_id(call_id), lambda: controller.node)  # every log line from here on
     # Someone spoke: a resume. Notes about the line (the dial's outcome: system turns on no
     # node) are not conversation, and a dialed call's first agent still greets.

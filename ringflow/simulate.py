@@ -37,8 +37,8 @@ from temporalio.runtime import Runtime
 from activities.dispatch import Dispatcher
 from activities.handler_run import parse_flow_dirs
 from activities.telephony import Telephony
-from agents.controller import Killed
 from agents.dtmf import KeyCollector
+from agents.kill_points import Killed, installer
 from agents.local_dispatch import LOCAL
 from agents.runner import AgentRun, attach_agent
 from callflow.errors import FlowError
@@ -325,7 +325,7 @@ async def _run_script(
             agent_id,
             greet=greet,
             session_factory=session_factory,
-            kill_hook=killer,
+            instrument=installer(killer),
             idle_from_session=False,
             own_max_duration=False,
             answer_pending=False,  # the simulator replays the killed turn
@@ -353,7 +353,7 @@ async def _run_script(
             # the outbox would die with the agent and change the call.
             await run.outbox.flush(timeout=TURN_TIMEOUT_S)
         try:
-            await asyncio.wait_for(_play(run, turn, f"t{i}", idle_s), TURN_TIMEOUT_S)
+            await asyncio.wait_for(_play(run, turn, f"t{i}", idle_s, killer), TURN_TIMEOUT_S)
         except Killed:
             pass
         if killer.fired is not None and result.kills == 0:
@@ -394,7 +394,7 @@ def _finish(result: SimulationResult, script: Any, record: Any) -> SimulationRes
     return result
 
 
-async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
+async def _play(run: AgentRun, turn: Any, key: str, idle_s: float, killer: _Killer | None = None) -> None:
     ctrl = run.controller
     if turn.dtmf is not None:  # one key at a time, as LiveKit delivers them; the end flushes
         ctrl.begin_turn(key)
@@ -413,7 +413,7 @@ async def _play(run: AgentRun, turn: Any, key: str, idle_s: float) -> None:
     if turn.user is not None:
         ctrl.begin_turn(key)
         await run.session.run(user_input=turn.user)
-        if run.controller.kill_hook is not None and getattr(run.controller.kill_hook, "fired", None):
+        if killer is not None and killer.fired:  # at a point livekit's tool call swallowed
             raise Killed("during turn")
         await run.session.wait_for_idle()
         return

@@ -33,6 +33,7 @@ from pathlib import Path
 from livekit.agents import AgentSession
 from livekit.plugins import openai as lk_openai
 
+from agents.kill_points import installer
 from agents.runner import attach_agent
 from callflow.loader import load_flow
 from ringflow.scripted_llm import LANE_HEADER
@@ -94,7 +95,7 @@ async def main(argv: list[str]) -> int:
         args.call_id,
         f"child-agent-{os.getpid()}",
         session_factory=session_factory,
-        kill_hook=freeze,
+        instrument=installer(freeze),
         idle_from_session=False,
         heartbeat_s=0,
         own_max_duration=False,

@@ -43,7 +43,7 @@ from livekit.agents import AgentSession
 from temporalio.client import Client
 
 from activities.persistence import dispose_engines
-from agents.controller import Killed
+from agents.kill_points import Killed, installer
 from agents.runner import AgentRun, attach_agent
 from callflow.engine import Engine
 from callflow.loader import load_flow
@@ -405,12 +405,21 @@ async def test_agent_dying_with_its_transition_into_an_action_node_unsent(env: E
         return scripted_session(env.llm.base_url, call_id)
 
     killer = _Killer("turn:assistant")  # the transition's speech, said while the agent waits
+    dead = asyncio.Event()
+
+    def kill_hook(point: str) -> None:
+        try:
+            killer(point)
+        except Killed:
+            dead.set()
+            raise
+
     run = await attach_agent(
         env.client,
         call_id,
         f"held-agent-{uuid.uuid4().hex[:6]}",
         session_factory=session_factory,
-        kill_hook=killer,
+        instrument=installer(kill_hook),
         answer_pending=False,
         idle_from_session=False,
         heartbeat_s=0,
@@ -420,21 +429,12 @@ async def test_agent_dying_with_its_transition_into_an_action_node_unsent(env: E
     await run.session.wait_for_idle()
     assert await run.outbox.flush(timeout=TURN_TIMEOUT_S)
     send = run.outbox._send
-    dead = asyncio.Event()
 
     async def held(batch: list[Any]) -> None:  # nothing leaves this agent until it is dead
         await dead.wait()
         await send(batch)
 
-    def kill_hook(point: str) -> None:
-        try:
-            killer(point)
-        except Killed:
-            dead.set()
-            raise
-
     run.outbox._send = held
-    run.controller.kill_hook = kill_hook
     killer.armed = True
     with contextlib.suppress(Killed):
         await asyncio.wait_for(_play(run, script.turns[0], "t0", idle_s), TURN_TIMEOUT_S)
