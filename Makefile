@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: setup test lint run bench bench-load clean lock
+.PHONY: setup test lint run bench bench-load bench-campaign clean lock
 
 setup: $(STAMP)
 
@@ -44,6 +44,9 @@ bench: setup
 
 bench-load: setup  # the full capacity ramp of bench/load.py (many minutes)
 	$(BIN)/python bench/load.py
+
+bench-campaign: setup  # bench/campaign.py at full size: 10,000 contacts (~35 minutes)
+	$(BIN)/python bench/campaign.py
 
 clean:
 	rm -rf $(VENV) .ringflow .pytest_cache

@@ -1,6 +1,13 @@
 """The campaign workflow's activities: claiming contacts, pacing, the last check before a
 dial, outcomes, following a call across continue-as-new, the campaign-finished webhook.
 
+A campaign's history is what bounds how many contacts one run holds, so the work is done in
+rounds (``campaign_round``): one activity records the outcomes of the calls that ended
+since the last round, gives back attempts the workflow did not dial, claims the next batch
+of due contacts, paces each on the trunk and makes the last checks; the workflow then
+starts the batch's calls together. The per-attempt activities before it stay registered for
+campaigns started on the earlier code (their histories replay through them).
+
 Pacing is one limiter per trunk in Redis, shared by every campaign and worker using the
 trunk: each attempt reserves the next free slot (``1/cps`` after the trunk's last one,
 reserved atomically by a Lua script on Redis' own clock) and waits for it. A campaign
@@ -12,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import httpx
@@ -76,6 +84,41 @@ class OutcomeResult(BaseModel):
     next_at: float | None = None
 
 
+class Attempt(BaseModel):
+    idx: int
+    attempt: int
+
+
+class Ended(Attempt):
+    """A call that ended, waiting for the next round to record it."""
+
+    outcome: store.Outcome
+    retry_at: float | None = None  # the earliest it could be due again (the workflow's guess)
+
+
+class RoundRequest(BaseModel):
+    campaign_id: str
+    claim_key: str
+    limit: int = Field(ge=0)  # 0: only record and give back
+    windows: Windows
+    max_attempts: int
+    trunk: str
+    cps: float = Field(gt=0)
+    ended: list[Ended] = []
+    release: list[Attempt] = []
+    retry: dict[str, RetryRule] = {}
+    time_scale: float = 1.0
+
+
+class RoundResult(BaseModel):
+    ready: list[store.Claimed]  # past their slot and the last checks: to dial now
+    skipped: dict[str, int] = {}  # claimed but not dialed, by why (dnc, window)
+    states: dict[str, int] = {}  # the recorded outcomes' contacts, by their new state
+    next_due: float | None  # the earliest a contact not claimed now is due; None: none left
+    retry_at: float | None = None  # the earliest retry this round's outcomes scheduled
+    out_of_window: int = 0
+
+
 class FinishedRequest(BaseModel):
     campaign_id: str
     flow: str
@@ -85,6 +128,13 @@ class FinishedRequest(BaseModel):
 
 def pacer_key(trunk: str) -> str:
     return f"ringflow:cps:{trunk}"
+
+
+async def _sleep_until(at: float) -> None:
+    """Sleep until ``at`` (monotonic), heartbeating: a lost worker's round is noticed and retried."""
+    while (left := at - time.monotonic()) > 0:
+        await asyncio.sleep(min(left, 5.0))
+        activity.heartbeat()
 
 
 async def reserve_slot(redis: Redis, trunk: str, cps: float) -> float:
@@ -110,6 +160,8 @@ class CampaignActivities:
 
     def all(self) -> list[Any]:
         return [
+            self.campaign_round,
+            self.campaign_await_calls,
             self.campaign_claim,
             self.campaign_pace,
             self.campaign_release,
@@ -119,29 +171,122 @@ class CampaignActivities:
             self.campaign_finished,
         ]
 
+    def _pacer(self) -> Redis:
+        if not self.redis_url:
+            raise ApplicationError(REDIS_REQUIRED, type="RedisRequired", non_retryable=True)
+        if self._redis is None:
+            self._redis = Redis.from_url(self.redis_url)
+        return self._redis
+
+    @activity.defn(name="campaign_round")
+    async def campaign_round(self, req: RoundRequest) -> RoundResult:
+        """Record, give back, claim, pace, check; safe to retry (each step is keyed)."""
+        redis = self._pacer() if req.limit else None  # before anything is written
+        states, retry_at = await asyncio.to_thread(self._record, req)
+        claim = await self._claim(req.campaign_id, req.claim_key, req.limit, req.windows, req.max_attempts)
+        ready: list[store.Claimed] = []
+        skipped: Counter[str] = Counter()
+        if claim.claimed:
+            assert redis is not None
+            # The batch's slots are reserved together, so a round that follows this one
+            # while it waits reserves the slots right after them: the pace stays even.
+            start = time.monotonic()
+            waits = [await reserve_slot(redis, req.trunk, req.cps) for _ in claim.claimed]
+            for c, wait in zip(claim.claimed, waits, strict=True):
+                await _sleep_until(start + wait)
+                verdict = await asyncio.to_thread(
+                    store.predial,
+                    self.database_url,
+                    req.campaign_id,
+                    c.idx,
+                    c.attempt,
+                    req.windows,
+                    time.time(),
+                )
+                if verdict == "go":
+                    ready.append(c)
+                else:
+                    skipped[verdict] += 1
+        return RoundResult(
+            ready=ready,
+            skipped=dict(skipped),
+            states=dict(states),
+            next_due=claim.next_due,
+            retry_at=retry_at,
+            out_of_window=claim.out_of_window,
+        )
+
+    def _record(self, req: RoundRequest) -> tuple[Counter[str], float | None]:
+        states: Counter[str] = Counter()
+        retry_at: float | None = None
+        for e in req.ended:
+            state, next_at = store.record_outcome(
+                self.database_url,
+                req.campaign_id,
+                e.idx,
+                e.attempt,
+                e.outcome,
+                req.retry,
+                req.max_attempts,
+                req.time_scale,
+                time.time(),
+            )
+            states[state] += 1
+            if next_at is not None:
+                retry_at = next_at if retry_at is None else min(retry_at, next_at)
+        for a in req.release:
+            store.release(self.database_url, req.campaign_id, a.idx, a.attempt, time.time())
+        return states, retry_at
+
+    @activity.defn(name="campaign_await_calls")
+    async def campaign_await_calls(self, call_ids: list[str]) -> dict[str, store.Outcome]:
+        """Calls an earlier run of the campaign started (before continue-as-new): once one has
+        ended, every one that ends within the next second, by call id (one activity for
+        many calls, not one each)."""
+        tasks: dict[asyncio.Future[store.Outcome], str] = {
+            asyncio.ensure_future(self._outcome(cid)): cid for cid in call_ids
+        }
+        try:
+            done: set[asyncio.Future[store.Outcome]] = set()
+            while not done:
+                done, _ = await asyncio.wait(tasks, timeout=10.0, return_when=asyncio.FIRST_COMPLETED)
+                activity.heartbeat()
+            done, _ = await asyncio.wait(tasks, timeout=1.0, return_when=asyncio.ALL_COMPLETED)
+            return {tasks[t]: t.result() for t in done}
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def _outcome(self, call_id: str) -> store.Outcome:
+        assert self.client is not None, "the worker gives campaign activities a client"
+        try:
+            rec = await self.client.get_workflow_handle(f"call-{call_id}").result()
+        except Exception as exc:  # the call's workflow failed: the attempt ended in error
+            return store.Outcome(end_reason="error", disposition=str(exc)[:200])
+        rec = rec if isinstance(rec, dict) else rec.model_dump()
+        return store.Outcome(
+            end_reason=rec.get("end_reason") or "error",
+            disposition=rec.get("disposition"),
+            extracted=rec.get("extracted") or {},
+        )
+
+    async def _claim(
+        self, campaign_id: str, key: str, limit: int, windows: Windows, max_attempts: int
+    ) -> store.ClaimResult:
+        return await asyncio.to_thread(
+            store.claim, self.database_url, campaign_id, key, limit, windows, max_attempts, time.time()
+        )
+
     @activity.defn(name="campaign_claim")
     async def campaign_claim(self, req: ClaimRequest) -> store.ClaimResult:
-        return await asyncio.to_thread(
-            store.claim,
-            self.database_url,
-            req.campaign_id,
-            req.claim_key,
-            req.limit,
-            req.windows,
-            req.max_attempts,
-            time.time(),
-        )
+        return await self._claim(req.campaign_id, req.claim_key, req.limit, req.windows, req.max_attempts)
 
     @activity.defn(name="campaign_pace")
     async def campaign_pace(self, req: PaceRequest) -> str:
         """``go`` once the attempt's slot has come and the contact may still be called, else
         why not (``dnc``, ``window``). One activity, so the checks run right before the dial
         (and the history keeps one activity per attempt for both)."""
-        if not self.redis_url:
-            raise ApplicationError(REDIS_REQUIRED, type="RedisRequired", non_retryable=True)
-        if self._redis is None:
-            self._redis = Redis.from_url(self.redis_url)
-        left = await reserve_slot(self._redis, req.trunk, req.cps)
+        left = await reserve_slot(self._pacer(), req.trunk, req.cps)
         while left > 0:  # heartbeats let a lost worker's reservation be noticed and retried
             await asyncio.sleep(min(left, 5.0))
             left -= 5.0
@@ -175,24 +320,12 @@ class CampaignActivities:
     @activity.defn(name="campaign_await_call")
     async def campaign_await_call(self, call_id: str) -> store.Outcome:
         """A call started by an earlier run of the campaign (before continue-as-new): its end."""
-        assert self.client is not None, "the worker gives campaign activities a client"
-        handle = self.client.get_workflow_handle(f"call-{call_id}")
-        task = asyncio.ensure_future(handle.result())
+        task = asyncio.ensure_future(self._outcome(call_id))
         while True:
             done, _ = await asyncio.wait({task}, timeout=10.0)
             if done:
-                break
+                return task.result()
             activity.heartbeat()
-        try:
-            rec = task.result()
-        except Exception as exc:  # the call's workflow failed: the attempt ended in error
-            return store.Outcome(end_reason="error", disposition=str(exc)[:200])
-        rec = rec if isinstance(rec, dict) else rec.model_dump()
-        return store.Outcome(
-            end_reason=rec.get("end_reason") or "error",
-            disposition=rec.get("disposition"),
-            extracted=rec.get("extracted") or {},
-        )
 
     @activity.defn(name="campaign_counts")
     async def campaign_counts(self, campaign_id: str) -> dict[str, dict[str, int]]:

@@ -252,6 +252,7 @@ def summarize(
         "concurrency_exceeded": int(peak > inp.limits.max_concurrent),
         "history_events": events,
         "history_events_per_1000_contacts": round(events * 1000 / max(n, 1), 1),
-        "dial_times": sorted(t["dialed_at"] for t in dialed),
+        "dial_times": sorted(t["dialed_at"] for t in dialed),  # each attempt's slot (the attempt row)
+        "sip_dial_times": sorted(lk.dial_times),  # when each dial reached LiveKit (perf_counter)
         "wall_s": round(wall, 2),
     }

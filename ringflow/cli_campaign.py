@@ -11,6 +11,7 @@ import asyncio
 import csv
 import io
 import json
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -187,17 +188,26 @@ def _show(p: dict[str, Any]) -> str:
 @campaign_app.command("status")
 def status(
     campaign_id: str = typer.Argument(...),
-    watch: bool = typer.Option(False, "--watch", help="Refresh every 2 s until the campaign ends."),
+    watch: bool = typer.Option(False, "--watch", help="Refresh until the campaign ends."),
+    interval: float = typer.Option(2.0, "--interval", min=0.1, help="Seconds between refreshes (--watch)."),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Progress: contacts by state, calls live now, attempts in the last minute, the next due time."""
+    """Progress: contacts by state, calls live now, attempts in the last minute, the next due time.
+    With --watch it redraws in place on a terminal (one block per refresh when piped) and
+    exits when the campaign ends."""
     settings = get_settings()
+    redraw = watch and not json_out and sys.stdout.isatty()
+    drawn = 0
     while True:
         p = run_async(lambda: _progress(settings, campaign_id))
-        typer.echo(json.dumps(p) if json_out else _show(p))
+        text = json.dumps(p) if json_out else _show(p)
+        if redraw and drawn:
+            typer.echo(f"\x1b[{drawn}F\x1b[J", nl=False)  # back to the block's start, clear below
+        typer.echo(text)
+        drawn = text.count("\n") + 1
         if not watch or p.get("status") in ("finished", "cancelled") or p.get("workflow") != "RUNNING":
             return
-        time.sleep(2.0)
+        time.sleep(interval)
 
 
 def _control(name: str, campaign_id: str, arg: Any = None) -> Any:

@@ -71,6 +71,9 @@ class SipFake(WebhookFake):
         self.answers: dict[str, str] = {}
         self.default_answer = "human"
         self.ring_s = 0.0  # how long the phone rings before the answer (bounded by ringing_timeout)
+        # A number here rings until the test sets its event (then answers as set_answer says),
+        # or until the dial's ringing timeout (then no_answer): a call held ringing, no timing.
+        self.ring_gates: dict[str, asyncio.Event] = {}
         self.dials: list[proto_sip.CreateSIPParticipantRequest] = []
         self.dial_times: list[float] = []  # perf_counter() when each dial arrived (benches)
         self.transfers: list[proto_sip.TransferSIPParticipantRequest] = []
@@ -181,7 +184,19 @@ class SipFake(WebhookFake):
             },
         )
 
-        def settle() -> Exception | None:
+        gate = self.ring_gates.get(req.sip_call_to)
+
+        async def ring() -> str:
+            if gate is not None:
+                try:
+                    await asyncio.wait_for(gate.wait(), float(ringing))
+                except TimeoutError:
+                    return "no_answer"
+            elif ring_s:
+                await asyncio.sleep(ring_s)
+            return answer
+
+        def settle(answer: str) -> Exception | None:
             error = self._dial_error(answer)
             if error is not None:
                 self.remove_participant(req.room_name, identity, proto_models.USER_UNAVAILABLE)
@@ -191,17 +206,13 @@ class SipFake(WebhookFake):
             return None
 
         if req.wait_until_answered:
-            if ring_s:
-                await asyncio.sleep(ring_s)
-            error = settle()
+            error = settle(await ring())
             if error is not None:
                 raise error
             return info
 
         async def later() -> None:
-            if ring_s:
-                await asyncio.sleep(ring_s)
-            settle()
+            settle(await ring())
 
         task = asyncio.get_running_loop().create_task(later())
         self._background.add(task)

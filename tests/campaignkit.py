@@ -22,7 +22,7 @@ from activities.campaign_rules import RetryRule, parse_windows
 from agents.livekit_sip import LiveKitTelephony
 from ringflow.campaigns import start_campaign
 from tests.livekit_fake import FakeLiveKit
-from tests.wfkit import clinic, use_services
+from tests.wfkit import clinic, running_worker, use_services
 from workflows.campaign_messages import CampaignInput, Limits
 from workflows.client import CallHandle
 
@@ -85,6 +85,25 @@ async def stand_in_agent(
             await task
 
 
+@asynccontextmanager
+async def campaign_line(
+    monkeypatch: pytest.MonkeyPatch,
+    client: Client,
+    task_queue: str,
+    database_url: str,
+    reasons: dict[str, str] | None = None,
+    hold: set[str] | None = None,
+) -> AsyncIterator[FakeLiveKit]:
+    """What most campaign tests run in: the fake line, a worker pacing on the real Redis, and
+    the stand-in agent (see :func:`stand_in_agent`)."""
+    async with (
+        fake_line(monkeypatch) as lk,
+        running_worker(client, task_queue, database_url, redis_url=REDIS),
+        stand_in_agent(client, lk, reasons, hold=hold),
+    ):
+        yield lk
+
+
 def contacts(*phones: str, tz: str = "UTC") -> list[store.Contact]:
     return [store.Contact(phone=p, tz=tz, variables={"patient": f"P{i}"}) for i, p in enumerate(phones)]
 
@@ -119,3 +138,15 @@ async def run_campaign(
 
 def new_id(prefix: str = "c") -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+async def live_on(client: Client, lk: FakeLiveKit, phone: str, status: str = "live") -> bool:
+    """Whether the call dialed to ``phone`` has this status now (``live``, ``dialing``)."""
+    for d in list(lk.dials):
+        if d.sip_call_to == phone:
+            return (await CallHandle(client, d.room_name).state()).get("status") == status
+    return False
+
+
+async def progress(handle: Any) -> dict[str, Any]:
+    return await handle.query("progress")

@@ -7,6 +7,10 @@ as new while calls are live; every run's history is saved. Payloads are not encr
 pydantic converter alone), so the replay test needs no key. Re-record at a release:
 
     .venv/bin/python tests/make_campaign_history.py
+
+It records ``campaign_rounds_run<N>.json`` (the rounds loop). ``campaign_run1.json`` and
+``campaign_run2.json`` were recorded on the first loop (one activity per attempt step),
+before the ``campaign-rounds-v1`` patch; they stay, so campaigns started on it still replay.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ OUT = ROOT / "tests" / "histories" / "campaign"
 
 
 async def record() -> None:
-    people = [f"+1212555{9300 + i}" for i in range(8)]
+    people = [f"+1212555{9300 + i}" for i in range(24)]  # enough to continue as new mid-way
     with tempfile.TemporaryDirectory(prefix="ringflow-campaign-history-") as tmp:
         stack = DevStack(
             port=free_port(), ui_port=free_port(), data_dir=Path(tmp) / "temporal", headless=True
@@ -85,7 +89,7 @@ async def record() -> None:
                 runs = [wf async for wf in client.list_workflows("WorkflowId = 'campaign-history'")]
                 for n, wf in enumerate(sorted(runs, key=lambda w: w.start_time), 1):
                     history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-                    path = OUT / f"campaign_run{n}.json"
+                    path = OUT / f"campaign_rounds_run{n}.json"
                     path.write_text(history.to_json() + "\n")
                     print(f"{path.relative_to(ROOT)}: {len(history.events)} events")
         finally:

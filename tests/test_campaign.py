@@ -189,7 +189,7 @@ async def test_without_redis_the_campaign_pauses_and_says_why(
         )
         p = await wait_until(lambda: _paused(handle), what="paused for lack of Redis")
         assert "RINGFLOW_REDIS_URL" in p["pause_reason"] and not lk.dials
-        assert [r["state"] for r in store.report(sqlite_url, cid)] == ["retry"]  # the attempt was given back
+        assert [r["state"] for r in store.report(sqlite_url, cid)] == ["pending"]  # nothing was claimed
         await handle.execute_update("cancel")
         assert (await handle.result())["status"] == "cancelled"
 

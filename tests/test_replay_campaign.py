@@ -24,7 +24,13 @@ def load(path: Path) -> WorkflowHistory:
 
 
 def test_a_first_run_and_a_continued_run_are_recorded() -> None:
-    assert [p.stem for p in FILES] == ["campaign_run1", "campaign_run2"]
+    """Of each loop: the first (one activity per attempt step) and the rounds."""
+    assert [p.stem for p in FILES] == [
+        "campaign_rounds_run1",
+        "campaign_rounds_run2",
+        "campaign_run1",
+        "campaign_run2",
+    ]
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

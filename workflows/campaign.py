@@ -1,282 +1,249 @@
 """CampaignWorkflow (id ``campaign-<id>``): many outbound calls, paced, in windows, retried.
 
-It holds no contacts: each round it claims the next due ones from the database (an
-activity that also applies the calling windows, the do-not-call list and ``max_attempts``),
-paces each attempt on the trunk's shared limiter, checks the do-not-call list and the
-window once more right before the dial, and starts the call as a child ``CallWorkflow``
-exactly as ``ringflow call dial`` does (``workflows.client._prepare``: same input, same
-search attributes, plus ``RingflowCampaign``). A child outlives a cancelled campaign
-(``ParentClosePolicy.ABANDON``): cancelling stops new dials and never cuts a live call.
+It holds no contacts: they are rows in the database. The workflow works in rounds: one
+activity (``campaign_round``) records the calls that ended since the last round, claims the
+next batch of due contacts (applying the calling windows, the do-not-call list and
+``max_attempts``), paces each attempt on the trunk's shared limiter and checks the
+do-not-call list and the window once more right at its slot; the workflow then starts the
+batch's calls as child ``CallWorkflow``s, each exactly as ``ringflow call dial`` starts a
+call (:func:`workflows.client.checked_call_input`: same input and search attributes, plus
+``RingflowCampaign``). Up to three rounds are in flight, each reserving the slots
+right after the one before, so the pace has no gaps; a round holds about a second of the pace
+(``cps`` attempts), which is what keeps the history short: the events per attempt are
+mostly the child's own (started, completed) and the workflow tasks they cause. A retry's
+due time is a guess the workflow makes from the rules (no timer per contact, no activity
+per outcome); the round that runs then records it and claims what is due.
 
-The call id is ``<campaign>-<contact>-<attempt>``, written in the attempt row before the
-dial: Temporal starts a child id once, so no attempt is ever dialed twice, whatever
-restarts. History stays bounded: past ``max_history_events`` the campaign continues as
-new, carrying the calls still live (followed by an activity in the next run).
+A child outlives a cancelled campaign (``ParentClosePolicy.ABANDON``): cancelling stops new
+dials and never cuts a live call. The call id is ``<campaign>-<contact>-<attempt>``,
+written in the attempt row before the dial: Temporal starts a child id once, so no attempt
+is ever dialed twice, whatever restarts. Past ``max_history_events`` the campaign continues
+as new, carrying the live calls (followed together by one activity in the next run) and the
+outcomes not recorded yet. Campaigns started before rounds existed finish on the loop they
+started with (``workflows/campaign_legacy.py``, no ``campaign-rounds-v1`` marker).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
-from temporalio.workflow import ParentClosePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from workflows.campaign_base import RETRY
+from workflows.campaign_legacy import LegacyLoop
 
 with workflow.unsafe.imports_passed_through():
-    from activities.campaign_acts import (
-        ClaimRequest,
-        FinishedRequest,
-        OutcomeRequest,
-        OutcomeResult,
-        PaceRequest,
-        PredialRequest,
-    )
-    from activities.campaign_store import Claimed, ClaimResult, Outcome
-    from activities.records import CallRecord
-    from activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
-    from activities.telephony import Dial
+    from activities.campaign_acts import Attempt, Ended, RoundRequest, RoundResult
+    from activities.campaign_store import Claimed, Outcome, classify
     from callflow.errors import FlowError
-    from workflows.call import CallWorkflow
-    from workflows.campaign_messages import CampaignCarry, CampaignInput, Limits, LimitsChange, LiveCall
-    from workflows.client import _prepare, workflow_id
+    from workflows.campaign_messages import CampaignInput, Limits, LimitsChange, LiveCall
 
-_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-_SHORT = timedelta(seconds=60)
+ROUNDS_PATCH = "campaign-rounds-v1"
+LOOKAHEAD = 3  # rounds in flight at most (a slow workflow task between rounds leaves no gap)
+ROUND_S = 1.0  # a round claims about this many seconds of the pace
+MAX_BATCH = 100
 
 
 def campaign_workflow_id(campaign_id: str) -> str:
     return f"campaign-{campaign_id}"
 
 
+def _earliest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
 @workflow.defn(name="CampaignWorkflow")
-class CampaignWorkflow:
+class CampaignWorkflow(LegacyLoop):
     @workflow.init
     def __init__(self, inp: CampaignInput) -> None:
-        self.inp = inp
-        c = inp.carry or CampaignCarry(limits=inp.limits)
-        self.limits: Limits = c.limits
-        self.claims = c.claims
-        self.carried = list(c.live)
-        self.live: dict[str, LiveCall] = {lc.call_id: lc for lc in c.live}
-        self.stats: dict[str, int] = dict(c.stats)
-        self.recent: list[float] = list(c.recent)
-        self.paused = c.paused
-        self.pause_reason = c.pause_reason
-        self.cancelled = c.cancelled
-        self.runs = c.runs
-        self.events_before = c.events_before
-        self.starting = 0  # claimed attempts not yet dialed (pacing, last checks)
-        self.next_due: float | None = None
-        self.exhausted = False
-        self.wake = False
-        self.shown: str | None = None
+        super().__init__(inp)
+        self.returned = 0  # rounds returned so far (this run)
+        self.in_flight: list[int] = []  # each round in flight: ``returned`` when it began
+        self.retry_log: list[tuple[int, float]] = []  # (round number, earliest retry it set)
+        self.timer_at: float | None = None
 
     @workflow.run
     async def run(self, inp: CampaignInput) -> dict[str, Any]:
-        for lc in self.carried:
-            self.spawn(self.follow(lc))
+        if not workflow.patched(ROUNDS_PATCH):
+            return await self.run_legacy(inp)
+        if self.carried:
+            self.spawn(self.follow_all(self.carried))
+        self.next_due = 0.0  # unknown: ask the database at once
         self.show()
         while not self.cancelled:
             if self.paused:
                 self.show()
-                await workflow.wait_condition(lambda: not self.paused or self.cancelled)
+                if (self.pending or self.release) and self.idle():
+                    self.begin_round(0)  # record what ended, give back what was not dialed
+                self.wake = False
+                await workflow.wait_condition(lambda: not self.paused or self.cancelled or self.wake)
                 continue
             if self.should_continue_as_new():
-                await workflow.wait_condition(lambda: self.starting == 0)
+                await workflow.wait_condition(lambda: not self.rounds and not self.starting)
                 workflow.continue_as_new(self.carry())
-            now = workflow.now().timestamp()
             free = self.limits.max_concurrent - len(self.live) - self.starting
-            if free > 0 and (self.next_due is None or self.next_due <= now):
-                res = await self.claim(free)
-                for c in res.claimed:
-                    self.starting += 1
-                    self.spawn(self.attempt(c))
-                if res.claimed:
-                    continue
-                if res.next_due is None and not self.live and not self.starting:
-                    break  # every contact is closed: the campaign is done
+            due = self.next_due is not None and self.next_due <= workflow.now().timestamp()
+            if self.rounds < LOOKAHEAD and (
+                (free > 0 and due) or (self.idle() and (self.pending or self.release))
+            ):
+                self.begin_round(min(free, self.batch()) if due else 0)
+                continue
+            if self.idle() and self.next_due is None:
+                break  # every contact is closed: the campaign is done
             self.show()
-            timeout = None
-            if self.next_due is not None and free > 0:
-                timeout = timedelta(seconds=max(0.05, self.next_due - workflow.now().timestamp()))
+            self.arm(free)
             self.wake = False
-            try:
-                await workflow.wait_condition(
-                    lambda: self.wake or self.cancelled or self.paused, timeout=timeout
-                )
-            except TimeoutError:
-                pass
+            await workflow.wait_condition(lambda: self.wake or self.cancelled or self.paused)
         self.show("cancelling" if self.cancelled else "finishing")
-        await workflow.wait_condition(lambda: not self.live and not self.starting)
-        status = "cancelled" if self.cancelled else "finished"
-        counts = await workflow.execute_activity(
-            "campaign_counts",
-            inp.campaign_id,
-            result_type=dict,
-            start_to_close_timeout=_SHORT,
-            retry_policy=_RETRY,
-        )
-        self.show(status)
-        try:
-            await workflow.execute_activity(
-                "campaign_finished",
-                FinishedRequest(
-                    campaign_id=inp.campaign_id, flow=self.flow(), status=status, stats=self.stats
-                ),
-                result_type=str,
-                start_to_close_timeout=_SHORT,
-                retry_policy=RetryPolicy(maximum_interval=timedelta(minutes=5), maximum_attempts=20),
-            )
-        except Exception as exc:
-            workflow.logger.warning("campaign webhook not delivered: %s", str(exc)[:200])
-        return {"campaign_id": inp.campaign_id, "status": status, "stats": self.stats, **counts}
+        await workflow.wait_condition(lambda: not self.live and not self.starting and not self.rounds)
+        if self.pending or self.release:
+            self.begin_round(0)
+            await workflow.wait_condition(lambda: not self.rounds)
+        return await self.finish("cancelled" if self.cancelled else "finished")
 
-    # --- one attempt --------------------------------------------------------------------
-    async def claim(self, limit: int) -> ClaimResult:
+    def idle(self) -> bool:
+        return not self.live and not self.starting and not self.rounds
+
+    def batch(self) -> int:
+        return max(1, min(MAX_BATCH, math.ceil(self.limits.cps * ROUND_S)))
+
+    # --- rounds -------------------------------------------------------------------------
+    def begin_round(self, limit: int) -> None:
+        """Counted at once (rounds, attempts starting), so the loop sees them before the
+        round's task runs."""
+        self.rounds += 1
+        self.starting += limit
+        self.in_flight.append(self.returned)
+        ended, self.pending = self.pending, []
+        release, self.release = self.release, []
         key = f"claim-{self.claims}"
         self.claims += 1
-        res: ClaimResult = await workflow.execute_activity(
-            "campaign_claim",
-            ClaimRequest(
-                campaign_id=self.inp.campaign_id,
-                claim_key=key,
-                limit=limit,
-                windows=self.inp.windows,
-                max_attempts=self.limits.max_attempts,
-            ),
-            result_type=ClaimResult,
-            start_to_close_timeout=_SHORT,
-            retry_policy=_RETRY,
-        )
-        self.next_due = res.next_due
-        self.count("out_of_window_deferred", res.out_of_window)
-        return res
+        self.spawn(self.round(limit, key, ended, release, self.returned))
 
-    async def attempt(self, c: Claimed) -> None:
-        req = PredialRequest(
-            campaign_id=self.inp.campaign_id, idx=c.idx, attempt=c.attempt, windows=self.inp.windows
+    async def round(
+        self, limit: int, key: str, ended: list[Ended], release: list[Attempt], since: int
+    ) -> None:
+        req = RoundRequest(
+            campaign_id=self.inp.campaign_id,
+            claim_key=key,
+            limit=limit,
+            windows=self.inp.windows,
+            max_attempts=self.limits.max_attempts,
+            trunk=self.inp.trunk_id,
+            cps=self.limits.cps,
+            ended=ended,
+            release=release,
+            retry=self.inp.retry,
+            time_scale=self.inp.time_scale,
         )
         try:
-            if self.paused or self.cancelled:
-                verdict = "held"
+            res: RoundResult = await workflow.execute_activity(
+                "campaign_round",
+                req,
+                result_type=RoundResult,
+                start_to_close_timeout=timedelta(hours=2),
+                heartbeat_timeout=timedelta(seconds=30),
+                retry_policy=RETRY,
+            )
+        except Exception as exc:  # no pacing (no Redis): pause, keep what the round carried
+            self.pending = ended + self.pending
+            self.release = release + self.release
+            self.hold(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
+            res = RoundResult(ready=[], next_due=self.next_due)
+        self.returned += 1
+        self.in_flight.remove(since)
+        # A round that returned while this one was out may have recorded its outcomes after
+        # this one read the next due time: take their retries into account.
+        later = [t for n, t in self.retry_log if n > since]
+        if res.retry_at is not None:
+            self.retry_log.append((self.returned, res.retry_at))
+        oldest = min(self.in_flight, default=self.returned)
+        self.retry_log = [(n, t) for n, t in self.retry_log if n > oldest]
+        self.next_due = _earliest(res.next_due, *later, *(e.retry_at for e in self.pending))
+        self.count("out_of_window_deferred", res.out_of_window)
+        for state, n in res.states.items():
+            self.count(f"contact_{state}", n)
+        for why, n in res.skipped.items():
+            self.count(f"not_dialed_{why}", n)
+        self.starting -= limit - len(res.ready)
+        self.rounds -= 1
+        for c in res.ready:
+            if self.paused or self.cancelled:  # paused while the round waited: not dialed
+                self.release.append(Attempt(idx=c.idx, attempt=c.attempt))
+                self.starting -= 1
             else:
-                try:
-                    verdict = await workflow.execute_activity(
-                        "campaign_pace",
-                        PaceRequest(**req.model_dump(), trunk=self.inp.trunk_id, cps=self.limits.cps),
-                        result_type=str,
-                        start_to_close_timeout=timedelta(hours=2),
-                        heartbeat_timeout=timedelta(seconds=30),
-                        retry_policy=_RETRY,
-                    )
-                except Exception as exc:
-                    self.hold(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
-                    verdict = "held"
-            if verdict == "go" and (self.paused or self.cancelled):
-                verdict = "held"  # paused while this attempt waited for its slot: not dialed
-            if verdict == "held":
-                await workflow.execute_activity(
-                    "campaign_release", req, start_to_close_timeout=_SHORT, retry_policy=_RETRY
-                )
+                self.spawn(self.call(c))
+        self.wake = True
+
+    async def call(self, c: Claimed) -> None:
+        lc = LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
+        try:
+            try:
+                call_inp, attrs = self.call_input(c)
+            except FlowError as exc:  # a contact's variables the flow refuses: that contact fails
+                self.ended(lc, Outcome(end_reason="invalid_contact", disposition=str(exc)[:200]))
                 return
-            if verdict != "go":
-                self.count(f"not_dialed_{verdict}")
-                return
-            handle = await self.start_child(c)
-            if handle is None:
+            try:
+                handle = await self.start_call(c, call_inp, attrs)
+            except WorkflowAlreadyStartedError:  # this attempt's call exists: follow it, never dial again
+                self.spawn(self.follow_all([lc]))
                 return
         finally:
             self.starting -= 1
             self.wake = True
-        try:
-            rec: CallRecord = await handle
-            outcome = Outcome(
-                end_reason=rec.end_reason or "error", disposition=rec.disposition, extracted=rec.extracted
-            )
-        except Exception as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            outcome = Outcome(end_reason="error", disposition=None)
-        await self.record(LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id), outcome)
+        outcome = await self.outcome_of(handle)
+        self.ended(lc, outcome)
 
-    async def start_child(self, c: Claimed) -> Any:
-        inp = self.inp
-        dial = Dial(
-            to=c.phone,
-            from_number=inp.from_number,
-            trunk_id=inp.trunk_id,
-            ringing_timeout_s=inp.ringing_timeout_s,
-        )
-        try:
-            call_inp, attrs = _prepare(
-                inp.definition,
-                c.call_id,
-                c.variables,
-                {"dial": dial, "campaign_id": inp.campaign_id, "agent_timeout_s": inp.agent_timeout_s},
-            )
-        except FlowError as exc:  # a contact's variables the flow refuses: that contact fails
-            await self.record(
-                LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id),
-                Outcome(end_reason="invalid_contact", disposition=str(exc)[:200]),
-            )
-            return None
-        self.live[c.call_id] = LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
-        self.count("dialed")
-        now = workflow.now().timestamp()
-        self.recent = [t for t in self.recent if t > now - 60.0] + [now]
-        try:
-            # CallWorkflow.run takes a RawValue (a malformed input fails the workflow, not its
-            # task); what is sent is a CallInput, which mypy cannot match against RawValue.
-            return await workflow.start_child_workflow(  # type: ignore[misc]
-                CallWorkflow.run,
-                call_inp,
-                id=workflow_id(c.call_id),
-                search_attributes=attrs,
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id} call",
-            )
-        except WorkflowAlreadyStartedError:  # this attempt's call exists: follow it, never dial again
-            self.spawn(self.follow(self.live[c.call_id]))
-            return None
-
-    async def follow(self, lc: LiveCall) -> None:
-        """A call an earlier run started: wait for its end through an activity."""
-        outcome = await workflow.execute_activity(
-            "campaign_await_call",
-            lc.call_id,
-            result_type=Outcome,
-            start_to_close_timeout=timedelta(days=1),
-            heartbeat_timeout=timedelta(seconds=60),
-            retry_policy=_RETRY,
-        )
-        await self.record(lc, outcome)
-
-    async def record(self, lc: LiveCall, outcome: Outcome) -> None:
-        res: OutcomeResult = await workflow.execute_activity(
-            "campaign_outcome",
-            OutcomeRequest(
-                campaign_id=self.inp.campaign_id,
-                idx=lc.idx,
-                attempt=lc.attempt,
-                outcome=outcome,
-                retry=self.inp.retry,
-                max_attempts=self.limits.max_attempts,
-                time_scale=self.inp.time_scale,
-            ),
-            result_type=OutcomeResult,
-            start_to_close_timeout=_SHORT,
-            retry_policy=_RETRY,
-        )
+    def ended(self, lc: LiveCall, outcome: Outcome) -> None:
+        """Kept for the next round to record; a retryable outcome makes a round due when its
+        retry could be (the round learns the real time from the database)."""
         self.count(f"outcome_{outcome.end_reason}")
-        self.count(f"contact_{res.state}")
-        if res.next_at is not None:
-            self.next_due = res.next_at if self.next_due is None else min(self.next_due, res.next_at)
+        rule = self.inp.retry.get(classify(outcome.end_reason))
+        at = None
+        if rule is not None and rule.count > 0:
+            at = workflow.now().timestamp() + rule.delay_s / self.inp.time_scale
+            self.next_due = _earliest(self.next_due, at)
+        self.pending.append(Ended(idx=lc.idx, attempt=lc.attempt, outcome=outcome, retry_at=at))
         self.live.pop(lc.call_id, None)
+        self.wake = True
+
+    async def follow_all(self, calls: list[LiveCall]) -> None:
+        """Calls an earlier run started: one activity waits for the next of them to end."""
+        left = {lc.call_id: lc for lc in calls}
+        while left:
+            got = await workflow.execute_activity(
+                "campaign_await_calls",
+                list(left),
+                result_type=dict[str, Outcome],
+                start_to_close_timeout=timedelta(days=1),
+                heartbeat_timeout=timedelta(seconds=60),
+                retry_policy=RETRY,
+            )
+            for call_id, outcome in got.items():
+                if (lc := left.pop(call_id, None)) is not None:
+                    self.ended(lc, outcome)
+
+    def arm(self, free: int) -> None:
+        """One timer for the next due time, armed only when it is earlier than the one armed
+        (a timer cancelled at every wake-up would be two events each time)."""
+        at = self.next_due
+        if at is None or free <= 0 or self.rounds >= LOOKAHEAD:
+            return
+        if self.timer_at is not None and self.timer_at <= at:
+            return
+        self.timer_at = at
+        self.spawn(self.alarm(at))
+
+    async def alarm(self, at: float) -> None:
+        await asyncio.sleep(max(0.05, at - workflow.now().timestamp()))
+        if self.timer_at == at:
+            self.timer_at = None
         self.wake = True
 
     # --- control ------------------------------------------------------------------------
@@ -284,14 +251,6 @@ class CampaignWorkflow:
     def pause(self, reason: str | None = None) -> str:
         self.hold(reason or "paused by an operator")
         return self.status()
-
-    def hold(self, reason: str) -> None:
-        """Pause as an operator would; the workflow pauses itself this way when pacing fails
-        (an update method is not meant to be called as a plain one)."""
-        if not self.cancelled:
-            self.paused = True
-            self.pause_reason = reason[:300]
-            self.show()
 
     @workflow.update
     def resume(self) -> str:
@@ -339,6 +298,8 @@ class CampaignWorkflow:
             "pause_reason": self.pause_reason,
             "live": len(self.live),
             "starting": self.starting,
+            "rounds": self.rounds,
+            "ended_not_recorded": len(self.pending),
             "attempts_last_minute": last_minute,
             "attempts_per_second": round(last_minute / 60.0, 3),
             "next_due": self.next_due,
@@ -347,63 +308,3 @@ class CampaignWorkflow:
             "runs": self.runs,
             "history_events": self.events_before + workflow.info().get_current_history_length(),
         }
-
-    # --- helpers ------------------------------------------------------------------------
-    def status(self) -> str:
-        if self.cancelled:
-            return "cancelling" if (self.live or self.starting) else "cancelled"
-        return "paused" if self.paused else "running"
-
-    def flow(self) -> str:
-        return self.inp.definition.flow.flow
-
-    def count(self, name: str, n: int = 1) -> None:
-        if n:
-            self.stats[name] = self.stats.get(name, 0) + n
-
-    def show(self, status: str | None = None) -> None:
-        """Search attributes (campaign, status, flow) only when the status changed: each is an event."""
-        status = status or self.status()
-        if status == self.shown:
-            return
-        workflow.upsert_search_attributes(
-            [
-                RINGFLOW_CAMPAIGN.value_set(self.inp.campaign_id),
-                RINGFLOW_STATUS.value_set(status),
-                RINGFLOW_FLOW.value_set(self.flow()),
-            ]
-        )
-        self.shown = status
-
-    def spawn(self, coro: Any) -> None:
-        task = asyncio.get_event_loop().create_task(coro)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            if isinstance(exc, ApplicationError | workflow.NondeterminismError):
-                raise exc
-            workflow.logger.error("campaign task failed: %s", str(exc)[:300])
-
-    def should_continue_as_new(self) -> bool:
-        info = workflow.info()
-        return (
-            info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self.inp.max_history_events
-        )
-
-    def carry(self) -> CampaignInput:
-        carry = CampaignCarry(
-            claims=self.claims,
-            live=list(self.live.values()),
-            stats=self.stats,
-            recent=self.recent,
-            paused=self.paused,
-            pause_reason=self.pause_reason,
-            cancelled=self.cancelled,
-            limits=self.limits,
-            runs=self.runs + 1,
-            events_before=self.events_before + workflow.info().get_current_history_length(),
-        )
-        return self.inp.model_copy(update={"carry": carry})

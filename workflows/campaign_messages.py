@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.campaign_acts import Attempt, Ended
 from activities.campaign_rules import RetryRule, Windows
 from callflow.model import FlowDefinition
 
@@ -49,6 +50,8 @@ class CampaignCarry(BaseModel):
     limits: Limits
     runs: int = 1
     events_before: int = 0  # history events of the earlier runs
+    pending: list[Ended] = []  # calls ended, not recorded yet
+    release: list[Attempt] = []  # attempts claimed but not dialed, to give back
 
 
 class CampaignInput(BaseModel):

@@ -48,7 +48,14 @@ from workflows.contract import (
 )
 from workflows.room_events import RoomEvent
 
-__all__ = ["MAX_SIGNAL_BYTES", "CallHandle", "start_call", "start_or_attach", "workflow_id"]
+__all__ = [
+    "MAX_SIGNAL_BYTES",
+    "CallHandle",
+    "checked_call_input",
+    "start_call",
+    "start_or_attach",
+    "workflow_id",
+]
 
 
 CALL_WORKFLOW = "CallWorkflow"  # the name ``workflows/call.py`` registers
@@ -62,9 +69,12 @@ def new_call_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def _prepare(
+def checked_call_input(
     definition: FlowDefinition, call_id: str | None, variables: dict[str, Any] | None, fields: dict[str, Any]
 ) -> tuple[CallInput, TypedSearchAttributes]:
+    """A call's checked input and search attributes: every start goes through here (a client's
+    ``start_call``, an inbound ``start_or_attach``, a campaign's child call), so they agree.
+    Pure (no I/O), hence usable inside a workflow. Raises :class:`FlowError` on bad inputs."""
     _, issues = resolve_variables(definition.flow, variables or {})
     issues += undeclared_variables(definition.flow, variables or {})
     if issues:
@@ -103,7 +113,7 @@ async def start_call(
     **fields: Any,
 ) -> CallHandle:
     """Start a CallWorkflow; raises :class:`FlowError` when the inputs are wrong."""
-    inp, attrs = _prepare(definition, call_id, variables, fields)
+    inp, attrs = checked_call_input(definition, call_id, variables, fields)
     handle = await client.start_workflow(
         CALL_WORKFLOW,
         inp,
@@ -128,7 +138,7 @@ async def start_or_attach(
 ) -> tuple[CallHandle, Snapshot]:
     """An inbound call: start its workflow and attach to it in one round trip
     (update-with-start). A second agent for the same room attaches to the running call."""
-    inp, attrs = _prepare(definition, call_id, variables, fields)
+    inp, attrs = checked_call_input(definition, call_id, variables, fields)
     start: WithStartWorkflowOperation[Any, CallRecord] = WithStartWorkflowOperation(
         CALL_WORKFLOW,
         inp,
