@@ -14,10 +14,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Engine, String, event, select
+from sqlalchemy import JSON, Column, DateTime, Engine, String, event, inspect, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Field, SQLModel, create_engine
 from temporalio import activity
@@ -29,6 +30,10 @@ JsonType = JSON().with_variant(JSONB(), "postgresql")
 
 def _json_col() -> Any:
     return Field(default=None, sa_column=Column(JsonType, nullable=False))
+
+
+def _json_or_null() -> Any:
+    return Field(default=None, sa_column=Column(JsonType, nullable=True))
 
 
 def _ts_col(nullable: bool = False, index: bool = False) -> Any:
@@ -62,6 +67,11 @@ class CallRow(SQLModel, table=True):
     updated_at: datetime = _ts_col()
     direction: str = Field(max_length=20)
     campaign_id: str | None = Field(default=None, max_length=200, index=True)
+    # Added after the first release: nullable, so ``add_missing_columns`` can add them to a
+    # table created before them.
+    room: str | None = Field(default=None, max_length=300)
+    sip: dict[str, Any] | None = _json_or_null()
+    amd: dict[str, Any] | None = _json_or_null()
 
 
 class CallTurnRow(SQLModel, table=True):
@@ -81,7 +91,7 @@ class CallTurnRow(SQLModel, table=True):
 # SQLModel's classes get ``__table__`` from SQLAlchemy at class creation; its stubs do not
 # declare it, hence the ignores on each use below.
 _TABLES = [CallRow.__table__, CallTurnRow.__table__]  # type: ignore[attr-defined]
-_JSON_FIELDS = ("path", "variables", "extracted", "state", "tags", "transcript")
+_JSON_FIELDS = ("path", "variables", "extracted", "state", "tags", "transcript", "sip", "amd")
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
@@ -119,8 +129,34 @@ def get_engine(database_url: str) -> Engine:
         if url.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
         SQLModel.metadata.create_all(engine, tables=_TABLES)
+        add_missing_columns(engine)
         _engines[database_url] = engine
         return engine
+
+
+def add_missing_columns(engine: Engine) -> list[str]:
+    """The schema's migration: ``create_all`` makes missing tables but never alters one, so
+    a column added to a table since a database was created (all such columns are nullable)
+    is added here, idempotently; two processes racing to add it both end up with it."""
+    added: list[str] = []
+    for table in _TABLES:
+        have = {c["name"] for c in inspect(engine).get_columns(table.name)}
+        for col in table.columns:
+            if col.name in have:
+                continue
+            if not col.nullable:
+                raise RuntimeError(f"{table.name}.{col.name} is missing and not nullable: migrate by hand")
+            kind = col.type.compile(dialect=engine.dialect)
+            guard = "IF NOT EXISTS " if engine.dialect.name == "postgresql" else ""
+            try:
+                with engine.begin() as conn:
+                    conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {guard}{col.name} {kind}"))
+            except DBAPIError:
+                if col.name not in {c["name"] for c in inspect(engine).get_columns(table.name)}:
+                    raise
+                continue  # another process added it first
+            added.append(f"{table.name}.{col.name}")
+    return added
 
 
 def dispose_engines() -> None:

@@ -7,7 +7,7 @@ receiver all share one schema; the pydantic data converter carries it through Te
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -19,6 +19,51 @@ def _utc(value: datetime | None) -> datetime | None:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+class SipOutcome(BaseModel):
+    """How the phone network answered an outbound dial: LiveKit's SIP status (issue 11),
+    the one field a dialer's report needs (busy lines, numbers that never answer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: str = Field(max_length=40)  # answered, no_answer, busy, dial_failed
+    code: int | None = None  # SIP status code (200, 408, 486...)
+    status: str | None = Field(None, max_length=200)  # its reason phrase
+    detail: str = Field("", max_length=1000)
+    followed: bool = False  # a retried dial followed an earlier attempt's instead of ringing again
+    at: datetime | None = None
+
+    @field_validator("at")
+    @classmethod
+    def _as_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+
+class AmdVerdict(BaseModel):
+    """Who picked up a dialed call, as the agent's answering-machine detection judged it
+    (livekit-agents' AMD): kept for every verdict, a human one too, so a campaign can tell
+    reached people from machines and tune its detection on the timings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: Literal["human", "machine", "unknown"]
+    category: str = Field(max_length=40)  # AMD's own: human, machine-vm, machine-ivr, uncertain...
+    reason: str | None = Field(None, max_length=500)
+    speech_s: float | None = Field(None, ge=0, allow_inf_nan=False)  # callee speech it judged on
+    delay_s: float | None = Field(None, ge=0, allow_inf_nan=False)  # its decision time
+    at: datetime | None = None
+
+    @field_validator("at")
+    @classmethod
+    def _as_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+
+def amd_result(category: str) -> Literal["human", "machine", "unknown"]:
+    if category == "human":
+        return "human"
+    return "machine" if category.startswith("machine") else "unknown"
 
 
 class CallRecord(BaseModel):
@@ -45,6 +90,9 @@ class CallRecord(BaseModel):
     updated_at: datetime
     direction: str = "outbound"
     campaign_id: str | None = None
+    room: str | None = None  # the LiveKit room the call ran in (inbound: LiveKit named it)
+    sip: SipOutcome | None = None  # a dialed call: how the phone network answered
+    amd: AmdVerdict | None = None  # a dialed call: who picked up (answering-machine detection)
 
     @field_validator("started_at", "ended_at", "updated_at")
     @classmethod

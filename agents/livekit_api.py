@@ -29,7 +29,9 @@ activity's 15 s timeout); each request has a short timeout of its own.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from typing import Any
 
 import aiohttp
@@ -99,6 +101,20 @@ def _describe(err: ServerError) -> str:
     if err.code and err.code != "unknown":
         what += f" {err.code}"
     return f"{what}: {err.message}" if err.message else what
+
+
+_CALL_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def call_id_for_room(room: str) -> str:
+    """An inbound call's id, from the room LiveKit's dispatch rule made for it: the room's
+    name when that is a valid call id, else a digest of it. LiveKit names such a room
+    ``<prefix>_<caller's number>_<random>``, which is no valid call id (``_``, ``+``) and holds
+    a phone number that must not become a workflow id (Temporal shows those everywhere). The
+    same room always gives the same id: a second agent, and the webhook receiver, find the call."""
+    if _CALL_ID.match(room):
+        return room
+    return "in-" + hashlib.sha256(room.encode()).hexdigest()[:24]
 
 
 def job_metadata(call_id: str, *, resume: bool = True) -> str:

@@ -250,7 +250,9 @@ class LiveKitTelephony:
     async def _warm(self, req: TransferRequest) -> dict[str, Any]:
         """Warm transfer, as livekit-agents' WarmTransferTask does it: the person is dialed into
         a consult room (``<room>-consult``), an agent job there tells them ``announce``, then
-        they are moved into the caller's room (MoveParticipant). Each step is found done on a
+        they are moved into the caller's room (MoveParticipant, which only LiveKit Cloud serves:
+        on the open-source server the move fails, the person is hung up and the caller goes to
+        the entry's fallback; see the README). Each step is found done on a
         retry (the person already in the caller's room, or ringing or answered in the consult
         room, the announcer already dispatched), so nobody is dialed or moved twice."""
         consult, identity = f"{req.room}-consult", f"transfer-{req.call_id}"
@@ -294,9 +296,15 @@ class LiveKitTelephony:
                 if problem is not None:
                     await self.hang_up(consult)
                     return {"status": "failed", "to": req.to, "mode": "warm", "detail": problem}
-                await lk.room.move_participant(
-                    MoveParticipantRequest(room=consult, identity=identity, destination_room=req.room)
-                )
+                try:
+                    await lk.room.move_participant(
+                        MoveParticipantRequest(room=consult, identity=identity, destination_room=req.room)
+                    )
+                except ServerError as err:
+                    if _is_transient(err) and not _unimplemented(err):
+                        raise  # retried: the retry finds the person moved, or moves them
+                    await self.hang_up(consult)  # the person must not wait there for nobody
+                    return {"status": "failed", "to": req.to, "mode": "warm", "detail": _move_refused(err)}
             await self.hang_up(consult)  # the announcer leaves with the room
         except ServerError as err:
             if _is_transient(err):
@@ -367,6 +375,19 @@ async def _announced(lk: Any, consult: str, identity: str) -> str | None:
         if asyncio.get_running_loop().time() > deadline:
             return f"the announcement did not finish within {ANNOUNCE_TIMEOUT_S:g} s"
         await asyncio.sleep(POLL_S)
+
+
+def _unimplemented(err: ServerError) -> bool:
+    return err.code == "unimplemented" or "not implemented" in (err.message or "").lower()
+
+
+def _move_refused(err: ServerError) -> str:
+    """MoveParticipant is a LiveKit Cloud (and private cloud) API: the open-source server
+    answers it "not implemented" (an HTTP 500, which would otherwise read as transient)."""
+    return (
+        f"LiveKit refused MoveParticipant ({_describe(err)}): a warm transfer needs a LiveKit "
+        "server that can move participants (LiveKit Cloud); use mode cold on the open-source server"
+    )[:300]
 
 
 def _gone(req: TransferRequest, retry: bool) -> dict[str, Any]:

@@ -8,7 +8,8 @@ application (a worker's, for one). Point LiveKit's ``webhook.urls`` at ``.../liv
 Every request is checked as ``livekit.api.WebhookReceiver`` checks it: the ``Authorization``
 header is a JWT signed with the API secret whose ``sha256`` claim is the body's hash; anything
 else is a 401 and reaches no workflow. A room maps to its call through the room's metadata
-(``{"call_id": ...}``, set when Ringflow creates the room) or, for inbound calls, its name.
+(``{"call_id": ...}``, set when Ringflow creates the room) or, for inbound calls, its name
+(``agents.livekit_api.call_id_for_room``: the id the agent started the call under).
 
 Answers: 200 when handled or deliberately ignored (an event Ringflow does not use, a room
 that is no call, a call that has ended); 503 when Temporal could not be reached, so that
@@ -30,6 +31,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from agents.lease import AgentLease
+from agents.livekit_api import call_id_for_room
 from workflows.client import CallHandle
 from workflows.room_events import RoomEvent
 
@@ -50,7 +52,7 @@ def call_id_of(room: proto_models.Room) -> str | None:
         return None
     call_id = meta.get("call_id") if isinstance(meta, dict) else None
     if not isinstance(call_id, str):
-        call_id = room.name
+        call_id = call_id_for_room(room.name) if room.name else None
     return call_id if call_id and _CALL_ID.match(call_id) else None
 
 

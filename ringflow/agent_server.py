@@ -4,7 +4,8 @@ A job's metadata carries ``{"call_id": ...}`` for an outbound call (the workflow
 we attach) or after a crash (``"resume": true``; we attach and carry on). An inbound SIP
 call arrives from a dispatch rule with no call id: we start the workflow ourselves
 (update-with-start), naming it after the room and choosing the flow from the dispatch
-metadata or the called number.
+metadata or the called number. The room keeps LiveKit's name (``CallInput.room``: where
+transfers find the caller); the call id is derived from it (``call_id_for_room``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 
+from agents.amd import detect_machine
 from agents.dtmf import KeyCollector
 from agents.lease import AgentLease, LeaseHeld
 from agents.listen import watch_talk
-from agents.livekit_api import close_room, parse_job_metadata
+from agents.livekit_api import call_id_for_room, close_room, parse_job_metadata
 from agents.livekit_device import watch_device
 from agents.livekit_sip import ANNOUNCED
 from agents.runner import attach_agent
@@ -221,32 +223,6 @@ async def announce(ctx: JobContext, settings: Settings, text: str) -> None:
     await ctx.room.local_participant.set_attributes({ANNOUNCED: "done"})
 
 
-MACHINE = ("machine-vm", "machine-unavailable")
-
-
-async def detect_machine(run: Any) -> None:
-    """livekit-agents' answering-machine detection on the callee's first words; a machine
-    sends the call to the flow's voicemail node (or ends it ``voicemail``). Its verdict is
-    recorded with the call either way (a machine: by the workflow; a human: in the log)."""
-    from livekit.agents.voice.amd import AMD
-
-    try:
-        async with AMD(run.session) as detector:
-            verdict = await detector.execute()
-    except Exception as exc:  # no verdict: carry on as with a human, say why
-        log.warning("answering-machine detection failed on call %s: %s", run.call.call_id, exc)
-        return
-    log.info(
-        "call %s answered by %s (%s)",
-        run.call.call_id,
-        verdict.category.value,
-        verdict.reason,
-        extra={"event": "amd"},
-    )
-    if verdict.category.value in MACHINE:
-        await run.controller.on_machine(verdict.category.value)
-
-
 DTMF_CODES = {**{str(d): d for d in range(10)}, "*": 10, "#": 11, "A": 12, "B": 13, "C": 14, "D": 15}
 
 
@@ -278,7 +254,7 @@ async def start_inbound(
         client,
         definition,
         task_queue=settings.task_queue,
-        call_id=room,
+        call_id=call_id_for_room(room),
         agent_id=agent_id,
         variables=variables,
         direction="inbound",

@@ -250,8 +250,11 @@ def show(
         "extracted",
         "state",
         "agent_id",
+        "room",
+        "sip",
+        "amd",
     ):
-        if key in state:
+        if key in state and (state[key] is not None or key not in ("room", "sip", "amd")):
             typer.echo(f"{key:<12} {state.get(key)}")
     if state.get("rejected"):
         last = state["rejected"][-1]["reason"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from activities.telephony import (
     Telephony,
     TransferRequest,
 )
+from agents.livekit_inbound import ROOM_PREFIX
 from agents.livekit_sip import ANNOUNCED, LiveKitTelephony
 from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
 from ringflow.livekit_fake import FakeLiveKit
@@ -168,6 +170,12 @@ class PhoneLine:
             return None
         to = self.lk.transfers[-1].transfer_to.removeprefix("tel:").removeprefix("sip:")
         return {"to": to, "mode": "cold"}
+
+
+def inbound_room() -> str:
+    """A room named as LiveKit's individual dispatch rule names one for an inbound call
+    (``<prefix>_<caller's number>_<random>``, the prefix ``ringflow sip setup`` sets)."""
+    return f"{ROOM_PREFIX}_+1555{secrets.randbelow(10**7):07d}_{secrets.token_urlsafe(9)}"
 
 
 async def answered(call: CallHandle, timeout_s: float) -> bool:

@@ -37,8 +37,10 @@ from temporalio.runtime import Runtime
 from activities.dispatch import Dispatcher
 from activities.handler_run import parse_flow_dirs
 from activities.telephony import Telephony
+from agents.amd import report_verdict
 from agents.dtmf import KeyCollector
 from agents.kill_points import Killed, installer
+from agents.livekit_api import call_id_for_room
 from agents.local_dispatch import LOCAL
 from agents.runner import AgentRun, attach_agent
 from callflow.errors import FlowError
@@ -48,7 +50,7 @@ from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import ScriptError, check, load_script
 from ringflow.settings import Settings, get_settings
-from ringflow.sim_phone import LINES, PhoneLine, answered, phone_line
+from ringflow.sim_phone import LINES, PhoneLine, answered, inbound_room, phone_line
 from ringflow.temporal_setup import connect
 from workflows.client import CallHandle, start_call, workflow_id
 from workflows.contract import Snapshot
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 
 TURN_TIMEOUT_S = 60.0
 DISPATCH_AGENT_TIMEOUT_S = 1.0  # simulated calls notice a dead agent quickly
+SIMULATED_AMD = "simulated: the script's dial answer"
 
 
 class SimulationResult(BaseModel):
@@ -172,13 +175,20 @@ async def run_script(
     kill_point: str | None = None,
     real_llm: bool = False,
     resume: str = "attach",
+    inbound: bool = False,
 ) -> SimulationResult:
-    """``resume="dispatch"`` waits, after a kill, for the workflow to notice the silent agent
+    """``inbound``: the caller of a script without ``dial:`` rings in through a dispatch rule,
+    so LiveKit names the room (``sim_phone.inbound_room``) and the call id is derived from it,
+    as ``ringflow agent`` does: the room differs from the call id.
+
+    ``resume="dispatch"`` waits, after a kill, for the workflow to notice the silent agent
     and dispatch a new one (through the local dispatcher), as in production; ``"attach"``
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
     with ``dial:`` is placed as a phone call first (``ringflow/sim_phone.py``)."""
     script, flow_path = load_script(path)
     call_id = f"sim-{uuid.uuid4().hex[:10]}"
+    room = inbound_room() if inbound and script.dial is None else None
+    call_id = call_id_for_room(room) if room is not None else call_id
     refused: list[dict[str, Any]] = []
     try:
         async with phone_line(script.dial, script.transfer_answer, client) as line:
@@ -192,6 +202,7 @@ async def run_script(
                 llm,
                 call_id,
                 refused,
+                room=room,
                 kill_at=kill_at,
                 kill_point=kill_point,
                 real_llm=real_llm,
@@ -277,6 +288,7 @@ async def _run_script(
     call_id: str,
     refused: list[dict[str, Any]],
     *,
+    room: str | None,
     kill_at: int | None,
     kill_point: str | None,
     real_llm: bool,
@@ -296,11 +308,13 @@ async def _run_script(
         variables=script.variables,
         agent_timeout_s=DISPATCH_AGENT_TIMEOUT_S if dispatches else 15.0,
         **({"dial": dial} if dial is not None else {}),
+        **({"room": room} if room is not None else {}),
     )
+    room = room or call_id
     killer = _Killer(kill_point)
     result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id))
     if dial is None:
-        line.connect(call_id)
+        line.connect(room)
     if dial is not None and not await answered(handle, TURN_TIMEOUT_S):  # nobody to talk to
         LOCAL.forget(call_id)
         return _finish(result, script, await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S))
@@ -318,7 +332,7 @@ async def _run_script(
 
     async def new_agent(greet: bool = True) -> AgentRun:
         agent_id = f"sim-agent-{uuid.uuid4().hex[:6]}"
-        line.agent_joined(call_id, agent_id)  # in the fake's room, as a LiveKit job's agent
+        line.agent_joined(room, agent_id)  # in the fake's room, as a LiveKit job's agent
         run = await attach_agent(
             client,
             call_id,
@@ -336,8 +350,11 @@ async def _run_script(
 
     machine = script.dial is not None and script.dial.answer == "voicemail"
     run = await new_agent(greet=not machine)  # AMD holds the greeting until it knows who answered
-    if machine:
-        await run.controller.on_machine("machine-vm")  # the agent's detection, as AMD would say
+    if script.dial is not None:  # the agent's detection, its verdict as livekit-agents' AMD gives it
+        verdict = "machine-vm" if machine else "human"
+        report_verdict(run.controller, verdict, reason=SIMULATED_AMD, speech_s=1.2, delay_s=0.4)
+        if machine:
+            await run.controller.on_machine(verdict)
     await run.session.wait_for_idle()  # the greeting is spoken before the caller answers
     idle_s = definition.flow.settings.idle.timeout_s
     i = 0
@@ -362,7 +379,7 @@ async def _run_script(
             result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
             await run.kill()
             if dispatches is not None:  # LiveKit's webhook (or the silence) tells the workflow,
-                line.agent_died(call_id, run.controller.agent_id)  # which sends an agent
+                line.agent_died(room, run.controller.agent_id)  # which sends an agent
                 await asyncio.wait_for(dispatches.get(), TURN_TIMEOUT_S)
             run = await new_agent()
             continue  # replay this turn on the new agent

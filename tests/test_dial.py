@@ -204,6 +204,32 @@ async def test_a_transfer_whose_reply_was_lost_is_not_made_twice(
     assert lk.sip_participants("xfer-1") == []
 
 
+async def at_handoff(
+    lk: FakeLiveKit, client: Client, task_queue: str, call_id: str, **fields: object
+) -> CallHandle:
+    """An IVR call (room named after it, its caller on the line) at the warm transfer's node."""
+    from callflow.loader import load_flow
+    from tests.wfkit import Agent
+
+    flow = load_flow("examples/flows/ivr_menu/flow.yaml")
+    call = await start(client, task_queue, flow, variables={}, call_id=call_id, room=call_id, **fields)
+    lk.add_participant(call_id, "sip-caller", proto_models.ParticipantInfo.SIP)
+    await call.attach("agent-1")
+    await Agent(call).transition("menu", "to_person")
+    return call
+
+
+async def announcer(lk: FakeLiveKit, announced: list[str]) -> None:
+    """LiveKit starting a warm transfer's announcer job: it joins and marks its briefing done."""
+    while True:
+        job = await lk.dispatched.get()
+        if "announce" in job.metadata_json():
+            announced.append(job.metadata_json()["announce"])
+            lk.add_participant(
+                job.room, "announcer", proto_models.ParticipantInfo.AGENT, {"ringflow.announced": "done"}
+            )
+
+
 async def test_a_warm_transfer_dials_announces_and_moves_the_person_once(
     lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
@@ -213,36 +239,14 @@ async def test_a_warm_transfer_dials_announces_and_moves_the_person_once(
     import asyncio
     import contextlib
 
-    from callflow.loader import load_flow
-    from tests.wfkit import Agent, req
+    from tests.wfkit import req
 
     announced: list[str] = []
-
-    async def announcer() -> None:
-        while True:
-            job = await lk.dispatched.get()
-            if "announce" in job.metadata_json():
-                announced.append(job.metadata_json()["announce"])
-                lk.add_participant(
-                    job.room, "announcer", proto_models.ParticipantInfo.AGENT, {"ringflow.announced": "done"}
-                )
-
-    jobs = asyncio.ensure_future(announcer())
+    jobs = asyncio.ensure_future(announcer(lk, announced))
     lk.lose_next_reply(method="MoveParticipant")
     try:
         async with running_worker(temporal_client, task_queue, sqlite_url):
-            call = await start(
-                temporal_client,
-                task_queue,
-                load_flow("examples/flows/ivr_menu/flow.yaml"),
-                variables={},
-                call_id="warm-1",
-                room="warm-1",
-                caller_number="+15550142",
-            )
-            lk.add_participant("warm-1", "sip-caller", proto_models.ParticipantInfo.SIP)
-            await call.attach("agent-1")
-            await Agent(call).transition("menu", "to_person")
+            call = await at_handoff(lk, temporal_client, task_queue, "warm-1", caller_number="+15550142")
             out = await call.call_function(req("handoff", "connect_person"))
             record = await call.handle.result()
     finally:
@@ -256,3 +260,31 @@ async def test_a_warm_transfer_dials_announces_and_moves_the_person_once(
     assert len(announced) == 1 and "calling from +15550142" in announced[0]
     assert {p.identity for p in lk.rooms["warm-1"].participants.values()} == {"sip-caller", "transfer-warm-1"}
     assert "warm-1-consult" in lk.deleted_rooms
+
+
+async def test_a_warm_transfer_on_a_server_that_cannot_move_falls_back_and_hangs_the_person_up(
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """LiveKit's open-source server answers MoveParticipant "not implemented" (HTTP 500): not
+    retried as transient; the person is hung up and the caller goes to the entry's fallback."""
+    import asyncio
+    import contextlib
+
+    from tests.wfkit import req
+
+    jobs = asyncio.ensure_future(announcer(lk, []))
+    lk.fail_next(3, 500, method="MoveParticipant", msg="not implemented")
+    try:
+        async with running_worker(temporal_client, task_queue, sqlite_url):
+            call = await at_handoff(lk, temporal_client, task_queue, "warm-oss")
+            out = await call.call_function(req("handoff", "connect_person"))
+            await call.hangup()
+            await call.handle.result()
+    finally:
+        jobs.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await jobs
+    assert out.result["status"] == "failed" and "LiveKit Cloud" in out.result["detail"]
+    assert out.node == "desk_busy"  # the entry's fallback
+    assert len(lk.dials) == 1 and "warm-oss-consult" in lk.deleted_rooms
+    assert [p.identity for p in lk.rooms["warm-oss"].participants.values()] == ["sip-caller"]

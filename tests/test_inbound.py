@@ -61,3 +61,29 @@ async def test_inbound_call_without_a_flow_is_refused_clearly(
         await start_inbound(
             temporal_client, settings, "room-x", Participant({SIP_CALLED: "+1555"}), None, "agent-1", {}
         )
+
+
+async def test_a_room_named_by_livekit_s_dispatch_rule_gets_a_call_id_of_its_own(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """LiveKit names an individual rule's room ``<prefix>_<caller>_<random>``: no valid call
+    id, and a phone number that must not be a workflow id. The call gets an id derived from
+    the room (the same every time, as the webhook receiver derives it) and keeps the room."""
+    from livekit.protocol.models import Room
+
+    from agents.webhooks import call_id_of
+
+    room = f"call-_+15550199_{uuid.uuid4().hex[:12]}"
+    settings = Settings(task_queue=task_queue, inbound_flows={"+15550100": str(FIXTURES / "triage.yaml")})
+    caller = Participant({SIP_CALLER: "+15550199", SIP_CALLED: "+15550100"})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call_id = await start_inbound(temporal_client, settings, room, caller, None, "agent-1", {})
+        again = await start_inbound(temporal_client, settings, room, caller, None, "agent-2", {})
+        call = CallHandle(temporal_client, call_id)
+        st = await call.state()
+        await call.hangup()
+        record = await call.handle.result()
+    assert call_id == again and call_id.startswith("in-") and "15550199" not in call_id
+    assert call_id_of(Room(name=room)) == call_id  # where LiveKit's webhooks for the room go
+    assert st["room"] == room and st["agent_id"] == "agent-2"
+    assert record.room == room and record.call_id == call_id

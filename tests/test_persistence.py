@@ -162,3 +162,29 @@ def test_load_call_joins_a_transcript_split_by_continue_as_new(database_url: str
     stored = load_call(record.call_id, database_url=database_url)
     assert stored is not None
     assert [t["text"] for t in stored.transcript] == [f"t{i}" for i in range(140)]
+
+
+def test_a_calls_table_from_before_the_line_columns_gets_them_added(database_url: str) -> None:
+    """``create_all`` never alters a table: the columns added since (room, sip, amd) are
+    added by ``add_missing_columns`` when a worker opens a database created before them."""
+    from sqlalchemy import text
+
+    from activities.persistence import add_missing_columns
+    from activities.records import AmdVerdict, SipOutcome
+
+    engine = get_engine(database_url)
+    with engine.begin() as conn:
+        for col in ("room", "sip", "amd"):
+            conn.execute(text(f"ALTER TABLE calls DROP COLUMN {col}"))
+    assert sorted(add_missing_columns(engine)) == ["calls.amd", "calls.room", "calls.sip"]
+    assert add_missing_columns(engine) == []  # idempotent
+    record = make_record(
+        room="call-_+15550100_AbC",
+        sip=SipOutcome(outcome="answered", code=200, status="OK", at=T0),
+        amd=AmdVerdict(result="human", category="human", reason="greeting", speech_s=1.5, delay_s=0.4, at=T0),
+    )
+    upsert_call(database_url, record)
+    assert load_call(record.call_id, database_url=database_url) == record
+    plain = make_record()  # a call that was not dialed: no line fields
+    upsert_call(database_url, plain)
+    assert load_call(plain.call_id, database_url=database_url) == plain

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ringflow.devstack import DevStack
 from ringflow.simulate import environment, run_script
+from workflows.client import CallHandle
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"
 
@@ -29,7 +30,24 @@ async def test_every_dial_outcome_and_what_the_callee_heard(temporal_server: Dev
         killed = await run_script(
             SCRIPTS / "outbound_reminder_will_pay.yaml", client, task_queue, llm, kill_at=0
         )
+        records = {n: await CallHandle(client, r.call_id).handle.result() for n, r in run.items()}
     assert {n: r.failures for n, r in run.items() if not r.ok} == {}
+    # The record says how the network answered and who picked up, as fields (issue 11)
+    sip = {n: (r.sip.outcome, r.sip.code, r.sip.status) for n, r in records.items() if r.sip}
+    assert sip == {
+        "will_pay": ("answered", 200, "OK"),
+        "voicemail": ("answered", 200, "OK"),
+        "busy": ("busy", 486, "Busy Here"),
+        "no_answer": ("no_answer", 408, "Request Timeout"),
+        "dial_failed": ("dial_failed", 503, "Service Unavailable"),
+    }
+    amd = {n: r.amd for n, r in records.items() if r.amd is not None}
+    assert {n: (v.result, v.category) for n, v in amd.items()} == {
+        "will_pay": ("human", "human"),
+        "voicemail": ("machine", "machine-vm"),
+    }  # nobody picked up the others: no verdict
+    assert amd["will_pay"].speech_s == 1.2 and amd["will_pay"].delay_s == 0.4 and amd["will_pay"].at
+    assert all(r.room == r.call_id for r in records.values())  # a dialed call's room is named after it
     assert heard(run["will_pay"]) == [
         "Hi Dana, this is Ava from Northside Energy with a quick reminder.",
         "Thank you, Dana. Goodbye!",
@@ -78,8 +96,6 @@ async def test_a_transfer_hands_the_caller_over_once_and_a_refused_one_falls_bac
 
 
 async def test_a_simulated_kill_reaches_the_workflow_as_livekit_s_webhook(temporal_server: DevStack) -> None:
-    from workflows.client import CallHandle
-
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
         r = await run_script(
             SCRIPTS / "ivr_menu_billing_keys.yaml", client, task_queue, llm, kill_at=1, resume="dispatch"
@@ -87,3 +103,30 @@ async def test_a_simulated_kill_reaches_the_workflow_as_livekit_s_webhook(tempor
         state = await CallHandle(client, r.call_id).state()
     assert r.ok and r.kills == 1, r.failures
     assert any("left the room (SIGNAL_CLOSE) without hanging up" in x["reason"] for x in state["rejected"])
+
+
+async def test_transfers_reach_the_caller_in_a_room_livekit_named(temporal_server: DevStack) -> None:
+    """An inbound call's room is named by LiveKit's dispatch rule (``call-_<number>_<random>``)
+    and its call id derived from it: transfers (cold and warm) and the webhook of a killed
+    agent must go by the call's room, not by its id."""
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        warm = await run_script(SCRIPTS / "ivr_menu_transfer.yaml", client, task_queue, llm, inbound=True)
+        cold = await run_script(SCRIPTS / "ivr_menu_billing_desk.yaml", client, task_queue, llm, inbound=True)
+        killed = await run_script(
+            SCRIPTS / "ivr_menu_billing_keys.yaml",
+            client,
+            task_queue,
+            llm,
+            kill_at=1,
+            resume="dispatch",
+            inbound=True,
+        )
+        records = [await CallHandle(client, r.call_id).handle.result() for r in (warm, cold, killed)]
+    for r, rec in zip((warm, cold, killed), records, strict=True):
+        assert r.ok, (r.script, r.failures, r.error)
+        assert rec.room is not None and rec.room.startswith("call-_+1555") and rec.room != rec.call_id
+        assert rec.sip is None and rec.amd is None  # not dialed: nothing from the line to record
+    assert warm.end_reason == cold.end_reason == "transferred"
+    assert warm.transfer is not None and warm.transfer["mode"] == "warm"
+    assert cold.transfer == {"to": "+15550198", "mode": "cold"}
+    assert killed.kills == 1

@@ -104,6 +104,7 @@ async def run_function(
     current: Callable[[], dict[str, Any]] | None = None,
     on_start: Callable[[asyncio.Task[Any]], None] | None = None,
     key: str | None = None,
+    room: str | None = None,
 ) -> FunctionResult:
     """Run a handler or HTTP entry; failures after retries become an error result, and so
     does a cancellation (through the handle given to ``on_start``).
@@ -111,9 +112,10 @@ async def run_function(
     ``current`` gives the call's state when the result arrives: the handler's changes are
     merged into it, so writes made meanwhile (another handler, a capture) survive. ``key``
     is the HTTP request's ``Idempotency-Key`` (``<call id>:<event id>`` for a tool the
-    LLM called); without one it is ``<call id>:<run id>``."""
+    LLM called); without one it is ``<call id>:<run id>``. ``room``: the call's LiveKit room,
+    where a transfer finds the caller."""
     if eff.kind == "transfer" and eff.transfer is not None:
-        return await transfer(eff, state)
+        return await transfer(eff, state, room or state.call_id)
     try:
         if eff.kind == "mcp":
             return await call_mcp_tool(eff, definition, state)
@@ -248,14 +250,14 @@ async def dispatch_agent(req: DispatchRequest) -> DispatchResult:
         return DispatchResult(dispatched=False, detail=f"dispatch failed: {exc}")
 
 
-async def transfer(eff: RunFunction, state: CallState) -> FunctionResult:
+async def transfer(eff: RunFunction, state: CallState, room: str) -> FunctionResult:
     """A transfer entry: the ``transfer_call`` activity (``activities/telephony.py``), which
     never transfers twice across retries. Whatever goes wrong is a result ``failed`` (the
     engine then sends the caller to the entry's fallback), never a call left on hold."""
     assert eff.transfer is not None
     req = TransferRequest(
         call_id=state.call_id,
-        room=state.call_id,
+        room=room,
         to=eff.transfer.to,
         mode=eff.transfer.mode,
         announce=eff.transfer.announce,

@@ -137,6 +137,7 @@ class CallWorkflow(CallCarry):
             self.runs = c.runs + 1
             self.start_error = None
             self.hangup_seen = c.hangup_seen
+            self.sip, self.amd = c.sip, c.amd
             self.started_at = c.started_at or workflow.now().timestamp()
             self.startup = [
                 Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
@@ -418,6 +419,8 @@ class CallWorkflow(CallCarry):
             self.inbox,
             self.runs,
             self.transcript_base + len(self.transcript),
+            sip=self.sip,
+            amd=self.amd,
         )
 
     @workflow.query(name="transcript")

@@ -82,6 +82,8 @@ class CallCarry(CallCore):
             fn_results=fn_results,
             fn_done=fn_done,
             held_since=self.inbox.held_since if bounded else None,
+            sip=self.sip,
+            amd=self.amd,
         )
         nxt = self.inp.model_copy(update={"carry": carry})
         if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
@@ -123,6 +125,8 @@ class CallCarry(CallCore):
             self.transcript_base,
             self.started_at,
             workflow.now(),
+            sip=self.sip,
+            amd=self.amd,
         )
         self.state = self.state.model_copy(update={"disposition": record.disposition})
         self.vis.sync(self.state, self.status)

@@ -7,7 +7,7 @@ handlers) so each file reads in one sitting. Deterministic like any workflow cod
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from activities.extraction import ExtractionInput
+    from activities.records import AmdVerdict, SipOutcome, amd_result
     from callflow.effects import Effect, EndCall, Extract, Rejected, RunFunction, SetNode, ToolResponse
     from callflow.engine import Engine, Step
     from callflow.errors import safe_reason
@@ -93,6 +94,15 @@ class CallCore:
     cancel_requested: set[str]
     ringing: bool = False  # an outbound dial is under way (workflows/dialing.py): not live yet
     transcript_bytes: int
+    sip: SipOutcome | None = None  # the dial's answer (workflows/dialing.py)
+    amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
+
+    @property
+    def room(self) -> str:
+        """The call's LiveKit room, as it was given at the start: a dialed call's (named
+        after the call unless told otherwise), an inbound call's (named by LiveKit's dispatch
+        rule). Not the call id: the two differ whenever the room was named elsewhere."""
+        return self.inp.room or self.inp.call_id
 
     def step(self, event: Any) -> Step:
         before = self.state.node
@@ -134,7 +144,9 @@ class CallCore:
             self.fail_call(f"background work failed: {safe_reason(exc)}")
 
     async def run_in_background(self, eff: RunFunction) -> None:
-        result = await acts.run_function(eff, self.inp.definition, self.state, lambda: self.state.state)
+        result = await acts.run_function(
+            eff, self.inp.definition, self.state, lambda: self.state.state, room=self.room
+        )
         self.step(result)
 
     async def extract(self, eff: Extract) -> None:
@@ -287,6 +299,8 @@ class CallCore:
                 self.interrupted(event_id, (ev.get("data") or {}).get("cancel"))
             elif ev["kind"] == "answering_machine":
                 self.machine_answered(ev.get("data") or {}, at, event_id)
+            elif ev["kind"] == "amd":
+                self.amd = self.verdict(ev.get("data") or {}, at)
             elif ev["kind"] == "note" and isinstance(ev.get("data"), dict) and ev["data"].get("dropped"):
                 # the agent's outbox could never send this event (see agents/signals.py)
                 self.record_rejected(event_id, f"dropped by the agent: {str(ev['data'].get('reason'))[:300]}")
@@ -316,7 +330,7 @@ class CallCore:
         key = f"{self.inp.call_id}:{event_id}"
         if not run.cancel_on_interruption or not workflow.patched(PATCH_CANCEL_ON_INTERRUPTION):
             return await acts.run_function(
-                run, self.inp.definition, self.state, lambda: self.state.state, key=key
+                run, self.inp.definition, self.state, lambda: self.state.state, key=key, room=self.room
             )
         if event_id in self.cancel_requested:
             self.record_rejected(event_id, f"note: '{run.name}' was not run: the caller interrupted first")
@@ -329,6 +343,7 @@ class CallCore:
                 lambda: self.state.state,
                 on_start=lambda h: self.fn_handles.__setitem__(event_id, h),
                 key=key,
+                room=self.room,
             )
         finally:
             self.fn_handles.pop(event_id, None)
@@ -354,6 +369,8 @@ class CallCore:
         """The agent's answering-machine detection: recorded, then the flow's voicemail node
         (or the end, ``voicemail``), the same engine step the agent took."""
         event = MachineAnswered(category=str(data.get("category", "machine-vm"))[:40], at=at)
+        if self.amd is None or self.amd.result != "machine":  # the agent's verdict event came first
+            self.amd = self.verdict({**data, "category": event.category}, at)
         self.transcript.append(
             Turn(
                 role="system", text=f"answering machine detected ({event.category})", node=None, started_at=at
@@ -362,6 +379,20 @@ class CallCore:
         for eff in self.step(event).effects:
             if isinstance(eff, Rejected):
                 self.record_rejected(event_id, eff.reason)
+
+    def verdict(self, data: dict[str, Any], at: float | None) -> AmdVerdict:
+        """The detection's verdict as the record keeps it; a malformed one raises
+        ValidationError, which ``apply_ready`` records as rejected."""
+        category = str(data.get("category") or "uncertain")[:40]
+        reason = data.get("reason")
+        return AmdVerdict(
+            result=amd_result(category),
+            category=category,
+            reason=str(reason)[:500] if reason is not None else None,
+            speech_s=data.get("speech_s"),
+            delay_s=data.get("delay_s"),
+            at=workflow.now() if at is None else datetime.fromtimestamp(at, UTC),
+        )
 
     def end_nodes(self) -> set[str]:
         return {n for n, cn in self.engine.flow.nodes.items() if cn.node.type == "end"}

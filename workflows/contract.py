@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json
 
+from activities.records import AmdVerdict, SipOutcome
 from activities.records import (  # defined one layer down, re-exported as part of the contract
     CallRecord as CallRecord,
 )
@@ -174,6 +175,7 @@ class CallEvent(_Msg):
         "agent_detached",
         "note",
         "answering_machine",
+        "amd",  # the answering-machine detection's verdict, any verdict: recorded with the call
     ]
     data: dict[str, Any] = {}
     at: Epoch | None = None
@@ -276,6 +278,8 @@ class Carry(_Msg):
     fn_results: dict[str, CallFunctionResult] = {}
     fn_done: list[str] = []  # answered earlier, result no longer kept
     held_since: float | None = None
+    sip: SipOutcome | None = None
+    amd: AmdVerdict | None = None
 
 
 CallInput.model_rebuild()

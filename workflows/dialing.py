@@ -5,8 +5,8 @@ how a retried dial never rings twice). While the phone rings the call stays ``di
 an agent that attaches meanwhile does not make it ``live``, and the agent timeout does not
 run. The answer makes the call ``live``; any other outcome ends it with that end reason
 (``no_answer``, ``busy``, ``dial_failed``) and closes the room, so a waiting agent leaves.
-The dial's outcome and SIP status go into the transcript as a ``system`` turn, which is how
-they reach the call's record.
+The dial's outcome and SIP status are the record's ``sip`` field (and, for a reader of the
+transcript, a ``system`` turn).
 
 Deterministic workflow code, run as a task of the workflow (not inline in ``run``), so the
 workflow keeps taking signals, queries and hang-ups while the phone rings.
@@ -21,6 +21,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from activities.records import SipOutcome
     from activities.telephony import (
         DEFAULT_RINGING_TIMEOUT_S,
         DialRequest,
@@ -48,7 +49,7 @@ def _cause(exc: BaseException) -> str:
 async def place_call(wf: CallCore) -> None:
     inp = wf.inp
     assert inp.dial is not None
-    room = inp.room or inp.call_id
+    room = wf.room
     wf.ringing = True
     try:
         try:
@@ -95,6 +96,14 @@ async def place_call(wf: CallCore) -> None:
 
 
 def record(wf: CallCore, result: DialResult) -> None:
+    wf.sip = SipOutcome(
+        outcome=result.outcome,
+        code=result.sip_code,
+        status=(result.sip_status or None) and result.sip_status[:200],
+        detail=result.detail[:1000],
+        followed=result.followed,
+        at=workflow.now(),
+    )
     text = f"dial: {result.outcome}"
     if result.sip_code:
         text += f" (SIP {result.sip_code} {result.sip_status or ''}".rstrip() + ")"

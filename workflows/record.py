@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from activities.records import CallRecord, TranscriptItem
+from activities.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem
 from callflow.state import CallState
 from workflows.contract import CallInput, RejectedEvent, Turn
 from workflows.inbox import Inbox
@@ -52,7 +52,10 @@ def build_record(
     base: int,
     started_at: float,
     now: datetime,
+    sip: SipOutcome | None = None,
+    amd: AmdVerdict | None = None,
 ) -> CallRecord:
+    """``sip`` and ``amd``: what the telephony said about a dialed call (workflows/dialing.py)."""
     return CallRecord(
         call_id=inp.call_id,
         workflow_id=f"call-{inp.call_id}",
@@ -73,6 +76,9 @@ def build_record(
         updated_at=now,
         direction=inp.direction,
         campaign_id=inp.campaign_id,
+        room=inp.room,
+        sip=sip,
+        amd=amd,
     )
 
 
@@ -87,6 +93,8 @@ def compact_state(
     inbox: Inbox,
     runs: int,
     turns: int,
+    sip: SipOutcome | None = None,
+    amd: AmdVerdict | None = None,
 ) -> dict[str, Any]:
     return {
         "call_id": inp.call_id,
@@ -112,4 +120,7 @@ def compact_state(
         "pending_functions": len(state.pending),
         "runs": runs,
         "turns": turns,
+        "room": inp.room,
+        "sip": sip.model_dump(mode="json") if sip is not None else None,
+        "amd": amd.model_dump(mode="json") if amd is not None else None,
     }
