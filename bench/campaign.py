@@ -16,12 +16,14 @@ Metrics:
 * ``max_cps_sustained``: a second campaign at a pace the machine cannot keep (``--probe-cps``)
   with ample concurrency; the best 10 s window's attempts per second.
 
-The goal is 10,000 contacts: ``make bench-campaign`` (the defaults: 10,000 contacts at
-10 cps, about 19,000 attempts, ~35 minutes on this machine). ``make bench``
-(``RINGFLOW_BENCH_SHORT=1``) runs 200 contacts at 5 cps. ``--max-concurrent`` defaults high
-(100) so that the pace, not the calls in flight, limits the rate. The probe for
-``max_cps_sustained`` runs enough contacts (``--probe-contacts``) to fill more than one
-10 s window at ``--probe-cps``; if the best window reaches the probe's pace, the machine
+The goal is 10,000 contacts: ``make bench-campaign`` runs them (the defaults: 10,000
+contacts at 4 cps, about 19,000 attempts, ~80 minutes); ``make bench``
+(``RINGFLOW_BENCH_SHORT=1``) runs 200. 4 cps is what this shared 2-core machine kept
+(with the Temporal server, the worker, the fake and the simulated callees on it, and other
+work beside): a pace the machine cannot keep measures the machine, not the pacing.
+``--max-concurrent`` defaults high (100) so that the pace, not the calls in flight, limits
+the rate. The probe for ``max_cps_sustained`` runs ``--probe-contacts`` at ``--probe-cps``
+(above what the machine keeps); if its best window reaches the probe's pace, the machine
 keeps at least that (raise ``--probe-cps``).
 
 The window is ``always`` (the simulator's default); window decisions are covered by tests,
@@ -127,8 +129,16 @@ async def run(
     # child workflow and its dial activity took to start, and the batching of a round.
     sip = [abs(r - cps) / cps * 100 for r in windows_rates(main["sip_dial_times"])] or [float("nan")]
 
-    def count(name: str, value: float, unit: str = "count") -> dict[str, Any]:
-        return {"name": name, "unit": unit, "value": value}
+    def count(name: str, value: float, unit: str = "count", **more: Any) -> dict[str, Any]:
+        """A count: ``value``, with the keys every metric has (no percentiles or baseline)."""
+        return {"name": name, "unit": unit, "value": value, "p50": None, "p99": None} | {
+            "baseline_p50": None,
+            "ratio": None,
+            **more,
+        }
+
+    def zero(name: str, value: int) -> dict[str, Any]:
+        return count(name, value, target=0, met=value == 0)
 
     return [
         {
@@ -139,17 +149,24 @@ async def run(
             "baseline_p50": None,
             "ratio": None,
             "n": len(rates),
+            "target": 5.0,  # every 10 s window once ramped: p99 within it
+            "met": percentile(errors, 99) <= 5.0,
             "p50_at_sip_dial": round(percentile(sip, 50), 2),
             "p99_at_sip_dial": round(percentile(sip, 99), 2),
             "cps": cps,
             "contacts": contacts,
             "dials": main["dials"],
         },
-        count("double_dials", main["double_dials"] + probe["double_dials"]),
-        count("out_of_window", main["out_of_window"]),
-        count("concurrency_exceeded", main["concurrency_exceeded"] + probe["concurrency_exceeded"]),
-        {**count("max_concurrent_seen", main["max_concurrent_seen"]), "max_concurrent": max_concurrent},
-        count("history_events_per_1000_contacts", main["history_events_per_1000_contacts"], "events"),
+        zero("double_dials", main["double_dials"] + probe["double_dials"]),
+        zero("out_of_window", main["out_of_window"]),
+        zero("concurrency_exceeded", main["concurrency_exceeded"] + probe["concurrency_exceeded"]),
+        count("max_concurrent_seen", main["max_concurrent_seen"], max_concurrent=max_concurrent),
+        count(
+            "history_events_per_1000_contacts",
+            main["history_events_per_1000_contacts"],
+            "events",
+            runs=main["runs"],  # the campaign workflow's runs (continue-as-new)
+        ),
         {
             **count("max_cps_sustained", best_rate(probe["dial_times"]), "attempts/s"),
             "best_10s_at_sip_dial": best_rate(probe["sip_dial_times"]),
@@ -164,10 +181,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     short = os.environ.get("RINGFLOW_BENCH_SHORT") == "1"  # make bench; make bench-campaign: the whole
     ap.add_argument("--contacts", type=int, default=200 if short else 10_000)
-    ap.add_argument("--cps", type=float, default=5.0 if short else 10.0)
+    ap.add_argument("--cps", type=float, default=4.0)
     ap.add_argument("--max-concurrent", type=int, default=100)
-    ap.add_argument("--probe-cps", type=float, default=30.0 if short else 40.0)
-    ap.add_argument("--probe-contacts", type=int, default=300 if short else 800)
+    ap.add_argument("--probe-cps", type=float, default=12.0)
+    ap.add_argument("--probe-contacts", type=int, default=200 if short else 400)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     os.environ.setdefault("RINGFLOW_ENCRYPTION", "0")

@@ -92,6 +92,7 @@ class Callee:
     async def play(self, call_id: str, phone: str) -> None:
         call = CallHandle(self.client, call_id)
         deadline = time.monotonic() + 120
+        pause = 0.1  # each look is a query the worker answers: with many calls ringing, back off
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
                 st = await call.state()
@@ -99,7 +100,8 @@ class Callee:
                     return
                 if st.get("status") == "live":
                     break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.8)
         else:
             return
         self.live += 1
@@ -193,22 +195,24 @@ async def simulate_campaign(
                         client, inp, contacts, database_url=db, task_queue=task_queue
                     )
                     result = await handle.result()
-                    events = await _history_events(client, handle.id)
+                    events, runs = await _history_events(client, handle.id)
             finally:
                 runner.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await runner
             wall = time.monotonic() - started
-            return summarize(db, inp, result, lk, wall, events, kinds)
+            return {**summarize(db, inp, result, lk, wall, events, kinds), "runs": runs}
 
 
-async def _history_events(client: Client, workflow_id: str) -> int:
-    """Events of every run of the campaign workflow (each continue-as-new starts a new history)."""
-    total = 0
+async def _history_events(client: Client, workflow_id: str) -> tuple[int, int]:
+    """Events of every run of the campaign workflow (each continue-as-new starts a new
+    history), and how many runs."""
+    total = runs = 0
     async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
         history = await client.get_workflow_handle(workflow_id, run_id=wf.run_id).fetch_history()
         total += len(history.events)
-    return total
+        runs += 1
+    return total, runs
 
 
 def summarize(
