@@ -128,8 +128,11 @@ def contract_problem(fn: Callable[..., Any]) -> str | None:
     return None
 
 
-async def call_handler(inp: HandlerInput, flow_dirs: Sequence[Path] | None = None) -> HandlerOutput:
-    """Import, check, call, check the return shape; every failure becomes an error result."""
+async def call_handler(
+    inp: HandlerInput, flow_dirs: Sequence[Path] | None = None, **manager: Any
+) -> HandlerOutput:
+    """Import, check, call, check the return shape; every failure becomes an error result.
+    ``manager`` sets more of the ``FlowManager`` (a background job's key and progress)."""
     dirs = list(flow_dirs) if flow_dirs is not None else parse_flow_dirs(None)
     try:
         module = load_module(inp.module, module_folder(inp.module, inp.flow_source, dirs), search_path=False)
@@ -143,7 +146,11 @@ async def call_handler(inp: HandlerInput, flow_dirs: Sequence[Path] | None = Non
         log.warning("handler %s refused: %s", inp.name, problem)
         return HandlerOutput(error=f"handler '{inp.name}' in '{inp.module}' was refused: {problem}")
     fm = FlowManager(
-        call_id=inp.call_id, node=inp.node, variables=dict(inp.variables), state=copy.deepcopy(inp.state)
+        call_id=inp.call_id,
+        node=inp.node,
+        variables=dict(inp.variables),
+        state=copy.deepcopy(inp.state),
+        **manager,
     )
     try:
         returned = await asyncio.wait_for(fn(fm, **inp.args), timeout=inp.timeout_s)
@@ -183,7 +190,7 @@ class HandlerRunner:
     @activity.defn(name="run_handler")
     async def run_handler(self, inp: HandlerInput) -> HandlerOutput:
         with timed("function", "handler") as outcome:
-            beat = _heartbeats() if activity.info().heartbeat_timeout else None
+            beat = heartbeats() if activity.info().heartbeat_timeout else None
             try:
                 out = await call_handler(inp, self.flow_dirs)
             finally:
@@ -193,7 +200,7 @@ class HandlerRunner:
         return out
 
 
-def _heartbeats() -> asyncio.Task[None]:
+def heartbeats() -> asyncio.Task[None]:
     """A run the workflow may cancel (``cancel_on_interruption``) heartbeats while the
     handler runs: a cancellation reaches an activity only in a heartbeat's answer, and then
     cancels the handler's coroutine here."""

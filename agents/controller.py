@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 
 from agents.device_tools import DeviceTools, call_device_tool, falls_back, serves
 from agents.hot_path import SessionPort, ToolOutcome, call_locally
+from agents.jobs import JobsFeed
 from agents.outbox import Outbox
 from agents.signals import DeferredTransition
 from callflow.effects import (
@@ -45,6 +46,7 @@ from callflow.events import (
     UserIdle,
     UserSpoke,
 )
+from callflow.jobs import CANCEL_TOOL
 from callflow.state import CallState
 from workflows.client import CallHandle
 from workflows.contract import (
@@ -101,7 +103,7 @@ class FlowController:
             (node_id, fn_name)
             for node_id, cnode in self.engine.flow.nodes.items()
             for fn_name, fn in cnode.functions.items()
-            if fn.kind in ("handler", "http", "mcp", "transfer")
+            if fn.kind in ("handler", "http", "mcp", "transfer", "jobs")
         )
         self.cancellable = frozenset(
             (node_id, fn_name)
@@ -111,6 +113,7 @@ class FlowController:
         )
         self.in_flight: dict[str, bool] = {}  # cancellable calls running, by event id: cancel asked?
         self.device: DeviceTools | None = None  # the caller's device's tools (agents/device_tools.py)
+        self.jobs: JobsFeed | None = None  # background job groups (agents/jobs.py)
 
     # --- plumbing ---------------------------------------------------------------------
     def bind(self, port: SessionPort) -> None:
@@ -160,12 +163,17 @@ class FlowController:
         self.point("tool_call")
         self.step_no += 1
         node = self.state.node
+        if name == CANCEL_TOOL and self.jobs is not None:
+            return await self.jobs.cancel()
         if self.device is not None and serves(self, node, name):
             return await call_device_tool(self, name, args)
         if (node, name) in self.remote:
             eid = f"{self.turn_key}:{self.step_no}:fn:{name}"
-            if self.engine.flow.nodes[node].functions[name].kind != "transfer":  # type: ignore[index]
+            kind = self.engine.flow.nodes[node].functions[name].kind  # type: ignore[index]
+            if kind != "transfer":
                 out = await self.remote_function(eid, name, args)
+                if kind == "jobs" and self.jobs is not None:
+                    self.jobs.started()
                 if self.device is not None and falls_back(self, node, name, out):  # its MCP server is down
                     return await call_device_tool(self, name, args)
                 return out
@@ -387,6 +395,8 @@ class FlowController:
         ``cancel_on_interruption`` are cancelled. The workflow cancels their activity and
         answers their update with the cancellation, which the LLM is told without replying
         to it (the caller's new turn is what it answers)."""
+        if self.jobs is not None:
+            self.jobs.on_barge_in()  # groups marked cancel_on_interruption
         if self.dead or not self.in_flight:
             return
         now = self.clock()

@@ -21,6 +21,7 @@ from opentelemetry import trace
 
 from agents.controller import FlowController
 from agents.device_tools import offer
+from agents.jobs import offer_cancel
 from agents.listen import apply_listen
 from agents.metrics import observe_tool_call
 from callflow.effects import SetNode, ToolSpec
@@ -144,6 +145,9 @@ class LiveKitPort:
         # async (digits) -> None: press keys on the line (LiveKit: publish_dtmf); unset in text mode
         self.dtmf_sender: Any = None
         self.sent_dtmf: list[str] = []  # what the bot pressed, in order (simulation, tests)
+        # async (topic, payload) -> None: a LiveKit data message to the room; unset in text mode
+        self.data_sender: Any = None
+        self.published: list[tuple[str, bytes]] = []  # what went to the room (simulation, tests)
         session.on("function_tools_executed", self._tools_executed)
 
     async def heard_keys(self, digits: str) -> None:
@@ -151,6 +155,18 @@ class LiveKitPort:
         ctx = self.agent.chat_ctx.copy()
         ctx.add_message(role="user", content=f"[keys {digits}]")
         await self.agent.update_chat_ctx(ctx)
+
+    async def note(self, text: str) -> None:
+        """A background job's envelope, as a system note in the LLM's context."""
+        ctx = self.agent.chat_ctx.copy()
+        ctx.add_message(role="system", content=text)
+        await self.agent.update_chat_ctx(ctx)
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        """A data message to the room (``ringflow.jobs``: a client shows the jobs' progress)."""
+        self.published.append((topic, payload))
+        if self.data_sender is not None:
+            await self.data_sender(topic, payload)
 
     async def send_dtmf(self, digits: str) -> None:
         """A ``send_dtmf`` entry's keys, pressed on the SIP line (to navigate an IVR)."""
@@ -160,6 +176,7 @@ class LiveKitPort:
 
     async def set_node(self, eff: SetNode) -> None:
         eff = offer(self.agent.controller, eff)  # the caller's device's tools, if the node offers them
+        eff = offer_cancel(self.agent.controller, eff)  # cancel_jobs, while a cancellable group runs
         self.agent.set_interruptible(eff.allow_interrupt)
         apply_listen(self.agent, eff.listen)
         await self.agent.update_instructions(eff.prompt)

@@ -24,12 +24,14 @@ from temporalio.client import Client
 from agents import metrics as agent_metrics
 from agents.controller import FlowController
 from agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
+from agents.jobs import JobsFeed, has_jobs, offer_cancel
 from agents.lease import AgentLease
 from agents.listen import EmptySpeechWatch, PushToTalk
 from agents.logcontext import bind_call
 from agents.outbox import Outbox, ReceiverGone
 from agents.signals import workflow_sender
 from callflow.effects import Effect, EndCall, SetNode
+from callflow.jobs import JOBS_PREFIX
 from workflows.client import CallHandle, workflow_id
 from workflows.contract import Snapshot, Turn
 
@@ -58,6 +60,8 @@ def chat_context(turns: list[Turn], node: str | None = None) -> lk_llm.ChatConte
             ctx.add_message(role=t.role, content=t.text)
         elif t.role == "system" and t.text.startswith(SUMMARY_PREFIX):
             ctx.add_message(role="assistant", content=t.text)
+        elif t.role == "system" and t.text.startswith(JOBS_PREFIX):  # as agents/jobs.py added it
+            ctx.add_message(role="system", content=t.text)
     return ctx
 
 
@@ -197,7 +201,12 @@ async def _attach_agent(
     # Someone spoke: a resume. Notes about the line (the dial's outcome: system turns on no
     # node) are not conversation, and a dialed call's first agent still greets.
     resumed = any(t.role != "system" or t.node is not None for t in snap.transcript_tail)
+    if has_jobs(controller):
+        controller.jobs = JobsFeed(controller)
+        await controller.jobs.prime()
     first = controller.current_tools()
+    if first is not None:
+        first = offer_cancel(controller, first)
     since = first.node if first is not None and first.context != "append" else None
     agent = FlowAgent(controller, first, chat_context(snap.transcript_tail, since))
     session = session_factory(snap)
@@ -241,6 +250,8 @@ async def _attach_agent(
     loop = asyncio.get_running_loop()
     if heartbeat_s > 0:
         run.tasks.append(loop.create_task(_heartbeat(run, heartbeat_s, lease)))
+    if controller.jobs is not None:
+        run.tasks.append(loop.create_task(controller.jobs.run()))
     if own_max_duration:
         settings = snap.definition.flow.settings
         started = snap.state.started_at or clock()

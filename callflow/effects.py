@@ -87,6 +87,33 @@ class RunFunction(_Effect):
     mcp_tool: str | None = None
 
 
+class JobRun(BaseModel):
+    """One job of a group as the workflow runs it (a handler of the flow's module)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    args: dict[str, Any] = {}
+    timeout_s: float = 30
+    retry: Retry | None = None
+
+
+class StartJobs(_Effect):
+    """Start a background job group (a ``jobs:`` entry): the LLM has its answer already."""
+
+    type: Literal["start_jobs"] = "start_jobs"
+    group_id: str
+    node: str
+    name: str
+    jobs: list[JobRun]
+    timeout_s: float = 60
+    cancel_on_error: bool = False
+    cancellable: bool = True
+    cancel_on_leave: bool = False
+    cancel_on_interruption: bool = False
+    label: str | None = None
+
+
 class ToolResponse(_Effect):
     """The answer to give the LLM for a tool call; ``run_llm`` false keeps the bot silent."""
 
@@ -118,7 +145,7 @@ class Rejected(_Effect):
 
 
 Effect = Annotated[
-    SetNode | Say | LLMTurn | RunFunction | ToolResponse | Extract | EndCall | Rejected,
+    SetNode | Say | LLMTurn | RunFunction | ToolResponse | Extract | EndCall | Rejected | StartJobs,
     Field(discriminator="type"),
 ]
 EFFECTS_ADAPTER: TypeAdapter[list[Effect]] = TypeAdapter(list[Effect])

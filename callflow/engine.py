@@ -29,6 +29,7 @@ from callflow.events import (
     FunctionCalled,
     FunctionResult,
     HangUp,
+    JobsFinished,
     MachineAnswered,
     MaxDuration,
     UserIdle,
@@ -36,6 +37,7 @@ from callflow.events import (
 )
 from callflow.idle import idle_instructions
 from callflow.inputs import resolve_variables, type_ok
+from callflow.jobs import routes, start_effect
 from callflow.model import BranchTable, FlowDefinition
 from callflow.state import CallState
 
@@ -55,6 +57,7 @@ _EVENT_TYPES = (
     MaxDuration,
     DtmfEntered,
     MachineAnswered,
+    JobsFinished,
 )
 
 
@@ -178,6 +181,10 @@ class Engine:
             return Step(state, [_llm_error(ev.name, problem or "invalid arguments")])
         d = Draft(self.flow, state, ev.at)
         entry = fn.entry
+        if fn.kind == "jobs":  # started in the background: the LLM is answered at once
+            d.s.seq += 1
+            start, answer = start_effect(self.definition, fn, state.node, args, d.s.seq)
+            return Step(d.s, [start, answer])
         if fn.kind in ("handler", "http", "mcp", "transfer"):
             d.run_function(fn, state.node, args, "tool")
             return Step(d.s, d.effects)
@@ -366,6 +373,23 @@ class Engine:
             d.end("voicemail")
         else:
             d.enter(voicemail.node, state.node)
+        return Step(d.s, d.effects)
+
+    def _on_jobs_finished(self, state: CallState, ev: JobsFinished) -> Step:
+        """A job group is done: its result is kept under the entry's name; on the node that
+        started it, ``transition_to`` routes on the outcome (see ``callflow/jobs.py``)."""
+        d = Draft(self.flow, state, ev.at)
+        d.put_state(ev.name, ev.result)
+        cnode = self.flow.nodes.get(ev.node)
+        fn = cnode.functions.get(ev.name) if cnode is not None else None
+        if state.ended or state.node != ev.node or fn is None:
+            return Step(d.s, d.effects)
+        t = fn.entry.transition_to
+        if not routes(t, ev.result.get("outcome")):
+            return Step(d.s, d.effects)
+        _moved, error = d.transition_after(t, ev.result, ev.node, fn.entry.speech)
+        if error:
+            d.effects.append(Rejected(reason=f"group {ev.group_id}: {error}"))
         return Step(d.s, d.effects)
 
     def _on_max_duration(self, state: CallState, ev: MaxDuration) -> Step:

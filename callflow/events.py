@@ -94,6 +94,18 @@ class MachineAnswered(_Event):
     category: str = Field("machine-vm", max_length=40)
 
 
+class JobsFinished(_Event):
+    """A background job group is done (callflow/jobs.py): its result goes into the state
+    under the entry's name, and ``transition_to`` routes on its ``outcome`` if the call is
+    still on the node that started it."""
+
+    type: Literal["jobs_finished"] = "jobs_finished"
+    group_id: str = Field(max_length=200)
+    node: str
+    name: str
+    result: dict[str, Any] = {}
+
+
 class MaxDuration(_Event):
     type: Literal["max_duration"] = "max_duration"
 
@@ -108,7 +120,8 @@ Event = Annotated[
     | HangUp
     | MaxDuration
     | DtmfEntered
-    | MachineAnswered,
+    | MachineAnswered
+    | JobsFinished,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -8,7 +8,7 @@ public import path is ``ringflow``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -47,6 +47,16 @@ class FlowManager:
     node: str = ""
     variables: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
+    # ``<call id>:<event>``: the same across retries of one run, for the handler's back end
+    idempotency_key: str = ""
+    # set in a background job (a ``jobs:`` group): where ``update`` sends progress
+    progress: Callable[[Any], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
+
+    async def update(self, data: Any) -> None:
+        """Report a background job's progress and partial data (a ``job_update`` the LLM,
+        the transcript and the room get). Outside a job it does nothing."""
+        if self.progress is not None:
+            await self.progress(data)
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,9 @@ class HttpSpec(Strict):
         return v.upper() if isinstance(v, str) else v
 
 
-FunctionKind = Literal["handler", "transition_only", "capture", "http", "send_dtmf", "mcp", "transfer"]
+FunctionKind = Literal[
+    "handler", "transition_only", "capture", "http", "send_dtmf", "mcp", "transfer", "jobs"
+]
 
 
 class TransferSpec(Strict):
@@ -166,6 +168,33 @@ class DtmfSpec(Strict):
     transition_to: Transition | None = None
 
 
+class JobRef(Strict):
+    """One job of a group: a handler of the flow's module, run with the group's arguments
+    that it declares plus its own ``args``."""
+
+    name: str = Field(pattern=FUNCTION_NAME_PATTERN)
+    args: dict[str, Any] = {}
+    timeout_s: float | None = Field(None, gt=0, le=3600)
+    retry: Retry | None = None
+
+
+class JobsSpec(Strict):
+    run: list[JobRef] = Field(min_length=1, max_length=16)
+    timeout_s: float = Field(60, gt=0, le=3600)  # the whole group; jobs still running then: timed_out
+    cancel_on_error: bool = False  # a job failing cancels the others
+    cancellable: bool = True  # the LLM is offered ``cancel_jobs`` while the group runs
+    cancel_on_leave: bool = False  # the flow leaving the node cancels the group
+    label: str | None = Field(None, max_length=200)  # what a client shows while it runs
+
+    @model_validator(mode="after")
+    def _unique(self) -> JobsSpec:
+        names = [j.name for j in self.run]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"a job runs once per group: {', '.join(twice)} is listed twice")
+        return self
+
+
 class FunctionEntry(Strict):
     name: str = Field(pattern=FUNCTION_NAME_PATTERN)
     description: str | None = None
@@ -181,6 +210,7 @@ class FunctionEntry(Strict):
     cancel_on_interruption: bool | None = None
     send_dtmf: bool = False  # the LLM presses keys on the line (to navigate an IVR)
     transfer: TransferSpec | None = None
+    jobs: JobsSpec | None = None  # a background job group (callflow/jobs.py)
 
     @model_validator(mode="before")
     @classmethod
@@ -198,6 +228,8 @@ class FunctionEntry(Strict):
 
     @property
     def kind(self) -> FunctionKind:
+        if self.jobs is not None:
+            return "jobs"
         if self.transfer is not None:
             return "transfer"
         if self.mcp is not None:

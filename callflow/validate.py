@@ -19,6 +19,7 @@ from callflow.handlers import HandlerModuleError, SignatureError, get_handler, h
 from callflow.model import NODE_ID_PATTERN, Flow, FunctionEntry, HandlerSpec, Node, Transition
 from callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
 from callflow.validate_gates import GateChecks
+from callflow.validate_jobs import check_jobs_entry
 from callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
@@ -177,6 +178,7 @@ class _Checker(GateChecks):
                 ("send_dtmf", fn.send_dtmf),
                 ("mcp", fn.mcp is not None),
                 ("transfer", fn.transfer is not None),
+                ("jobs", fn.jobs is not None),
             )
             if on
         ]
@@ -205,6 +207,14 @@ class _Checker(GateChecks):
             self.check_template(f"{path}.transfer.announce", t.announce)
             if is_run:
                 self.err(path, "an action node runs a handler or an http entry")
+            return
+        if kind == "jobs":
+            check_jobs_entry(self, path, fn, is_run)
+            self.check_transition(f"{path}.transition_to", fn.transition_to)
+            if node is not None and node.type == "end" and fn.transition_to is not None:
+                self.err(f"{path}.transition_to", "an end node may have node functions but no transitions")
+            self.check_template(f"{path}.description", fn.description)
+            self.check_template(f"{path}.speech", fn.speech)
             return
         if kind == "send_dtmf":
             if not fn.description:

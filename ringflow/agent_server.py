@@ -153,6 +153,10 @@ async def entrypoint(ctx: JobContext) -> None:
         asyncio.get_running_loop().create_task(keys.press(ev.digit))
 
     run.controller.port.dtmf_sender = lambda digits: press_keys(ctx.room, digits)  # type: ignore[union-attr]
+    # job groups' envelopes to the room (topic ringflow.jobs), for a client to show
+    run.controller.port.data_sender = lambda topic, payload: ctx.room.local_participant.publish_data(  # type: ignore[union-attr]
+        payload, reliable=True, topic=topic
+    )
     watch_device(ctx.room, run.controller)  # tools the caller's device offers (device_tools nodes)
     if run.talk is not None:
         watch_talk(ctx.room, run.talk)  # push-to-talk from the client on `listen: manual` nodes

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from callflow.errors import did_you_mean
 from callflow.loader import parse_text
+from ringflow.sim_jobs import ScriptJob
 from ringflow.sim_phone import ScriptDial
 
 
@@ -66,6 +67,7 @@ class Script(BaseModel):
     variables: dict[str, Any] = {}
     turns: list[ScriptTurn] = []
     extract: dict[str, dict[str, Any]] = {}
+    jobs: dict[str, ScriptJob] = {}  # background jobs' simulated timeline (ringflow/sim_jobs.py)
     expect: Expect = Expect()
 
 

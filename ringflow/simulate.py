@@ -50,6 +50,7 @@ from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import ScriptError, check, load_script
 from ringflow.settings import Settings, get_settings
+from ringflow.sim_jobs import ScriptedJobs, after_turn
 from ringflow.sim_phone import LINES, PhoneLine, answered, inbound_room, phone_line
 from ringflow.temporal_setup import connect
 from workflows.client import CallHandle, start_call, workflow_id
@@ -190,8 +191,10 @@ async def run_script(
     room = inbound_room() if inbound and script.dial is None else None
     call_id = call_id_for_room(room) if room is not None else call_id
     refused: list[dict[str, Any]] = []
+    jobs = ScriptedJobs(call_id, script.jobs)
     try:
         async with phone_line(script.dial, script.transfer_answer, client) as line:
+            jobs.open()  # the script's jobs: see ringflow/sim_jobs.py
             result = await _run_script(
                 path,
                 script,
@@ -207,6 +210,7 @@ async def run_script(
                 kill_point=kill_point,
                 real_llm=real_llm,
                 resume=resume,
+                jobs=jobs,
             )
             result.transfer = line.transferred()
             result.failures = check(script.expect, result.model_dump())
@@ -219,6 +223,8 @@ async def run_script(
         )
         with contextlib.suppress(Exception):  # a call left running would hold nothing but noise
             await client.get_workflow_handle(workflow_id(call_id)).terminate("the simulation failed")
+    finally:
+        jobs.close()
     result.rejected = refused + _not_offered(llm.lane(call_id)) + await _workflow_rejections(client, call_id)
     return result
 
@@ -293,6 +299,7 @@ async def _run_script(
     kill_point: str | None,
     real_llm: bool,
     resume: str,
+    jobs: ScriptedJobs,
 ) -> SimulationResult:
     definition = load_flow(flow_path)
     dial = line.dial
@@ -371,6 +378,8 @@ async def _run_script(
             await run.outbox.flush(timeout=TURN_TIMEOUT_S)
         try:
             await asyncio.wait_for(_play(run, turn, f"t{i}", idle_s, killer), TURN_TIMEOUT_S)
+            if killer.fired is None or result.kills:  # not killed in this turn
+                await after_turn(jobs, run, turn, i)  # a kill may fire here too (a route's speech)
         except Killed:
             pass
         if killer.fired is not None and result.kills == 0:

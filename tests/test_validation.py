@@ -376,7 +376,7 @@ def _functions_of(flow: dict[str, Any]) -> set[str]:
 def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
     """What can be checked without running a call: names, nodes and keys all exist."""
     doc = yaml.safe_load(script.read_text())
-    assert set(doc) <= {"flow", "variables", "turns", "extract", "expect", "dial", "transfer_answer"}
+    assert set(doc) <= {"flow", "variables", "turns", "extract", "expect", "dial", "transfer_answer", "jobs"}
     flow_path = (script.parent / doc["flow"]).resolve()
     assert flow_path.is_file()
     flow = yaml.safe_load(flow_path.read_text())
@@ -387,6 +387,15 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
         if var.get("required") and "default" not in var:
             assert name in (doc.get("variables") or {}), f"required variable {name} missing"
     functions = _functions_of(flow)
+    if any("jobs" in f for n in flow["nodes"].values() for f in n.get("functions", [])):
+        functions.add("cancel_jobs")  # the built-in offered while a cancellable group runs
+        jobs = {
+            j["name"]
+            for n in flow["nodes"].values()
+            for f in n.get("functions", [])
+            for j in f.get("jobs", {}).get("run", [])
+        }
+        assert set(doc.get("jobs") or {}) <= jobs
     # no turns: a call that ends at its first node's greeting (order_status_no_order)
     for turn in doc.get("turns") or []:
         assert len({"user", "silence", "dtmf"} & set(turn)) == 1, turn

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -77,6 +79,30 @@ async def running_worker(
     )
     async with worker:
         yield
+
+
+async def worker_child(module: str, *args: str) -> asyncio.subprocess.Process:
+    """A worker in a separate process (``python -m tests.<module> ARGS``), once it printed
+    ``READY``: the tests that SIGKILL a worker kill this one."""
+    root = Path(__file__).resolve().parent.parent
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        f"tests.{module}",
+        *args,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    try:
+        assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"READY"
+    except BaseException:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc
 
 
 async def wait_until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0, what: str = "") -> Any:

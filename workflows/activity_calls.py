@@ -45,7 +45,7 @@ CANCELLED = "was cancelled: the caller started talking (cancel_on_interruption)"
 _DURABLE = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 
 
-def _retry(r: Retry | None) -> RetryPolicy:
+def retry_policy(r: Retry | None) -> RetryPolicy:
     r = r or Retry()
     return RetryPolicy(
         initial_interval=timedelta(seconds=r.initial_interval_s),
@@ -132,7 +132,7 @@ async def run_function(
                 timeout_s=eff.timeout_s,
                 idempotency_key=key,
             )
-            out = await _execute("http_tool", req, dict, eff.timeout_s, _retry(eff.retry), on_start)
+            out = await _execute("http_tool", req, dict, eff.timeout_s, retry_policy(eff.retry), on_start)
             return FunctionResult(run_id=eff.run_id, result=out)
         inp = HandlerInput(
             call_id=state.call_id,
@@ -146,7 +146,7 @@ async def run_function(
             timeout_s=eff.timeout_s,
         )
         hout: HandlerOutput = await _execute(
-            "run_handler", inp, HandlerOutput, eff.timeout_s, _retry(eff.retry), on_start
+            "run_handler", inp, HandlerOutput, eff.timeout_s, retry_policy(eff.retry), on_start
         )
         merged = None
         if hout.error is None:
@@ -178,7 +178,7 @@ async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: Cal
     )
     try:
         out: McpCallResult = await _execute(
-            "mcp_call_tool", req, McpCallResult, eff.timeout_s, _retry(eff.retry)
+            "mcp_call_tool", req, McpCallResult, eff.timeout_s, retry_policy(eff.retry)
         )
     except Exception as exc:  # after retries
         cause = getattr(exc, "cause", None) or exc

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.dialing import DIAL_PATCH, place_call
     from workflows.inbox import Inbox
     from workflows.intake import intake, intake_one
+    from workflows.jobs import JobsMixin
     from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
     from workflows.record import compact_state
     from workflows.room_events import RoomEvent, on_room_event
@@ -62,7 +63,7 @@ LATE_TIMER_S = 5.0
 
 
 @workflow.defn(name="CallWorkflow")
-class CallWorkflow(CallCarry):
+class CallWorkflow(JobsMixin, CallCarry):
     # The input arrives raw, like signals: a start payload that does not decode into a
     # CallInput (a hand-made ``temporal workflow start``) fails the workflow at once with what
     # was wrong, instead of failing its first workflow task again and again.

@@ -19,7 +19,16 @@ with workflow.unsafe.imports_passed_through():
 
     from activities.extraction import ExtractionInput
     from activities.records import AmdVerdict, SipOutcome, amd_result
-    from callflow.effects import Effect, EndCall, Extract, Rejected, RunFunction, SetNode, ToolResponse
+    from callflow.effects import (
+        Effect,
+        EndCall,
+        Extract,
+        Rejected,
+        RunFunction,
+        SetNode,
+        StartJobs,
+        ToolResponse,
+    )
     from callflow.engine import Engine, Step
     from callflow.errors import safe_reason
     from callflow.events import (
@@ -126,6 +135,12 @@ class CallCore:
                 self.spawn(self.extract(eff))
             elif isinstance(eff, SetNode | EndCall):
                 self.wake = True
+            elif isinstance(eff, StartJobs):
+                self.start_jobs(eff)
+
+    def start_jobs(self, eff: StartJobs) -> None:
+        """A background job group (``workflows/jobs.py``, mixed into the workflow)."""
+        raise NotImplementedError
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_event_loop().create_task(self.guarded(coro))

@@ -255,6 +255,22 @@ class RejectedEvent(_Msg):
     at: Epoch | None = None
 
 
+class RouteRequest(_Msg):
+    """The agent routes a finished job group (``route_jobs``), after its events up to
+    ``after_seq``, as a node function's result is applied (``workflows/jobs.py``)."""
+
+    group_id: str = Field(min_length=1, max_length=200)
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)
+
+
+class CancelRequest(_Msg):
+    """Cancel running job groups (``cancel_jobs``): the LLM's built-in, or the caller
+    barging in on a group marked ``cancel_on_interruption``; none named: every such group."""
+
+    group_ids: list[str] = Field([], max_length=50)
+    reason: Literal["llm", "interruption"] = "llm"
+
+
 class Carry(_Msg):
     """What one run hands the next at continue-as-new: compact, transcript tail only."""
 

@@ -23,6 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.campaign_acts import CampaignActivities
 from activities.dispatch import Dispatcher
 from activities.handler_run import HandlerRunner
+from activities.jobs import JobRunner
 from activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from activities.observability import ActivityLogInterceptor
 from activities.registry import build_activities, build_call_services
@@ -51,6 +52,7 @@ def all_activities(
         *build_activities(config),
         handlers.run_handler,
         *build_call_services(config, dispatcher, telephony),
+        JobRunner(getattr(config, "flows_dir", None)).run_job,
         mcp_list_tools,
         mcp_call_tool,
         *campaigns.all(),

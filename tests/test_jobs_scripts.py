@@ -1,0 +1,57 @@
+"""The order_jobs example's scripts (every group outcome) with the agent killed on every
+turn, and what the agent does with an envelope (the LLM's context, the room)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from agents.jobs import JobsFeed
+from callflow.jobs import ROOM_TOPIC
+from ringflow.devstack import DevStack
+from ringflow.scripts import load_script
+from ringflow.simulate import environment, run_script
+
+SCRIPTS = sorted((Path(__file__).resolve().parent.parent / "examples" / "scripts").glob("order_jobs_*.yaml"))
+
+
+@pytest.mark.timeout(900)
+async def test_every_outcome_survives_a_kill_on_every_turn(temporal_server: DevStack) -> None:
+    assert len(SCRIPTS) >= 5
+    failed: dict[str, Any] = {}
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        for path in SCRIPTS:
+            base = await run_script(path, client, task_queue, llm)
+            assert base.ok, (path.name, base.failures, base.error)
+            for turn in range(len(load_script(path)[0].turns)):
+                killed = await run_script(path, client, task_queue, llm, kill_at=turn)
+                same = (killed.path, killed.state) == (base.path, base.state)
+                if not killed.ok or not same:
+                    failed[f"{path.name}@{turn}"] = (killed.failures, killed.error, killed.path)
+    assert not failed, failed
+
+
+class _Port:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.published: list[tuple[str, bytes]] = []
+
+    async def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        self.published.append((topic, payload))
+
+
+async def test_an_envelope_reaches_the_llm_context_and_the_room() -> None:
+    port = _Port()
+    feed = JobsFeed(SimpleNamespace(port=port))  # type: ignore[arg-type]
+    env = {"type": "job_update", "group_id": "check_order-1", "job": "check_inventory", "data": {"step": 1}}
+    await feed.deliver(env)
+    assert port.notes == ['[jobs] check_order-1/check_inventory progress: {"step": 1}']
+    assert port.published == [(ROOM_TOPIC, json.dumps(env).encode())]
+    assert ROOM_TOPIC == "ringflow.jobs"

@@ -1,0 +1,315 @@
+"""Background job groups in the call's workflow (issue 15 §1; the pure part is
+``callflow/jobs.py``).
+
+A ``jobs`` entry's ``StartJobs`` effect starts one workflow task per group: each job is a
+``run_job`` activity (``activities/jobs.py``) with its own timeout and retries, and every
+result, progress report, cancel and timeout goes through the group's reducer in the order
+the history holds, so a replay (a worker died) reaches the same statuses and nothing is
+run again. Each envelope the reducer gives is kept in a bounded log and in the transcript.
+
+The agent reads the log (query ``jobs_feed``), adds the envelopes to the LLM's context and
+the room, and routes a finished group with the ``route_jobs`` update, after its own
+earlier events (``after_seq``), as a node function's result is applied: so the workflow
+and the agent move on the same step. ``cancel_jobs`` is the LLM's built-in cancel (and the
+caller barging in, for a group marked ``cancel_on_interruption``). The caller hanging up
+and, with ``cancel_on_leave``, the flow leaving the node cancel a group here.
+A group's task lives until it is routed (or the call moved on or ended): continue-as-new
+waits for it, so no group straddles two runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+with workflow.unsafe.imports_passed_through():
+    from activities.jobs import JOB_UPDATE_SIGNAL, TIMED_OUT, JobInput, JobOutput
+    from callflow.effects import JobRun, StartJobs
+    from callflow.events import JobsFinished
+    from callflow.jobs import (
+        CancelGroup,
+        GroupEvent,
+        GroupState,
+        GroupTimedOut,
+        JobFinished,
+        JobProgress,
+        advance,
+        completed_envelope,
+        describe,
+        group_result,
+        new_group,
+    )
+    from workflows import activity_calls as acts
+    from workflows import carry as budget
+    from workflows.call_core import CallCore
+    from workflows.contract import (
+        MAX_TEXT_CHARS,
+        CallFunctionResult,
+        CancelRequest,
+        RouteRequest,
+        Turn,
+        encoded_bytes,
+    )
+
+JOBS_PATCH = "job-groups-v1"
+LOG_MAX = 400  # envelopes kept for the agent to read; older ones are in the transcript
+FEED_MAX = 100  # envelopes in one query answer
+UPDATE_MAX_BYTES = 8_000  # one progress report's data
+HEARTBEAT_S = 5.0  # a job's worker dying is noticed this soon, and the job retried elsewhere
+
+
+class JobGroups:
+    """The call's groups, their envelopes and which were routed (one per workflow run)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, GroupState] = {}
+        self.specs: dict[str, StartJobs] = {}
+        self.log: list[dict[str, Any]] = []
+        self.base = 0  # index of log[0] among every envelope of this run
+        self.cancel_asked: dict[str, str] = {}
+        self.routing: set[str] = set()
+        self.routed: dict[str, CallFunctionResult] = {}
+        self.arrived: tuple[str, int] | None = (
+            None  # the node a group's route entered, transcript length then
+        )
+
+    def running(self) -> list[str]:
+        return [gid for gid, g in self.groups.items() if not g.done]
+
+
+class JobsMixin(CallCore):
+    """The workflow's side of job groups; mixed into ``CallWorkflow``."""
+
+    @property
+    def job_groups(self) -> JobGroups:
+        book: JobGroups | None = getattr(self, "_job_groups", None)
+        if book is None:
+            book = self._job_groups = JobGroups()
+        return book
+
+    def start_jobs(self, eff: StartJobs) -> None:
+        book = self.job_groups
+        if eff.group_id in book.groups or not workflow.patched(JOBS_PATCH):
+            return
+        group, started = new_group(
+            eff.group_id, eff.node, eff.name, [j.name for j in eff.jobs], eff.cancel_on_error
+        )
+        started.update(label=eff.label, cancellable=eff.cancellable)
+        book.groups[eff.group_id] = group
+        book.specs[eff.group_id] = eff
+        self.emit([started])
+        self.spawn(self.run_group(eff))
+
+    async def run_group(self, eff: StartJobs) -> None:
+        gid = eff.group_id
+        book = self.job_groups
+        tasks = [asyncio.get_event_loop().create_task(self.run_job(eff, job)) for job in eff.jobs]
+
+        def stop() -> str | None:
+            if self.state.ended:
+                return "hangup"
+            if eff.cancel_on_leave and self.state.node != eff.node:
+                return "left_node"
+            return book.cancel_asked.get(gid)
+
+        try:
+            await workflow.wait_condition(
+                lambda: book.groups[gid].done or stop() is not None,
+                timeout=timedelta(seconds=eff.timeout_s),
+            )
+        except TimeoutError:
+            self.feed(gid, GroupTimedOut())
+        if not book.groups[gid].done and (reason := stop()) is not None:
+            self.feed(gid, CancelGroup(reason=reason))
+        for t in tasks:
+            if not t.done():
+                t.cancel()  # the activity is asked to stop; whatever it answers later is ignored
+        # Held until the agent routes it (or the call moved on): see the module's docstring.
+        await workflow.wait_condition(
+            lambda: gid in book.routed or self.state.ended or self.state.node != eff.node
+        )
+
+    async def run_job(self, eff: StartJobs, job: JobRun) -> None:
+        inp = JobInput(
+            call_id=self.inp.call_id,
+            group_id=eff.group_id,
+            job=job.name,
+            node=eff.node,
+            module=self.inp.definition.flow.handlers or "",
+            flow_source=self.inp.definition.source,
+            args=job.args,
+            variables=self.state.variables,
+            state=self.state.state,
+            timeout_s=job.timeout_s,
+            idempotency_key=f"{self.inp.call_id}:{eff.group_id}:{job.name}",
+        )
+        try:
+            out = await workflow.start_activity(
+                "run_job",
+                inp,
+                result_type=JobOutput,
+                start_to_close_timeout=timedelta(seconds=job.timeout_s + 5),
+                heartbeat_timeout=timedelta(seconds=HEARTBEAT_S),
+                retry_policy=acts.retry_policy(job.retry),
+                cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
+            )
+        except ActivityError as exc:
+            cause = exc.cause
+            if isinstance(cause, CancelledError):
+                return
+            timed = isinstance(cause, ActivityTimeout) or (
+                isinstance(cause, ApplicationError) and cause.type == TIMED_OUT
+            )
+            self.feed(
+                eff.group_id,
+                JobFinished(job=job.name, status="timed_out" if timed else "failed", error=str(cause)[:300]),
+            )
+            return
+        self.feed(eff.group_id, JobFinished(job=job.name, status="completed", result=out.result))
+
+    def feed(self, gid: str, event: GroupEvent) -> None:
+        book = self.job_groups
+        group = book.groups.get(gid)
+        if group is None:
+            return
+        book.groups[gid], envelopes = advance(group, event)
+        self.emit(envelopes)
+
+    def emit(self, envelopes: list[dict[str, Any]]) -> None:
+        """Each envelope into the log the agent reads and into the transcript."""
+        book = self.job_groups
+        now = workflow.now().timestamp()
+        for env in envelopes:
+            book.log.append({**env, "n": book.base + len(book.log), "at": now})
+            turn = Turn(
+                role="system",
+                text=describe(env)[:MAX_TEXT_CHARS],
+                node=self.state.node,
+                started_at=now,
+                ended_at=now,
+            )
+            self.transcript.append(turn)
+            self.transcript_bytes += budget.turn_bytes(turn)
+        if len(book.log) > LOG_MAX:
+            drop = len(book.log) - LOG_MAX
+            book.log = book.log[drop:]
+            book.base += drop
+        if envelopes:
+            self.wake = True
+
+    # --- messages ---------------------------------------------------------------------
+    @workflow.signal(name=JOB_UPDATE_SIGNAL)
+    def on_job_update(self, data: Any) -> None:
+        """A job's progress (``flow_manager.update``), sent by its activity."""
+        if getattr(self, "bad_input", None) is not None or not isinstance(data, dict):
+            return
+        gid, job = data.get("group_id"), data.get("job")
+        if not isinstance(gid, str) or not isinstance(job, str) or gid not in self.job_groups.groups:
+            return
+        update = data.get("data")
+        if encoded_bytes(update) > UPDATE_MAX_BYTES:
+            update = {"note": f"progress of more than {UPDATE_MAX_BYTES} bytes left out"}
+        self.feed(gid, JobProgress(job=job, data=update))
+
+    @workflow.query(name="jobs_feed")
+    def jobs_feed(self, *args: Any) -> dict[str, Any]:
+        """Envelopes from index ``args[0]`` (none for a negative one: an agent that only
+        wants to know where the log is), the groups running, and the finished groups still
+        to route on the node the call is on."""
+        book = self.job_groups
+        after = args[0] if args and type(args[0]) is int else -1
+        items = book.log[max(0, after - book.base) :][:FEED_MAX] if after >= 0 else []
+        end = items[-1]["n"] + 1 if items else max(after, book.base + len(book.log) if after < 0 else after)
+        running = book.running()
+        return {
+            "unspoken": self.unspoken(),
+            "next": end,
+            "envelopes": items,
+            "running": running,
+            "cancellable": [g for g in running if book.specs[g].cancellable],
+            "interruptible": [g for g in running if book.specs[g].cancel_on_interruption],
+            "unrouted": [
+                {**completed_envelope(g), "result": group_result(g)}
+                for gid, g in book.groups.items()
+                if g.done and gid not in book.routed and not self.state.ended and self.state.node == g.node
+            ],
+        }
+
+    def unspoken(self) -> str | None:
+        """The node a group's route entered, while the call is there and nothing was said on
+        it yet: an agent that died right after routing left its greeting unsaid, and the
+        agent taking over says it (``agents/jobs.py``)."""
+        arrived = self.job_groups.arrived
+        if arrived is None or self.state.ended or self.state.node != arrived[0]:
+            return None
+        node, at = arrived
+        said = any(t.role == "assistant" and t.node == node for t in self.transcript[at:])
+        return None if said else node
+
+    @workflow.update(name="route_jobs")
+    async def route_jobs(self, req: RouteRequest) -> CallFunctionResult:
+        """A finished group's result into the state, and its ``transition_to``, once the
+        agent's events before it are in. Asked again (a new agent), answered again."""
+        book = self.job_groups
+        if req.group_id in book.routing:
+            await workflow.wait_condition(lambda: req.group_id in book.routed)
+        if req.group_id in book.routed:
+            return book.routed[req.group_id]
+        book.routing.add(req.group_id)
+        try:
+            await self.caught_up(req.after_seq)
+            group = book.groups[req.group_id]
+            step = self.step(
+                JobsFinished(
+                    group_id=group.group_id,
+                    node=group.node,
+                    name=group.name,
+                    result=group_result(group),
+                    at=workflow.now().timestamp(),
+                )
+            )
+            out = self.function_result(step.effects)
+            book.routed[req.group_id] = out
+            if out.decision == "transition" and out.node is not None:
+                book.arrived = (out.node, len(self.transcript))
+        finally:
+            book.routing.discard(req.group_id)
+        self.seen_agent()
+        return out
+
+    @route_jobs.validator
+    def validate_route_jobs(self, req: RouteRequest) -> None:
+        group = self.job_groups.groups.get(req.group_id) if isinstance(req, RouteRequest) else None
+        if group is None or not group.done:
+            raise ValueError("no finished job group by that id")
+
+    @workflow.update(name="cancel_jobs")
+    async def cancel_jobs(self, req: CancelRequest) -> dict[str, Any]:
+        """Cancel running groups (the LLM's ``cancel_jobs``, or the caller barging in on a
+        group marked ``cancel_on_interruption``); answered once they have ended."""
+        book = self.job_groups
+        allowed = [
+            g
+            for g in book.running()
+            if (book.specs[g].cancellable if req.reason == "llm" else book.specs[g].cancel_on_interruption)
+        ]
+        asked = [g for g in allowed if not req.group_ids or g in req.group_ids]
+        for gid in asked:
+            book.cancel_asked.setdefault(gid, req.reason)
+        if asked:
+            await workflow.wait_condition(lambda: all(book.groups[g].done for g in asked))
+        self.seen_agent()
+        return {
+            "status": "cancelled" if asked else "nothing to cancel",
+            "groups": {g: book.groups[g].outcome for g in asked},
+        }
+
+    @cancel_jobs.validator
+    def validate_cancel_jobs(self, req: CancelRequest) -> None:
+        if not isinstance(req, CancelRequest):
+            raise ValueError("cancel_jobs takes one CancelRequest (JSON)")
