@@ -26,7 +26,6 @@ from agents.jobs import JobsFeed
 from agents.outbox import Outbox
 from agents.signals import DeferredTransition
 from callflow.effects import (
-    EFFECTS_ADAPTER,
     Effect,
     EndCall,
     LLMTurn,
@@ -255,7 +254,7 @@ class FlowController:
             return ToolOutcome(res.result, reply_required=False, error=True)
         if res.state is not None:
             self.state = res.state
-        effects = EFFECTS_ADAPTER.validate_python(res.effects)
+        effects = res.effects
         await self.apply(effects)
         if any(type(e) is RunFunction and e.action for e in effects):
             await self.follow_actions()

@@ -198,8 +198,7 @@ async def kills(
         except TimeoutError:
             st = await CallHandle(client, call_id).state()
             raise RuntimeError(
-                f"no dispatch after kill {i}: {st['status']} {st['agent_id']} {agent_id} "
-                f"{st['rejected'][-3:]}"
+                f"no dispatch after kill {i}: {st.status} {st.agent_id} {agent_id} {st.rejected[-3:]}"
             ) from None
         t_dispatch = time.perf_counter()
         run = await attach_agent(

@@ -96,9 +96,9 @@ class Callee:
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
                 st = await call.state()
-                if st.get("end_reason"):
+                if st.end_reason:
                     return
-                if st.get("status") == "live":
+                if st.status == "live":
                     break
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.8)

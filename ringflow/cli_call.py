@@ -25,6 +25,7 @@ from ringflow.logs import configure_logging
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from workflows.client import CallHandle, start_call, workflow_id
+from workflows.contract import CallRecord, CallView
 
 call_app = typer.Typer(help="Start, list, inspect and hang up calls.", no_args_is_help=True)
 
@@ -217,7 +218,7 @@ def show(
     settings = get_settings()
     call_id = call_id.removeprefix("call-")
 
-    async def go() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def go() -> tuple[CallView | CallRecord, list[dict[str, Any]]]:
         client = await _client(settings)
         call = CallHandle(client, call_id)
         try:
@@ -233,9 +234,10 @@ def show(
             ) from None
         return state, transcript
 
-    state, transcript = run_async(go)
+    call, transcript = run_async(go)
+    shown = call.model_dump(mode="json")
     if json_out:
-        typer.echo(json.dumps({**state, "transcript": transcript}, default=str))
+        typer.echo(json.dumps({**shown, "transcript": transcript}, default=str))
         return
     for key in (
         "call_id",
@@ -254,19 +256,16 @@ def show(
         "sip",
         "amd",
     ):
-        if key in state and (state[key] is not None or key not in ("room", "sip", "amd")):
-            typer.echo(f"{key:<12} {state.get(key)}")
-    if state.get("rejected"):
-        last = state["rejected"][-1]["reason"]
-        typer.echo(f"{'rejected':<12} {len(state['rejected'])} event(s); last: {last}")
+        if key in shown and (shown[key] is not None or key not in ("room", "sip", "amd")):
+            typer.echo(f"{key:<12} {shown[key]}")  # a record (an ended call) has no transitions or agent
+    if isinstance(call, CallView) and call.rejected:
+        typer.echo(f"{'rejected':<12} {len(call.rejected)} event(s); last: {call.rejected[-1].reason}")
     typer.echo("transcript:")
     for t in transcript:
         typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}")
 
 
-async def _closed_call(
-    call: CallHandle, database_url: str
-) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord, list[dict[str, Any]]] | None:
     """An ended call read from its workflow's result, which needs no worker: the worker of a
     simulated call (its own task queue) is gone once the simulation ends. None while the
     call runs, or when it ended without a record (terminated): then the query decides.
@@ -274,8 +273,9 @@ async def _closed_call(
     desc = await call.handle.describe()
     if desc.status != WorkflowExecutionStatus.COMPLETED:
         return None
-    record = (await call.handle.result()).model_dump(mode="json")
-    transcript = record.pop("transcript", [])
+    record = await call.handle.result()
+    transcript = record.transcript
+    record = record.model_copy(update={"transcript": []})
     local = database_url.removeprefix("sqlite:///") if database_url.startswith("sqlite:///") else None
     if not transcript and (local is None or Path(local).exists()):  # a missing SQLite file holds nothing
         from activities.persistence import load_transcript

@@ -184,9 +184,9 @@ async def answered(call: CallHandle, timeout_s: float) -> bool:
     async def poll() -> bool:
         while True:
             st = await call.state()
-            if st.get("status") == "live":
+            if st.status == "live":
                 return True
-            if st.get("end_reason"):
+            if st.end_reason:
                 return False
             await asyncio.sleep(0.02)
 

@@ -277,10 +277,7 @@ async def _workflow_rejections(client: Client, call_id: str) -> list[dict[str, A
         state = await asyncio.wait_for(CallHandle(client, call_id).state(), 10)
     except Exception:  # a call that never started has nothing to say
         return []
-    return [
-        _refusal(str(r.get("event_id") or "event"), None, r.get("reason"), None)
-        for r in state.get("rejected") or []
-    ]
+    return [_refusal(r.event_id or "event", None, r.reason, None) for r in state.rejected]
 
 
 async def _run_script(

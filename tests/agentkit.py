@@ -31,7 +31,7 @@ from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.scripted_llm import LANE_HEADER, Lane, RecordedRequest, ScriptedLLM
 from workflows.client import CallHandle, start_call
-from workflows.contract import Snapshot
+from workflows.contract import CallView, Snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agent"
 TIMEOUT_S = 4.0  # every wait in these tests; each test must finish well within 5 s
@@ -143,7 +143,7 @@ class TextCall:
         await self.idle()
 
     # --- the workflow -----------------------------------------------------------------
-    async def synced(self) -> dict[str, Any]:
+    async def synced(self) -> CallView:
         """The workflow's state once everything the agent queued has been delivered."""
         assert await self.controller.outbox.flush(timeout=TIMEOUT_S), "outbox did not flush"
         return await self.call.state()

@@ -68,11 +68,11 @@ async def stand_in_agent(
                     st = await call.state()
                 except Exception:
                     continue
-                if st.get("status") == "live" and d.sip_call_to not in (hold or set()):
+                if st.status == "live" and d.sip_call_to not in (hold or set()):
                     handled.add(room)
                     await call.hangup((reasons or {}).get(d.sip_call_to, default))
                     ended.append(room)
-                elif st.get("end_reason"):
+                elif st.end_reason:
                     handled.add(room)
             await asyncio.sleep(0.05)
 
@@ -144,7 +144,7 @@ async def live_on(client: Client, lk: FakeLiveKit, phone: str, status: str = "li
     """Whether the call dialed to ``phone`` has this status now (``live``, ``dialing``)."""
     for d in list(lk.dials):
         if d.sip_call_to == phone:
-            return (await CallHandle(client, d.room_name).state()).get("status") == status
+            return (await CallHandle(client, d.room_name).state()).status == status
     return False
 
 

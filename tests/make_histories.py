@@ -54,6 +54,7 @@ from workflows.contract import (  # noqa: E402
     CallEvent,
     CallFunctionRequest,
     CallFunctionResult,
+    CallView,
     EventBatch,
     TransitionEvent,
     Turn,
@@ -113,8 +114,8 @@ class Agent:
 
 
 async def wait_for(
-    call: CallHandle, pred: Callable[[dict[str, Any]], bool], what: str, timeout: float = 30.0
-) -> dict[str, Any]:
+    call: CallHandle, pred: Callable[[CallView], bool], what: str, timeout: float = 30.0
+) -> CallView:
     deadline = time.monotonic() + timeout
     while True:
         st = await call.state()
@@ -166,7 +167,7 @@ async def appointment_happy(client: Client, tq: str) -> Handles:
         ("user", "Not really, could we move it?"),
     )
     await call.transition(a.transition("remind", "needs_new_time"))
-    await wait_for(call, lambda s: s["node"] == "reschedule", "node reschedule")
+    await wait_for(call, lambda s: s.node == "reschedule", "node reschedule")
     slots = await a.fn("reschedule", "list_open_slots")
     check(slots.decision == "stay", f"list_open_slots: {slots}")
     taken = await a.fn("reschedule", "reschedule_appointment", slot="Wednesday 2 PM")
@@ -199,7 +200,7 @@ async def appointment_out_of_order(client: Client, tq: str) -> Handles:
     second = a.turns(("user", "Yes, I will be there."))
     third = a.transition("remind", "will_attend")
     await call.transition(third)  # early: held until 1 and 2 are in
-    await wait_for(call, lambda s: s["waiting_for_seq"] == 1, "seq 3 held")
+    await wait_for(call, lambda s: s.waiting_for_seq == 1, "seq 3 held")
     await call.turns(second)
     await call.turns(second)  # a duplicate while held
     await call.batch(EventBatch(events=[first, second, third]))  # gap filled, then duplicates
@@ -208,7 +209,7 @@ async def appointment_out_of_order(client: Client, tq: str) -> Handles:
     record = await call.handle.result()
     st = await call.state()
     check(record.path == ["verify_identity", "remind", "confirmed"], f"path: {record.path}")
-    check(st["duplicates"] >= 3 and st["turns"] == 2, f"state: {st}")
+    check(st.duplicates >= 3 and st.turns == 2, f"state: {st}")
     return {"appointment_out_of_order": call.handle}
 
 
@@ -233,7 +234,7 @@ async def lead_hangup(client: Client, tq: str) -> Handles:
         "discovery", "record_needs", use_case="shift_planning", team_size=12, timeline="this_quarter"
     )
     check(needs.decision == "transition", f"record_needs: {needs}")
-    await wait_for(call, lambda s: s["node"] == "book_demo", "node book_demo")
+    await wait_for(call, lambda s: s.node == "book_demo", "node book_demo")
     await call.event(CallEvent(event_id="lh-idle-1", kind="user_idle", at=T0 + 50))
     await a.say(("assistant", "Which weekday would suit you for a demo?"), ("user", "Sorry, I have to go."))
     await call.hangup(event_id="lh-hangup")
@@ -250,7 +251,7 @@ async def restaurant_continue_as_new(client: Client, tq: str) -> Handles:
     a = Agent(call, "rc")
     size = await a.fn("party_size", "record_party_size", size=4)
     check(size.decision == "transition", f"record_party_size: {size}")
-    await wait_for(call, lambda s: s["node"] == "get_time", "node get_time")
+    await wait_for(call, lambda s: s.node == "get_time", "node get_time")
     full = await a.fn("get_time", "check_availability", time="7:00 PM", party_size=4)
     check(full.node == "offer_alternatives", f"7 PM full: {full}")
     for i in range(60):  # small talk, batched as the agent's outbox does, until the history is long
@@ -264,9 +265,9 @@ async def restaurant_continue_as_new(client: Client, tq: str) -> Handles:
                 ]
             )
         )
-        if i % 5 == 4 and (await call.state())["runs"] >= 2:
+        if i % 5 == 4 and (await call.state()).runs >= 2:
             break
-    await wait_for(call, lambda s: s["runs"] >= 2, "continued as new")
+    await wait_for(call, lambda s: s.runs >= 2, "continued as new")
     ok = await a.fn("offer_alternatives", "check_availability", time="9:00 PM", party_size=4)
     check(ok.node == "confirm_booking", f"9 PM: {ok}")
     noted = await a.fn("confirm_booking", "note_dietary_needs", needs="one guest is vegan")
@@ -346,7 +347,7 @@ async def _phone_calls(client: Client, tq: str, lk: Any) -> Handles:
         variables={"first_name": "Robin"},
         dial=Dial(to="+15550100"),
     )
-    await wait_for(dialed, lambda s: s["status"] == "live", "the dialed call answered")
+    await wait_for(dialed, lambda s: s.status == "live", "the dialed call answered")
     a = Agent(dialed, "pd")
     await dialed.attach("agent-hist-1")
     await a.say(("assistant", "Hi Robin, this is Ava from Northside Energy with a quick reminder."))
@@ -361,7 +362,7 @@ async def _phone_calls(client: Client, tq: str, lk: Any) -> Handles:
     )
     await wait_for(
         dialed,
-        lambda s: any("left the room" in r["reason"] for r in s["rejected"]),
+        lambda s: any("left the room" in r.reason for r in s.rejected),
         "the lost agent noted",
     )
     await wait_for(
@@ -441,7 +442,7 @@ async def hostile_inputs(client: Client, tq: str) -> Handles:
     check(size.decision == "transition", f"record_party_size: {size}")
     a.seq += 1  # this seq never arrives: skipped after gap_wait_s
     await a.say(("user", "Seven in the evening?"))
-    await wait_for(call, lambda s: any("never arrived" in r["reason"] for r in s["rejected"]), "gap skipped")
+    await wait_for(call, lambda s: any("never arrived" in r.reason for r in s.rejected), "gap skipped")
     repeat = CallFunctionRequest(
         event_id="hi-fn-repeat",
         node="get_time",
@@ -458,7 +459,7 @@ async def hostile_inputs(client: Client, tq: str) -> Handles:
             ("user", "Is the terrace open?"),
         )
         await call.batch(EventBatch(events=[turns]))
-    await wait_for(call, lambda s: s["runs"] >= 2 and s["turns"] == 91, "continued as new")
+    await wait_for(call, lambda s: s.runs >= 2 and s.turns == 91, "continued as new")
     again = await call.call_function(repeat)
     check(again.result == full.result, f"repeat answered from the carried results: {again}")
     ok = await a.fn("offer_alternatives", "check_availability", time="9:00 PM", party_size=4)
@@ -519,7 +520,7 @@ async def crm_mcp_tools(client: Client, tq: str) -> Handles:
         ticket = await a.fn("help", "open_ticket", summary="The last box arrived broken")
         check(str(ticket.result.get("ticket", "")).startswith("T-"), f"open_ticket: {ticket}")
         await call.transition(a.transition("help", "all_done"))
-        await wait_for(call, lambda s: s["node"] == "goodbye", "node goodbye")
+        await wait_for(call, lambda s: s.node == "goodbye", "node goodbye")
         await a.say(("assistant", "Thanks for calling Northwind, Dana. Goodbye!"))
         await call.hangup("completed", event_id="cm-hangup")
         record = await call.handle.result()
@@ -553,9 +554,9 @@ async def kiosk_empty_inputs(client: Client, tq: str) -> Handles:
                 data={} if kind is None else {"kind": kind},
             )
         )
-    st = await wait_for(call, lambda s: s["next_seq"] == a.seq + 1, "the idle events applied")
+    st = await wait_for(call, lambda s: s.next_seq == a.seq + 1, "the idle events applied")
     check(
-        st["status"] == "live" and any(r["event_id"] == "ke-idle-4" for r in st["rejected"]),
+        st.status == "live" and any(r.event_id == "ke-idle-4" for r in st.rejected),
         f"kiosk waits, the bad kind refused: {st}",
     )
     await a.say(("user", "Morgan Lee."))

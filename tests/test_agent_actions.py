@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -28,6 +27,7 @@ from callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
 from tests.agentkit import FIXTURES, TIMEOUT_S, TextCall, call, desk, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until
+from workflows.contract import CallView
 
 ROLE = "You are Ada at the Lakeside clinic."
 HELLO = "Hello Dana, how can I help?"
@@ -86,7 +86,7 @@ async def test_start_action_node_routes_the_call_before_the_agent_takes_it(tc: T
     assert system_prompt(req) == f"{ROLE}\n\nFind out what the caller needs."
     assert req.tool_names == ["ask_price", "note_reason", "pay_balance", "slow_lookup", "open_notes"]
     st = await tc.synced()
-    assert st["path"] == ["find", "welcome"] and st["state"]["patient"]["name"] == "Dana"
+    assert st.path == ["find", "welcome"] and st.state["patient"]["name"] == "Dana"
 
 
 async def test_start_action_node_routing_to_an_end_node_says_its_greeting_and_ends(
@@ -121,7 +121,7 @@ async def test_transition_only_into_an_action_node_follows_its_routing_with_all_
         "Anything else about the price?",
     ]
     st = await tc.synced()
-    assert st["path"] == ["find", "welcome", "quote", "tell_price"] and st["node"] == "tell_price"
+    assert st.path == ["find", "welcome", "quote", "tell_price"] and st.node == "tell_price"
 
 
 async def test_capture_into_an_action_node_routing_to_an_end_node_says_the_last_turn(tc: TextCall) -> None:
@@ -171,7 +171,7 @@ async def test_a_node_with_a_function_action_keeps_its_speech(tc: TextCall) -> N
         "Your last visit was in May.",
     ]
     st = await wait_until(lambda: _state_with(tc, "notes_opened"), what="the function action ran")
-    assert st["path"] == ["find", "welcome", "notes"]
+    assert st.path == ["find", "welcome", "notes"]
     # the next transition starts from the workflow's state, the action's write included
     tc.reply(call("done"), say("Goodbye."))
     await tc.user("Thanks.")
@@ -179,9 +179,9 @@ async def test_a_node_with_a_function_action_keeps_its_speech(tc: TextCall) -> N
     assert record.path == ["find", "welcome", "notes", "goodbye"] and record.state["notes_opened"] is True
 
 
-async def _state_with(tc: TextCall, key: str) -> dict[str, Any] | None:
+async def _state_with(tc: TextCall, key: str) -> CallView | None:
     st = await tc.call.state()
-    return st if key in st["state"] else None
+    return st if key in st.state else None
 
 
 # --- limits end the call through the agent -------------------------------------------------
@@ -217,7 +217,7 @@ async def test_a_limit_hit_on_the_agent_ends_the_call_with_its_reason(
         st = await tc.call.state()
     assert tc.controller.end_reason == reason
     assert record.end_reason == reason and record.path == path
-    assert not [r for r in st["rejected"] if "hangup" in r["reason"]]
+    assert not [r for r in st.rejected if "hangup" in r.reason]
 
 
 # --- cancel_on_interruption ------------------------------------------------------------------
@@ -247,8 +247,8 @@ async def test_a_caller_barging_in_cancels_a_function_marked_cancel_on_interrupt
 
     await wait_until(handler_cancelled, TIMEOUT_S, "the handler to be cancelled")
     st = await tc.synced()
-    assert any("cancelled: the caller interrupted" in r["reason"] for r in st["rejected"])
-    assert st["node"] == "welcome" and "archive" not in st["state"] and st["pending_functions"] == 0
+    assert any("cancelled: the caller interrupted" in r.reason for r in st.rejected)
+    assert st.node == "welcome" and "archive" not in st.state and st.pending_functions == 0
 
     tc.reply(say("Of course, what else can I do?"))  # the call goes on
     await tc.user("Never mind that.")

@@ -87,8 +87,8 @@ async def test_each_nodes_listen_mode_reaches_livekit_and_an_empty_press_is_coun
             len([r for r in tc.chats() if any("empty input" in str(m.get("content")) for m in r.messages)])
             == 1
         )  # no second prompt
-        assert not tc.controller.ended and (await tc.synced())["status"] == "live"  # waits, quietly
-        assert (await tc.synced())["rejected"] == []
+        assert not tc.controller.ended and (await tc.synced()).status == "live"  # waits, quietly
+        assert (await tc.synced()).rejected == []
         # a new agent starts from the workflow's state: it counted both empty presses, and the
         # node's push-to-talk is back on the new session
         await tc.run.kill()

@@ -111,7 +111,7 @@ async def test_transition_applies_the_new_node_in_place_and_the_workflow_follows
     assert tc.controller.node == "booking"
 
     st = await tc.synced()
-    assert st["node"] == "booking" and st["path"] == ["welcome", "booking"] and st["transitions"] == 1
+    assert st.node == "booking" and st.path == ["welcome", "booking"] and st.transitions == 1
     transcript = await tc.call.transcript()
     assert [(t.role, t.node) for t in transcript] == [
         ("assistant", "welcome"),
@@ -140,7 +140,7 @@ async def test_node_function_runs_in_the_workflow_and_its_result_goes_to_the_llm
     assert json.loads(tool_msg["content"]) == {"day": "Monday", "hours": "9 to 5"}
     assert tc.controller.node == "welcome"
     st = await tc.synced()
-    assert st["node"] == "welcome" and st["path"] == ["welcome"] and st["state"] == {"asked_day": "Monday"}
+    assert st.node == "welcome" and st.path == ["welcome"] and st.state == {"asked_day": "Monday"}
 
 
 async def test_bad_function_calls_come_back_to_the_llm_as_errors(tc: TextCall) -> None:
@@ -175,7 +175,7 @@ async def test_bad_function_calls_come_back_to_the_llm_as_errors(tc: TextCall) -
     assert direct.error and "to_booking" in direct.result["valid_functions"]
 
     st = await tc.synced()
-    assert st["node"] == "welcome" and st["status"] == "live" and st["state"] == {}
+    assert st.node == "welcome" and st.status == "live" and st.state == {}
 
 
 # --- greetings ------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ async def test_greeting_is_said_on_entering_kept_in_context_and_not_repeated_on_
     assert said(second, "assistant").count(GREETING) == 1
 
     st = await tc.synced()
-    assert st["path"] == ["welcome", "welcome"]
+    assert st.path == ["welcome", "welcome"]
     transcript = await tc.call.transcript()
     assert [t.text for t in transcript if t.role == "assistant"] == [
         GREETING,
@@ -227,7 +227,7 @@ async def test_branch_table_moves_the_call_on_the_handler_result(tc: TextCall) -
     assert system_prompt(nxt) == BOOKING_PROMPT and nxt.tool_names == ["book", "wrap_up"]
     assert tc.controller.node == "booking"
     st = await tc.synced()
-    assert st["node"] == "booking" and st["path"] == ["welcome", "booking"]
+    assert st.node == "booking" and st.path == ["welcome", "booking"]
 
 
 async def test_branch_into_an_end_node_speaks_its_turn_then_ends_the_call(tc: TextCall) -> None:
@@ -267,8 +267,8 @@ async def test_end_node_gets_one_turn_then_the_call_completes_with_a_hangup(tc: 
         ("assistant", "Thanks for calling the Harbour. Goodbye!"),
     ]
     st = await tc.call.state()
-    assert st["status"] == "ended"
-    assert not [r for r in st["rejected"] if "no hangup" in r["reason"]]
+    assert st.status == "ended"
+    assert not [r for r in st.rejected if "no hangup" in r.reason]
 
 
 async def test_an_agent_whose_call_was_ended_elsewhere_leaves_at_its_next_event(tc: TextCall) -> None:
@@ -277,7 +277,7 @@ async def test_an_agent_whose_call_was_ended_elsewhere_leaves_at_its_next_event(
     agent stops instead of retrying forever: it goes quiet and hangs up its side."""
     tc.reply(say("Of course."))
     await tc.user("Hello there.")
-    assert (await tc.synced())["status"] == "live"
+    assert (await tc.synced()).status == "live"
     await tc.call.hangup("user_hangup")  # what `ringflow call hangup` sends
     record = await asyncio.wait_for(tc.call.handle.result(), TIMEOUT_S)
     assert record.end_reason == "user_hangup"
@@ -302,7 +302,7 @@ async def test_a_turn_longer_than_the_workflow_takes_is_recorded_in_pieces_not_l
     long = "".join(f"{i:05d} " for i in range(7_000))  # 42,000 characters
     tc.controller.on_turn("user", long)
     st = await tc.synced()
-    assert st["rejected"] == []
+    assert st.rejected == []
     pieces = [t for t in await tc.call.transcript() if t.role == "user"]
     assert [len(t.text) for t in pieces] == [MAX_TEXT_CHARS, MAX_TEXT_CHARS, len(long) - 2 * MAX_TEXT_CHARS]
     assert "".join(t.text for t in pieces) == long and {t.node for t in pieces} == {"welcome"}
@@ -318,7 +318,7 @@ async def test_oversized_transition_arguments_are_refused_before_anything_moves(
     assert f"larger than {MAX_ARGS_BYTES} bytes" in out.result["error"]
     assert tc.controller.node == "welcome" and tc.controller.seq == seq
     assert tc.controller.outbox.pending == 0
-    assert (await tc.synced())["node"] == "welcome"
+    assert (await tc.synced()).node == "welcome"
 
 
 # --- idle and max duration ------------------------------------------------------------------
@@ -341,7 +341,7 @@ async def test_idle_reprompts_up_to_the_limit_then_says_goodbye_and_ends(tc: Tex
     await tc.silence()
     await tc.silence()
     st = await tc.synced()
-    assert st["status"] == "live" and not tc.controller.ended
+    assert st.status == "live" and not tc.controller.ended
     assert [IDLE_INSTRUCTIONS in r.text for r in tc.chats()] == [True, False, True, False]
     assert idle_instructions("silence", 2, 2, "end") in tc.chats()[3].text  # the second says so
 
@@ -431,7 +431,7 @@ async def test_context_reset_drops_earlier_messages_from_the_next_request(tc: Te
     assert said(after, "user") == ["It's about parking."]  # the node's own turns are kept
     assert "Hi, my name is Ann." not in after.text
     st = await tc.synced()
-    assert st["path"] == ["welcome", "fresh"]
+    assert st.path == ["welcome", "fresh"]
 
 
 async def test_reset_with_summary_gives_the_next_request_a_summary_instead_of_history(tc: TextCall) -> None:
@@ -450,7 +450,7 @@ async def test_reset_with_summary_gives_the_next_request_a_summary_instead_of_hi
     assert system_prompt(entry) == f"{ROLE}\n\nTake over the call from the summary."
     assert "(Summary of the call so far: Ann wants a table for two.)" in said(entry, "assistant")
     assert "I'm Ann, I want a table for two." not in entry.text and GREETING not in entry.text
-    assert (await tc.synced())["path"] == ["welcome", "summarised"]
+    assert (await tc.synced()).path == ["welcome", "summarised"]
 
 
 async def test_reset_with_summary_falls_back_to_append_when_the_summary_request_fails(tc: TextCall) -> None:
@@ -474,7 +474,7 @@ async def test_reset_with_summary_falls_back_to_append_when_the_summary_request_
     assert system_prompt(entry) == f"{ROLE}\n\nTake over the call from the summary."
     assert "I'm Ann." in said(entry, "user") and GREETING in said(entry, "assistant")
     assert not [m for m in said(entry, "assistant") if m.startswith("(Summary")]
-    assert (await tc.synced())["path"] == ["welcome", "summarised"]
+    assert (await tc.synced()).path == ["welcome", "summarised"]
 
 
 async def test_reset_with_summary_falls_back_to_append_when_the_summary_times_out(
@@ -546,9 +546,9 @@ async def test_a_new_agent_resumes_where_the_killed_one_was_without_greeting_aga
     assert said(resumed, "user") == ["A table please.", "Seven PM."]
 
     st = await tc.synced()
-    assert st["agent_id"] == second.controller.agent_id
-    assert st["node"] == "booking" and st["path"] == ["welcome", "booking"] and st["transitions"] == 1
-    assert st["state"] == {"booked": "7 PM"}
+    assert st.agent_id == second.controller.agent_id
+    assert st.node == "booking" and st.path == ["welcome", "booking"] and st.transitions == 1
+    assert st.state == {"booked": "7 PM"}
     transcript = await tc.call.transcript()
     assert [t.text for t in transcript].count(GREETING) == 1
 

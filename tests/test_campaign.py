@@ -96,7 +96,7 @@ async def test_pause_stops_new_dials_resume_goes_on_and_cancel_lets_the_live_cal
         await wait_until(lambda: _live(temporal_client, lk, people[2]), what="the third call live")
         assert await handle.execute_update("cancel") == "cancelling"
         call = CallHandle(temporal_client, next(d.room_name for d in lk.dials if d.sip_call_to == people[2]))
-        assert (await call.state())["status"] == "live"  # cancelling never cuts a live call
+        assert (await call.state()).status == "live"  # cancelling never cuts a live call
         hold.discard(people[2])
         result = await handle.result()
         record = await call.handle.result()
@@ -109,7 +109,7 @@ async def test_pause_stops_new_dials_resume_goes_on_and_cancel_lets_the_live_cal
 async def _live(client: Client, lk: FakeLiveKit, phone: str) -> bool:
     for d in lk.dials:
         if d.sip_call_to == phone:
-            return (await CallHandle(client, d.room_name).state()).get("status") == "live"
+            return (await CallHandle(client, d.room_name).state()).status == "live"
     return False
 
 
@@ -267,5 +267,5 @@ async def test_limits_change_while_it_runs_and_bad_limits_are_refused(
 async def _at_least_live(client: Client, lk: FakeLiveKit, n: int) -> bool:
     live = 0
     for d in list(lk.dials):
-        live += (await CallHandle(client, d.room_name).state()).get("status") == "live"
+        live += (await CallHandle(client, d.room_name).state()).status == "live"
     return live >= n

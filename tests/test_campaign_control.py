@@ -100,7 +100,7 @@ async def test_cancel_while_calls_ring_lets_them_finish_and_starts_no_new_one(
         await wait_until(all_ringing, timeout=60, what="three calls ringing")
         assert await handle.execute_update("cancel") == "cancelling"
         calls = [CallHandle(temporal_client, d.room_name) for d in lk.dials]
-        assert [(await c.state())["status"] for c in calls] == ["dialing"] * 3  # none was cut
+        assert [(await c.state()).status for c in calls] == ["dialing"] * 3  # none was cut
         for gate in lk.ring_gates.values():
             gate.set()  # answered after the cancel: each call runs to its end
         records = [await c.handle.result() for c in calls]

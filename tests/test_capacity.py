@@ -26,7 +26,7 @@ async def test_a_talking_agent_causes_no_timer_tasks_and_a_silent_one_is_still_l
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, agent_timeout_s=TIMEOUT_S)
         await call.heartbeat("agent-a")
-        await wait_state(call, lambda s: s["status"] == "live")
+        await wait_state(call, lambda s: s.status == "live")
         loop = asyncio.get_running_loop()
         until = loop.time() + TALK_S
         while loop.time() < until:

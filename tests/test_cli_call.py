@@ -166,7 +166,7 @@ async def test_show_reads_an_ended_call_without_a_worker(
         agent = Agent(call)
         for i in range(turns):
             await agent.say(("user", f"turn {i}"), ("assistant", f"reply {i}"))
-        await wait_state(call, lambda s: s["turns"] == 2 * turns and s["runs"] >= 2, timeout=60)
+        await wait_state(call, lambda s: s.turns == 2 * turns and s.runs >= 2, timeout=60)
         await call.hangup()
         record = await wait_until(lambda: call.handle.result(), timeout=60, what="result")
     assert record.transcript == []  # the record points at the database

@@ -216,8 +216,8 @@ async def run_private_call(client: Client, task_queue: str, sqlite_url: str) -> 
         await agent.say(("user", SECRET_TEXT))
         await agent.transition("verify", "wrong_person")
         record = await wait_until(lambda: call.handle.result(), timeout=60, what="call result")
-        st = await wait_state(call, lambda s: s["status"] == "ended")
-    assert record.transcript[-1]["text"] == SECRET_TEXT and st["variables"]["patient"] == SECRET_NAME
+        st = await wait_state(call, lambda s: s.status == "ended")
+    assert record.transcript[-1]["text"] == SECRET_TEXT and st.variables["patient"] == SECRET_NAME
     return call.handle.id
 
 

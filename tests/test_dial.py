@@ -50,7 +50,7 @@ async def test_an_answered_call_creates_room_then_dispatch_then_dials_and_goes_l
 ) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await dial_call(temporal_client, task_queue, trunk_id="ST_call", ringing_timeout_s=20)
-        await wait_state(call, lambda s: s["status"] == "live", what="live after the answer")
+        await wait_state(call, lambda s: s.status == "live", what="live after the answer")
         order = [r.method.split("/")[1] for r in lk.requests if r.status == 200]
         assert order[:3] == ["CreateRoom", "ListDispatch", "CreateDispatch"]
         assert order[3:5] == ["GetParticipant", "CreateSIPParticipant"] or "CreateSIPParticipant" in order
@@ -110,7 +110,7 @@ async def test_a_retried_dial_whose_reply_was_lost_does_not_ring_twice(
     lk.lose_next_reply(method="CreateSIPParticipant")  # dialed and answered; the reply is a 504
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await dial_call(temporal_client, task_queue)
-        await wait_state(call, lambda s: s["status"] == "live", what="live after the retried dial")
+        await wait_state(call, lambda s: s.status == "live", what="live after the retried dial")
         await call.hangup("user_hangup")
         record = await call.handle.result()
     assert len(lk.dials) == 1
@@ -125,7 +125,7 @@ async def test_a_dial_refused_before_it_was_sent_is_retried_and_rings_once(
     lk.fail_next(2, 503, method="CreateSIPParticipant")  # an overloaded node, no SIP status
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await dial_call(temporal_client, task_queue)
-        await wait_state(call, lambda s: s["status"] == "live", timeout=30, what="live after retries")
+        await wait_state(call, lambda s: s.status == "live", timeout=30, what="live after retries")
         await call.hangup("user_hangup")
         await call.handle.result()
     assert len(lk.dials) == 1 and len(lk.calls("CreateSIPParticipant")) == 3
@@ -140,7 +140,7 @@ async def test_an_agent_attaching_while_the_phone_rings_does_not_make_the_call_l
         call = await dial_call(temporal_client, task_queue)
         await wait_state(call, lambda s: bool(lk.dials), what="the dial sent")
         await call.attach("agent-early")
-        assert (await call.state())["status"] == "dialing"
+        assert (await call.state()).status == "dialing"
         record = await call.handle.result()
     assert record.end_reason == "no_answer"
 

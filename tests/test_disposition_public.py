@@ -75,7 +75,7 @@ async def run_call(
         agent = Agent(call)
         await agent.say(("assistant", "How was it?"), ("user", "Fine, call me back."))
         await agent.transition("ask", "done")
-        await wait_state(call, lambda s: s["node"] == "bye", what="end node")
+        await wait_state(call, lambda s: s.node == "bye", what="end node")
         await call.hangup()
         record = await call.handle.result()
         desc = await call.handle.describe()

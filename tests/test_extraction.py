@@ -105,8 +105,8 @@ async def test_leaving_a_node_extracts_its_transcript_into_state_and_record(
         agent = Agent(call)
         await agent.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Yes, speaking."))
         await agent.transition("verify", "confirmed")
-        st = await wait_state(call, lambda s: s["extracted"] == CONFIRMED, what="verify extracted")
-        assert st["node"] == "offer" and st["extraction_errors"] == {}
+        st = await wait_state(call, lambda s: s.extracted == CONFIRMED, what="verify extracted")
+        assert st.node == "offer" and st.extraction_errors == {}
         await agent.say(("user", "Monday at nine works."))
         booked = await call.call_function(req("offer", "book", slot="Mon 9"))
         assert booked.decision == "end"
@@ -132,14 +132,14 @@ async def test_transitions_never_wait_and_the_end_waits_for_pending_extractions(
         await agent.say(("user", "Yes, it's me."))
         await agent.transition("verify", "confirmed")
         (held,) = await lane.wait_requests(1, kind="schema")
-        st = await wait_state(call, lambda s: s["node"] == "offer", what="transition applied")
-        assert st["extracted"] == {} and not held.answered  # applied while extraction is in flight
+        st = await wait_state(call, lambda s: s.node == "offer", what="transition applied")
+        assert st.extracted == {} and not held.answered  # applied while extraction is in flight
         slots = await call.call_function(req("offer", "list_slots"))  # updates don't wait either
         assert slots.result == {"slots": ["Mon 9"]}
         await agent.transition("offer", "wants_human")  # ends the call at handoff
-        st = await wait_state(call, lambda s: s["end_reason"] == "completed", what="call ended")
-        assert st["path"] == ["verify", "offer", "handoff"]
-        assert st["status"] != "ended" and not held.answered  # finishing waits for the extraction
+        st = await wait_state(call, lambda s: s.end_reason == "completed", what="call ended")
+        assert st.path == ["verify", "offer", "handoff"]
+        assert st.status != "ended" and not held.answered  # finishing waits for the extraction
         desc = await call.handle.describe()
         assert desc.status == WorkflowExecutionStatus.RUNNING
         lane.extract_gate.set()
@@ -157,7 +157,7 @@ async def test_a_call_ending_on_a_node_extracts_that_node(
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
         await agent.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Who is asking?"))
-        await wait_state(call, lambda s: s["turns"] == 2, what="turns recorded")
+        await wait_state(call, lambda s: s.turns == 2, what="turns recorded")
         await call.hangup()
         record = await call.handle.result()
     assert record.end_reason == "user_hangup" and record.path == ["verify"]
@@ -178,10 +178,10 @@ async def test_bad_answers_are_retried_then_recorded_without_hurting_the_call(
         await agent.say(("user", "Yes."))
         await agent.transition("verify", "confirmed")
         st = await wait_state(
-            call, lambda s: "verify" in s["extraction_errors"], timeout=30, what="extraction error recorded"
+            call, lambda s: "verify" in s.extraction_errors, timeout=30, what="extraction error recorded"
         )
-        assert "should be boolean" in st["extraction_errors"]["verify"]
-        assert st["extracted"] == {} and st["node"] == "offer" and st["status"] == "live"
+        assert "should be boolean" in st.extraction_errors["verify"]
+        assert st.extracted == {} and st.node == "offer" and st.status == "live"
         assert [r.note for r in lane.of_kind("schema")] == ["bad json", None, None]
         slots = await call.call_function(req("offer", "list_slots"))
         assert not slots.error
@@ -202,8 +202,8 @@ async def test_a_failed_attempt_is_retried_and_the_value_lands(
         agent = Agent(call)
         await agent.say(("user", "Speaking."))
         await agent.transition("verify", "confirmed")
-        st = await wait_state(call, lambda s: s["extracted"] == CONFIRMED, what="extracted after retry")
-        assert st["extraction_errors"] == {}
+        st = await wait_state(call, lambda s: s.extracted == CONFIRMED, what="extracted after retry")
+        assert st.extraction_errors == {}
         assert [r.status for r in lane.of_kind("schema")] == [503, 200]
         await call.hangup()
         record = await call.handle.result()
@@ -218,7 +218,7 @@ async def test_a_node_where_nothing_was_said_is_not_sent_to_the_llm(
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer", what="transition applied")
+        await wait_state(call, lambda s: s.node == "offer", what="transition applied")
         await call.hangup()
         record = await call.handle.result()
     assert record.extracted == {} and llm.requests == []  # the record waited for any extraction

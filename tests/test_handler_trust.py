@@ -132,7 +132,7 @@ async def test_a_definition_naming_os_as_its_handlers_runs_nothing(
         )
         out = await call.call_function(req("ask", "getcwd"))
         assert out.error and "'os' is not in the worker's flow directories" in str(out.result)
-        st = await wait_state(call, lambda s: s["node"] == "ask", what="call goes on")
-        assert st["status"] != "ended"
+        st = await wait_state(call, lambda s: s.node == "ask", what="call goes on")
+        assert st.status != "ended"
         await call.hangup()
         await call.handle.result()

@@ -33,7 +33,7 @@ async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
         assert call_id == room
         call = CallHandle(temporal_client, call_id)
         st = await call.state()
-        assert st["status"] == "live" and st["agent_id"] == "agent-1" and st["flow"] == "triage"
+        assert st.status == "live" and st.agent_id == "agent-1" and st.flow == "triage"
         # The same room again (a second dispatch, a retried job): attach, don't start twice.
         _, snap = await start_or_attach(
             temporal_client,
@@ -43,7 +43,7 @@ async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
             agent_id="agent-2",
         )
         assert snap.node == "intake" and snap.state.caller_number == "+15550199"
-        assert (await call.state())["agent_id"] == "agent-2"
+        assert (await call.state()).agent_id == "agent-2"
         desc = await call.handle.describe()
         values = {p.key.name: p.value for p in desc.typed_search_attributes.search_attributes}
         assert values["RingflowDirection"] == "inbound"
@@ -85,5 +85,5 @@ async def test_a_room_named_by_livekit_s_dispatch_rule_gets_a_call_id_of_its_own
         record = await call.handle.result()
     assert call_id == again and call_id.startswith("in-") and "15550199" not in call_id
     assert call_id_of(Room(name=room)) == call_id  # where LiveKit's webhooks for the room go
-    assert st["room"] == room and st["agent_id"] == "agent-2"
+    assert st.room == room and st.agent_id == "agent-2"
     assert record.room == room and record.call_id == call_id

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from workflows.contract import Tombstone, TurnsEvent
 from workflows.inbox import MAX_HELD_BYTES, Inbox
 from workflows.intake import Refusal, intake, tombstone
 
 
-def turns(seq: int, text: str = "hi", event_id: str | None = None) -> dict[str, Any]:
+def turns_dict(seq: int, text: str = "hi", event_id: str | None = None) -> dict[str, Any]:
     return {
         "type": "turns",
         "event_id": event_id or f"e{seq}",
         "seq": seq,
         "items": [{"role": "user", "text": text}],
     }
+
+
+def turns(seq: int, text: str = "hi", event_id: str | None = None) -> TurnsEvent:
+    return TurnsEvent.model_validate(turns_dict(seq, text, event_id))
 
 
 def test_held_events_past_the_byte_budget_wait_as_refusals_and_keep_their_place() -> None:
@@ -26,9 +31,9 @@ def test_held_events_past_the_byte_budget_wait_as_refusals_and_keep_their_place(
     assert inbox.held_bytes <= MAX_HELD_BYTES
     ready, refused = inbox.accept(turns(1), now=11.0)
     assert refused is None
-    assert [e["seq"] for e in ready] == [1, 2, 3, 4]
-    assert [e["type"] for e in ready] == ["turns", "turns", "refused", "refused"]
-    assert "over the 262144 bytes held events may take" in ready[2]["reason"]
+    assert [e.seq for e in ready] == [1, 2, 3, 4]  # type: ignore[union-attr]
+    assert [e.type for e in ready] == ["turns", "turns", "refused", "refused"]
+    assert isinstance(ready[2], Tombstone) and "over the 262144 bytes held events may take" in ready[2].reason
     assert inbox.next_seq == 5 and inbox.waiting_for is None and inbox.held_bytes == 0
 
 
@@ -38,7 +43,8 @@ def test_a_gap_is_skipped_only_after_the_wait() -> None:
     inbox.accept(turns(4), now=105.0)
     assert inbox.skip_gap(129.9, 30.0) == ([], None)
     ready, reason = inbox.skip_gap(130.0, 30.0)
-    assert [e["seq"] for e in ready] == [3, 4] and reason == "seq 1 to 2 never arrived within 30 s: skipped"
+    assert [e.seq for e in ready] == [3, 4]  # type: ignore[union-attr]
+    assert reason == "seq 1 to 2 never arrived within 30 s: skipped"
     assert inbox.next_seq == 5
     ready, refused = inbox.accept(turns(2), now=131.0)  # the lost one, too late
     assert ready == [] and refused == "seq 2 was already applied (next is 5)"
@@ -60,14 +66,17 @@ def test_a_refused_event_with_a_seq_becomes_a_tombstone_in_order() -> None:
         "events",
         [0],
         lambda _: {
-            "events": [{"type": "turns", "event_id": "bad", "seq": 1, "items": [{"role": "robot"}]}, turns(2)]
+            "events": [
+                {"type": "turns", "event_id": "bad", "seq": 1, "items": [{"role": "robot"}]},
+                turns_dict(2),
+            ]
         },
     )
     assert isinstance(items[0], Refusal) and items[0].seq == 1 and "items.0.role" in items[0].reason
     inbox = Inbox()
-    assert inbox.accept(items[1])[0] == []  # type: ignore[arg-type]
-    ready, _ = inbox.accept(tombstone(items[0]))  # type: ignore[arg-type]
-    assert [e["type"] for e in ready] == ["refused", "turns"]
+    assert isinstance(items[1], TurnsEvent) and inbox.accept(items[1])[0] == []
+    ready, _ = inbox.accept(tombstone(items[0], 1))
+    assert [e.type for e in ready] == ["refused", "turns"]
 
 
 def test_intake_refuses_what_it_cannot_read() -> None:

@@ -186,7 +186,7 @@ async def test_llm_calls_an_mcp_tool_and_gets_its_result(
         assert seen[0]["args"] == {"phone": "+15550100"} and seen[0]["auth"] == TOKEN
 
         st = await tc.synced()
-        notes = [r["reason"] for r in st["rejected"]]
+        notes = [r.reason for r in st.rejected]
         assert any("no tool 'no_such_tool'" in n for n in notes), notes
 
 
@@ -216,7 +216,7 @@ async def test_bad_arguments_never_reach_the_server_and_tool_errors_reach_the_ll
         ]
         assert [c["tool"] for c in mine] == ["failing_tool"]  # once: not retried; open_ticket never sent
         st = await tc.synced()
-        assert st["node"] == "start" and st["status"] == "live"
+        assert st.node == "start" and st.status == "live"
 
 
 async def test_tools_are_pinned_once_a_new_agent_and_a_replay_never_list_again(
@@ -261,8 +261,8 @@ async def test_an_unreachable_server_leaves_its_tools_out_and_the_call_goes_on(
         req = tc.chats(with_tools=True)[-1]
         assert req.tool_names == ["done"]
         st = await tc.synced()
-        assert st["status"] == "live"
-        assert any("could not be listed" in r["reason"] for r in st["rejected"]), st["rejected"]
+        assert st.status == "live"
+        assert any("could not be listed" in r.reason for r in st.rejected), st.rejected
 
 
 async def test_a_hanging_server_delays_the_call_start_only_so_long(
@@ -284,7 +284,7 @@ async def test_a_hanging_server_delays_the_call_start_only_so_long(
             await tc.user("Hello?")
             assert tc.chats(with_tools=True)[-1].tool_names == ["done"]
             st = await tc.synced()
-            assert any("could not be listed" in r["reason"] for r in st["rejected"]), st["rejected"]
+            assert any("could not be listed" in r.reason for r in st.rejected), st.rejected
     finally:
         silent.close()
 
@@ -571,8 +571,8 @@ async def test_continue_as_new_keeps_the_pinned_tools_without_listing_again(
     agent = Agent(call)
     for i in range(30):
         await agent.say(("user", f"turn {i}"))
-    st = await wait_state(call, lambda s: s["runs"] >= 2, timeout=60, what="a continue-as-new")
-    assert st["status"] in ("live", "dialing")
+    st = await wait_state(call, lambda s: s.runs >= 2, timeout=60, what="a continue-as-new")
+    assert st.status in ("live", "dialing")
     again = await call.attach("agent-2", after_seq=agent.seq)
     assert [t["function"]["name"] for t in again.tools] == [t["function"]["name"] for t in first.tools]
     assert again.definition.mcp == first.definition.mcp is not None

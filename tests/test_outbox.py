@@ -39,6 +39,7 @@ from workflows.contract import (
     MAX_TEXT_CHARS,
     AgentEvent,
     CallEvent,
+    CallView,
     EventBatch,
     HangupEvent,
     Heartbeat,
@@ -437,9 +438,9 @@ def test_delivery_is_the_put_order_minus_superseded_heartbeats(
 
 
 # --- integration: a real CallWorkflow on the real dev server -------------------------------------
-async def applied(call: Any, n: int) -> dict[str, Any]:
+async def applied(call: Any, n: int) -> CallView:
     """The workflow's state once it has applied sequenced events 1..n."""
-    return await wait_state(call, lambda s: s["next_seq"] == n + 1, timeout=60, what=f"seq {n} applied")
+    return await wait_state(call, lambda s: s.next_seq == n + 1, timeout=60, what=f"seq {n} applied")
 
 
 async def texts(call: Any) -> list[str]:
@@ -512,8 +513,8 @@ async def test_outbox_survives_temporal_outage(
             recovery_s = time.monotonic() - restarted
             st_ = await applied(call, 28)
             assert await texts(call) == expected
-            assert st_["path"] == ["verify", "offer"] and st_["node"] == "offer"
-            assert st_["waiting_for_seq"] is None and st_["rejected"] == []
+            assert st_.path == ["verify", "offer"] and st_.node == "offer"
+            assert st_.waiting_for_seq is None and st_.rejected == []
             assert outbox.last_acked_seq == 28 and outbox.pending == 0
 
             outbox.put(agent.transition_event("offer", "wants_human"))
@@ -526,7 +527,7 @@ async def test_outbox_survives_temporal_outage(
     assert [t["text"] for t in record.transcript] == expected
     print(
         f"outage {OUTAGE_S:g} s: {outbox.send_errors} failed sends, {outbox.sent_events} events sent, "
-        f"{st_['duplicates']} duplicates dropped by the workflow, all delivered {recovery_s:.2f} s "
+        f"{st_.duplicates} duplicates dropped by the workflow, all delivered {recovery_s:.2f} s "
         "after the restart"
     )
 
@@ -553,10 +554,10 @@ async def test_lost_acks_create_duplicates_the_workflow_applies_once(
         await outbox.close()
         st_ = await applied(call, 30)
         assert await texts(call) == expected
-        assert st_["path"] == ["verify", "offer"] and st_["waiting_for_seq"] is None
-        assert st_["rejected"] == []
+        assert st_.path == ["verify", "offer"] and st_.waiting_for_seq is None
+        assert st_.rejected == []
         resent = sum(1 for batch in failed for e in batch if not isinstance(e, Heartbeat))
-        assert failed and st_["duplicates"] == resent
+        assert failed and st_.duplicates == resent
         assert outbox.send_errors == len(failed)
         await call.hangup()
         await call.handle.result()
@@ -641,10 +642,8 @@ async def test_an_unsendable_event_does_not_block_the_events_behind_it(
         assert await outbox.flush(timeout=30)
         st_ = await applied(call, 2)
         assert outbox.pending == 0 and outbox.send_errors == 0
-        assert await texts(call) == ["still here"] and st_["node"] == "verify"
-        assert any(
-            r["event_id"] == huge.event_id and "dropped by the agent" in r["reason"] for r in st_["rejected"]
-        )
+        assert await texts(call) == ["still here"] and st_.node == "verify"
+        assert any(r.event_id == huge.event_id and "dropped by the agent" in r.reason for r in st_.rejected)
         await outbox.close()
         await call.hangup()
         await call.handle.result()

@@ -225,7 +225,7 @@ async def test_worker_runs_without_the_audio_stack(
         agent = Agent(call)
         await agent.say(("user", "yes"))
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer", timeout=30, what="node offer")
+        await wait_state(call, lambda s: s.node == "offer", timeout=30, what="node offer")
         booked = await call.call_function(req("offer", "book", slot="Mon 9"))
         assert booked.result == {"status": "booked", "slot": "Mon 9"}
         record = await wait_until(lambda: call.handle.result(), timeout=30, what="call result")
@@ -303,7 +303,7 @@ async def test_a_worker_serves_handlers_from_the_baked_flows_dir(
         )
         checked = await call.call_function(req("verify_identity", "check_identity", birth_year="1987"))
         assert not checked.error and checked.result == {"status": "verified"}, checked
-        await wait_state(call, lambda s: s["node"] == "remind", timeout=30, what="node remind")
+        await wait_state(call, lambda s: s.node == "remind", timeout=30, what="node remind")
         await call.hangup()
     finally:
         worker.stop()

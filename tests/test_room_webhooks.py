@@ -44,7 +44,7 @@ async def live_call(client: Client, task_queue: str, lk: FakeLiveKit, call_id: s
     await call.attach("agent-1")
     lk.add_participant(call_id, "agent-1", AGENT)
     lk.add_participant(call_id, "sip-caller", SIP)
-    await wait_state(call, lambda s: s["status"] == "live")
+    await wait_state(call, lambda s: s.status == "live")
     return call
 
 
@@ -66,7 +66,7 @@ async def test_a_killed_agent_is_replaced_at_once_and_late_or_forged_webhooks_ch
             {"call_id": "wh-call-1", "resume": True}
         ]
         st = await call.state()
-        assert any("agent-1 left the room (SIGNAL_CLOSE)" in r["reason"] for r in st["rejected"])
+        assert any("agent-1 left the room (SIGNAL_CLOSE)" in r.reason for r in st.rejected)
         await call.attach("agent-2")
         left = next(w.event for w in lk.webhooks if w.event.event == "participant_left")
         assert await lk.post_webhook(left) == 200  # LiveKit retrying it: applied once
@@ -74,7 +74,7 @@ async def test_a_killed_agent_is_replaced_at_once_and_late_or_forged_webhooks_ch
         forged.CopyFrom(left)
         forged.id, forged.participant.identity = "EV_forged", "agent-2"
         assert await lk.post_webhook(forged, secret="not-the-api-secret-but-just-as-long") == 401
-        await wait_state(call, lambda s: s["agent_id"] == "agent-2")
+        await wait_state(call, lambda s: s.agent_id == "agent-2")
         assert len(resume_dispatches(lk)) == 1
         lk.remove_participant("wh-call-1", "sip-caller", proto_models.CLIENT_INITIATED)  # the caller hung up
         record = await call.handle.result()

@@ -102,7 +102,7 @@ async def test_a_simulated_kill_reaches_the_workflow_as_livekit_s_webhook(tempor
         )
         state = await CallHandle(client, r.call_id).state()
     assert r.ok and r.kills == 1, r.failures
-    assert any("left the room (SIGNAL_CLOSE) without hanging up" in x["reason"] for x in state["rejected"])
+    assert any("left the room (SIGNAL_CLOSE) without hanging up" in x.reason for x in state.rejected)
 
 
 async def test_transfers_reach_the_caller_in_a_room_livekit_named(temporal_server: DevStack) -> None:

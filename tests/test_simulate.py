@@ -37,7 +37,7 @@ async def test_a_killed_agent_is_replaced_through_the_workflow(temporal_server: 
         state = await CallHandle(client, killed.call_id).state()
     assert killed.kills == 1 and killed.ok
     assert (killed.path, killed.state, killed.variables) == (base.path, base.state, base.variables)
-    assert any("agent_lost" in r["reason"] for r in state["rejected"])
+    assert any("agent_lost" in r.reason for r in state.rejected)
 
 
 def test_expectations_match_the_spec_rules() -> None:

@@ -152,7 +152,7 @@ client_key_path = "{pki.client_key}"
         agent = Agent(call)
         await agent.say(("user", "yes, speaking"))
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer", timeout=60, what="worker over mTLS")
+        await wait_state(call, lambda s: s.node == "offer", timeout=60, what="worker over mTLS")
         booked = await call.call_function(req("offer", "book", slot="Mon 9"))
         assert booked.result == {"status": "booked", "slot": "Mon 9"}
         record = await wait_until(lambda: call.handle.result(), timeout=60, what="call result")

@@ -3,7 +3,6 @@ an over-long one is refused, and the call goes on. A real CallWorkflow on the de
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -23,13 +22,13 @@ async def test_an_over_long_agent_id_is_not_adopted(
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         await call.heartbeat("agent-1")
-        await wait_state(call, lambda s: s["agent_id"] == "agent-1", what="agent adopted")
+        await wait_state(call, lambda s: s.agent_id == "agent-1", what="agent adopted")
         # raw, as a hostile or broken sender would send it (the client's own model refuses it)
         await call.handle.signal("heartbeat", {"type": "heartbeat", "agent_id": LONG})
         await Agent(call).transition("verify", "confirmed")
-        st = await wait_state(call, lambda s: s["node"] == "offer", what="call goes on")
-        assert st["agent_id"] == "agent-1"
-        assert LONG not in json.dumps(st)
+        st = await wait_state(call, lambda s: s.node == "offer", what="call goes on")
+        assert st.agent_id == "agent-1"
+        assert LONG not in st.model_dump_json()
         # a function call whose names are over the limit is refused; the call still answers
         with pytest.raises(WorkflowUpdateFailedError):
             await call.handle.execute_update(

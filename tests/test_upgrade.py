@@ -65,7 +65,7 @@ async def _to_offer(call: CallHandle) -> Agent:
     agent = Agent(call)
     await agent.say(("user", "yes that's me"))
     await agent.transition("verify", "confirmed")
-    await wait_state(call, lambda s: s["node"] == "offer", timeout=30, what="node offer")
+    await wait_state(call, lambda s: s.node == "offer", timeout=30, what="node offer")
     return agent
 
 

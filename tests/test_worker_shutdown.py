@@ -141,7 +141,7 @@ async def test_sigterm_hands_live_calls_to_another_worker_at_once(
         agent = Agent(call)
         await agent.say(("user", "yes that's me"))
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer", timeout=30, what="node offer")
+        await wait_state(call, lambda s: s.node == "offer", timeout=30, what="node offer")
         assert (await call.call_function(req("offer", "list_slots"))).result == {"slots": ["Mon 9"]}
     for call in calls:  # all of A's so far: A holds every call in its sticky cache
         ids, _ = await _completed_by(call)

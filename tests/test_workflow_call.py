@@ -21,8 +21,8 @@ async def test_happy_path_transition_and_branch_table(
         agent = Agent(call)
         await agent.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Yes, speaking."))
         await agent.transition("verify", "confirmed")
-        st = await wait_state(call, lambda s: s["node"] == "offer", what="node offer")
-        assert st["status"] == "live" and st["path"] == ["verify", "offer"]
+        st = await wait_state(call, lambda s: s.node == "offer", what="node offer")
+        assert st.status == "live" and st.path == ["verify", "offer"]
         slots = await call.call_function(req("offer", "list_slots"))
         assert slots.result == {"slots": ["Mon 9"]} and slots.decision == "stay"
         taken = await call.call_function(req("offer", "book", slot="Tue 10"))
@@ -44,7 +44,7 @@ async def test_unknown_function_and_bad_args_come_back_as_llm_errors(
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer")
+        await wait_state(call, lambda s: s.node == "offer")
         unknown = await call.call_function(req("offer", "book_everything"))
         assert unknown.error and "list_slots" in unknown.result["valid_functions"]
         bad = await call.call_function(req("offer", "book", slot=42))
@@ -52,7 +52,7 @@ async def test_unknown_function_and_bad_args_come_back_as_llm_errors(
         broken = await call.call_function(req("offer", "broken"))
         assert broken.error and "booking system is down" in broken.result["error"]
         st = await call.state()
-        assert st["node"] == "offer" and st["status"] == "live"
+        assert st.node == "offer" and st.status == "live"
         await call.hangup()
         record = await call.handle.result()
     assert record.end_reason == "user_hangup"
@@ -67,12 +67,12 @@ async def test_oversized_function_arguments_are_refused_by_the_validator(
         call = await start(temporal_client, task_queue)
         agent = Agent(call)
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer")
+        await wait_state(call, lambda s: s.node == "offer")
         with pytest.raises(WorkflowUpdateFailedError) as err:
             await call.call_function(req("offer", "book", slot="x" * (MAX_ARGS_BYTES + 1)))
         assert f"'book' are larger than {MAX_ARGS_BYTES} bytes" in str(err.value.cause)
         st = await call.state()
-        assert st["node"] == "offer" and st["status"] == "live" and st["state"] == {}
+        assert st.node == "offer" and st.status == "live" and st.state == {}
         await call.hangup()
         await call.handle.result()
 
@@ -86,10 +86,10 @@ async def test_transition_for_unknown_function_is_recorded_and_ignored(
         await agent.transition("verify", "teleport")
         await agent.transition("offer", "confirmed")  # wrong from-node
         await agent.transition("verify", "confirmed")
-        st = await wait_state(call, lambda s: s["node"] == "offer")
-        reasons = [r["reason"] for r in st["rejected"]]
+        st = await wait_state(call, lambda s: s.node == "offer")
+        reasons = [r.reason for r in st.rejected]
         assert any("teleport" in r for r in reasons) and any("'offer'" in r for r in reasons)
-        assert st["path"] == ["verify", "offer"]
+        assert st.path == ["verify", "offer"]
         await call.hangup()
         await call.handle.result()
 
@@ -104,8 +104,8 @@ async def test_duplicates_applied_once_and_out_of_order_reordered(
         second = agent.transition_event("verify", "confirmed")
         third = agent.transition_event("offer", "wants_human")
         await call.transition(third)  # arrives first: held until 1 and 2 are in
-        st = await wait_state(call, lambda s: s["waiting_for_seq"] == 1)
-        assert st["node"] == "verify"
+        st = await wait_state(call, lambda s: s.waiting_for_seq == 1)
+        assert st.node == "verify"
         await call.transition(second)
         await call.transition(second)  # duplicate
         await call.turns(first)
@@ -113,7 +113,7 @@ async def test_duplicates_applied_once_and_out_of_order_reordered(
         record = await call.handle.result()
         st = await call.state()
     assert record.path == ["verify", "offer", "handoff"]
-    assert st["duplicates"] == 2 and st["turns"] == 1
+    assert st.duplicates == 2 and st.turns == 1
     assert record.disposition == "callback"
 
 
@@ -128,11 +128,11 @@ async def test_oversized_turn_rejected_call_alive(
             await call.turns(huge)  # the client refuses before sending
         agent.seq = 1  # the big batch takes seq 1
         await call.handle.signal("turns", huge)  # a raw sender bypassing the client
-        st = await wait_state(call, lambda s: bool(s["rejected"]))
-        assert "characters; the limit" in st["rejected"][0]["reason"]
+        st = await wait_state(call, lambda s: bool(s.rejected))
+        assert "characters; the limit" in st.rejected[0].reason
         await agent.transition("verify", "confirmed")  # seq 2: the big one consumed seq 1
-        st = await wait_state(call, lambda s: s["node"] == "offer")
-        assert st["turns"] == 0
+        st = await wait_state(call, lambda s: s.node == "offer")
+        assert st.turns == 0
         await call.hangup()
         await call.handle.result()
 
@@ -169,11 +169,11 @@ async def test_overlapping_handlers_keep_each_others_state(
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue)
         await Agent(call).transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer")
+        await wait_state(call, lambda s: s.node == "offer")
         slow = call.call_function(req("offer", "remember", key="slow", delay_s=0.5))
         fast = call.call_function(req("offer", "remember", key="fast"))
         await asyncio.gather(slow, fast)
         st = await call.state()
-        assert st["state"] == {"slow": True, "fast": True}
+        assert st.state == {"slow": True, "fast": True}
         await call.hangup()
         await call.handle.result()

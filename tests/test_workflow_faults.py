@@ -75,7 +75,7 @@ async def test_worker_killed_mid_call_loses_nothing(
     agent = Agent(call)
     await agent.say(("user", "yes that's me"))
     await agent.transition("verify", "confirmed")
-    await wait_state(call, lambda s: s["node"] == "offer", timeout=60, what="worker up, node offer")
+    await wait_state(call, lambda s: s.node == "offer", timeout=60, what="worker up, node offer")
     taken = await call.call_function(req("offer", "book", slot="Tue 10"))
     assert taken.decision == "transition"
     worker_process.kill()
@@ -113,15 +113,15 @@ async def test_server_restarted_mid_call_keeps_state(
         call = await start(client, task_queue)
         agent = Agent(call)
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer")
+        await wait_state(call, lambda s: s.node == "offer")
         temporal_server.stop()
         await temporal_server.start()
         client2 = await connect(temporal_server.address)
         from workflows.client import CallHandle
 
         call2 = CallHandle(client2, call.call_id)
-        st = await wait_state(call2, lambda s: s["node"] == "offer", timeout=60)
-        assert st["path"] == ["verify", "offer"]
+        st = await wait_state(call2, lambda s: s.node == "offer", timeout=60)
+        assert st.path == ["verify", "offer"]
         agent.call = call2
         await agent.transition("offer", "wants_human")
         record = await wait_until(lambda: call2.handle.result(), timeout=60, what="result after restart")
@@ -158,7 +158,7 @@ async def test_activity_failing_twice_then_succeeding(
     async with flaky_api(failures=2) as (url, keys), running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, variables={"patient": "Alex Doe", "api_url": url})
         await Agent(call).transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer")
+        await wait_state(call, lambda s: s.node == "offer")
         out = await call.call_function(req("offer", "lookup", key="A-1"))
         assert not out.error and out.result == {"file": "A-1", "attempt": 3}
         assert len(keys) == 3 and len(set(keys)) == 1 and keys[0].startswith(f"{call.call_id}:")
@@ -177,13 +177,13 @@ async def test_long_call_continues_as_new_without_losing_anything(
         for i in range(1, 70):
             await agent.say(("user", f"turn {i}"), ("assistant", f"reply {i}"))
             if i % 10 == 0:
-                await wait_state(call, lambda s, n=i: s["turns"] == 2 * n + 1, what=f"turn {i} applied")
+                await wait_state(call, lambda s, n=i: s.turns == 2 * n + 1, what=f"turn {i} applied")
         await call.turns(dup)  # a duplicate from the first run, after continue-as-new
-        st = await wait_state(call, lambda s: s["turns"] == 139 and s["runs"] >= 3, timeout=60)
+        st = await wait_state(call, lambda s: s.turns == 139 and s.runs >= 3, timeout=60)
         await agent.transition("verify", "confirmed")
         await agent.transition("offer", "wants_human")
         record = await wait_until(lambda: call.handle.result(), timeout=60, what="result")
-    assert st["duplicates"] >= 1
+    assert st.duplicates >= 1
     assert record.path == ["verify", "offer", "handoff"]
     persisted = load_transcript(call.call_id, database_url=sqlite_url)
     carried = record.transcript

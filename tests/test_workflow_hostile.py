@@ -7,7 +7,6 @@ and side effects ran once."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
@@ -16,11 +15,11 @@ from activities.persistence import load_transcript
 from tests.hostile import finished, raw, raw_json, task_failures, worker_with_hooks
 from tests.test_workflow_faults import flaky_api
 from tests.wfkit import Agent, clinic, req, start, wait_state
-from workflows.contract import Turn, TurnsEvent
+from workflows.contract import CallView, Turn, TurnsEvent
 
 
-def reasons(state: dict[str, Any]) -> str:
-    return "\n".join(r["reason"] for r in state["rejected"])
+def reasons(state: CallView) -> str:
+    return "\n".join(r.reason for r in state.rejected)
 
 
 async def end_normally(agent: Agent) -> None:
@@ -53,7 +52,7 @@ async def test_signals_that_failed_workflow_tasks_are_recorded_and_the_call_goes
         await h.signal("no_such_signal", {"x": 1})
         await h.signal("events", raw_json('{"events": 5}'))
         await h.signal("hangup", args=[{"event_id": "h1"}, {"event_id": "h2"}])
-        st = await wait_state(call, lambda s: len(s["rejected"]) >= 8, what="eight refusals")
+        st = await wait_state(call, lambda s: len(s.rejected) >= 8, what="eight refusals")
         await end_normally(agent)
         out = await finished(call, hooks, sqlite_url)
     text = reasons(st)
@@ -65,7 +64,7 @@ async def test_signals_that_failed_workflow_tasks_are_recorded_and_the_call_goes
     assert "malformed 'events' signal" in text
     assert "got 2" in text
     assert "from the future" not in text  # reasons name fields, never the payload's text
-    assert st["waiting_for_seq"] is None and st["next_seq"] == 2  # the refused turn used its seq
+    assert st.waiting_for_seq is None and st.next_seq == 2  # the refused turn used its seq
     assert out["result"].path == ["verify", "offer", "handoff"]
     assert out["result"].disposition == "callback" and out["result"].end_reason == "completed"
     assert [t["text"] for t in out["webhook"]["transcript"]] == ["yes that's me"]
@@ -119,12 +118,12 @@ async def test_a_refused_event_keeps_its_seq_and_the_events_behind_it_go_on(
                 ]
             },
         )
-        st = await wait_state(call, lambda s: s["turns"] == 2, what="seq 2 and 3 applied")
+        st = await wait_state(call, lambda s: s.turns == 2, what="seq 2 and 3 applied")
         await end_normally(agent)
         out = await finished(call, hooks, sqlite_url)
-    assert st["waiting_for_seq"] is None
-    refused = [r for r in st["rejected"] if r["event_id"] == bad_id]
-    assert refused and "name: Field required" in refused[0]["reason"]
+    assert st.waiting_for_seq is None
+    refused = [r for r in st.rejected if r.event_id == bad_id]
+    assert refused and "name: Field required" in refused[0].reason
     assert [t["text"] for t in out["stored"].transcript] == ["two", "three", "yes that's me"]
 
 
@@ -137,7 +136,7 @@ async def test_a_seq_that_never_comes_is_skipped_after_a_bounded_wait(
         agent.next()  # seq 1 is lost on the way
         await agent.say(("user", "two"))
         await agent.say(("assistant", "three"))
-        st = await wait_state(call, lambda s: s["turns"] == 2, what="the gap skipped")
+        st = await wait_state(call, lambda s: s.turns == 2, what="the gap skipped")
         await end_normally(agent)
         out = await finished(call, hooks, sqlite_url)
     assert "seq 1 never arrived within 1 s: skipped" in reasons(st)
@@ -159,12 +158,12 @@ async def test_a_function_call_runs_once_across_continue_as_new(
         )
         agent = Agent(call)
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer")
+        await wait_state(call, lambda s: s.node == "offer")
         lookup = req("offer", "lookup", key="A-1")
         first = await call.call_function(lookup)
         for i in range(40):
             await agent.say(("user", f"turn {i}"))
-        await wait_state(call, lambda s: s["runs"] >= 2 and s["turns"] == 40, timeout=60, what="a new run")
+        await wait_state(call, lambda s: s.runs >= 2 and s.turns == 40, timeout=60, what="a new run")
         again = await call.call_function(lookup)  # a resumed agent repeating the same tool call
         await agent.transition("offer", "wants_human")
         out = await finished(call, hooks, sqlite_url)
@@ -185,7 +184,7 @@ async def test_history_payloads_past_two_megabytes(
             await agent.say(
                 *[("user" if j % 2 else "assistant", f"{i}.{j} " + "x" * 15_990) for j in range(16)]
             )
-        await wait_state(call, lambda s: s["turns"] == 160, timeout=60, what="every turn applied")
+        await wait_state(call, lambda s: s.turns == 160, timeout=60, what="every turn applied")
         transcript = await call.transcript(sqlite_url)  # the query, joined with the stored head
         await end_normally(agent)
         out = await finished(call, hooks, sqlite_url)
@@ -218,12 +217,12 @@ async def test_held_events_are_bounded_in_bytes_across_continue_as_new(
                     event_id=f"small-{seq}", seq=seq, at=now, items=[Turn(role="user", text=f"small {seq}")]
                 )
             )
-        st = await wait_state(call, lambda s: s["next_seq"] == 110, timeout=60, what="everything applied")
+        st = await wait_state(call, lambda s: s.next_seq == 110, timeout=60, what="everything applied")
         agent = Agent(call)
         agent.seq = 109
         await end_normally(agent)
         out = await finished(call, hooks, sqlite_url)
-    assert st["runs"] >= 2
+    assert st.runs >= 2
     assert "dropped: " in reasons(st) and "over the 262144 bytes held events may take" in reasons(st)
     texts = [t["text"][:9] for t in out["stored"].transcript]
     assert texts[:99] == [f"small {i}"[:9] for i in range(1, 100)]
@@ -256,13 +255,13 @@ async def test_a_two_hour_call_with_2000_turns(
                 )
             eid, seq = agent.next()
             await call.turns(TurnsEvent(event_id=eid, seq=seq, at=t0 + batch * 72, items=items))
-        await wait_state(call, lambda s: s["turns"] == 2000, timeout=120, what="2000 turns applied")
+        await wait_state(call, lambda s: s.turns == 2000, timeout=120, what="2000 turns applied")
         agent.seq = 100
         await agent.transition("verify", "confirmed")
         await agent.transition("offer", "wants_human")
         out = await finished(call, hooks, sqlite_url, timeout=120)
         state = await call.state()
-    assert state["runs"] >= 2
+    assert state.runs >= 2
     assert [t["text"] for t in out["stored"].transcript] == said
     assert [t["text"] for t in out["webhook"]["transcript"]] == said
     assert len(load_transcript(call.call_id, database_url=sqlite_url)) == 2000

@@ -35,9 +35,9 @@ async def test_each_kind_counts_a_bad_kind_is_refused_and_the_third_empty_input_
                 ).model_dump(mode="json")
             )
         await call.handle.signal("events", {"events": events[:4]})
-        st = await wait_state(call, lambda s: s["next_seq"] == 5, what="four idle events applied")
-        assert st["status"] == "live" and st["end_reason"] is None  # two refused, two counted
-        refused = {r["event_id"]: r["reason"] for r in st["rejected"]}
+        st = await wait_state(call, lambda s: s.next_seq == 5, what="four idle events applied")
+        assert st.status == "live" and st.end_reason is None  # two refused, two counted
+        refused = {r.event_id: r.reason for r in st.rejected}
         assert set(bad) <= set(refused), refused
         assert all("kind" in refused[e] and len(refused[e]) <= 500 for e in bad)
         await call.handle.signal("events", {"events": events[4:]})  # a silence: the third

@@ -40,11 +40,11 @@ async def test_gate_default_and_capture_validation(
         call = await start(temporal_client, task_queue, triage(), variables={})
         agent = Agent(call)
         await agent.transition("intake", "describe", {"severity": 9})  # violates maximum: 5
-        st = await wait_state(call, lambda s: bool(s["rejected"]))
-        assert "severity" in st["rejected"][0]["reason"] and st["node"] == "intake"
+        st = await wait_state(call, lambda s: bool(s.rejected))
+        assert "severity" in st.rejected[0].reason and st.node == "intake"
         await agent.transition("intake", "describe", {"severity": 2})
-        st = await wait_state(call, lambda s: s["node"] == "self_help")
-        assert st["path"] == ["intake", "route", "self_help"]
+        st = await wait_state(call, lambda s: s.node == "self_help")
+        assert st.path == ["intake", "route", "self_help"]
         await call.hangup()
         await call.handle.result()
 
@@ -64,12 +64,12 @@ async def test_silent_agent_is_lost_after_failed_dispatches(
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, agent_timeout_s=0.5)
         await call.heartbeat("agent-a")
-        st = await wait_state(call, lambda s: s["status"] == "live")
-        assert st["agent_id"] == "agent-a"
+        st = await wait_state(call, lambda s: s.status == "live")
+        assert st.agent_id == "agent-a"
         record = await wait_until(lambda: call.handle.result(), timeout=30, what="agent_lost end")
         st = await call.state()
     assert record.end_reason == "agent_lost"
-    assert sum("agent_lost" in r["reason"] for r in st["rejected"]) == 3
+    assert sum("agent_lost" in r.reason for r in st.rejected) == 3
 
 
 async def test_attach_returns_a_snapshot_to_resume_from(
@@ -80,14 +80,14 @@ async def test_attach_returns_a_snapshot_to_resume_from(
         agent = Agent(call)
         await agent.say(("assistant", "Hello, is this Alex Doe?"), ("user", "It is."))
         await agent.transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer")
+        await wait_state(call, lambda s: s.node == "offer")
         snap = await call.attach("agent-b")
         assert snap.node == "offer" and snap.next_seq == 3 and not snap.ended
         assert "Offer a new slot" in (snap.prompt or "") and "Harbour Clinic" in (snap.prompt or "")
         names = [t["function"]["name"] for t in snap.tools]
         assert names == ["list_slots", "book", "lookup", "broken", "remember", "note", "wants_human"]
         assert [t.text for t in snap.transcript_tail] == ["Hello, is this Alex Doe?", "It is."]
-        assert (await call.state())["agent_id"] == "agent-b"
+        assert (await call.state()).agent_id == "agent-b"
         await call.hangup()
         await call.handle.result()
 
@@ -113,7 +113,7 @@ async def test_visibility_and_cli(
 
         call = CallHandle(temporal_client, call_id)
         await Agent(call).transition("verify", "confirmed")
-        await wait_state(call, lambda s: s["node"] == "offer")
+        await wait_state(call, lambda s: s.node == "offer")
 
         async def in_list() -> list[dict[str, object]]:
             res = await cli("call", "list", "--node", "offer", "--flow", "clinic_reminder", "--json")

@@ -145,7 +145,7 @@ async def test_http_request_headers_never_reach_the_history(
         assert out.result == {"status": "found", "tier": "gold"}
         assert auth == [f"Bearer {TOKEN}"]  # the request itself carried it
         await Agent(call).transition("ask", "done")
-        await wait_state(call, lambda s: s["node"] == "bye", what="node bye")
+        await wait_state(call, lambda s: s.node == "bye", what="node bye")
         await call.hangup()
         await call.handle.result()
     carriers = await events_carrying(temporal_client, call.handle, TOKEN)

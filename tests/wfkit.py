@@ -22,7 +22,7 @@ from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.settings import Settings
 from workflows.client import CallHandle, start_call
-from workflows.contract import CallFunctionRequest, TransitionEvent, Turn, TurnsEvent
+from workflows.contract import CallFunctionRequest, CallView, TransitionEvent, Turn, TurnsEvent
 from workflows.worker import build_worker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wf"
@@ -118,9 +118,9 @@ async def wait_until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0,
 
 
 async def wait_state(
-    call: CallHandle, pred: Callable[[dict[str, Any]], bool], timeout: float = 20.0, what: str = ""
-) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
+    call: CallHandle, pred: Callable[[CallView], bool], timeout: float = 20.0, what: str = ""
+) -> CallView:
+    async def check() -> CallView | None:
         st = await call.state()
         return st if pred(st) else None
 

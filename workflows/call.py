@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         CallFunctionResult,
         CallInput,
         CallRecord,
+        CallView,
         DispatchRequest,
         RejectedEvent,
         Snapshot,
@@ -51,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.intake import intake, intake_one
     from workflows.jobs import JobsMixin
     from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
-    from workflows.record import compact_state
+    from workflows.record import call_view
     from workflows.room_events import RoomEvent, on_room_event
     from workflows.visibility import Visibility
 
@@ -408,8 +409,8 @@ class CallWorkflow(JobsMixin, CallCarry):
     # Queries take no input; whatever a caller sends along is ignored (``*_``) rather than
     # failing the query on a payload it does not need.
     @workflow.query(name="state")
-    def state_query(self, *_: Any) -> dict[str, Any]:
-        return compact_state(
+    def state_query(self, *_: Any) -> CallView:
+        return call_view(
             self.inp,
             self.state,
             self.status,

@@ -48,13 +48,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract import (
         MAX_ID_CHARS,
         MAX_TEXT_CHARS,
+        CallEvent,
         CallFunctionResult,
         CallInput,
+        HangupEvent,
+        Heartbeat,
+        InboxEvent,
         RejectedEvent,
+        Tombstone,
+        TransitionEvent,
         Turn,
+        TurnsEvent,
     )
     from workflows.inbox import Inbox
-    from workflows.intake import TOMBSTONE, Refusal, explain, tombstone
+    from workflows.intake import Refusal, explain, tombstone
     from workflows.visibility import Visibility
 
 REJECTED_TAIL = 50
@@ -232,98 +239,104 @@ class CallCore:
             self.state = self.state.model_copy(update={"ended": True, "end_reason": "error"})
         self.wake = True
 
-    def take(self, item: dict[str, Any] | Refusal) -> None:
+    def take(self, item: InboxEvent | Refusal) -> None:
         """One item of a signal (``workflows/intake.py``): an event, or a refusal, which
         keeps its place in the seq order when it said which seq it was."""
         if isinstance(item, Refusal):
             if item.seq is None:
                 self.record_rejected(item.event_id, item.reason)
                 return
-            item = tombstone(item)
+            item = tombstone(item, item.seq)
         self.receive(item)
 
-    def receive(self, raw: dict[str, Any]) -> None:
-        if raw.get("type") == "heartbeat":
-            self.seen_agent(raw.get("agent_id"))
+    def receive(self, event: InboxEvent) -> None:
+        if isinstance(event, Heartbeat):
+            self.seen_agent(event.agent_id)
             self.apply_ready(*self.inbox.skip_gap(workflow.now().timestamp(), self.inp.gap_wait_s))
             return
         held = self.inbox.held_since
-        ready, refused = self.inbox.accept(raw, workflow.now().timestamp())
+        ready, refused = self.inbox.accept(event, workflow.now().timestamp())
         if refused:
-            self.record_rejected(raw.get("event_id"), refused)
+            self.record_rejected(event.event_id, refused)
         if held is None and self.inbox.held_since is not None:
             self.wake = True  # a gap opened: the main loop arms its timer (Inbox.skip_gap)
         self.apply_ready(ready)
         self.apply_ready(*self.inbox.skip_gap(workflow.now().timestamp(), self.inp.gap_wait_s))
 
-    def apply_ready(self, ready: list[dict[str, Any]], skipped: str | None = None) -> None:
+    def apply_ready(self, ready: list[InboxEvent], skipped: str | None = None) -> None:
         if skipped:
             self.record_rejected(None, skipped)
         for ev in ready:
             self.seen_agent()
-            self.vis.observe_lag(ev.get("at"))
+            self.vis.observe_lag(None if isinstance(ev, Tombstone) else ev.at)
+            event_id = None if isinstance(ev, Heartbeat) else ev.event_id
             try:
                 self.apply_event(ev)
             except ValidationError as exc:
-                self.record_rejected(ev.get("event_id"), f"malformed event: {explain(exc)}")
+                self.record_rejected(event_id, f"malformed event: {explain(exc)}")
             except ValueError as exc:
-                self.record_rejected(ev.get("event_id"), f"malformed event: {safe_reason(exc)}")
+                self.record_rejected(event_id, f"malformed event: {safe_reason(exc)}")
 
-    def apply_event(self, ev: dict[str, Any]) -> None:
-        kind, at, event_id = ev["type"], ev.get("at"), ev.get("event_id")
-        if kind == TOMBSTONE:
-            self.record_rejected(event_id, ev.get("reason") or "refused")
-        elif kind == "transition":
-            step = self.step(
-                FunctionCalled(name=ev["name"], args=ev.get("args") or {}, node=ev["from_node"], at=at)
-            )
+    def apply_event(self, ev: InboxEvent) -> None:
+        if isinstance(ev, Tombstone):
+            self.record_rejected(ev.event_id, ev.reason or "refused")
+        elif isinstance(ev, TransitionEvent):
+            step = self.step(FunctionCalled(name=ev.name, args=ev.args, node=ev.from_node, at=ev.at))
             for eff in step.effects:
                 if isinstance(eff, Rejected):
-                    self.record_rejected(event_id, eff.reason)
+                    self.record_rejected(ev.event_id, eff.reason)
                 elif isinstance(eff, ToolResponse) and eff.error:
-                    self.record_rejected(event_id, str((eff.result or {}).get("error", "error")))
-        elif kind == "turns":
-            turns = [Turn.model_validate(t) for t in ev["items"]]
-            too_long = [i for i, t in enumerate(turns) if len(t.text) > MAX_TEXT_CHARS]
-            if too_long:
-                i = too_long[0]
-                self.record_rejected(
-                    event_id,
-                    f"turn {i} has {len(turns[i].text)} characters; the limit "
-                    f"is {MAX_TEXT_CHARS}: the batch was not recorded",
-                )
-                return
-            for t in turns:
-                self.transcript.append(t if t.node else t.model_copy(update={"node": self.state.node}))
-                self.transcript_bytes += budget.turn_bytes(t)
-                if t.role == "user" and t.text:
-                    self.step(UserSpoke(at=at))
-        elif kind == "event":
-            if ev["kind"] == "user_idle":
-                empty = (ev.get("data") or {}).get("kind")
-                # an unknown kind raises ValidationError: recorded as rejected by apply_ready
-                kinded = empty is not None and workflow.patched(IDLE_KIND_PATCH)
-                self.step(UserIdle(at=at, kind=empty) if kinded else UserIdle(at=at))
-            elif ev["kind"] == "user_spoke":
-                self.step(UserSpoke(at=at))
-            elif ev["kind"] == "agent_detached":
-                self.record_rejected(event_id, "note: agent detached")
-            elif ev["kind"] == "dtmf" and workflow.patched(DTMF_PATCH):
-                self.keys_pressed(ev.get("data") or {}, at, event_id)
-            elif ev["kind"] == "interruption":
-                self.interrupted(event_id, (ev.get("data") or {}).get("cancel"))
-            elif ev["kind"] == "answering_machine":
-                self.machine_answered(ev.get("data") or {}, at, event_id)
-            elif ev["kind"] == "amd":
-                self.amd = self.verdict(ev.get("data") or {}, at)
-            elif ev["kind"] == "note" and isinstance(ev.get("data"), dict) and ev["data"].get("dropped"):
-                # the agent's outbox could never send this event (see agents/signals.py)
-                self.record_rejected(event_id, f"dropped by the agent: {str(ev['data'].get('reason'))[:300]}")
-        elif kind == "hangup":
-            reason = ev.get("reason") or "user_hangup"
+                    self.record_rejected(ev.event_id, str((eff.result or {}).get("error", "error")))
+        elif isinstance(ev, TurnsEvent):
+            self.add_turns(ev)
+        elif isinstance(ev, CallEvent):
+            self.line_event(ev)
+        elif isinstance(ev, HangupEvent):
             self.hangup_seen = True
             if not self.state.ended:
-                self.step(MaxDuration(at=at) if reason == "max_duration" else HangUp(reason=reason, at=at))
+                at = ev.at
+                self.step(
+                    MaxDuration(at=at) if ev.reason == "max_duration" else HangUp(reason=ev.reason, at=at)
+                )
+
+    def add_turns(self, ev: TurnsEvent) -> None:
+        too_long = [i for i, t in enumerate(ev.items) if len(t.text) > MAX_TEXT_CHARS]
+        if too_long:
+            i = too_long[0]
+            self.record_rejected(
+                ev.event_id,
+                f"turn {i} has {len(ev.items[i].text)} characters; the limit "
+                f"is {MAX_TEXT_CHARS}: the batch was not recorded",
+            )
+            return
+        for t in ev.items:
+            self.transcript.append(t if t.node else t.model_copy(update={"node": self.state.node}))
+            self.transcript_bytes += budget.turn_bytes(t)
+            if t.role == "user" and t.text:
+                self.step(UserSpoke(at=ev.at))
+
+    def line_event(self, ev: CallEvent) -> None:
+        at, event_id, data = ev.at, ev.event_id, ev.data
+        if ev.kind == "user_idle":
+            empty = data.get("kind")
+            # an unknown kind raises ValidationError: recorded as rejected by apply_ready
+            kinded = empty is not None and workflow.patched(IDLE_KIND_PATCH)
+            self.step(UserIdle(at=at, kind=empty) if kinded else UserIdle(at=at))
+        elif ev.kind == "user_spoke":
+            self.step(UserSpoke(at=at))
+        elif ev.kind == "agent_detached":
+            self.record_rejected(event_id, "note: agent detached")
+        elif ev.kind == "dtmf" and workflow.patched(DTMF_PATCH):
+            self.keys_pressed(data, at, event_id)
+        elif ev.kind == "interruption":
+            self.interrupted(event_id, data.get("cancel"))
+        elif ev.kind == "answering_machine":
+            self.machine_answered(data, at, event_id)
+        elif ev.kind == "amd":
+            self.amd = self.verdict(data, at)
+        elif ev.kind == "note" and data.get("dropped"):
+            # the agent's outbox could never send this event (see agents/signals.py)
+            self.record_rejected(event_id, f"dropped by the agent: {str(data.get('reason'))[:300]}")
 
     def keys_pressed(self, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
         """The caller's keys, collected by the agent: a transcript turn, then the engine
@@ -429,7 +442,7 @@ class CallCore:
             run_llm=resp.run_llm,
             decision=decision,
             node=self.state.node,
-            effects=[_public(e).model_dump() for e in effects],
+            effects=[_public(e) for e in effects],
             state=self.state,
         )
 

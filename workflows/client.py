@@ -36,6 +36,7 @@ from workflows.contract import (
     CallFunctionResult,
     CallInput,
     CallRecord,
+    CallView,
     EventBatch,
     HangupEvent,
     Heartbeat,
@@ -211,8 +212,8 @@ class CallHandle:
             result_type=Snapshot,
         )
 
-    async def state(self) -> dict[str, Any]:
-        return await self.handle.query("state", result_type=dict)
+    async def state(self) -> CallView:
+        return await self.handle.query("state", result_type=CallView)
 
     async def transcript(self, database_url: str | None = None) -> list[Turn]:
         """The call's whole transcript, in order, paged through the ``transcript_window``

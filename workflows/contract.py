@@ -21,29 +21,66 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json
 
-from activities.records import AmdVerdict, SipOutcome
-from activities.records import (  # defined one layer down, re-exported as part of the contract
-    CallRecord as CallRecord,
-)
 from activities.records import (
-    DispatchRequest as DispatchRequest,
-)
-from activities.records import (
-    DispatchResult as DispatchResult,
-)
-from activities.records import (
-    TranscriptAppend as TranscriptAppend,
-)
-from activities.records import (
-    TranscriptItem as TranscriptItem,
-)
-from activities.records import (
-    WebhookDelivery as WebhookDelivery,
+    AmdVerdict,
+    CallRecord,
+    DispatchRequest,
+    DispatchResult,
+    SipOutcome,
+    TranscriptAppend,
+    TranscriptItem,
+    WebhookDelivery,
 )
 from activities.telephony import Dial
+from callflow.effects import Effect
 from callflow.end_reasons import EndReason
 from callflow.model import FlowDefinition
 from callflow.state import CallState
+
+__all__ = [  # the records defined in activities/records.py are re-exported: one import for the contract
+    "MAX_ARGS_BYTES",
+    "MAX_BATCH",
+    "MAX_EPOCH_S",
+    "MAX_ID_CHARS",
+    "MAX_NAME_CHARS",
+    "MAX_ROUTE_CHARS",
+    "MAX_SEQ",
+    "MAX_SIGNAL_BYTES",
+    "MAX_TEXT_CHARS",
+    "AgentEvent",
+    "AmdVerdict",
+    "AttachRequest",
+    "CallEvent",
+    "CallFunctionRequest",
+    "CallFunctionResult",
+    "CallInput",
+    "CallRecord",
+    "CallView",
+    "Carry",
+    "Dial",
+    "DispatchRequest",
+    "DispatchResult",
+    "Epoch",
+    "EventBatch",
+    "EventId",
+    "HangupEvent",
+    "Heartbeat",
+    "InboxEvent",
+    "RejectedEvent",
+    "Seq",
+    "SipOutcome",
+    "Snapshot",
+    "Tombstone",
+    "TranscriptAppend",
+    "TranscriptItem",
+    "TransitionEvent",
+    "Turn",
+    "TurnsEvent",
+    "WebhookDelivery",
+    "call_input_problems",
+    "encoded_bytes",
+    "oversized_args",
+]
 
 MAX_TEXT_CHARS = 16_000  # one turn's text; a longer one is refused, not truncated silently
 MAX_ARGS_BYTES = 32_000
@@ -199,6 +236,24 @@ AgentEvent = Annotated[
 ]
 
 
+class Tombstone(_Msg):
+    """A refused event that said its ``seq``: the inbox orders it like any event with that
+    seq and applies it as a recorded refusal, so the events behind it go on (see
+    ``workflows/intake.py``). Also what stands in for an event too large to hold."""
+
+    type: Literal["refused"] = "refused"
+    event_id: str | None = None
+    seq: int
+    reason: str
+
+
+# What the inbox holds and hands on in order (a heartbeat is never ordered or held).
+InboxEvent = Annotated[
+    TransitionEvent | TurnsEvent | CallEvent | HangupEvent | Heartbeat | Tombstone,
+    Field(discriminator="type"),
+]
+
+
 class EventBatch(_Msg):
     events: list[AgentEvent] = Field(max_length=MAX_BATCH)
 
@@ -222,7 +277,7 @@ class CallFunctionResult(_Msg):
     run_llm: bool = True
     decision: Literal["stay", "transition", "end"] = "stay"
     node: str | None = None
-    effects: list[dict[str, Any]] = []  # the engine's effects, for the agent to apply
+    effects: list[Effect] = []  # the engine's effects, for the agent to apply
     state: CallState | None = None
 
 
@@ -271,13 +326,45 @@ class CancelRequest(_Msg):
     reason: Literal["llm", "interruption"] = "llm"
 
 
+class CallView(_Msg):
+    """The answer to the ``state`` query: the call as an operator (``call show``), the
+    simulator and the tests see it while it runs."""
+
+    call_id: str
+    flow: str
+    flow_version: int
+    status: str
+    node: str | None
+    path: list[str]
+    variables: dict[str, Any]
+    extracted: dict[str, Any]
+    state: dict[str, Any]  # what the flow's handlers keep (``flow_manager.state``)
+    transitions: int
+    disposition: str | None  # set once the call has ended
+    end_reason: EndReason | None
+    started_at: float
+    updated_at: float | None
+    agent_id: str | None
+    next_seq: int
+    waiting_for_seq: int | None  # the seq the inbox holds later events for
+    duplicates: int
+    rejected: list[RejectedEvent]  # the newest 20
+    extraction_errors: dict[str, str]
+    pending_functions: int
+    runs: int  # runs of the workflow so far (continue-as-new starts a new one)
+    turns: int  # transcript turns, all runs together
+    room: str | None  # the LiveKit room, as the call was given it
+    sip: SipOutcome | None  # a dialed call: the SIP status of the dial
+    amd: AmdVerdict | None  # the answering-machine verdict
+
+
 class Carry(_Msg):
     """What one run hands the next at continue-as-new: compact, transcript tail only."""
 
     state: CallState
     status: str
     next_seq: int
-    held: list[dict[str, Any]] = []
+    held: list[InboxEvent] = []  # carried as dicts before; the same JSON
     seen_ids: list[str] = []
     transcript_tail: list[Turn] = []
     transcript_count: int = 0

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from typing import Any
 
-from workflows.contract import encoded_bytes
+from workflows.contract import InboxEvent, Tombstone, encoded_bytes
 
 SEEN_WINDOW = 4096
 MAX_HELD = 500
@@ -37,18 +36,29 @@ def _key(event_id: str) -> str:
     return "#" + hashlib.sha256(event_id.encode()).hexdigest()[:40]
 
 
+def _event_id(event: InboxEvent) -> str | None:
+    return getattr(event, "event_id", None)  # a heartbeat has none
+
+
+def _seq(event: InboxEvent) -> int | None:
+    return getattr(event, "seq", None)  # hangups, heartbeats and some line events have none
+
+
 class Inbox:
     def __init__(
         self,
         next_seq: int = 1,
         seen: list[str] | None = None,
-        held: list[dict[str, Any]] | None = None,
+        held: list[InboxEvent] | None = None,
         held_since: float | None = None,
     ) -> None:
         self.next_seq = next_seq
         self._seen_order: deque[str] = deque((_key(e) for e in seen or []), maxlen=SEEN_WINDOW)
         self._seen = set(self._seen_order)
-        self._held: dict[int, dict[str, Any]] = {int(h["seq"]): h for h in held or []}
+        self._held: dict[int, InboxEvent] = {}
+        for event in held or []:  # every held event has its seq
+            if (seq := _seq(event)) is not None:
+                self._held[seq] = event
         self._held_bytes = sum(encoded_bytes(h) for h in self._held.values())
         # when the current gap opened (the oldest wait for ``next_seq``), for skipping it
         self.held_since = held_since if self._held else None
@@ -68,11 +78,11 @@ class Inbox:
         self._seen.add(event_id)
         return True
 
-    def accept(self, event: dict[str, Any], now: float = 0.0) -> tuple[list[dict[str, Any]], str | None]:
+    def accept(self, event: InboxEvent, now: float = 0.0) -> tuple[list[InboxEvent], str | None]:
         """Events ready to apply now, in order, and a reason if this one was refused.
         ``now`` (the workflow's clock) dates a gap that opens, for :meth:`skip_gap`."""
-        event_id = event.get("event_id")
-        seq = event.get("seq")
+        event_id = _event_id(event)
+        seq = _seq(event)
         if seq is None:
             return ([event] if self._mark(event_id) else []), None
         if seq < self.next_seq:
@@ -83,7 +93,7 @@ class Inbox:
         if seq > self.next_seq:
             held = self._held.get(seq)
             if held is not None:
-                if held.get("event_id") == event_id:
+                if _event_id(held) == event_id:
                     self.duplicates += 1
                     return [], None
                 return [], f"seq {seq} is already held with another event id"
@@ -91,13 +101,12 @@ class Inbox:
                 return [], f"too many events held waiting for seq {self.next_seq}"
             size = encoded_bytes(event)
             if self._held_bytes + size > MAX_HELD_BYTES:
-                event = {
-                    "type": "refused",
-                    "event_id": event_id,
-                    "seq": seq,
-                    "reason": f"dropped: {size} bytes while waiting for seq {self.next_seq}, "
+                event = Tombstone(
+                    event_id=event_id,
+                    seq=seq,
+                    reason=f"dropped: {size} bytes while waiting for seq {self.next_seq}, "
                     f"over the {MAX_HELD_BYTES} bytes held events may take",
-                }
+                )
                 size = encoded_bytes(event)
                 if self._held_bytes + size > MAX_HELD_BYTES:
                     return [], f"too many bytes held waiting for seq {self.next_seq}"
@@ -108,11 +117,11 @@ class Inbox:
             return [], None
         return self._drain(event, now), None
 
-    def _drain(self, first: dict[str, Any], now: float) -> list[dict[str, Any]]:
-        ready: list[dict[str, Any]] = []
-        nxt: dict[str, Any] | None = first
+    def _drain(self, first: InboxEvent, now: float) -> list[InboxEvent]:
+        ready: list[InboxEvent] = []
+        nxt: InboxEvent | None = first
         while nxt is not None:
-            if self._mark(nxt.get("event_id")):
+            if self._mark(_event_id(nxt)):
                 ready.append(nxt)
             self.next_seq += 1
             nxt = self._held.pop(self.next_seq, None)
@@ -124,7 +133,7 @@ class Inbox:
             self._held_bytes = 0
         return ready
 
-    def skip_gap(self, now: float, wait_s: float = GAP_WAIT_S) -> tuple[list[dict[str, Any]], str | None]:
+    def skip_gap(self, now: float, wait_s: float = GAP_WAIT_S) -> tuple[list[InboxEvent], str | None]:
         """Once events have waited ``wait_s`` for a seq that has not come, give up on the
         missing ones: the held events are applied, and the reason says which were skipped."""
         if not self._held or self.held_since is None or now - self.held_since < wait_s:
@@ -150,5 +159,5 @@ class Inbox:
     def held_bytes(self) -> int:
         return self._held_bytes
 
-    def carry(self) -> tuple[int, list[str], list[dict[str, Any]]]:
+    def carry(self) -> tuple[int, list[str], list[InboxEvent]]:
         return self.next_seq, list(self._seen_order), [self._held[k] for k in sorted(self._held)]

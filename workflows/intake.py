@@ -23,11 +23,13 @@ from workflows.contract import (
     CallEvent,
     HangupEvent,
     Heartbeat,
+    InboxEvent,
+    Tombstone,
     TransitionEvent,
     TurnsEvent,
 )
 
-SIGNALS: dict[str, type[BaseModel]] = {
+SIGNALS: dict[str, type[TransitionEvent | TurnsEvent | CallEvent | HangupEvent | Heartbeat]] = {
     "transition": TransitionEvent,
     "turns": TurnsEvent,
     "event": CallEvent,
@@ -35,8 +37,7 @@ SIGNALS: dict[str, type[BaseModel]] = {
     "heartbeat": Heartbeat,
 }
 BATCH_SIGNAL = "events"
-TOMBSTONE = "refused"  # the ``type`` of a refused event that keeps its place in the seq order
-_EVENT: TypeAdapter[Any] = TypeAdapter(AgentEvent)
+_EVENT: TypeAdapter[InboxEvent] = TypeAdapter(AgentEvent)
 
 
 class Refusal(BaseModel):
@@ -73,21 +74,16 @@ def _refuse(raw: Any, what: str, reason: str) -> Refusal:
     return Refusal(event_id=event_id, seq=seq, reason=f"malformed {what}: {reason}")
 
 
-def _one(model: type[BaseModel] | TypeAdapter[Any], raw: Any, what: str) -> dict[str, Any] | Refusal:
+def _one(model: type[InboxEvent] | TypeAdapter[InboxEvent], raw: Any, what: str) -> InboxEvent | Refusal:
     try:
         if isinstance(model, TypeAdapter):
-            ev = model.validate_python(raw)
-        else:
-            ev = model.model_validate(raw)
+            return model.validate_python(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         return _refuse(raw, what, explain(exc))
-    out: dict[str, Any] = ev.model_dump()
-    return out
 
 
-def intake(
-    name: str, payloads: Sequence[Any], decode: Callable[[Any], Any]
-) -> list[dict[str, Any] | Refusal]:
+def intake(name: str, payloads: Sequence[Any], decode: Callable[[Any], Any]) -> list[InboxEvent | Refusal]:
     """The events a signal carries, in order, each validated, or why each was refused.
 
     ``decode`` turns one raw payload into a plain value (the workflow's payload converter
@@ -132,7 +128,7 @@ def intake_one(
         return _refuse(raw, f"'{name}' signal", explain(exc))
 
 
-def tombstone(refusal: Refusal) -> dict[str, Any]:
+def tombstone(refusal: Refusal, seq: int) -> Tombstone:
     """The stand-in the inbox orders like any event with this seq (and applies as a
     recorded refusal), so the events behind a refused one go on."""
-    return {"type": TOMBSTONE, "event_id": refusal.event_id, "seq": refusal.seq, "reason": refusal.reason}
+    return Tombstone(event_id=refusal.event_id, seq=seq, reason=refusal.reason)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from activities.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem
 from callflow.state import CallState
-from workflows.contract import CallInput, RejectedEvent, Turn
+from workflows.contract import CallInput, CallView, RejectedEvent, Turn
 from workflows.inbox import Inbox
 
 
@@ -82,7 +81,7 @@ def build_record(
     )
 
 
-def compact_state(
+def call_view(
     inp: CallInput,
     state: CallState,
     status: str,
@@ -95,32 +94,32 @@ def compact_state(
     turns: int,
     sip: SipOutcome | None = None,
     amd: AmdVerdict | None = None,
-) -> dict[str, Any]:
-    return {
-        "call_id": inp.call_id,
-        "flow": inp.definition.flow.flow,
-        "flow_version": inp.definition.flow.version,
-        "status": status,
-        "node": state.node,
-        "path": state.path,
-        "variables": state.variables,
-        "extracted": state.extracted,
-        "state": state.state,
-        "transitions": state.transitions,
-        "disposition": disposition_of(state) if state.ended else None,
-        "end_reason": state.end_reason,
-        "started_at": started_at,
-        "updated_at": state.now,
-        "agent_id": agent_id,
-        "next_seq": inbox.next_seq,
-        "waiting_for_seq": inbox.waiting_for,
-        "duplicates": inbox.duplicates,
-        "rejected": [r.model_dump() for r in rejected[-20:]],
-        "extraction_errors": extraction_errors,
-        "pending_functions": len(state.pending),
-        "runs": runs,
-        "turns": turns,
-        "room": inp.room,
-        "sip": sip.model_dump(mode="json") if sip is not None else None,
-        "amd": amd.model_dump(mode="json") if amd is not None else None,
-    }
+) -> CallView:
+    return CallView(
+        call_id=inp.call_id,
+        flow=inp.definition.flow.flow,
+        flow_version=inp.definition.flow.version,
+        status=status,
+        node=state.node,
+        path=state.path,
+        variables=state.variables,
+        extracted=state.extracted,
+        state=state.state,
+        transitions=state.transitions,
+        disposition=disposition_of(state) if state.ended else None,
+        end_reason=state.end_reason,
+        started_at=started_at,
+        updated_at=state.now,
+        agent_id=agent_id,
+        next_seq=inbox.next_seq,
+        waiting_for_seq=inbox.waiting_for,
+        duplicates=inbox.duplicates,
+        rejected=rejected[-20:],
+        extraction_errors=extraction_errors,
+        pending_functions=len(state.pending),
+        runs=runs,
+        turns=turns,
+        room=inp.room,
+        sip=sip,
+        amd=amd,
+    )
