@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from activities.metrics import timed
+from activities.records import encoded_bytes
 from callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager
 from callflow.handlers import HandlerModuleError, get_handler, load_module
 from callflow.schema import SignatureError, handler_schema
@@ -166,8 +167,9 @@ async def call_handler(
         )
     result, marker = returned
     try:
-        size = len(json.dumps(result))
+        json.dumps(result)
         json.dumps(fm.state)
+        size = encoded_bytes(result)
     except (TypeError, ValueError) as exc:
         return HandlerOutput(error=f"handler '{inp.name}' returned a value that is not JSON: {exc}")
     if size > MAX_RESULT_BYTES:

@@ -19,7 +19,14 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import RequestParamsMeta, TextContent
 
-from callflow.mcp_spec import MAX_SERVER_CHARS, MAX_TOOLS_PER_SERVER, McpServer, McpServerTools, McpTool
+from callflow.mcp_spec import (
+    MAX_ERROR_CHARS,
+    MAX_SERVER_CHARS,
+    MAX_TOOLS_PER_SERVER,
+    McpServer,
+    McpServerTools,
+    McpTool,
+)
 from callflow.mcp_tools import usable_tool
 
 MAX_PAGES = 50  # a server whose cursor never ends cannot hold a call's start hostage
@@ -94,7 +101,7 @@ async def call_tool(
     texts = [c.text for c in res.content if isinstance(c, TextContent)]
     others = [c.type for c in res.content if getattr(c, "type", None) != "text"]
     if res.is_error:
-        return None, " ".join(texts)[:2000] or "the tool reported an error"
+        return None, " ".join(texts)[:MAX_ERROR_CHARS] or "the tool reported an error"
     if res.structured_content is not None:
         return res.structured_content, None
     out: dict[str, Any] = {"content": "\n".join(texts)}

@@ -10,6 +10,31 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import to_json
+
+CALL_WORKFLOW_PREFIX = "call-"  # a call's workflow id is this prefix and its call id
+
+
+def call_workflow_id(call_id: str) -> str:
+    return f"{CALL_WORKFLOW_PREFIX}{call_id}"
+
+
+def call_id_of(workflow_id: str) -> str | None:
+    """The call id of a call's workflow id; None for any other workflow (a campaign's)."""
+    return (
+        workflow_id.removeprefix(CALL_WORKFLOW_PREFIX)
+        if workflow_id.startswith(CALL_WORKFLOW_PREFIX)
+        else None
+    )
+
+
+def encoded_bytes(value: Any) -> int:
+    """Size of ``value`` as the pydantic data converter puts it on the wire (UTF-8 JSON).
+
+    The one size rule of every limit on a payload: counting characters of a ``str()`` (or
+    ASCII-escaped JSON) disagrees with the client's byte count for non-ASCII text, and an
+    event that passes one and fails the other is never delivered."""
+    return len(to_json(value))
 
 
 def _utc(value: datetime | None) -> datetime | None:

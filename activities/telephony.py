@@ -27,6 +27,7 @@ from temporalio import activity
 
 Outcome = Literal["answered", "no_answer", "busy", "dial_failed"]
 DEFAULT_RINGING_TIMEOUT_S = 30.0
+MAX_ANNOUNCE_CHARS = 2000  # what a warm transfer's agent says to the person it consults
 
 
 class Dial(BaseModel):
@@ -62,7 +63,7 @@ class TransferRequest(BaseModel):
     room: str
     to: str = Field(min_length=3, max_length=128)
     mode: Literal["cold", "warm"] = "cold"
-    announce: str | None = Field(None, max_length=2000)
+    announce: str | None = Field(None, max_length=MAX_ANNOUNCE_CHARS)
     ringing_timeout_s: float = Field(DEFAULT_RINGING_TIMEOUT_S, gt=0, le=300)
 
 

@@ -24,7 +24,7 @@ from agents.device_tools import DeviceTools, call_device_tool, falls_back, serve
 from agents.hot_path import SessionPort, ToolOutcome, call_locally
 from agents.jobs import JobsFeed
 from agents.outbox import Outbox
-from agents.signals import DeferredTransition
+from agents.signals import DeferredTransition, function_event_id, step_event_id
 from callflow.effects import (
     Effect,
     EndCall,
@@ -137,7 +137,7 @@ class FlowController:
 
     def event_id(self, kind: str) -> str:
         self.step_no += 1
-        return f"{self.turn_key}:{self.step_no}:{kind}"
+        return step_event_id(self.turn_key, self.step_no, kind)
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -167,7 +167,7 @@ class FlowController:
         if self.device is not None and serves(self, node, name):
             return await call_device_tool(self, name, args)
         if (node, name) in self.remote:
-            eid = f"{self.turn_key}:{self.step_no}:fn:{name}"
+            eid = function_event_id(self.turn_key, self.step_no, name)
             kind = self.engine.flow.nodes[node].functions[name].kind  # type: ignore[index]
             if kind != "transfer":
                 out = await self.remote_function(eid, name, args)
@@ -291,21 +291,6 @@ class FlowController:
         """A fresh call: what entering the node it is on says and shows, greeting and
         pre-actions included (after a start on an action node, where that routed it)."""
         return self.engine.arrival(self.state)
-
-    def entry_effects(self) -> list[Effect]:
-        """What entering the current node looks like, rebuilt from the state (after a resume)."""
-        if self.state.ended:
-            return [EndCall(reason=self.state.end_reason or "completed", disposition=self.state.disposition)]
-        set_node = self.engine.snapshot(self.state)
-        if set_node is None:
-            return []
-        node = self.engine.flow.nodes[set_node.node].node
-        out: list[Effect] = [set_node]
-        if set_node.greeting:
-            out.append(Say(text=set_node.greeting, allow_interrupt=node.allow_interrupt))
-        elif node.respond_immediately:
-            out.append(LLMTurn())
-        return out
 
     async def apply(self, effects: list[Effect]) -> None:
         port = self.port

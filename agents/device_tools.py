@@ -26,7 +26,7 @@ import jsonschema
 from agents.hot_path import ToolOutcome
 from callflow.compiled import closed
 from callflow.effects import SetNode, ToolSpec
-from callflow.mcp_spec import UNAVAILABLE, McpTool
+from callflow.mcp_spec import MAX_ERROR_CHARS, UNAVAILABLE, McpTool
 from callflow.mcp_tools import usable_tool
 from callflow.schema import drop_nulls, to_strict
 
@@ -152,7 +152,7 @@ def _outcome(answer: Any) -> ToolOutcome:
         if isinstance(c, dict) and c.get("type") == "text"
     ]
     if answer.get("isError"):
-        return _error(" ".join(texts)[:2000] or "the device reported an error")
+        return _error(" ".join(texts)[:MAX_ERROR_CHARS] or "the device reported an error")
     structured = answer.get("structuredContent")
     result = structured if structured is not None else {"content": "\n".join(texts)}
     return ToolOutcome(result, reply_required=True)

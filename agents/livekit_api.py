@@ -45,6 +45,7 @@ from livekit.api import (
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from activities.dispatch import DispatchRequest, DispatchResult
+from activities.telephony import MAX_ANNOUNCE_CHARS
 
 DEFAULT_AGENT_NAME = "ringflow"
 DEFAULT_TIMEOUT_S = 5.0
@@ -257,7 +258,7 @@ class JobInfo(BaseModel):
     # a dialed call: the callee's participant identity; the agent attaches once it joined
     wait_for: str | None = Field(default=None, min_length=1)
     # a warm transfer's consult room: say this to the person there, then leave
-    announce: str | None = Field(default=None, max_length=2000)
+    announce: str | None = Field(default=None, max_length=MAX_ANNOUNCE_CHARS)
 
     @model_validator(mode="after")
     def _resume_needs_call(self) -> JobInfo:

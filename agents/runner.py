@@ -261,13 +261,9 @@ async def _attach_agent(
         await controller.apply(unsaid_last_turn(controller, snap))
         await port.end_call(snap.state.end_reason or "completed")
     elif resumed:  # the context is rebuilt above as the node's strategy left it: no new reset
-        await controller.apply(
-            [
-                e.model_copy(update={"context": "append"})
-                for e in controller.entry_effects()
-                if e.type in ("set_node",)
-            ]
-        )
+        shown = controller.current_tools()  # the node's prompt and tools only: nothing is said again
+        if shown is not None:
+            await controller.apply([shown.model_copy(update={"context": "append"})])
         last = snap.transcript_tail[-1]
         if answer_pending and last.role == "user":
             # The caller spoke and the dead agent never answered: answer now, not after a silence.

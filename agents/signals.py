@@ -23,6 +23,17 @@ log = logging.getLogger(__name__)
 _BATCH_OVERHEAD = encoded_bytes(EventBatch(events=[]))
 
 
+def step_event_id(turn: str, step: int, kind: str) -> str:
+    """The id of an agent's event: ``<turn>:<step>:<kind>``, derived from the turn and the
+    step within it, so an agent replaying a turn after a crash sends the ids the workflow
+    already has. A function call's kind is ``fn:<name>`` (:func:`function_event_id`)."""
+    return f"{turn}:{step}:{kind}"
+
+
+def function_event_id(turn: str, step: int, name: str) -> str:
+    return step_event_id(turn, step, f"fn:{name}")
+
+
 class DeferredTransition:
     """A transition event whose model is built by the sender, not on the hot path.
 
@@ -42,8 +53,7 @@ class DeferredTransition:
 
     @property
     def event_id(self) -> str:
-        """The controller's id for a function call: ``<turn>:<step>:fn:<name>``."""
-        return f"{self.turn}:{self.step}:fn:{self.name}"
+        return function_event_id(self.turn, self.step, self.name)
 
     def build(self) -> TransitionEvent:
         return TransitionEvent(

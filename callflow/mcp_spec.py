@@ -20,6 +20,7 @@ MAX_SCHEMA_CHARS = 16_000  # one tool's input schema, as JSON
 # All of one server's pinned tools, as JSON: they ride in the call's input, its continue-as-new
 # and every agent's snapshot, which Temporal limits to a few MB.
 MAX_SERVER_CHARS = 120_000
+MAX_ERROR_CHARS = 2_000  # the text of a tool's error result (a server's or a device's) the LLM gets
 # How a tool call's error starts when its server could not be reached (after retries): the
 # agent then calls the caller's device's tool of that name, if it has one.
 UNAVAILABLE = "MCP server unavailable"

@@ -15,6 +15,8 @@ import typer
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from activities import search_attributes as attrs
+from activities.records import CALL_WORKFLOW_PREFIX
 from callflow.errors import FlowError, did_you_mean
 from callflow.inputs import coerce_cli_value, resolve_variables
 from callflow.loader import load_flow
@@ -152,11 +154,11 @@ def _quote(value: str) -> str:
 def visibility_query(status: str | None, node: str | None, flow: str | None) -> str:
     parts = ["WorkflowType = 'CallWorkflow'"]
     if status:
-        parts.append(f"RingflowStatus = {_quote(status)}")
+        parts.append(f"{attrs.RINGFLOW_STATUS.name} = {_quote(status)}")
     if node:
-        parts.append(f"RingflowNode = {_quote(node)}")
+        parts.append(f"{attrs.RINGFLOW_NODE.name} = {_quote(node)}")
     if flow:
-        parts.append(f"RingflowFlow = {_quote(flow)}")
+        parts.append(f"{attrs.RINGFLOW_FLOW.name} = {_quote(flow)}")
     return " AND ".join(parts)
 
 
@@ -179,17 +181,16 @@ def list_cmd(
         rows = []
         async for wf in client.list_workflows(query, limit=limit):
             sa = wf.typed_search_attributes
-            get = {k.name: v for k, v in ((p.key, p.value) for p in sa.search_attributes)}
             rows.append(
                 {
-                    "call_id": wf.id.removeprefix("call-"),
+                    "call_id": wf.id.removeprefix(CALL_WORKFLOW_PREFIX),
                     "workflow_id": wf.id,
-                    "status": get.get("RingflowStatus"),
-                    "node": get.get("RingflowNode"),
-                    "flow": get.get("RingflowFlow"),
-                    "transitions": get.get("RingflowTransitions"),
-                    "disposition": get.get("RingflowDisposition"),
-                    "end_reason": get.get("RingflowEndReason"),
+                    "status": sa.get(attrs.RINGFLOW_STATUS),
+                    "node": sa.get(attrs.RINGFLOW_NODE),
+                    "flow": sa.get(attrs.RINGFLOW_FLOW),
+                    "transitions": sa.get(attrs.RINGFLOW_TRANSITIONS),
+                    "disposition": sa.get(attrs.RINGFLOW_DISPOSITION),
+                    "end_reason": sa.get(attrs.RINGFLOW_END_REASON),
                     "started": wf.start_time.isoformat() if wf.start_time else None,
                 }
             )
@@ -216,7 +217,7 @@ def show(
 ) -> None:
     """The call's state and transcript, from the workflow itself."""
     settings = get_settings()
-    call_id = call_id.removeprefix("call-")
+    call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
 
     async def go() -> tuple[CallView | CallRecord, list[dict[str, Any]]]:
         client = await _client(settings)
@@ -292,7 +293,7 @@ async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord,
 def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
     """End a call as if the caller hung up."""
     settings = get_settings()
-    call_id = call_id.removeprefix("call-")
+    call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
 
     async def go() -> None:
         client = await _client(settings)

@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from temporalio import activity
 
+from activities.records import call_id_of
 from agents.logcontext import call_fields
 
 CALL_FIELDS = ("call_id", "workflow_id", "node")
@@ -42,7 +43,8 @@ def _activity_fields() -> dict[str, str]:
     if not activity.in_activity():
         return {}
     wf_id = activity.info().workflow_id or ""
-    return {"call_id": wf_id.removeprefix("call-"), "workflow_id": wf_id} if wf_id.startswith("call-") else {}
+    call_id = call_id_of(wf_id)
+    return {"call_id": call_id, "workflow_id": wf_id} if call_id is not None else {}
 
 
 def install_record_factory() -> None:
@@ -84,8 +86,8 @@ class JsonFormatter(logging.Formatter):
             if isinstance(ctx, dict):
                 out.update({f: ctx[f] for f in fields if ctx.get(f) is not None})
         wf_id = out.get("workflow_id") or getattr(record, "workflow_id", None)
-        if isinstance(wf_id, str) and wf_id.startswith("call-"):
-            out.setdefault("call_id", wf_id.removeprefix("call-"))
+        if isinstance(wf_id, str) and (call_id := call_id_of(wf_id)) is not None:
+            out.setdefault("call_id", call_id)
         for key, value in vars(record).items():
             if key in _STD_ATTRS or key in _TEMPORAL_KEYS or key.startswith("_") or key == "event":
                 continue

@@ -15,6 +15,7 @@ from typing import Any
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
+from activities.records import call_workflow_id
 from activities.search_attributes import (
     RINGFLOW_CAMPAIGN,
     RINGFLOW_DIRECTION,
@@ -63,7 +64,7 @@ CALL_WORKFLOW = "CallWorkflow"  # the name ``workflows/call.py`` registers
 
 
 def workflow_id(call_id: str) -> str:
-    return f"call-{call_id}"
+    return call_workflow_id(call_id)
 
 
 def new_call_id() -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import to_json
 
 from activities.records import (
     AmdVerdict,
@@ -30,6 +29,9 @@ from activities.records import (
     TranscriptAppend,
     TranscriptItem,
     WebhookDelivery,
+)
+from activities.records import (
+    encoded_bytes as encoded_bytes,
 )
 from activities.telephony import Dial
 from callflow.effects import Effect
@@ -99,15 +101,6 @@ MAX_SEQ = 2**53  # exact in a JSON number everywhere
 Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
 Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
 EventId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
-
-
-def encoded_bytes(value: Any) -> int:
-    """Size of ``value`` as the pydantic data converter puts it on the wire (UTF-8 JSON).
-
-    The one size rule of every limit on what the agent sends: counting characters of a
-    ``str()`` (or ASCII-escaped JSON) disagrees with the client's byte count for non-ASCII
-    text, and an event that passes one and fails the other is never delivered."""
-    return len(to_json(value))
 
 
 def oversized_args(name: str, args: dict[str, Any]) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from activities.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem
+from activities.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem, call_workflow_id
 from callflow.state import CallState
 from workflows.contract import CallInput, CallView, RejectedEvent, Turn
 from workflows.inbox import Inbox
@@ -57,7 +57,7 @@ def build_record(
     """``sip`` and ``amd``: what the telephony said about a dialed call (workflows/dialing.py)."""
     return CallRecord(
         call_id=inp.call_id,
-        workflow_id=f"call-{inp.call_id}",
+        workflow_id=call_workflow_id(inp.call_id),
         flow=inp.definition.flow.flow,
         flow_version=inp.definition.flow.version,
         status=status,
