@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import campaign_store as store
 from activities.campaign_rules import RetryRule, Windows
+from activities.records import call_workflow_id
 from activities.webhook import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
 # Reserve the trunk's next slot: max(now, last + interval); returns how long to wait (ms).
@@ -260,7 +261,7 @@ class CampaignActivities:
     async def _outcome(self, call_id: str) -> store.Outcome:
         assert self.client is not None, "the worker gives campaign activities a client"
         try:
-            rec = await self.client.get_workflow_handle(f"call-{call_id}").result()
+            rec = await self.client.get_workflow_handle(call_workflow_id(call_id)).result()
         except Exception as exc:  # the call's workflow failed: the attempt ended in error
             return store.Outcome(end_reason="error", disposition=str(exc)[:200])
         rec = rec if isinstance(rec, dict) else rec.model_dump()
