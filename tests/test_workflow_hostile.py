@@ -89,6 +89,21 @@ async def test_updates_refuse_payloads_they_cannot_read(
                 await h.execute_update(name, args=args)
         snap = await call.attach("agent-1")  # a good one still works
         assert snap.node == "verify"
+        # Refused to the caller and recorded too: the validator lets a malformed request
+        # through to the handler, which records it (state a validator may not write).
+        st = await call.state()
+        assert [r.reason for r in st.rejected] == [
+            "malformed 'attach' request: payload: Input should be a valid dictionary or instance "
+            "of AttachRequest",
+            "update 'attach' needs exactly one payload, got none",
+            "malformed 'attach' request: at: Input should be less than or equal to 10000000000",
+            "malformed 'call_function' request: payload: Input should be a valid dictionary or instance "
+            "of CallFunctionRequest",
+            "update 'call_function' needs exactly one payload, got none",
+            "malformed 'call_function' request: args: Input should be a valid dictionary",
+        ]
+        assert st.rejected[5].event_id == "f"  # the event id it said, when usable
+        assert await task_failures(call) == []
         await end_normally(agent)
         await call.hangup("completed")  # an attached agent says when the last turn was spoken
         out = await finished(call, hooks, sqlite_url)

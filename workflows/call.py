@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
@@ -49,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.dialing import DIAL_PATCH, place_call
     from workflows.inbox import Inbox
-    from workflows.intake import intake, intake_one
+    from workflows.intake import Refusal, intake, intake_one, read_request
     from workflows.jobs import JobsMixin
     from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
     from workflows.record import call_view
@@ -61,6 +63,9 @@ REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signa
 BOUNDED_INPUT_PATCH = "bounded-call-input-text"
 PATCH_UNATTENDED_END = "final-turn-before-any-agent"
 LATE_TIMER_S = 5.0
+MALFORMED_UPDATE_PATCH = "malformed-update-recorded-v1"
+NO_PAYLOAD = RawValue(Payload())  # an update sent with no payload (the handlers' default)
+M = TypeVar("M", bound=BaseModel)
 
 
 @workflow.defn(name="CallWorkflow")
@@ -319,8 +324,12 @@ class CallWorkflow(JobsMixin, CallCarry):
             self.record_rejected(None, f"signal '{name[:64]}' could not be applied: {type(exc).__name__}")
 
     # --- updates ----------------------------------------------------------------------
+    # Updates take their payload raw, like signals: a malformed one is accepted by the
+    # validator and refused by the handler (``request``), so it is recorded in
+    # ``state.rejected`` as well as refused to its caller.
     @workflow.update
-    async def call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
+    async def call_function(self, raw: RawValue = NO_PAYLOAD) -> CallFunctionResult:
+        req = self.request("call_function", raw, CallFunctionRequest)
         if req.event_id in self.fn_running:  # the same call again (a resumed agent): run it once
             await workflow.wait_condition(lambda: req.event_id in self.fn_results)
         if req.event_id in self.fn_results:
@@ -367,9 +376,10 @@ class CallWorkflow(JobsMixin, CallCarry):
         return out
 
     @call_function.validator
-    def validate_call_function(self, req: CallFunctionRequest) -> None:
-        if not isinstance(req, CallFunctionRequest) or self.bad_input is not None:
-            raise ValueError("call_function takes one CallFunctionRequest (JSON)")
+    def validate_call_function(self, raw: RawValue = NO_PAYLOAD) -> None:
+        req = self.valid_request("call_function", raw, CallFunctionRequest)
+        if req is None:
+            return  # malformed: refused and recorded by the handler
         if req.event_id in self.fn_results or req.event_id in self.fn_running or req.event_id in self.fn_done:
             return
         if self.state.ended and self.state.node not in self.end_nodes():
@@ -380,7 +390,8 @@ class CallWorkflow(JobsMixin, CallCarry):
             raise ValueError(f"the call is on node '{self.state.node}', not '{req.node}'")
 
     @workflow.update
-    async def attach(self, req: AttachRequest) -> Snapshot:
+    async def attach(self, raw: RawValue = NO_PAYLOAD) -> Snapshot:
+        req = self.request("attach", raw, AttachRequest)
         if not self.tools_ready:  # the agent must offer the tools the workflow will run
             await workflow.wait_condition(lambda: self.tools_ready)
         if req.after_seq or req.settle:
@@ -401,9 +412,28 @@ class CallWorkflow(JobsMixin, CallCarry):
         )
 
     @attach.validator
-    def validate_attach(self, req: AttachRequest) -> None:
-        if not isinstance(req, AttachRequest) or self.bad_input is not None:
-            raise ValueError("attach takes one AttachRequest (JSON)")
+    def validate_attach(self, raw: RawValue = NO_PAYLOAD) -> None:
+        self.valid_request("attach", raw, AttachRequest)
+
+    def read(self, name: str, raw: RawValue, model: type[M]) -> M | Refusal:
+        converter = workflow.payload_converter()
+        payload = None if raw is NO_PAYLOAD else raw
+        return read_request(name, payload, lambda r: converter.from_payload(r.payload), model)
+
+    def valid_request(self, name: str, raw: RawValue, model: type[M]) -> M | None:
+        """The request, None when it is malformed (the handler records and refuses it)."""
+        if self.bad_input is not None:
+            raise ValueError("the call could not start")
+        got = self.read(name, raw, model)
+        return None if isinstance(got, Refusal) else got
+
+    def request(self, name: str, raw: RawValue, model: type[M]) -> M:
+        got = self.read(name, raw, model)
+        if isinstance(got, Refusal):
+            if workflow.patched(MALFORMED_UPDATE_PATCH):
+                self.record_rejected(got.event_id, got.reason)
+            raise ApplicationError(got.reason, type="MalformedRequest", non_retryable=True)
+        return got
 
     # --- queries ----------------------------------------------------------------------
     # Queries take no input; whatever a caller sends along is ignored (``*_``) rather than

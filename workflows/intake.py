@@ -12,7 +12,7 @@ that will never come. Pure and deterministic, like the inbox.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -126,6 +126,26 @@ def intake_one(
         return model.model_validate(raw)
     except ValidationError as exc:
         return _refuse(raw, f"'{name}' signal", explain(exc))
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_request(name: str, raw: Any, decode: Callable[[Any], Any], model: type[M]) -> M | Refusal:
+    """An update's one payload (``raw``, or ``None`` when it came with none) as ``model``,
+    or why it cannot be: the update's handler records the refusal in the call's state and
+    fails the update with it (a validator may not write state, and a rejected update
+    leaves nothing in the history to replay it from)."""
+    if raw is None:
+        return Refusal(reason=f"update '{name}' needs exactly one payload, got none")
+    try:
+        value = decode(raw)
+    except Exception as exc:
+        return Refusal(reason=f"update '{name}': unreadable payload ({type(exc).__name__})")
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        return _refuse(value, f"'{name}' request", explain(exc))
 
 
 def tombstone(refusal: Refusal, seq: int) -> Tombstone:
