@@ -188,11 +188,13 @@ async def _attach_agent(
         snap = await call.attach(agent_id, after_seq=snap.next_seq - 1, settle=True)
     # A heartbeat goes only when nothing else went out for a whole interval: any delivered
     # event keeps the call alive in the workflow, so a talking call sends no heartbeats.
-    # Turns are not held back (linger_s=0) yet: with a linger, an assistant turn said just
-    # before a transfer ends the call in the workflow was still waiting in the outbox and
-    # lost from the transcript (tests/test_sim_phone.py). Coalescing stays in the Outbox and
-    # in bench/load.py until every path that ends a call from the workflow side sends first.
-    outbox = Outbox(workflow_sender(call), linger_s=0.0, heartbeat_quiet_s=heartbeat_s)
+    # Turns linger (agents/outbox.py, "Coalescing"): they ride with the next event that goes at
+    # once. Nothing the workflow does on the agent's behalf misses them: a function call's
+    # update waits for every seq before it (kick, below in the controller), a settle flushes,
+    # and a call the workflow ends (a transfer, the caller's webhook) waits for the agent's
+    # hangup, which carries them (CallWorkflow.agent_catches_up).
+    linger = min(LINGER_S, heartbeat_s or LINGER_S)
+    outbox = Outbox(workflow_sender(call), linger_s=linger, heartbeat_quiet_s=heartbeat_s)
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock)
     if instrument is not None:  # before the controller does anything (the simulator's kill points)

@@ -130,7 +130,7 @@ async def entrypoint(ctx: JobContext) -> None:
     if settings.redis_url:
         from redis.asyncio import Redis
 
-        lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.agent_timeout_s)
+        lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.call_agent_timeout_s)
     try:
         run = await attach_agent(
             client,
@@ -139,6 +139,7 @@ async def entrypoint(ctx: JobContext) -> None:
             room=ctx.room,
             close_room=hang_up,
             lease=lease,
+            heartbeat_s=settings.heartbeat_s,
             session_factory=lambda snap: make_session(settings, snap, ctx.proc.userdata.get("vad")),
         )
     except LeaseHeld as exc:  # a duplicate dispatch: the call already has a live agent
@@ -263,6 +264,7 @@ async def start_inbound(
         variables=variables,
         direction="inbound",
         room=room,
+        agent_timeout_s=settings.call_agent_timeout_s,
         caller_number=caller.attributes.get(SIP_CALLER),
         called_number=called,
     )

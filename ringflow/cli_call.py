@@ -120,6 +120,7 @@ def start(
             campaign_id=campaign,
             direction=direction,
             room=room,
+            agent_timeout_s=settings.call_agent_timeout_s,
         )
         return handle.call_id
 

@@ -113,7 +113,7 @@ def start(
             limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
             windows=windows,
             retry=retries,
-            agent_timeout_s=settings.agent_timeout_s,
+            agent_timeout_s=settings.call_agent_timeout_s,
         )
     except ContactsError as exc:
         raise _fail(str(exc), 2) from None

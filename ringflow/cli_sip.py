@@ -78,6 +78,7 @@ def dial(
             variables=variables,
             campaign_id=campaign,
             dial=target,
+            agent_timeout_s=settings.call_agent_timeout_s,
         )
         return handle.call_id
 
@@ -139,7 +140,7 @@ async def start_relay(settings: Any, client: Any, host: str, port: int) -> Any:
 
         from agents.lease import AgentLease
 
-        lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.agent_timeout_s)
+        lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.call_agent_timeout_s)
     relay = WebhookRelay(
         client, settings.livekit_api_key, settings.livekit_api_secret.get_secret_value(), lease=lease
     )

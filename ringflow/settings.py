@@ -18,6 +18,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ringflow.temporal_env import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profile
 
 MASK = "***"
+DEFAULT_HEARTBEAT_S = 5.0  # without webhooks: a dead agent is noticed after agent_timeout_s (15 s)
+WEBHOOK_HEARTBEAT_S = 20.0  # with webhooks: the backstop; calls then time out after 60 s
 
 
 class Settings(BaseSettings):
@@ -102,6 +104,13 @@ class Settings(BaseSettings):
     sip_from: str | None = None
     sip_ringing_timeout_s: float = Field(default=30.0, gt=0, le=300)
     livekit_webhook_port: int = Field(default=0, ge=0, le=65535)  # >0: the worker also receives webhooks
+    # Heartbeats are the agent's sign of life when nothing else goes out. Without LiveKit's
+    # webhooks they are how a dead agent is noticed (agent_timeout_s of silence); with them
+    # (`livekit_webhooks` on the agent and call starters, or a worker receiving them on
+    # livekit_webhook_port) LiveKit reports a lost agent at once and heartbeats are only the
+    # backstop: they go every WEBHOOK_HEARTBEAT_S, and calls time out accordingly (issue 13).
+    livekit_webhooks: bool = False
+    agent_heartbeat_s: float | None = Field(default=None, gt=0, le=300)  # overrides either default
 
     # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
     # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.
@@ -116,6 +125,20 @@ class Settings(BaseSettings):
     # `ringflow dev` local stack
     dev_port: int = Field(default=7233, ge=1, le=65535)
     dev_ui_port: int = Field(default=8233, ge=1, le=65535)
+
+    @property
+    def heartbeat_s(self) -> float:
+        if self.agent_heartbeat_s is not None:
+            return self.agent_heartbeat_s
+        webhooks = self.livekit_webhooks or self.livekit_webhook_port > 0
+        return WEBHOOK_HEARTBEAT_S if webhooks else DEFAULT_HEARTBEAT_S
+
+    @property
+    def call_agent_timeout_s(self) -> float:
+        """The silence after which a call's workflow replaces its agent. A heartbeat is skipped
+        when another event went out less than an interval before, so a quiet but healthy agent
+        may send nothing for up to two intervals: the timeout outlasts that with room."""
+        return max(self.agent_timeout_s, 3 * self.heartbeat_s)
 
 
 def _profile_value(name: str, default: str) -> str:

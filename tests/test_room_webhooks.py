@@ -120,3 +120,38 @@ async def test_the_receiver_refuses_what_livekit_did_not_sign(temporal_client: C
                         assert "Traceback" not in await resp.text()
         finally:
             await runner.cleanup()
+
+
+async def test_turns_still_lingering_in_the_agent_s_outbox_when_the_caller_leaves_are_recorded(
+    lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """The caller's webhook ends the call while the agent's last turns wait in its outbox to
+    ride with its next event (issue 13's coalescing): the workflow waits for the agent's
+    hangup, which carries them, before it writes the record. A second call's agent leaves the
+    room instead of hanging up: the wait ends there, without a note."""
+    from agents.outbox import Outbox
+    from agents.signals import workflow_sender
+    from workflows.contract import HangupEvent, Turn, TurnsEvent
+
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await live_call(temporal_client, task_queue, lk, "wh-linger")
+        outbox = Outbox(workflow_sender(call), linger_s=3600)  # only an urgent event sends them
+        outbox.start()
+        outbox.put(TurnsEvent(event_id="t1", seq=1, items=[Turn(role="assistant", text="Anything else?")]))
+        outbox.put(TurnsEvent(event_id="t2", seq=2, items=[Turn(role="user", text="No, bye.")]))
+        lk.remove_participant("wh-linger", "sip-caller", proto_models.CLIENT_INITIATED)
+        await wait_state(call, lambda s: s.end_reason == "user_hangup")
+        assert outbox.pending == 2  # still held: the call has ended without them
+        outbox.put(HangupEvent(event_id="h1", reason="user_hangup"))  # the agent saw the caller go
+        await outbox.close(10)
+        record = await call.handle.result()
+
+        gone = await live_call(temporal_client, task_queue, lk, "wh-agent-gone")
+        lk.remove_participant("wh-agent-gone", "sip-caller", proto_models.CLIENT_INITIATED)
+        await wait_state(gone, lambda s: s.end_reason == "user_hangup")
+        lk.remove_participant("wh-agent-gone", "agent-1", proto_models.CLIENT_INITIATED)
+        await gone.handle.result()
+        gone_state = await gone.state()  # the ended call's, as it wrote its record
+    assert [t["text"] for t in record.transcript] == ["Anything else?", "No, bye."]
+    assert record.end_reason == "user_hangup"
+    assert not any("no hangup from the agent" in r.reason for r in gone_state.rejected)

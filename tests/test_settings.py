@@ -148,3 +148,19 @@ def test_config_masks_secrets_in_every_url(monkeypatch: pytest.MonkeyPatch) -> N
         for secret in ("hooktok", "dbpw", "sslpw", "redpw", "lktok"):
             assert secret not in result.output, (args, secret)
         assert "hooks.example.com" in result.output and "lk.example.com" in result.output
+
+
+def test_heartbeats_slow_down_to_a_backstop_once_livekit_webhooks_report_lost_agents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain = Settings()
+    assert (plain.heartbeat_s, plain.call_agent_timeout_s) == (5.0, 15.0)
+    monkeypatch.setenv("RINGFLOW_LIVEKIT_WEBHOOKS", "true")  # the agent's and call starters' side
+    hooked = Settings()
+    assert (hooked.heartbeat_s, hooked.call_agent_timeout_s) == (20.0, 60.0)
+    monkeypatch.delenv("RINGFLOW_LIVEKIT_WEBHOOKS")
+    assert Settings(livekit_webhook_port=8090).heartbeat_s == 20.0  # a worker receiving them
+    tuned = Settings(livekit_webhooks=True, agent_heartbeat_s=10, agent_timeout_s=45)
+    assert (tuned.heartbeat_s, tuned.call_agent_timeout_s) == (10.0, 45.0)
+    # a timeout shorter than a quiet agent's heartbeat gap would replace healthy agents
+    assert Settings(agent_heartbeat_s=10, agent_timeout_s=15).call_agent_timeout_s == 30.0

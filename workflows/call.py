@@ -62,6 +62,8 @@ REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
 REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signal's task
 BOUNDED_INPUT_PATCH = "bounded-call-input-text"
 PATCH_UNATTENDED_END = "final-turn-before-any-agent"
+FINAL_TURN_ANY_PATCH = "final-turn-any-end-v1"  # the agent's hangup waited for after any end
+AGENT_END_GRACE_S = 10.0
 LATE_TIMER_S = 5.0
 MALFORMED_UPDATE_PATCH = "malformed-update-recorded-v1"
 NO_PAYLOAD = RawValue(Payload())  # an update sent with no payload (the handlers' default)
@@ -261,7 +263,10 @@ class CallWorkflow(JobsMixin, CallCarry):
         for the agent's hangup so that turn's transcript is recorded too. A call whose start
         action node routed it straight to an end node ends before any agent has attached:
         it waits for one to say that turn, not hang up on a caller who heard nothing."""
-        if self.hangup_seen or self.state.end_reason != "completed":
+        if self.hangup_seen:
+            return
+        if self.state.end_reason != "completed":
+            await self.agent_catches_up()
             return
         unattended = self.status == "dialing" and workflow.patched(PATCH_UNATTENDED_END)
         if self.agent_id is None and not unattended:
@@ -272,6 +277,29 @@ class CallWorkflow(JobsMixin, CallCarry):
             )
         except TimeoutError:
             self.record_rejected(None, "no hangup from the agent after the last turn")
+
+    async def agent_catches_up(self) -> None:
+        """The workflow ended a live call its agent is still on (a transfer, the caller leaving
+        as LiveKit's webhook said, a machine answering): the agent's last turns may still wait
+        in its outbox (turns linger there to ride with the next event, agents/outbox.py), and
+        they come with its hangup, sent once it has finished speaking. So the record waits for
+        that hangup, briefly, or for LiveKit to say the agent left. Not after ``agent_lost``
+        or ``error``: no agent is left to hang up."""
+        if (
+            self.status != "live"
+            or self.agent_id is None
+            or self.agent_left
+            or self.state.end_reason in ("agent_lost", "error")
+            or not workflow.patched(FINAL_TURN_ANY_PATCH)
+        ):
+            return
+        try:
+            await workflow.wait_condition(
+                lambda: self.hangup_seen or self.agent_left,
+                timeout=timedelta(seconds=min(self.inp.final_turn_grace_s, AGENT_END_GRACE_S)),
+            )
+        except TimeoutError:
+            self.record_rejected(None, "note: no hangup from the agent after the call ended")
 
     async def agent_lost(self) -> None:
         self.record_rejected(

@@ -112,6 +112,7 @@ class CallCore:
     transcript_bytes: int
     sip: SipOutcome | None = None  # the dial's answer (workflows/dialing.py)
     amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
+    agent_left: bool = False  # LiveKit said the call's agent left after the call ended
 
     @property
     def room(self) -> str:

@@ -60,7 +60,8 @@ def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
     seen.append(ev.event_id)
     if len(seen) > SEEN_MAX:
         del seen[: len(seen) - SEEN_MAX]
-    if wf.state.ended:
+    if wf.state.ended:  # the agent leaving now ends the wait for its hangup (CallWorkflow.final_turn)
+        wf.agent_left = wf.agent_left or (ev.kind == "agent_left" and ev.identity == wf.agent_id)
         return
     now = workflow.now().timestamp()
     if ev.kind == "agent_left":
