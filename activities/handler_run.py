@@ -54,7 +54,6 @@ class HandlerOutput(BaseModel):
     result: Any = None
     response: str = "transition_in_yaml"
     error: str | None = None
-    state: dict[str, Any] | None = None
     # What the handler changed, so the workflow merges only that: two handlers running at
     # once must not overwrite each other's writes with their stale copies.
     changed: dict[str, Any] = {}
@@ -178,9 +177,7 @@ async def call_handler(
         )
     changed = {k: v for k, v in fm.state.items() if k not in inp.state or inp.state[k] != v}
     removed = [k for k in inp.state if k not in fm.state]
-    return HandlerOutput(
-        result=result, response=_response_name(marker), state=fm.state, changed=changed, removed=removed
-    )
+    return HandlerOutput(result=result, response=_response_name(marker), changed=changed, removed=removed)
 
 
 class HandlerRunner:

@@ -272,11 +272,11 @@ class FlowController:
             await self.outbox.flush(timeout=30)
             if self.dead:
                 return False
-            snap = await self.call.attach(self.agent_id, after_seq=self.seq, settle=True)
+            state = await self.call.settle(self.agent_id, after_seq=self.seq)
         except (WorkflowUpdateFailedError, RPCError) as exc:
             log.warning("call %s: could not settle with the workflow: %s", self.call.call_id, exc)
             return False
-        self.state = snap.state
+        self.state = state
         return True
 
     async def follow_actions(self) -> None:

@@ -43,6 +43,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from activities.dispatch import Dispatcher, DispatchRequest, DispatchResult, NoAgentDispatcher  # noqa: E402
 from activities.persistence import dispose_engines  # noqa: E402
+from callflow.engine import Engine  # noqa: E402
 from callflow.loader import load_flow  # noqa: E402
 from callflow.model import FlowDefinition  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
@@ -507,7 +508,8 @@ async def crm_mcp_tools(client: Client, tq: str) -> Handles:
         call = await start_call(client, report.definition, task_queue=tq, call_id="hist-crm-mcp")
         a = Agent(call, "cm")
         snap = await call.attach("agent-hist-crm")
-        names = [t["function"]["name"] for t in snap.tools]
+        node = Engine(snap.definition).snapshot(snap.state)
+        names = [t.name for t in node.tools] if node else []
         check(names == ["find_customer"], f"pinned tools: {names}")
         await a.say(
             ("assistant", "Hello, this is Ava at Northwind. What's your account's phone number?"),

@@ -561,7 +561,7 @@ async def test_continue_as_new_keeps_the_pinned_tools_without_listing_again(
 ) -> None:
     """A long call continues as new: the next run carries the pinned definition, offers the
     same tools to a (re)attaching agent and runs them, and never lists the servers again."""
-    from tests.wfkit import Agent, req, wait_state
+    from tests.wfkit import Agent, offered, req, wait_state
     from workflows.client import start_call
 
     call = await start_call(
@@ -574,7 +574,7 @@ async def test_continue_as_new_keeps_the_pinned_tools_without_listing_again(
     st = await wait_state(call, lambda s: s.runs >= 2, timeout=60, what="a continue-as-new")
     assert st.status in ("live", "dialing")
     again = await call.attach("agent-2", after_seq=agent.seq)
-    assert [t["function"]["name"] for t in again.tools] == [t["function"]["name"] for t in first.tools]
+    assert offered(again)[1] == offered(first)[1]
     assert again.definition.mcp == first.definition.mcp is not None
     res = await call.call_function(req("start", "find_customer", phone="+15550100"))
     assert res.error is False and res.result["name"] == "Dana Reyes"

@@ -14,7 +14,7 @@ from activities.persistence import load_call
 from callflow.loader import load_flow
 from ringflow.cli import app
 from ringflow.devstack import DevStack
-from tests.wfkit import FIXTURES, Agent, running_worker, start, wait_state, wait_until
+from tests.wfkit import FIXTURES, Agent, offered, running_worker, start, wait_state, wait_until
 
 
 def triage():  # type: ignore[no-untyped-def]
@@ -83,8 +83,8 @@ async def test_attach_returns_a_snapshot_to_resume_from(
         await wait_state(call, lambda s: s.node == "offer")
         snap = await call.attach("agent-b")
         assert snap.node == "offer" and snap.next_seq == 3 and not snap.ended
-        assert "Offer a new slot" in (snap.prompt or "") and "Harbour Clinic" in (snap.prompt or "")
-        names = [t["function"]["name"] for t in snap.tools]
+        prompt, names = offered(snap)
+        assert "Offer a new slot" in (prompt or "") and "Harbour Clinic" in (prompt or "")
         assert names == ["list_slots", "book", "lookup", "broken", "remember", "note", "wants_human"]
         assert [t.text for t in snap.transcript_tail] == ["Hello, is this Alex Doe?", "It is."]
         assert (await call.state()).agent_id == "agent-b"

@@ -18,11 +18,12 @@ from temporalio.client import Client
 
 from activities.dispatch import Dispatcher
 from activities.telephony import Telephony
+from callflow.engine import Engine
 from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.settings import Settings
 from workflows.client import CallHandle, start_call
-from workflows.contract import CallFunctionRequest, CallView, TransitionEvent, Turn, TurnsEvent
+from workflows.contract import CallFunctionRequest, CallView, Snapshot, TransitionEvent, Turn, TurnsEvent
 from workflows.worker import build_worker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wf"
@@ -164,3 +165,10 @@ async def start(
 ) -> CallHandle:
     kw.setdefault("variables", {"patient": "Alex Doe"})
     return await start_call(client, definition or clinic(), task_queue=task_queue, **kw)
+
+
+def offered(snap: Snapshot) -> tuple[str | None, list[str]]:
+    """The prompt and tool names an agent attaching with ``snap`` offers the LLM (its own
+    engine derives them, as the agent does; the snapshot does not carry them)."""
+    node = Engine(snap.definition).snapshot(snap.state)
+    return (node.prompt, [t.name for t in node.tools]) if node else (None, [])

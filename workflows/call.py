@@ -420,18 +420,10 @@ class CallWorkflow(JobsMixin, CallCarry):
     @workflow.update
     async def attach(self, raw: RawValue = NO_PAYLOAD) -> Snapshot:
         req = self.request("attach", raw, AttachRequest)
-        if not self.tools_ready:  # the agent must offer the tools the workflow will run
-            await workflow.wait_condition(lambda: self.tools_ready)
-        if req.after_seq or req.settle:
-            await self.caught_up(req.after_seq, req.settle)
-        self.seen_agent(req.agent_id)
-        self.dispatch_failures = 0
-        snap = self.engine.snapshot(self.state)
+        await self.attached(req, req.settle)
         return Snapshot(
             call_id=self.inp.call_id,
             node=self.state.node,
-            prompt=snap.prompt if snap else None,
-            tools=[t.openai() for t in snap.tools] if snap else [],
             state=self.state,
             transcript_tail=self.transcript[budget.tail_start(self.transcript) :],
             ended=self.state.ended,
@@ -442,6 +434,27 @@ class CallWorkflow(JobsMixin, CallCarry):
     @attach.validator
     def validate_attach(self, raw: RawValue = NO_PAYLOAD) -> None:
         self.valid_request("attach", raw, AttachRequest)
+
+    @workflow.update
+    async def settle(self, raw: RawValue = NO_PAYLOAD) -> CallState:
+        """``attach`` with ``settle`` for an agent that stays on the call (it entered an
+        action node and waits for the workflow to route it): only the state goes back, not
+        the flow and the transcript an attaching agent needs."""
+        req = self.request("settle", raw, AttachRequest)
+        await self.attached(req, settle=True)
+        return self.state
+
+    @settle.validator
+    def validate_settle(self, raw: RawValue = NO_PAYLOAD) -> None:
+        self.valid_request("settle", raw, AttachRequest)
+
+    async def attached(self, req: AttachRequest, settle: bool) -> None:
+        if not self.tools_ready:  # the agent must offer the tools the workflow will run
+            await workflow.wait_condition(lambda: self.tools_ready)
+        if req.after_seq or settle:
+            await self.caught_up(req.after_seq, settle)
+        self.seen_agent(req.agent_id)
+        self.dispatch_failures = 0
 
     def read(self, name: str, raw: RawValue, model: type[M]) -> M | Refusal:
         converter = workflow.payload_converter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
 from activities.records import call_workflow_id
@@ -28,6 +28,7 @@ from activities.telephony import Dial  # noqa: F401  (start_call(..., dial=Dial(
 from callflow.errors import FlowError, Issue
 from callflow.inputs import resolve_variables, undeclared_variables
 from callflow.model import FlowDefinition
+from callflow.state import CallState
 from workflows.contract import (
     MAX_SIGNAL_BYTES,
     MAX_TEXT_CHARS,
@@ -212,6 +213,19 @@ class CallHandle:
             AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=settle),
             result_type=Snapshot,
         )
+
+    async def settle(self, agent_id: str, *, after_seq: int) -> CallState:
+        """The call's state once the workflow has applied the agent's events up to
+        ``after_seq`` and run what the engine ordered (``CallWorkflow.settle``)."""
+        req = AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=True)
+        try:
+            return await self.handle.execute_update("settle", req, result_type=CallState)
+        except WorkflowUpdateFailedError as exc:
+            if "expected but not found" not in str(getattr(exc.cause, "message", "")):
+                raise
+        # A worker of the release before ``settle`` (agents may roll out first): attach's
+        # whole snapshot, of which the state.
+        return (await self.attach(agent_id, after_seq=after_seq, settle=True)).state
 
     async def state(self) -> CallView:
         return await self.handle.query("state", result_type=CallView)

@@ -143,6 +143,14 @@ class _Msg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _Answer(BaseModel):
+    """What the workflow answers (update results, query answers). Read tolerantly, unknown
+    fields ignored: agents and workers roll out separately, and an agent must read the
+    answers of a worker one release older or newer than itself."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
 class CallInput(_Msg):
     call_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
     definition: FlowDefinition
@@ -262,7 +270,7 @@ class CallFunctionRequest(_Msg):
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
 
 
-class CallFunctionResult(_Msg):
+class CallFunctionResult(_Answer):
     """What the agent gives the LLM, and where the call is now."""
 
     result: Any = None
@@ -283,13 +291,12 @@ class AttachRequest(_Msg):
     settle: bool = False
 
 
-class Snapshot(_Msg):
-    """All an agent needs to carry on a call where it is (first attach or after a crash)."""
+class Snapshot(_Answer):
+    """All an agent needs to carry on a call where it is (first attach or after a crash).
+    No prompt or tools: the agent's engine derives them from ``definition`` and ``state``."""
 
     call_id: str
     node: str | None
-    prompt: str | None
-    tools: list[dict[str, Any]]
     state: CallState
     transcript_tail: list[Turn]
     ended: bool
@@ -319,7 +326,7 @@ class CancelRequest(_Msg):
     reason: Literal["llm", "interruption"] = "llm"
 
 
-class CallView(_Msg):
+class CallView(_Answer):
     """The answer to the ``state`` query: the call as an operator (``call show``), the
     simulator and the tests see it while it runs."""
 

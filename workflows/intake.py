@@ -29,6 +29,10 @@ from workflows.contract import (
     TurnsEvent,
 )
 
+# The agent sends ``events`` batches only; the single-event signals stay: recorded histories
+# and agents of earlier releases use them (a replay must apply them as it did), ``hangup``
+# is the operator's (``call hangup``, ``temporal workflow signal --name hangup``), and the
+# tests and benches drive calls with them.
 SIGNALS: dict[str, type[TransitionEvent | TurnsEvent | CallEvent | HangupEvent | Heartbeat]] = {
     "transition": TransitionEvent,
     "turns": TurnsEvent,
