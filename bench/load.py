@@ -46,10 +46,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from agents.outbox import Outbox, OutboxClosed, OutboxFull
-from agents.runner import HEARTBEAT_S, LINGER_S
+from agents.runner import LINGER_S
 from agents.signals import DeferredTransition, workflow_sender
 from callflow.loader import load_flow
 from ringflow.devstack import free_port
+from ringflow.settings import get_settings
 from workflows.client import CallHandle, start_call
 from workflows.contract import HangupEvent, Heartbeat, Turn, TurnsEvent
 
@@ -66,6 +67,10 @@ WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.
 PERIOD_S = 5.0
 SAMPLE = 10 if SHORT else 40  # histories read per step and side
 TARGET_MS = 300.0
+# The agent's heartbeat as its settings make it: 5 s, or the 20 s backstop once LiveKit's
+# webhooks report lost agents (RINGFLOW_LIVEKIT_WEBHOOKS=1); calls time out accordingly.
+AGENT = get_settings()
+TUNING = {k: v for k, v in os.environ.items() if k.startswith("RINGFLOW_WORKER_")}
 FLOW = Path("bench/flows/bench.yaml")
 STATE_KINDS = {"transition", "event", "hangup"}
 USER = "Yes, Tuesday at ten works for me, and could you send the confirmation by text?"
@@ -77,7 +82,7 @@ class RingflowCall:
 
     def __init__(self, call: CallHandle) -> None:
         self.call = call
-        self.outbox = Outbox(workflow_sender(call), linger_s=LINGER_S, heartbeat_quiet_s=HEARTBEAT_S)
+        self.outbox = Outbox(workflow_sender(call), linger_s=LINGER_S, heartbeat_quiet_s=AGENT.heartbeat_s)
         self.seq = 0
         self.turns = 0
         self.node = "ping"
@@ -248,7 +253,13 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
                 "LoadBaseline", id=f"raw-{n}-{i}-{uuid.uuid4().hex[:6]}", task_queue=tq
             )
             return RawCall(handle)
-        call = await start_call(client, flow, task_queue=tq, call_id=f"load-{n}-{i}-{uuid.uuid4().hex[:6]}")
+        call = await start_call(
+            client,
+            flow,
+            task_queue=tq,
+            call_id=f"load-{n}-{i}-{uuid.uuid4().hex[:6]}",
+            agent_timeout_s=AGENT.call_agent_timeout_s,
+        )
         await call.attach("bench-agent")
         rc = RingflowCall(call)
         rc.outbox.start()
@@ -286,6 +297,7 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
         "signals_per_s": round(h["signals"] * scale / span, 1),
         "wft_per_s": round(h["wfts"] * scale / span, 1),
         "events_per_call_min": round(h["events"] / len(sample) / (span / 60), 1),
+        "load_avg_1m": round(os.getloadavg()[0], 2),  # the machine is shared: say how busy it was
         **{f"{name}_cpu_pct": u[0] for name, u in usage.items()},
         **{f"{name}_rss_mb": u[1] for name, u in usage.items()},
     }
@@ -362,6 +374,8 @@ async def run() -> list[dict[str, Any]]:
             "target_p99_ms": TARGET_MS,
             "short": SHORT,
             "max_n_tried": STEPS[-1],
+            "heartbeat_s": AGENT.heartbeat_s,
+            "worker_tuning": TUNING or "SDK defaults",
         }
     ]
     raw_at = {r["n"]: r for r in theirs}

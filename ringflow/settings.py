@@ -77,6 +77,13 @@ class Settings(BaseSettings):
     # `ringflow worker` on SIGTERM: how long running activities may finish before they are
     # cancelled. Keep it below the pod's terminationGracePeriodSeconds.
     graceful_shutdown_s: float = Field(default=20.0, ge=0)
+    # Worker tuning (README, "Worker tuning", measured with bench/load.py): the sticky cache
+    # holds each live call's workflow between its tasks (a call evicted from it is replayed
+    # from its whole history on its next signal), workflow-task slots and pollers. None: the
+    # Temporal SDK's default (1000 cached, 100 slots, 5 pollers).
+    worker_max_cached_workflows: int | None = Field(default=None, ge=0)
+    worker_max_concurrent_workflow_tasks: int | None = Field(default=None, ge=2)
+    worker_workflow_task_pollers: int | None = Field(default=None, ge=2)
 
     # The realtime agent (`ringflow agent`): LiveKit keeps its conventional variable names.
     agent_name: str = "ringflow"

@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.campaign_acts import CampaignActivities
@@ -89,6 +89,19 @@ def build_worker(
     )
 
 
+def worker_tuning(config: Any) -> dict[str, Any]:
+    """The worker's sticky cache, workflow-task slots and pollers, from settings (measured
+    with bench/load.py: README, "Worker tuning"); unset ones keep the SDK's defaults."""
+    out: dict[str, Any] = {}
+    if (cache := getattr(config, "worker_max_cached_workflows", None)) is not None:
+        out["max_cached_workflows"] = cache
+    if (slots := getattr(config, "worker_max_concurrent_workflow_tasks", None)) is not None:
+        out["max_concurrent_workflow_tasks"] = slots
+    if (polls := getattr(config, "worker_workflow_task_pollers", None)) is not None:
+        out["workflow_task_poller_behavior"] = PollerBehaviorSimpleMaximum(polls)
+    return out
+
+
 def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
     """A runtime exporting the SDK's metrics and Ringflow's (from the workflow meter) on ``port``."""
     return Runtime(
@@ -120,7 +133,12 @@ async def run_worker_forever(
     """
     grace = timedelta(seconds=float(getattr(config, "graceful_shutdown_s", 0.0)))
     worker = build_worker(
-        client, config, graceful_shutdown_timeout=grace, dispatcher=dispatcher, telephony=telephony
+        client,
+        config,
+        graceful_shutdown_timeout=grace,
+        dispatcher=dispatcher,
+        telephony=telephony,
+        **worker_tuning(config),
     )
     if on_start is not None:
         on_start(worker)
