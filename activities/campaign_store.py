@@ -205,7 +205,9 @@ def claim(
             for r in rows:
                 if len(out) >= limit:
                     break
-                key = (C.c.campaign_id == campaign_id) & (C.c.idx == r["idx"])
+                # Only while still due: another claim (a round in flight beside this one, on
+                # PostgreSQL) may have taken the row since it was read; then skip it.
+                key = (C.c.campaign_id == campaign_id) & (C.c.idx == r["idx"]) & C.c.state.in_(ACTIVE)
                 if r["attempts"] >= max_attempts:
                     conn.execute(C.update().where(key).values(state="exhausted"))
                     continue
@@ -221,6 +223,8 @@ def claim(
                     conn.execute(C.update().where(key).values(next_at=opens.timestamp()))
                     continue
                 n = r["seq"] + 1
+                if conn.execute(C.update().where(key).values(state="dialing", seq=n)).rowcount != 1:
+                    continue
                 cid = call_id_for(campaign_id, r["idx"], n)
                 conn.execute(
                     _insert_for(engine, A)
@@ -235,7 +239,6 @@ def claim(
                     )
                     .on_conflict_do_nothing()
                 )
-                conn.execute(C.update().where(key).values(state="dialing", seq=n))
                 out.append(
                     Claimed(idx=r["idx"], attempt=n, call_id=cid, phone=r["phone"], variables=r["variables"])
                 )

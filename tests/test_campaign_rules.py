@@ -3,6 +3,7 @@ decisions on a real database (SQLite and PostgreSQL), at explicit times."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
@@ -136,3 +137,23 @@ def test_an_attempt_given_back_before_its_call_started_does_not_count(database_u
         (1, "not_dialed"),
         (2, "claimed"),
     ]
+
+
+def test_claims_running_side_by_side_never_take_the_same_contact(database_url: str) -> None:
+    """A campaign keeps several rounds in flight; on PostgreSQL their claims really overlap."""
+    cid = new_id()
+    people = [store.Contact(phone=f"+1212555{2000 + i}", tz="UTC") for i in range(120)]
+    store.add_contacts(database_url, cid, people, now=0)
+    always = parse_windows(["always"])
+
+    def claim(n: int) -> list[tuple[int, int]]:
+        got: list[tuple[int, int]] = []
+        for k in range(10):
+            res = store.claim(database_url, cid, f"claim-{n}-{k}", 4, always, 3, 1.0)
+            got += [(c.idx, c.attempt) for c in res.claimed]
+        return got
+
+    with ThreadPoolExecutor(4) as pool:
+        taken = [t for part in pool.map(claim, range(4)) for t in part]
+    assert len(taken) == len(set(taken)) == 120  # each contact once, all of them
+    assert {(a["idx"], a["attempt"]) for a in store.attempts(database_url, cid)} == set(taken)
