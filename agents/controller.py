@@ -242,7 +242,7 @@ class FlowController:
             cause = getattr(exc, "cause", None) or exc
             return ToolOutcome(
                 {"status": "error", "error": str(getattr(cause, "message", cause))},
-                reply_required=True,
+                run_llm=True,
                 error=True,
             )
         finally:
@@ -251,14 +251,14 @@ class FlowController:
         if cancelled and res.error:  # the caller talked over it: their new turn is what to answer
             if res.state is not None:
                 self.state = res.state
-            return ToolOutcome(res.result, reply_required=False, error=True)
+            return ToolOutcome(res.result, run_llm=False, error=True)
         if res.state is not None:
             self.state = res.state
         effects = res.effects
         await self.apply(effects)
         if any(type(e) is RunFunction and e.action for e in effects):
             await self.follow_actions()
-        return ToolOutcome(res.result, reply_required=res.run_llm, error=res.error)
+        return ToolOutcome(res.result, run_llm=res.run_llm, error=res.error)
 
     async def settle(self) -> bool:
         """Wait for the workflow to run what the engine ordered (an action node's function,

@@ -140,7 +140,7 @@ class DeviceTools:
 
 
 def _error(message: str) -> ToolOutcome:
-    return ToolOutcome({"status": "error", "error": message}, reply_required=True, error=True)
+    return ToolOutcome({"status": "error", "error": message}, run_llm=True, error=True)
 
 
 def _outcome(answer: Any) -> ToolOutcome:
@@ -155,7 +155,7 @@ def _outcome(answer: Any) -> ToolOutcome:
         return _error(" ".join(texts)[:MAX_ERROR_CHARS] or "the device reported an error")
     structured = answer.get("structuredContent")
     result = structured if structured is not None else {"content": "\n".join(texts)}
-    return ToolOutcome(result, reply_required=True)
+    return ToolOutcome(result, run_llm=True)
 
 
 def with_device_tools(eff: SetNode, device: DeviceTools | None, setting: bool | list[str]) -> SetNode:

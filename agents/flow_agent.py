@@ -85,10 +85,10 @@ def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunction
         finally:
             IN_TOOL.reset(token)
         text = result_text(out.result)
-        if out.error and out.reply_required:  # the same {"status": "error", ...} text, flagged as an error
+        if out.error and out.run_llm:  # the same {"status": "error", ...} text, flagged as an error
             raise lk_llm.ToolError(text or "error")
         # (an error needing no reply: a run cancelled because the caller talked over it)
-        return lk_llm.ToolResult(text, reply_required=out.reply_required)
+        return lk_llm.ToolResult(text, reply_required=out.run_llm)  # livekit's name for run_llm
 
     schema: dict[str, Any] = {
         "name": spec.name,

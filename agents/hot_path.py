@@ -34,7 +34,7 @@ class SessionPort(Protocol):
 @dataclass(slots=True)
 class ToolOutcome:
     result: Any
-    reply_required: bool
+    run_llm: bool
     error: bool = False
 
 

@@ -180,7 +180,7 @@ class JobsFeed:
         except (WorkflowUpdateFailedError, RPCError) as exc:
             return ToolOutcome({"status": "error", "error": str(exc)[:200]}, True, True)
         self.poke.set()
-        return ToolOutcome(out, reply_required=True)
+        return ToolOutcome(out, run_llm=True)
 
     def on_barge_in(self) -> None:
         if self.interruptible and not self.ctrl.dead:

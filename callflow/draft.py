@@ -1,7 +1,7 @@
 """Moving a call between nodes: the one place that enters nodes and ends calls.
 
-A :class:`Draft` is the next state being built plus the effects decided so far. It
-copies the old state shallowly and replaces (never mutates) the containers it
+A :class:`Draft` is the call's next state being built (``Draft.call``) plus the effects
+decided so far. It copies the old state shallowly and replaces (never mutates) the containers it
 changes, so the state the engine was given is never touched: running the engine
 twice on the same input gives the same output.
 """
@@ -45,25 +45,25 @@ class Draft:
     def __init__(self, flow: CompiledFlow, state: CallState, at: float | None) -> None:
         self.flow = flow
         self.settings = flow.definition.flow.settings
-        self.s = state.model_copy()
+        self.call = state.model_copy()
         if at is not None:
-            self.s.now = at
+            self.call.now = at
         self.effects: list[Effect] = []
 
     # --- small state edits (copy on write) -------------------------------------------
     def set_state(self, state: dict[str, Any]) -> None:
-        self.s.state = state
+        self.call.state = state
 
     def put_state(self, key: str, value: Any) -> None:
-        self.s.state = {**self.s.state, key: value}
+        self.call.state = {**self.call.state, key: value}
 
     def add_pending(self, run: PendingRun) -> None:
-        self.s.pending = {**self.s.pending, str(run.run_id): run}
+        self.call.pending = {**self.call.pending, str(run.run_id): run}
 
     def pop_pending(self, run_id: int) -> PendingRun | None:
-        run = self.s.pending.get(str(run_id))
+        run = self.call.pending.get(str(run_id))
         if run is not None:
-            self.s.pending = {k: v for k, v in self.s.pending.items() if k != str(run_id)}
+            self.call.pending = {k: v for k, v in self.call.pending.items() if k != str(run_id)}
         return run
 
     def render(self, text: str | None) -> str:
@@ -75,23 +75,23 @@ class Draft:
         if not text:
             return ""
         tpl = _template(text)
-        return tpl.render(template_values(self.s)) if tpl is not None else text
+        return tpl.render(template_values(self.call)) if tpl is not None else text
 
     # --- functions --------------------------------------------------------------------
     def run_function(self, fn: CompiledFunction, node: str, args: dict[str, Any], purpose: str) -> None:
-        self.s.seq += 1
-        run_id = self.s.seq
+        self.call.seq += 1
+        run_id = self.call.seq
         self.add_pending(PendingRun(run_id=run_id, name=fn.entry.name, node=node, args=args, purpose=purpose))
         http: HttpSpec | None = None
         http_values: dict[str, Any] | None = None
         if fn.entry.http is not None:
-            flow_values = template_values(self.s)
+            flow_values = template_values(self.call)
             http = render_http(fn.entry.http, args, flow_values)
             http_values = referenced_values(fn.entry.http, flow_values)
         mcp = fn.entry.mcp
         transfer: TransferSpec | None = None
         if fn.entry.transfer is not None:
-            values = template_values(self.s)
+            values = template_values(self.call)
             tspec = fn.entry.transfer
             transfer = tspec.model_copy(
                 update={
@@ -119,8 +119,8 @@ class Draft:
         )
 
     def run_side_effect(self, name: str, node: str) -> None:
-        self.s.seq += 1
-        run_id = self.s.seq
+        self.call.seq += 1
+        run_id = self.call.seq
         self.add_pending(PendingRun(run_id=run_id, name=name, node=node, purpose="side_effect"))
         self.effects.append(RunFunction(run_id=run_id, node=node, name=name, kind="handler"))
 
@@ -137,26 +137,26 @@ class Draft:
         if speech:
             self.effects.append(Say(text=self.render(speech), allow_interrupt=False))
         for _ in range(MAX_CHAIN):
-            if self.s.ended:
+            if self.call.ended:
                 return
             if from_node is not None:
-                self.s.transitions += 1
-                if self.s.transitions > self.settings.max_transitions:
+                self.call.transitions += 1
+                if self.call.transitions > self.settings.max_transitions:
                     self.end("max_transitions")
                     return
-            visits = self.s.visits.get(node_id, 0) + 1
+            visits = self.call.visits.get(node_id, 0) + 1
             if visits > self.settings.max_node_visits:
                 self.end("loop_detected")
                 return
             if from_node is not None:
                 self.leave(from_node)
-            self.s.path = [*self.s.path, node_id]
-            self.s.visits = {**self.s.visits, node_id: visits}
-            self.s.node = node_id
-            self.s.idle_count = 0
+            self.call.path = [*self.call.path, node_id]
+            self.call.visits = {**self.call.visits, node_id: visits}
+            self.call.node = node_id
+            self.call.idle_count = 0
             node = self.flow.nodes[node_id].node
             if node.type == "gate":
-                values = self.s.values()
+                values = self.call.values()
                 target = next((b.to for b in node.branches or [] if holds(b.when, values)), node.default)
                 from_node, node_id = node_id, target or node_id
                 continue
@@ -170,7 +170,7 @@ class Draft:
     def show_node(self, node_id: str, from_node: str | None) -> None:
         cn = self.flow.nodes[node_id]
         node = cn.node
-        set_node = compose(self.flow, self.s, node_id)
+        set_node = compose(self.flow, self.call, node_id)
         self.effects.append(set_node)
         if not self.actions(node.pre_actions, node_id):
             return
@@ -202,17 +202,17 @@ class Draft:
             self.effects.append(Extract(node=node_id, fields=list(node.extract)))
 
     def end(self, reason: EndReason, goodbye: str | None = None) -> None:
-        if self.s.ended:
+        if self.call.ended:
             return
-        node = self.flow.nodes[self.s.node].node if self.s.node in self.flow.nodes else None
-        self.s.ended = True
-        self.s.end_reason = reason
-        self.s.disposition = disposition_of(self.s.extracted, node, reason)
-        if self.s.node is not None:
-            self.leave(self.s.node)
+        node = self.flow.nodes[self.call.node].node if self.call.node in self.flow.nodes else None
+        self.call.ended = True
+        self.call.end_reason = reason
+        self.call.disposition = disposition_of(self.call.extracted, node, reason)
+        if self.call.node is not None:
+            self.leave(self.call.node)
         if goodbye:
             self.effects.append(Say(text=goodbye, allow_interrupt=False))
-        self.effects.append(EndCall(reason=reason, disposition=self.s.disposition))
+        self.effects.append(EndCall(reason=reason, disposition=self.call.disposition))
 
     def transition_after(
         self, t: Transition | None, result: Any, from_node: str, speech: str | None

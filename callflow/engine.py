@@ -139,12 +139,12 @@ class Engine:
         if issues:
             return self._reject(state, "; ".join(str(i) for i in issues))
         d = Draft(self.flow, state, ev.at)
-        d.s.call_id, d.s.flow, d.s.version = ev.call_id, flow.flow, flow.version
-        d.s.variables = values
-        d.s.caller_number, d.s.called_number = ev.caller_number, ev.called_number
-        d.s.started_at = ev.at
+        d.call.call_id, d.call.flow, d.call.version = ev.call_id, flow.flow, flow.version
+        d.call.variables = values
+        d.call.caller_number, d.call.called_number = ev.caller_number, ev.called_number
+        d.call.started_at = ev.at
         d.enter(flow.start_node, None)
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _on_function_called(self, state: CallState, ev: FunctionCalled) -> Step:
         if state.node is None:
@@ -182,12 +182,12 @@ class Engine:
         d = Draft(self.flow, state, ev.at)
         entry = fn.entry
         if fn.kind == "jobs":  # started in the background: the LLM is answered at once
-            d.s.seq += 1
-            start, answer = start_effect(self.definition, fn, state.node, args, d.s.seq)
-            return Step(d.s, [start, answer])
+            d.call.seq += 1
+            start, answer = start_effect(self.definition, fn, state.node, args, d.call.seq)
+            return Step(d.call, [start, answer])
         if fn.kind in ("handler", "http", "mcp", "transfer"):
             d.run_function(fn, state.node, args, "tool")
-            return Step(d.s, d.effects)
+            return Step(d.call, d.effects)
         if fn.kind == "capture":
             d.put_state(entry.name, args)
         result: dict[str, Any] = (
@@ -200,7 +200,7 @@ class Engine:
         if error:
             return Step(state, [_llm_error(ev.name, error)])
         d.effects.insert(marker, ToolResponse(name=ev.name, result=result, run_llm=not moved))
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _on_function_result(self, state: CallState, ev: FunctionResult) -> Step:
         run = state.pending.get(str(ev.run_id))
@@ -213,12 +213,12 @@ class Engine:
         if ev.state is not None:
             d.set_state(ev.state)
         if run.purpose == "side_effect":
-            return Step(d.s, d.effects)
+            return Step(d.call, d.effects)
         if run.purpose == "action_node":
             return self._action_result(d, run.node, ev)
         if ev.error is not None:
             d.effects.append(_llm_error(run.name, ev.error))
-            return Step(d.s, d.effects)
+            return Step(d.call, d.effects)
         if ev.response not in RESPONSES:
             d.effects.append(
                 _llm_error(
@@ -228,11 +228,11 @@ class Engine:
                     "NO_RESPONSE",
                 )
             )
-            return Step(d.s, d.effects)
+            return Step(d.call, d.effects)
         speak = ev.response != "no_response"
-        if d.s.ended or d.s.node != run.node:
+        if d.call.ended or d.call.node != run.node:
             d.effects.append(ToolResponse(name=run.name, result=ev.result, run_llm=False))
-            return Step(d.s, d.effects)
+            return Step(d.call, d.effects)
         fn = self.flow.nodes[run.node].functions.get(run.name)
         entry = fn.entry if fn is not None else None
         if entry is not None and entry.transfer is not None:
@@ -245,9 +245,9 @@ class Engine:
         )
         if error:
             d.effects.append(_llm_error(run.name, error))
-            return Step(d.s, d.effects)
+            return Step(d.call, d.effects)
         d.effects.insert(marker, ToolResponse(name=run.name, result=ev.result, run_llm=speak and not moved))
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _transfer_result(self, d: Draft, node: str, name: str, fallback: str | None, result: Any) -> Step:
         """A transfer ran: handed over, the call is over (``transferred``); not, the caller
@@ -261,12 +261,12 @@ class Engine:
             d.enter(fallback, node)
         else:
             d.effects.append(ToolResponse(name=name, result=result, run_llm=True))
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _action_result(self, d: Draft, node_id: str, ev: FunctionResult) -> Step:
         node = self.flow.nodes[node_id].node
-        if d.s.ended or d.s.node != node_id:
-            return Step(d.s, d.effects)
+        if d.call.ended or d.call.node != node_id:
+            return Step(d.call, d.effects)
         # A failed run is routed like any result, as the object a handler's exception
         # becomes (spec: the call goes on): a case 'error', the default, or a plain target.
         result = ev.result if ev.error is None else {"status": "error", "error": ev.error}
@@ -279,7 +279,7 @@ class Engine:
             moved = True
         if not moved:  # no LLM on an action node to stay with: nowhere to go is an error
             d.end("error")
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _on_extraction_result(self, state: CallState, ev: ExtractionResult) -> Step:
         if ev.node not in self.flow.nodes:
@@ -296,10 +296,10 @@ class Engine:
         }
         dropped = sorted(set(ev.values) - set(kept))
         d = Draft(self.flow, state, ev.at)
-        d.s.extracted = {**state.extracted, **kept}
+        d.call.extracted = {**state.extracted, **kept}
         if state.ended and state.node is not None:  # the last node's values may decide the outcome
-            d.s.disposition = disposition_of(
-                d.s.extracted, self.flow.nodes[state.node].node, state.end_reason
+            d.call.disposition = disposition_of(
+                d.call.extracted, self.flow.nodes[state.node].node, state.end_reason
             )
         if dropped:
             d.effects.append(
@@ -307,14 +307,14 @@ class Engine:
                     reason=f"extraction for '{ev.node}': ignored undeclared or ill-typed values {dropped}"
                 )
             )
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _on_user_spoke(self, state: CallState, ev: UserSpoke) -> Step:
         if state.idle_count == 0 and ev.at is None:
             return Step(state, [])
         d = Draft(self.flow, state, ev.at)
-        d.s.idle_count = 0
-        return Step(d.s, [])
+        d.call.idle_count = 0
+        return Step(d.call, [])
 
     def _on_user_idle(self, state: CallState, ev: UserIdle) -> Step:
         """Silence, speech with no words, or an empty push-to-talk turn: each counts toward
@@ -325,17 +325,17 @@ class Engine:
             return self._reject(state, "no live call to be idle in")
         idle = self.definition.flow.settings.idle
         d = Draft(self.flow, state, ev.at)
-        d.s.idle_count = min(state.idle_count + 1, idle.prompts + 1)
-        if d.s.idle_count <= idle.prompts:
+        d.call.idle_count = min(state.idle_count + 1, idle.prompts + 1)
+        if d.call.idle_count <= idle.prompts:
             d.effects.append(
                 LLMTurn(
                     reason="idle",
-                    instructions=idle_instructions(ev.kind, d.s.idle_count, idle.prompts, idle.on_give_up),
+                    instructions=idle_instructions(ev.kind, d.call.idle_count, idle.prompts, idle.on_give_up),
                 )
             )
         elif idle.on_give_up == "end":
             d.end("user_idle", goodbye=d.render(idle.goodbye))
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _on_hangup(self, state: CallState, ev: HangUp) -> Step:
         return self._finish(state, ev.reason, ev.at)
@@ -359,7 +359,7 @@ class Engine:
         _moved, error = d.transition_after(spec.transition_to, {spec.field: ev.digits}, state.node, None)
         if error:
             return self._reject(state, f"keys {ev.digits!r}: {error}")
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _on_machine_answered(self, state: CallState, ev: MachineAnswered) -> Step:
         """A machine answered: the flow's ``settings.voicemail.node`` (an end node: its greeting
@@ -373,7 +373,7 @@ class Engine:
             d.end("voicemail")
         else:
             d.enter(voicemail.node, state.node)
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _on_jobs_finished(self, state: CallState, ev: JobsFinished) -> Step:
         """A job group is done: its result is kept under the entry's name; on the node that
@@ -383,14 +383,14 @@ class Engine:
         cnode = self.flow.nodes.get(ev.node)
         fn = cnode.functions.get(ev.name) if cnode is not None else None
         if state.ended or state.node != ev.node or fn is None:
-            return Step(d.s, d.effects)
+            return Step(d.call, d.effects)
         t = fn.entry.transition_to
         if not routes(t, ev.result.get("outcome")):
-            return Step(d.s, d.effects)
+            return Step(d.call, d.effects)
         _moved, error = d.transition_after(t, ev.result, ev.node, fn.entry.speech)
         if error:
             d.effects.append(Rejected(reason=f"group {ev.group_id}: {error}"))
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
     def _on_max_duration(self, state: CallState, ev: MaxDuration) -> Step:
         return self._finish(state, "max_duration", ev.at)
@@ -400,7 +400,7 @@ class Engine:
             return self._reject(state, f"the call has already ended ({state.end_reason})")
         d = Draft(self.flow, state, at)
         d.end(reason)
-        return Step(d.s, d.effects)
+        return Step(d.call, d.effects)
 
 
 def _llm_error(name: str, message: str) -> ToolResponse:

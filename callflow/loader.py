@@ -145,7 +145,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         return Flow
     parent = tail[-2] if len(tail) >= 2 else ""
     by_parent: dict[str, type[BaseModel]] = {
-        "settings": m.Settings,
+        "settings": m.FlowSettings,
         "idle": m.IdleSettings,
         "http": m.HttpSpec,
         "retry": m.Retry,

@@ -74,7 +74,7 @@ class VoicemailSettings(Strict):
     node: str
 
 
-class Settings(Strict):
+class FlowSettings(Strict):
     max_duration_s: float = Field(600, gt=0)
     max_transitions: int = Field(100, ge=1)
     max_node_visits: int = Field(10, ge=1)
@@ -332,7 +332,7 @@ class Flow(Strict):
     role: str | None = None
     variables: dict[str, Variable] = {}
     handlers: str | None = None
-    settings: Settings = Settings()
+    settings: FlowSettings = FlowSettings()
     global_functions: list[FunctionEntry] = []
     mcp_servers: dict[str, McpServer] = {}
     start: str | None = None

@@ -264,8 +264,7 @@ class _Checker(GateChecks):
                 article = "an" if kind == "http" else "a"
                 self.err(f"{path}.description", f"{article} {kind} entry needs a description")
             self.check_parameters(f"{path}.parameters", fn.parameters, required=kind == "capture")
-        if kind == "capture" and fn.transition_to is not None and not isinstance(fn.transition_to, str):
-            pass  # a capture's result is its arguments: branching on them is allowed
+        # (a capture's result is its arguments: a branch table on them is allowed, like a handler's)
         self.check_transition(f"{path}.transition_to", fn.transition_to)
         if node is not None and node.type == "end" and fn.transition_to is not None:
             self.err(f"{path}.transition_to", "an end node may have node functions but no transitions")
@@ -318,7 +317,7 @@ class _Checker(GateChecks):
                     "to interrupt it (drop allow_interrupt: false, or "
                     "give the node listen: auto)",
                 )
-        if node.type != "end" and "disposition" in given and node.type == "agent":
+        if node.type == "agent" and "disposition" in given:
             self.err(f"{path}.disposition", "only an end node has a disposition")
         if node.type == "gate":
             if not node.branches:

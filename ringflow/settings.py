@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     tts: str = "openai"  # "openai" (plugin) or a LiveKit inference model string
     vad: str = "silero"  # "silero" or "none"
     redis_url: str | None = None  # one agent per call: a lease in Redis (RINGFLOW_REDIS_URL)
-    dispatcher: str = "none"  # how a lost agent is replaced: "livekit", "local" (simulation), "none"
+    dispatcher: str = "none"  # `ringflow worker`: "livekit" (LiveKit dispatch and dialing) or "none"
     inbound_flow: str | None = None  # flow file for inbound calls with no flow in the dispatch metadata
     inbound_flows: dict[str, str] = {}  # called number -> flow file (JSON in RINGFLOW_INBOUND_FLOWS)
     # Outbound phone calls (`ringflow call dial`): LiveKit outbound trunk, caller id, ring window

@@ -314,7 +314,7 @@ async def test_oversized_transition_arguments_are_refused_before_anything_moves(
     await tc.synced()
     seq = tc.controller.seq
     out = await tc.controller.on_tool_call("to_booking", {"note": "x" * (MAX_ARGS_BYTES + 1)})
-    assert out.error and out.reply_required
+    assert out.error and out.run_llm
     assert f"larger than {MAX_ARGS_BYTES} bytes" in out.result["error"]
     assert tc.controller.node == "welcome" and tc.controller.seq == seq
     assert tc.controller.outbox.pending == 0

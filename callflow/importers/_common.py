@@ -14,7 +14,7 @@ from typing import Any
 
 from callflow.errors import Issue, join_path
 
-Path = tuple[str | int, ...]
+DocPath = tuple[str | int, ...]  # where in the imported document: its keys and list indices
 
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_NAME = 64
@@ -54,7 +54,7 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def wrong_type(path: Path, what: str, expected: str, value: Any) -> FlowImportError:
+def wrong_type(path: DocPath, what: str, expected: str, value: Any) -> FlowImportError:
     """A key holding a JSON value of the wrong kind (a list for a node's ``type``...).
 
     Such a file was not written by the source tool, so guessing what it meant would
@@ -91,11 +91,11 @@ class ImportResult:
 class Warnings:
     """Collects warnings with paths into the source document."""
 
-    def __init__(self, root: Path = ()) -> None:
+    def __init__(self, root: DocPath = ()) -> None:
         self.root = root
         self.items: list[Issue] = []
 
-    def add(self, path: Path, message: str) -> None:
+    def add(self, path: DocPath, message: str) -> None:
         self.items.append(Issue(join_path((*self.root, *path)), message, "warning"))
 
 
@@ -192,7 +192,7 @@ def type_of_value(value: Any) -> str:
     return "string"
 
 
-def variables_from_defaults(values: Any, path: Path, w: Warnings) -> dict[str, Any]:
+def variables_from_defaults(values: Any, path: DocPath, w: Warnings) -> dict[str, Any]:
     """Call inputs given as ``{name: default}`` (Pipecat ``context``, Dograh template vars)."""
     if values is None:
         return {}

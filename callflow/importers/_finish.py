@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from callflow.importers._common import ImportResult, Names, Path, Warnings
+from callflow.importers._common import DocPath, ImportResult, Names, Warnings
 from callflow.importers._templates import TemplateFixer
 
 FLOW_KEYS = (
@@ -46,17 +46,17 @@ END_TASK = "The conversation is over: thank the caller briefly and say goodbye."
 
 
 @dataclass
-class Draft:
+class FlowDraft:
     """An imported flow before repair; ``origin`` maps node ids to source paths."""
 
     name: str
     warnings: Warnings
     nodes: dict[str, dict[str, Any]]
     start: str
-    origin: dict[str, Path] = field(default_factory=dict)
+    origin: dict[str, DocPath] = field(default_factory=dict)
     description: str | None = None
     role: str | None = None
-    role_origin: Path = ()
+    role_origin: DocPath = ()
     variables: dict[str, Any] = field(default_factory=dict)
     global_functions: list[dict[str, Any]] = field(default_factory=list)
 
@@ -77,10 +77,10 @@ def _is_exit(node: dict[str, Any]) -> bool:
 
 
 class _Repair:
-    def __init__(self, d: Draft) -> None:
+    def __init__(self, d: FlowDraft) -> None:
         self.d = d
 
-    def where(self, nid: str) -> Path:
+    def where(self, nid: str) -> DocPath:
         return self.d.origin.get(nid, ("nodes", nid))
 
     def end_transitions(self) -> None:
@@ -205,12 +205,12 @@ def _node_out(node: dict[str, Any]) -> dict[str, Any]:
     return _ordered(node, NODE_KEYS, NODE_DEFAULTS)
 
 
-def _fix_templates(d: Draft, where: Any) -> None:
+def _fix_templates(d: FlowDraft, where: Any) -> None:
     extracted = {x["name"] for n in d.nodes.values() for x in n.get("extract", [])}
     fixer = TemplateFixer(d.variables, extracted, d.warnings)
     d.role = fixer.fix(d.role, d.role_origin, "role")
 
-    def functions(fns: list[dict[str, Any]], path: Path, owner: str) -> None:
+    def functions(fns: list[dict[str, Any]], path: DocPath, owner: str) -> None:
         for fn in fns:
             for key in ("description", "speech"):
                 fn[key] = fixer.fix(fn.get(key), path, f"{owner} function '{fn['name']}' {key}")
@@ -227,7 +227,7 @@ def _fix_templates(d: Draft, where: Any) -> None:
                     action[kind] = fixer.fix(value, path, f"node '{nid}' {key} {kind}")
 
 
-def finish(d: Draft) -> ImportResult:
+def finish(d: FlowDraft) -> ImportResult:
     """Repair, then lay the flow out in the spec's key order."""
     if d.start in d.nodes:
         d.nodes = {d.start: d.nodes[d.start], **{k: v for k, v in d.nodes.items() if k != d.start}}

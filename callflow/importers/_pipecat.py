@@ -12,13 +12,13 @@ from typing import Any
 
 import jsonschema
 
-from callflow.importers._common import Path, Warnings, function_name, label, text, var_type
+from callflow.importers._common import DocPath, Warnings, function_name, label, text, var_type
 
 CONTEXT = {"append": "append", "reset": "reset", "reset_with_summary": "reset_with_summary"}
 _ACTION_NOTES = {"function": "its handler code is not carried"}
 
 
-def join_messages(messages: Any, path: Path, w: Warnings, owner: str) -> str | None:
+def join_messages(messages: Any, path: DocPath, w: Warnings, owner: str) -> str | None:
     """All message contents, in order, as one text; the roles of messages do not matter.
 
     Ringflow has one instruction text per node, so system, user and assistant
@@ -45,7 +45,7 @@ def join_messages(messages: Any, path: Path, w: Warnings, owner: str) -> str | N
     return "\n\n".join(parts) or None
 
 
-def convert_actions(actions: Any, path: Path, w: Warnings, owner: str) -> list[dict[str, Any]]:
+def convert_actions(actions: Any, path: DocPath, w: Warnings, owner: str) -> list[dict[str, Any]]:
     """tts_say and end_conversation map one to one; code-backed actions cannot."""
     if actions is None:
         return []
@@ -74,7 +74,7 @@ def convert_actions(actions: Any, path: Path, w: Warnings, owner: str) -> list[d
     return out
 
 
-def context_strategy(value: Any, path: Path, w: Warnings, owner: str) -> str | None:
+def context_strategy(value: Any, path: DocPath, w: Warnings, owner: str) -> str | None:
     """``{strategy: RESET_WITH_SUMMARY}`` (or the bare string) -> ``reset_with_summary``."""
     if value is None:
         return None
@@ -87,7 +87,7 @@ def context_strategy(value: Any, path: Path, w: Warnings, owner: str) -> str | N
     return strategy
 
 
-def _property(name: str, schema: Any, path: Path, w: Warnings, owner: str) -> dict[str, Any]:
+def _property(name: str, schema: Any, path: DocPath, w: Warnings, owner: str) -> dict[str, Any]:
     """One argument's JSON Schema, repaired to a valid one when the source's is not."""
     prop = copy.deepcopy(schema) if isinstance(schema, dict) else {}
     if isinstance(prop.get("type"), str) and var_type(prop["type"]):
@@ -102,7 +102,7 @@ def _property(name: str, schema: Any, path: Path, w: Warnings, owner: str) -> di
     return {"type": "string"}
 
 
-def parameters(properties: Any, required: Any, path: Path, w: Warnings, owner: str) -> dict[str, Any]:
+def parameters(properties: Any, required: Any, path: DocPath, w: Warnings, owner: str) -> dict[str, Any]:
     props = properties if isinstance(properties, dict) else {}
     if properties is not None and not isinstance(properties, dict):
         w.add(path, f"{owner}: 'properties' is not a mapping; arguments not carried")
@@ -117,7 +117,7 @@ def parameters(properties: Any, required: Any, path: Path, w: Warnings, owner: s
 def build_function(
     raw: dict[str, Any],
     target: Any,
-    path: Path,
+    path: DocPath,
     w: Warnings,
     owner: str,
     resolve: Callable[[Any], str | None],
@@ -158,7 +158,7 @@ def build_function(
     return entry
 
 
-def node_role(data: dict[str, Any], path: Path, w: Warnings, owner: str) -> tuple[str | None, Path]:
+def node_role(data: dict[str, Any], path: DocPath, w: Warnings, owner: str) -> tuple[str | None, DocPath]:
     """A node's role and where it came from: ``role_message`` (a string, Pipecat Flows
     0.0.24 and 1.x) or the deprecated ``role_messages`` list.
 
@@ -219,7 +219,7 @@ def fold_roles(
     roles: dict[str, str],
     start: str,
     w: Warnings,
-    where: Callable[[str], Path],
+    where: Callable[[str], DocPath],
     global_functions: list[dict[str, Any]] | None = None,
 ) -> str | None:
     """The start node's role becomes the flow's role.

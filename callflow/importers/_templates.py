@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from callflow.importers._common import Path, Warnings
+from callflow.importers._common import DocPath, Warnings
 from callflow.templating import BUILTINS, TemplateSyntaxError, compile_template
 
 _PLACEHOLDER = re.compile(r"\{\{\s*(.*?)\s*\}\}", re.S)
@@ -50,7 +50,7 @@ class TemplateFixer:
         self.known = set(variables) | extracted
         self.warnings = warnings
 
-    def fix(self, value: str | None, path: Path, what: str) -> str | None:
+    def fix(self, value: str | None, path: DocPath, what: str) -> str | None:
         if not isinstance(value, str) or "{{" not in value:
             return value
         try:

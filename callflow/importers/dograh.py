@@ -14,10 +14,10 @@ from typing import Any
 
 from callflow.errors import Issue
 from callflow.importers._common import (
+    DocPath,
     FlowImportError,
     ImportResult,
     Names,
-    Path,
     Warnings,
     as_dict,
     flow_name,
@@ -29,7 +29,7 @@ from callflow.importers._common import (
     variables_from_defaults,
     wrong_type,
 )
-from callflow.importers._finish import Draft, finish
+from callflow.importers._finish import FlowDraft, finish
 from callflow.importers.dograh_rules import dograh_rule_breaks
 
 CONVERSATION = {"startCall": "agent", "agentNode": "agent", "endCall": "end"}
@@ -66,7 +66,7 @@ def _template(value: str | None) -> str | None:
 class _Importer:
     def __init__(self, data: dict[str, Any], lenient: bool) -> None:
         graph: Any = data
-        root: Path = ()
+        root: DocPath = ()
         if "workflow_definition" in data:
             graph, root = data["workflow_definition"], ("workflow_definition",)
         if not isinstance(graph, dict):
@@ -76,13 +76,13 @@ class _Importer:
         self.data, self.graph, self.lenient = data, graph, lenient
         self.w = Warnings(root)
         self.nodes: dict[str, dict[str, Any]] = {}
-        self.origin: dict[str, Path] = {}
+        self.origin: dict[str, DocPath] = {}
         self.by_source: dict[str, str] = {}  # Dograh node id -> Ringflow node id
         self.skipped: dict[str, str] = {}  # Dograh node id -> why it is not carried
         self.names = Names()
         self.start: str | None = None
         self.role: str | None = None
-        self.role_origin: Path = ()
+        self.role_origin: DocPath = ()
 
     def run(self) -> ImportResult:
         for i, raw in enumerate(self.graph["nodes"]):
@@ -103,7 +103,7 @@ class _Importer:
         if self.start is None:
             self.w.add(("nodes",), f"no startCall node; '{start}' is the start node")
         name = self.data.get("name")
-        draft = Draft(
+        draft = FlowDraft(
             name=flow_name(name),
             warnings=self.w,
             nodes=self.nodes,
@@ -131,7 +131,7 @@ class _Importer:
             self.w.items.append(Issue(b.path, f"Dograh refuses to publish this: {b.message}", "warning"))
 
     def node(self, i: int, raw: Any) -> None:
-        path: Path = ("nodes", i)
+        path: DocPath = ("nodes", i)
         if not isinstance(raw, dict):
             self.w.add(path, f"node is {type(raw).__name__}, not an object; not carried")
             return
@@ -162,7 +162,7 @@ class _Importer:
             self.w.add(path, f"{who} not carried: {why}")
             self.skipped[src_id] = f"a {label(kind)} node"
 
-    def global_node(self, path: Path, who: str, data: dict[str, Any]) -> None:
+    def global_node(self, path: DocPath, who: str, data: dict[str, Any]) -> None:
         prompt = text(data.get("prompt"))
         if self.role is not None:
             self.w.add(path, f"{who}: a second global node; its prompt is appended to the role")
@@ -170,7 +170,7 @@ class _Importer:
             self.role = _template(f"{self.role}\n\n{prompt}" if self.role else prompt)
             self.role_origin = path
 
-    def conversation(self, path: Path, who: str, src_id: str, kind: str, data: dict[str, Any]) -> None:
+    def conversation(self, path: DocPath, who: str, src_id: str, kind: str, data: dict[str, Any]) -> None:
         base = node_id(data.get("name")) or node_id(f"node_{src_id}") or "node"
         nid = self.names.claim(base)
         if nid != base:
@@ -202,7 +202,7 @@ class _Importer:
             else:
                 self.start = nid
 
-    def extract(self, path: Path, who: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+    def extract(self, path: DocPath, who: str, data: dict[str, Any]) -> list[dict[str, Any]]:
         raw = data.get("extraction_variables")
         if not raw:
             return []
@@ -238,7 +238,7 @@ class _Importer:
         return out
 
     def edge(self, i: int, raw: Any, fn_names: dict[str, Names]) -> None:
-        path: Path = ("edges", i)
+        path: DocPath = ("edges", i)
         if not isinstance(raw, dict):
             self.w.add(path, f"edge is {type(raw).__name__}, not an object; not carried")
             return

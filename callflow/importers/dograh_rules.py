@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from callflow.errors import Issue, join_path
-from callflow.importers._common import Path, label, text
+from callflow.importers._common import DocPath, label, text
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def _key(value: Any) -> str | None:
 
 
 class _Check:
-    def __init__(self, graph: dict[str, Any], root: Path) -> None:
+    def __init__(self, graph: dict[str, Any], root: DocPath) -> None:
         self.root = root
         self.issues: list[Issue] = []
         nodes = graph.get("nodes")
@@ -67,7 +67,7 @@ class _Check:
             (i, e) for i, e in enumerate(edges if isinstance(edges, list) else []) if isinstance(e, dict)
         ]
         self.types: dict[str, str] = {}
-        self.where: dict[str, tuple[Path, str, dict[str, Any]]] = {}
+        self.where: dict[str, tuple[DocPath, str, dict[str, Any]]] = {}
         for i, node in self.nodes:
             nid, kind = _key(node.get("id")), node.get("type")
             if nid is not None and nid not in self.types and isinstance(kind, str):
@@ -77,7 +77,7 @@ class _Check:
                 name = text(data.get("name"))
                 self.where[nid] = (("nodes", i), f"node '{label(name or '')}' (id {label(nid)})", data)
 
-    def add(self, path: Path, what: str, message: str) -> None:
+    def add(self, path: DocPath, what: str, message: str) -> None:
         self.issues.append(Issue(join_path((*self.root, *path)), f"{what}: {message}"))
 
     def run(self) -> list[Issue]:
@@ -110,7 +110,7 @@ class _Check:
         pairs: set[tuple[str, str]] = set()
         names: dict[tuple[str, str], list[tuple[int, str]]] = {}
         for i, edge in self.edges:
-            path: Path = ("edges", i)
+            path: DocPath = ("edges", i)
             what = f"edge {label(edge.get('id'))}"
             src, dst = _key(edge.get("source")), _key(edge.get("target"))
             missing = [
@@ -152,6 +152,6 @@ class _Check:
                 self.add(path, who, f"{spec.name} cannot have outgoing edges")
 
 
-def dograh_rule_breaks(graph: dict[str, Any], root: Path = ()) -> list[Issue]:
+def dograh_rule_breaks(graph: dict[str, Any], root: DocPath = ()) -> list[Issue]:
     """Every rule Dograh would refuse to publish ``graph`` for, with its path and wording."""
     return _Check(graph, root).run()

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from callflow.importers._common import (
+    DocPath,
     FlowImportError,
     ImportResult,
     Names,
-    Path,
     Warnings,
     as_dict,
     flow_name,
@@ -25,7 +25,7 @@ from callflow.importers._common import (
     variables_from_defaults,
     wrong_type,
 )
-from callflow.importers._finish import Draft, finish
+from callflow.importers._finish import FlowDraft, finish
 from callflow.importers._pipecat import (
     build_function,
     context_strategy,
@@ -57,9 +57,9 @@ class _Importer:
         self.data = data
         self.w = Warnings()
         self.ids: dict[str, str] = {}  # editor node id -> Ringflow node id
-        self.raw: dict[str, tuple[Path, str, dict[str, Any]]] = {}
+        self.raw: dict[str, tuple[DocPath, str, dict[str, Any]]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
-        self.origin: dict[str, Path] = {}
+        self.origin: dict[str, DocPath] = {}
         self.routes: set[tuple[str, str]] = set()
         self.start: str | None = None
 
@@ -73,7 +73,7 @@ class _Importer:
         if not self.raw:
             raise FlowImportError("the Pipecat Flows export has no usable nodes")
         roles: dict[str, str] = {}
-        role_paths: dict[str, Path] = {}
+        role_paths: dict[str, DocPath] = {}
         for nid, (path, kind, data) in self.raw.items():
             self.nodes[nid] = self.node(nid, path, kind, data)
             role, role_paths[nid] = node_role(data, (*path, "data"), self.w, f"node '{nid}'")
@@ -86,7 +86,7 @@ class _Importer:
             self.w.add((key,), f"top-level key '{label(key)}' not carried")
         self.check_edges()
         meta = as_dict(self.data.get("meta"))
-        draft = Draft(
+        draft = FlowDraft(
             name=flow_name(meta.get("name")),
             description=text(meta.get("description")),
             warnings=self.w,
@@ -104,7 +104,7 @@ class _Importer:
 
     def declare(self, i: int, raw: Any, names: Names) -> None:
         """First pass: ids, so that functions can name nodes that come later."""
-        path: Path = ("nodes", i)
+        path: DocPath = ("nodes", i)
         if not isinstance(raw, dict):
             self.w.add(path, f"node is {type(raw).__name__}, not an object; not carried")
             return
@@ -128,7 +128,7 @@ class _Importer:
         self.origin[nid] = path
         self.raw[nid] = (path, str(kind), data)
 
-    def node(self, nid: str, path: Path, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    def node(self, nid: str, path: DocPath, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         owner = f"node '{nid}'"
         dpath = (*path, "data")
         task = join_messages(data.get("task_messages"), (*dpath, "task_messages"), self.w, owner)
@@ -148,7 +148,7 @@ class _Importer:
             self.w.add(dpath, f"{owner}: setting '{label(key)}' not carried")
         return node
 
-    def functions(self, nid: str, raw: Any, path: Path) -> list[dict[str, Any]]:
+    def functions(self, nid: str, raw: Any, path: DocPath) -> list[dict[str, Any]]:
         if raw is None:
             return []
         if not isinstance(raw, list):
@@ -177,7 +177,7 @@ class _Importer:
         return out
 
     def decision(
-        self, nid: str, entry: dict[str, Any], decision: Any, fallback: Any, path: Path
+        self, nid: str, entry: dict[str, Any], decision: Any, fallback: Any, path: DocPath
     ) -> list[dict[str, Any]]:
         """One LLM-chosen transition per route the decision code could take."""
         name = entry["name"]
@@ -225,7 +225,7 @@ class _Importer:
             return []
         out = []
         for i, fn in enumerate(raw):
-            path: Path = ("global_functions", i)
+            path: DocPath = ("global_functions", i)
             if not isinstance(fn, dict):
                 self.w.add(path, "global function is not an object; not carried")
                 continue

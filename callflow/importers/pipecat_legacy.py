@@ -19,15 +19,15 @@ from __future__ import annotations
 from typing import Any
 
 from callflow.importers._common import (
+    DocPath,
     FlowImportError,
     ImportResult,
     Names,
-    Path,
     Warnings,
     label,
     node_id,
 )
-from callflow.importers._finish import Draft, finish
+from callflow.importers._finish import FlowDraft, finish
 from callflow.importers._pipecat import (
     build_function,
     context_strategy,
@@ -52,7 +52,7 @@ NODE_KEYS = {
 TOP_KEYS = {"initial_node", "nodes", "global_functions"}
 
 
-def _declarations(fn: dict[str, Any]) -> list[tuple[Any, Path]]:
+def _declarations(fn: dict[str, Any]) -> list[tuple[Any, DocPath]]:
     """The function definitions inside one entry, whatever the provider format."""
     if isinstance(fn.get("function"), dict):  # OpenAI
         return [(fn["function"], ("function",))]
@@ -88,7 +88,7 @@ class _Importer:
         self.data = data
         self.w = Warnings()
         self.ids: dict[str, str] = {}
-        self.origin: dict[str, Path] = {}
+        self.origin: dict[str, DocPath] = {}
         names = Names()
         for key in data["nodes"]:
             nid = names.claim(node_id(key) or "node")
@@ -105,7 +105,7 @@ class _Importer:
     def run(self) -> ImportResult:
         nodes: dict[str, dict[str, Any]] = {}
         roles: dict[str, str] = {}
-        role_paths: dict[str, Path] = {}
+        role_paths: dict[str, DocPath] = {}
         for key, raw in self.data["nodes"].items():
             nid, path = self.ids[key], self.origin[self.ids[key]]
             if not isinstance(raw, dict):
@@ -126,7 +126,7 @@ class _Importer:
             self.w.add(("initial_node",), f"{why}; '{start}' is the start node")
         for key in sorted(k for k in self.data if k not in TOP_KEYS):
             self.w.add((key,), f"top-level key '{label(key)}' not carried")
-        draft = Draft(
+        draft = FlowDraft(
             name="imported",
             warnings=self.w,
             nodes=nodes,
@@ -148,7 +148,7 @@ class _Importer:
             return []
         return self.entries("global", raw, ("global_functions",))
 
-    def node(self, nid: str, path: Path, raw: dict[str, Any]) -> dict[str, Any]:
+    def node(self, nid: str, path: DocPath, raw: dict[str, Any]) -> dict[str, Any]:
         owner = f"node '{nid}'"
         messages = raw.get("task_messages", raw.get("messages"))
         task = join_messages(messages, (*path, "task_messages"), self.w, owner)
@@ -171,7 +171,7 @@ class _Importer:
             self.w.add(path, f"{owner}: setting '{label(key)}' not carried")
         return node
 
-    def functions(self, nid: str, raw: Any, path: Path) -> list[dict[str, Any]]:
+    def functions(self, nid: str, raw: Any, path: DocPath) -> list[dict[str, Any]]:
         if raw is None:
             return []
         if not isinstance(raw, list):
@@ -179,7 +179,7 @@ class _Importer:
             return []
         return self.entries(f"node '{nid}'", raw, path)
 
-    def entries(self, owner: str, raw: list[Any], path: Path) -> list[dict[str, Any]]:
+    def entries(self, owner: str, raw: list[Any], path: DocPath) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for i, fn in enumerate(raw):
             decls = _declarations(fn) if isinstance(fn, dict) else [(fn, ())]
@@ -193,7 +193,7 @@ class _Importer:
                     out.append(entry)
         return out
 
-    def function(self, owner: str, decl: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    def function(self, owner: str, decl: dict[str, Any], path: DocPath) -> dict[str, Any] | None:
         target = decl.get("transition_to")
         if (
             target is None
