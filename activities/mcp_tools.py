@@ -18,10 +18,11 @@ from temporalio.exceptions import ApplicationError
 from activities.call_definition import call_definition
 from activities.mcp_client import call_tool, list_tools
 from activities.metrics import timed
+from activities.records import encoded_bytes
 from callflow.mcp_spec import McpServer, McpServerTools
 
 MCP_UNAVAILABLE = "McpUnavailable"
-MAX_RESULT_CHARS = 64_000
+MAX_RESULT_BYTES = 64_000
 
 
 class McpListRequest(BaseModel):
@@ -92,6 +93,6 @@ async def mcp_call_tool(req: McpCallRequest) -> McpCallResult:
                 f"MCP tool '{req.tool}' on '{req.server_name}': {why(exc)}", type=MCP_UNAVAILABLE
             ) from None
         outcome["ok"] = error is None
-    if result is not None and len(str(result)) > MAX_RESULT_CHARS:
-        return McpCallResult(error=f"MCP tool '{req.tool}' returned more than {MAX_RESULT_CHARS} characters")
+    if result is not None and encoded_bytes(result) > MAX_RESULT_BYTES:
+        return McpCallResult(error=f"MCP tool '{req.tool}' returned more than {MAX_RESULT_BYTES} bytes")
     return McpCallResult(result=result, error=error)
