@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import importlib
 import json
-import os
 import signal
 from pathlib import Path
 from types import ModuleType
@@ -218,7 +217,13 @@ async def _run_dev(
 
             # the demo call's worker exports through the same runtime: its calls are counted
             await run_demo(
-                stack.address, stack.ui_address, stack.namespace, demo, demo_kill_at, runtime=runtime
+                stack.address,
+                stack.ui_address,
+                stack.namespace,
+                demo,
+                demo_kill_at,
+                runtime=runtime,
+                codec=codec_from_settings(settings),
             )
         typer.echo("\nThe stack keeps running for you to look around. Ctrl-C to stop.")
         await serving
@@ -232,15 +237,14 @@ async def _run_dev(
 
 def _dev_keys(settings: Settings) -> dict[str, Any]:
     """Encryption on by default: without configured keys, the dev stack makes (once) and uses a
-    local key in its data directory. The CLI in another shell finds it there, and the
-    environment carries it to everything this process runs (worker, demo call)."""
+    local key in its data directory. The CLI in another shell finds it there; this process
+    hands it to its worker and its demo call through the settings and the codec they get."""
     if not settings.encryption or settings.codec_keys is not None or settings.codec_key_file is not None:
         keyring_from_settings(settings)  # configured keys: only checked here, so errors come early
         return {}
     path = settings.data_dir / KEY_FILE_NAME
     create_key_file(path)  # or reads the one an earlier run made
-    os.environ["RINGFLOW_CODEC_KEY_FILE"] = str(path.resolve())
-    return {"codec_key_file": path}
+    return {"codec_key_file": path.resolve()}
 
 
 async def _dev_codec_server(stack: DevStack, settings: Settings) -> web.AppRunner | None:

@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 import typer
+from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
 
 from ringflow.simulate import SimulationResult, simulate
@@ -22,12 +23,14 @@ async def run_demo(
     script: Path,
     kill_at: int | None,
     runtime: Runtime | None = None,
+    codec: PayloadCodec | None = None,
 ) -> SimulationResult:
-    """``runtime``: the dev worker's metrics runtime, so the demo's calls show in its metrics."""
+    """``runtime``: the dev worker's metrics runtime, so the demo's calls show in its metrics;
+    ``codec``: the dev stack's payload encryption."""
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # the simulated crash is not an error
     crash = f" (the agent is killed during turn {kill_at})" if kill_at is not None else ""
     typer.echo(f"\nDemo call: {script}{crash}")
-    [result] = await simulate([script], address=address, kill_at=kill_at, runtime=runtime)
+    [result] = await simulate([script], address=address, kill_at=kill_at, runtime=runtime, codec=codec)
     typer.echo("Transcript:")
     for t in result.transcript:
         typer.echo(f"  [{t.get('node')}] {t['role']:>9}: {t['text']}")

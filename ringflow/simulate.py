@@ -32,6 +32,7 @@ from livekit.agents import AgentSession
 from livekit.plugins import openai as lk_openai
 from pydantic import BaseModel
 from temporalio.client import Client
+from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
 
 from activities.dispatch import Dispatcher
@@ -108,6 +109,7 @@ async def environment(
     *,
     dispatcher: Dispatcher | None = None,
     telephony: Telephony | None = None,
+    codec: PayloadCodec | None = None,
 ) -> AsyncIterator[tuple[Client, str, ScriptedLLM, DevStack | None]]:
     """A Temporal client (embedded server if no address), a worker of our own, a scripted LLM.
     The worker dispatches agents through the local dispatcher and dials through the playing
@@ -124,7 +126,8 @@ async def environment(
     base_url = await llm.start()
     db_dir = tempfile.TemporaryDirectory(prefix="ringflow-sim-db-")
     try:
-        client = await connect(address, runtime=runtime)  # a metrics runtime exports its worker's
+        # a metrics runtime exports its worker's metrics; codec: the dev stack's (its demo call)
+        client = await connect(address, runtime=runtime, codec=codec)
         task_queue = f"simulate-{uuid.uuid4().hex[:8]}"
         settings = Settings(
             database_url=f"sqlite:///{db_dir.name}/calls.db",
@@ -475,12 +478,18 @@ async def simulate(
     real_llm: bool = False,
     resume: str = "dispatch",
     runtime: Runtime | None = None,
+    codec: PayloadCodec | None = None,
 ) -> list[SimulationResult]:
     """Every script gets its own result: one that raises is ``ok: false`` with the error,
     and the next one runs."""
     results: list[SimulationResult] = []
     trusted = flows_dir_with(get_settings().flows_dir, paths)
-    async with environment(address, runtime=runtime, flows_dir=trusted) as (client, task_queue, llm, _stack):
+    async with environment(address, runtime=runtime, flows_dir=trusted, codec=codec) as (
+        client,
+        task_queue,
+        llm,
+        _stack,
+    ):
         for path in paths:
             try:
                 results.append(
