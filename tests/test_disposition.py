@@ -18,7 +18,7 @@ from callflow.state import CallState
 from tests.engine_flows import Call, agent, build, end, flow, go
 from workflows.contract import CallInput
 from workflows.inbox import Inbox
-from workflows.record import build_record, compact_state
+from workflows.record import build_record, call_view
 
 SPEC = [{"name": "disposition", "enum": ["callback", "lost"]}, {"name": "call_disposition"}]
 
@@ -27,8 +27,8 @@ def outcomes(state: CallState) -> tuple[str | None, str | None, str | None]:
     """The disposition as the engine, the persisted record and the state query give it."""
     inp = CallInput(call_id="c1", definition=DEFINITION)
     record = build_record(inp, state, "ended", [], 0, 0.0, datetime.now(UTC))
-    query = compact_state(inp, state, "ended", None, 0.0, [], {}, Inbox(), 1, 0)
-    return state.disposition, record.disposition, query["disposition"]
+    query = call_view(inp, state, "ended", None, 0.0, [], {}, Inbox(), 1, 0)
+    return state.disposition, record.disposition, query.disposition
 
 
 DEFINITION = build(
