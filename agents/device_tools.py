@@ -10,8 +10,9 @@ none of that name on the node (its server could not be listed, say). A call is a
 ``tools/call`` with ``{"name", "arguments", "_meta": {"ringflow/idempotency-key"}}``; the
 answer is MCP's ``CallToolResult`` (``content``, ``structuredContent``, ``isError``).
 
-The device is in the room, so only the agent can reach it: the workflow learns of each call
-and its result as a ``tool`` turn of the transcript, recorded like the other turns.
+The device is in the room, so only the agent can reach it: it records each call and its
+answer in the workflow (update ``record_device_tool``), once per event id like a function's,
+and the workflow keeps it as a ``tool`` turn of the transcript.
 Everything LiveKit-specific is behind :class:`DeviceLink` (``agents/livekit_device.py``).
 """
 
@@ -29,6 +30,7 @@ from callflow.effects import SetNode, ToolSpec
 from callflow.mcp_spec import MAX_ERROR_CHARS, UNAVAILABLE, McpTool
 from callflow.mcp_tools import usable_tool
 from callflow.schema import drop_nulls, to_strict
+from workflows.contract import CallFunctionResult, DeviceToolRecord
 
 log = logging.getLogger(__name__)
 TOOLS_ATTRIBUTE = "ringflow.tools"
@@ -203,12 +205,39 @@ def falls_back(controller: Any, node: str | None, name: str, out: ToolOutcome) -
 
 
 async def call_device_tool(controller: Any, name: str, args: dict[str, Any]) -> ToolOutcome:
-    """Call the device, then record the call and its outcome in the workflow's transcript."""
+    """Call the device and record the call and its answer in the workflow, as a function's
+    (``workflows/device_record.py``): a turn replayed by a resumed agent is answered from
+    that record, and the device is not asked again. Recording is awaited: the answer
+    reaches the LLM once it is durable (if the workflow cannot be reached, it goes as a
+    transcript turn through the outbox, as before)."""
+    eid = f"{controller.turn_key}:{controller.step_no}:dev:{name}"
+    handle = controller.call.handle
+    try:
+        known = await handle.query("function_answer", eid)
+    except Exception:  # the worker is away: ask the device (its idempotency key dedupes)
+        known = None
+    if known is not None:
+        return ToolOutcome(known.get("result"), run_llm=True, error=bool(known.get("error")))
     key = f"{controller.call.call_id}:{controller.turn_key}:{controller.step_no}"
     out = await controller.device.call(name, args, key)
-    record: dict[str, Any] = {"device_tool": name, "args": args}
-    record["error" if out.error else "result"] = out.result
-    controller.on_turn("tool", json.dumps(record, ensure_ascii=False, default=str))
+    record = DeviceToolRecord(
+        event_id=eid,
+        node=controller.state.node or "",
+        name=name,
+        args=args,
+        result=out.result,
+        error=out.error,
+        at=controller.clock(),
+        after_seq=controller.seq,
+    )
+    controller.outbox.kick()  # the update waits for every seq before it
+    try:
+        await handle.execute_update("record_device_tool", record, result_type=CallFunctionResult)
+    except Exception as exc:
+        log.warning("device tool call not recorded in the workflow (%s)", type(exc).__name__)
+        entry: dict[str, Any] = {"device_tool": name, "args": args}
+        entry["error" if out.error else "result"] = out.result
+        controller.on_turn("tool", json.dumps(entry, ensure_ascii=False, default=str))
     return out
 
 

@@ -68,6 +68,7 @@ class JobsFeed:
         self.seen = 0  # envelopes handled (the simulator waits on these)
         self.cancelled_by_llm: set[str] = set()
         self.unspoken: str | None = None
+        self.run_id = ""
         self.tasks: set[asyncio.Task[Any]] = set()
 
     @property
@@ -98,6 +99,7 @@ class JobsFeed:
         transcript gave this agent what came before), and the groups running, so a resumed
         LLM is offered ``cancel_jobs`` from its first turn."""
         feed = await self.read(-1)
+        self.run_id = feed["run"]
         self.cursor = feed["next"]
         self.running, self.cancellable = feed["running"], feed["cancellable"]
         self.interruptible = feed["interruptible"]
@@ -114,6 +116,9 @@ class JobsFeed:
                     [e for e in self.ctrl.engine.arrival(self.ctrl.state) if e.type != "set_node"]
                 )
         feed = await self.read(self.cursor)
+        if feed["run"] != self.run_id:  # the call continued as new: its log starts again at 0
+            self.run_id, self.cursor = feed["run"], 0
+            feed = await self.read(0)
         for env in feed["envelopes"]:
             await self.deliver(env)
             self.seen += 1

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from callflow.errors import did_you_mean
 from callflow.loader import parse_text
+from ringflow.sim_device import ScriptDevice
 from ringflow.sim_jobs import ScriptJob
 from ringflow.sim_phone import ScriptDial
 
@@ -67,6 +68,7 @@ class Script(BaseModel):
     variables: dict[str, Any] = {}
     turns: list[ScriptTurn] = []
     extract: dict[str, dict[str, Any]] = {}
+    device: ScriptDevice | None = None  # the caller's device and its tools (ringflow/sim_device.py)
     jobs: dict[str, ScriptJob] = {}  # background jobs' simulated timeline (ringflow/sim_jobs.py)
     expect: Expect = Expect()
 

@@ -51,6 +51,7 @@ from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import ScriptError, check, load_script
 from ringflow.settings import Settings, get_settings
+from ringflow.sim_device import ScriptedDeviceLink
 from ringflow.sim_jobs import ScriptedJobs, after_turn
 from ringflow.sim_phone import LINES, PhoneLine, answered, inbound_room, phone_line
 from ringflow.temporal_setup import connect
@@ -84,6 +85,7 @@ class SimulationResult(BaseModel):
     error: str | None = None  # the script could not run to its end (ok is False)
     kills: int = 0
     sent_dtmf: list[str] = []  # keys the bot pressed (send_dtmf entries), across agents
+    device_calls: list[dict[str, Any]] = []  # tools/call requests the script's device got, across agents
     transfer: dict[str, str] | None = None  # the transfer LiveKit was asked for: {to, mode}
 
 
@@ -320,6 +322,9 @@ async def _run_script(
     room = room or call_id
     killer = _Killer(kill_point)
     result = SimulationResult(script=str(path), call_id=call_id, workflow_id=workflow_id(call_id))
+    device = ScriptedDeviceLink(script.device) if script.device is not None else None
+    if device is not None:
+        result.device_calls = device.calls  # the same list, filled as the call goes
     if dial is None:
         line.connect(room)
     if dial is not None and not await answered(handle, TURN_TIMEOUT_S):  # nobody to talk to
@@ -353,6 +358,8 @@ async def _run_script(
             heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0,
         )
         _recording(run.controller, refused)
+        if device is not None:
+            await device.join(run.controller)
         return run
 
     machine = script.dial is not None and script.dial.answer == "voicemail"

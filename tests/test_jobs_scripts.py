@@ -55,3 +55,29 @@ async def test_an_envelope_reaches_the_llm_context_and_the_room() -> None:
     assert port.notes == ['[jobs] check_order-1/check_inventory progress: {"step": 1}']
     assert port.published == [(ROOM_TOPIC, json.dumps(env).encode())]
     assert ROOM_TOPIC == "ringflow.jobs"
+
+
+async def test_a_new_run_after_continue_as_new_is_read_from_its_start() -> None:
+    """The log restarts at 0 in the next run: an agent whose cursor is past it reads it
+    from the start instead of waiting for an index the new run may never reach."""
+    port = _Port()
+    env = {"type": "job_update", "group_id": "g-9", "job": "a", "data": 1, "n": 0}
+    answers = {
+        ("A", -1): {"next": 7},
+        ("B", 7): {"next": 7, "envelopes": []},
+        ("B", 0): {"next": 1, "envelopes": [env]},
+    }
+    run = ["A"]
+
+    async def query(_name: str, after: int) -> dict[str, Any]:
+        page = answers[(run[0], after)]
+        base = {"run": run[0], "envelopes": [], "running": [], "cancellable": [], "interruptible": []}
+        return {**base, "unspoken": None, "unrouted": [], **page}
+
+    ctrl = SimpleNamespace(port=port, call=SimpleNamespace(handle=SimpleNamespace(query=query)))
+    feed = JobsFeed(ctrl)  # type: ignore[arg-type]
+    await feed.prime()
+    assert feed.cursor == 7
+    run[0] = "B"
+    await feed.step()
+    assert feed.cursor == 1 and port.notes == ["[jobs] g-9/a progress: 1"]

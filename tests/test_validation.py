@@ -376,7 +376,17 @@ def _functions_of(flow: dict[str, Any]) -> set[str]:
 def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
     """What can be checked without running a call: names, nodes and keys all exist."""
     doc = yaml.safe_load(script.read_text())
-    assert set(doc) <= {"flow", "variables", "turns", "extract", "expect", "dial", "transfer_answer", "jobs"}
+    assert set(doc) <= {
+        "flow",
+        "variables",
+        "turns",
+        "extract",
+        "expect",
+        "dial",
+        "transfer_answer",
+        "jobs",
+        "device",
+    }
     flow_path = (script.parent / doc["flow"]).resolve()
     assert flow_path.is_file()
     flow = yaml.safe_load(flow_path.read_text())
@@ -386,7 +396,7 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
     for name, var in declared.items():
         if var.get("required") and "default" not in var:
             assert name in (doc.get("variables") or {}), f"required variable {name} missing"
-    functions = _functions_of(flow)
+    functions = _functions_of(flow) | {t["name"] for t in (doc.get("device") or {}).get("tools", [])}
     if any("jobs" in f for n in flow["nodes"].values() for f in n.get("functions", [])):
         functions.add("cancel_jobs")  # the built-in offered while a cancellable group runs
         jobs = {

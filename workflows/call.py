@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         call_input_problems,
         oversized_args,
     )
+    from workflows.device_record import DeviceRecordMixin
     from workflows.dialing import DIAL_PATCH, place_call
     from workflows.inbox import Inbox
     from workflows.intake import Refusal, intake, intake_one, read_request
@@ -71,7 +72,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 @workflow.defn(name="CallWorkflow")
-class CallWorkflow(JobsMixin, CallCarry):
+class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
     # The input arrives raw, like signals: a start payload that does not decode into a
     # CallInput (a hand-made ``temporal workflow start``) fails the workflow at once with what
     # was wrong, instead of failing its first workflow task again and again.

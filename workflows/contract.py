@@ -326,6 +326,20 @@ class CancelRequest(_Msg):
     reason: Literal["llm", "interruption"] = "llm"
 
 
+class DeviceToolRecord(_Msg):
+    """A call of a tool the caller's device offers, made by the agent over LiveKit RPC (the
+    workflow cannot reach the device), recorded once by its event id like a function's."""
+
+    event_id: EventId
+    node: str = Field(max_length=MAX_NAME_CHARS)
+    name: str = Field(max_length=MAX_NAME_CHARS)
+    args: dict[str, Any] = {}
+    result: Any = None
+    error: bool = False
+    at: Epoch | None = None
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)  # the agent's events before it are applied first
+
+
 class CallView(_Answer):
     """The answer to the ``state`` query: the call as an operator (``call show``), the
     simulator and the tests see it while it runs."""

@@ -227,6 +227,7 @@ class JobsMixin(CallCore):
         end = items[-1]["n"] + 1 if items else max(after, book.base + len(book.log) if after < 0 else after)
         running = book.running()
         return {
+            "run": workflow.info().run_id,  # a new run (continue-as-new) starts a new log
             "unspoken": self.unspoken(),
             "next": end,
             "envelopes": items,
