@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import carry as budget
     from workflows.call_carry import CallCarry
     from workflows.call_core import internal_error
+    from workflows.call_parts import FunctionCalls, Liveness, Transcript
     from workflows.contract import (
         AttachRequest,
         CallFunctionRequest,
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         CallInput,
         CallRecord,
         CallView,
+        Carry,
         DispatchRequest,
         RejectedEvent,
         Snapshot,
@@ -95,69 +97,51 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         self.engine = Engine(inp.definition)
         self.vis = Visibility(inp)
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.fn_results: dict[str, CallFunctionResult] = {}
-        self.fn_done: set[str] = set()  # ran in an earlier run; result too large to keep
-        self.fn_running: set[str] = set()
-        self.fn_handles: dict[str, asyncio.Task[Any]] = {}  # cancellable runs, by event id
-        self.cancel_requested: set[str] = set()
         self.room_events_seen: list[str] = []  # LiveKit webhooks applied (workflows/room_events.py)
-        self.startup: list[Effect] = []
         self.wake = False
-        c = inp.carry
-        if c is None:
-            self.status = "dialing"
-            self.inbox = Inbox()
-            self.transcript: list[Turn] = []
-            self.transcript_base = 0  # items before this index are persisted and not carried
-            self.rejected: list[RejectedEvent] = []
-            self.agent_id: str | None = None
-            self.dispatch_failures = 0
-            self.extraction_errors: dict[str, str] = {}
-            self.events_applied = 0
-            self.runs = 1
-            self.start_error: str | None = None
-            self.hangup_seen = False
-            step = self.engine.start(
-                CallStarted(
-                    call_id=inp.call_id,
-                    variables=inp.variables,
-                    caller_number=inp.caller_number,
-                    called_number=inp.called_number,
-                    at=workflow.now().timestamp(),
-                )
-            )
-            self.state = step.state
-            rejected = [e for e in step.effects if isinstance(e, Rejected)]
-            self.start_error = rejected[0].reason if rejected else None
-            self.startup = step.effects
-            self.started_at = workflow.now().timestamp()
-        else:
-            self.state = c.state
-            self.status = c.status
-            self.inbox = Inbox(c.next_seq, c.seen_ids, c.held, c.held_since)
-            self.fn_results = dict(c.fn_results)
-            self.fn_done = set(c.fn_done)
-            self.transcript = list(c.transcript_tail)
-            self.transcript_base = c.transcript_count - len(c.transcript_tail)
-            self.rejected = list(c.rejected)
-            self.agent_id = c.agent_id
-            self.dispatch_failures = c.dispatch_failures
-            self.extraction_errors = dict(c.extraction_errors)
-            self.events_applied = c.events_applied
-            self.runs = c.runs + 1
-            self.start_error = None
-            self.hangup_seen = c.hangup_seen
-            self.sip, self.amd = c.sip, c.amd
-            self.started_at = c.started_at or workflow.now().timestamp()
-            self.startup = [
+        self.start_error: str | None = None
+        now = workflow.now().timestamp()
+        # One way in: a new call starts from the carry of a run zero (``first_run``).
+        c = inp.carry if inp.carry is not None else self.first_run(inp, now)
+        self.state = c.state
+        self.status = c.status
+        self.inbox = Inbox(c.next_seq, c.seen_ids, c.held, c.held_since)
+        self.functions = FunctionCalls.carried(c)
+        self.transcript = Transcript.carried(c)
+        self.rejected: list[RejectedEvent] = list(c.rejected)
+        self.agent_id: str | None = c.agent_id
+        self.dispatch_failures = c.dispatch_failures
+        self.extraction_errors: dict[str, str] = dict(c.extraction_errors)
+        self.events_applied = c.events_applied
+        self.runs = c.runs + 1
+        self.hangup_seen = c.hangup_seen
+        self.sip, self.amd = c.sip, c.amd
+        self.started_at = c.started_at or now
+        if inp.carry is not None:  # extractions the last run left running start again
+            self.startup: list[Effect] = [
                 Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
                 for n in c.pending_extractions
             ]
         self.tools_ready = not needs_pin(inp)  # MCP tools are pinned first (workflows/mcp_pin.py)
         self.pending_extractions: list[str] = []
         self.final_extracts: list[Extract] = []
-        self.last_seen = workflow.now().timestamp()
-        self.transcript_bytes = sum(budget.turn_bytes(t) for t in self.transcript)
+        self.liveness = Liveness(inp.agent_timeout_s, now)
+
+    def first_run(self, inp: CallInput, now: float) -> Carry:
+        """A new call: the engine starts it, and what it orders first runs once the call does."""
+        step = self.engine.start(
+            CallStarted(
+                call_id=inp.call_id,
+                variables=inp.variables,
+                caller_number=inp.caller_number,
+                called_number=inp.called_number,
+                at=now,
+            )
+        )
+        rejected = [e for e in step.effects if isinstance(e, Rejected)]
+        self.start_error = rejected[0].reason if rejected else None
+        self.startup = step.effects
+        return Carry(state=step.state, status="dialing", next_seq=1, runs=0, started_at=now)
 
     # --- run --------------------------------------------------------------------------
     @workflow.run
@@ -220,7 +204,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             now = workflow.now().timestamp()
             due = deadline
             if self.status == "live":
-                due = min(due, self.last_seen + inp.agent_timeout_s)
+                due = min(due, self.liveness.due)
             if self.inbox.held_since is not None and workflow.patched("gap-timer-v1"):
                 due = min(due, self.inbox.held_since + inp.gap_wait_s)  # see Inbox.skip_gap
             if rearm and timer is not None and not timer.done() and self.rearm_due(timer_at, deadline):
@@ -247,9 +231,9 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             fired_late = timer is not None and timer.done() and now - timer_at > LATE_TIMER_S
             if now >= deadline:
                 self.step(MaxDuration(at=now))
-            elif self.status == "live" and now - self.last_seen >= inp.agent_timeout_s:
+            elif self.status == "live" and self.liveness.overdue(now):
                 if fired_late:
-                    self.last_seen = now
+                    self.liveness.seen(now)
                 else:
                     await self.agent_lost()
             elif self.should_continue_as_new():
@@ -311,7 +295,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         res = await acts.dispatch_agent(
             DispatchRequest(call_id=self.inp.call_id, room=self.inp.room, attempt=self.dispatch_failures + 1)
         )
-        self.last_seen = workflow.now().timestamp()
+        self.liveness.seen(workflow.now().timestamp())
         if res.dispatched:
             self.dispatch_failures = 0
             return
@@ -321,7 +305,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         else:
             backoff = min(5.0, self.inp.agent_timeout_s * 2.0 ** (self.dispatch_failures - 1))
             await workflow.sleep(timedelta(seconds=backoff))
-            self.last_seen = workflow.now().timestamp() - self.inp.agent_timeout_s
+            self.liveness.overdue_now(workflow.now().timestamp())
 
     # --- messages from the agent ------------------------------------------------------
     # One dynamic handler takes every signal (``events``, ``transition``, ``turns``, ``event``,
@@ -359,13 +343,14 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
     @workflow.update
     async def call_function(self, raw: RawValue = NO_PAYLOAD) -> CallFunctionResult:
         req = self.request("call_function", raw, CallFunctionRequest)
-        if req.event_id in self.fn_running:  # the same call again (a resumed agent): run it once
-            await workflow.wait_condition(lambda: req.event_id in self.fn_results)
-        if req.event_id in self.fn_results:
-            return self.fn_results[req.event_id]
-        if req.event_id in self.fn_done:
+        calls = self.functions
+        if req.event_id in calls.running:  # the same call again (a resumed agent): run it once
+            await workflow.wait_condition(lambda: req.event_id in calls.results)
+        if req.event_id in calls.results:
+            return calls.results[req.event_id]
+        if req.event_id in calls.done:
             return budget.already_ran(self.state.node)
-        self.fn_running.add(req.event_id)
+        calls.running.add(req.event_id)
         try:
             return await self.run_call_function(req)
         except Exception as exc:
@@ -379,10 +364,10 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
                 error=True,
                 node=self.state.node,
             )
-            self.fn_results[req.event_id] = out
+            calls.results[req.event_id] = out
             return out
         finally:
-            self.fn_running.discard(req.event_id)
+            calls.running.discard(req.event_id)
 
     async def run_call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
         if not self.tools_ready:
@@ -398,9 +383,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         if run is not None:
             effects += self.step(await self.run_tool(req.event_id, run)).effects
         out = self.function_result(effects)
-        self.fn_results[req.event_id] = out
-        if len(self.fn_results) > 200:
-            self.fn_results.pop(next(iter(self.fn_results)))
+        self.functions.remember(req.event_id, out)
         self.seen_agent()
         return out
 
@@ -409,7 +392,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         req = self.valid_request("call_function", raw, CallFunctionRequest)
         if req is None:
             return  # malformed: refused and recorded by the handler
-        if req.event_id in self.fn_results or req.event_id in self.fn_running or req.event_id in self.fn_done:
+        if self.functions.known(req.event_id):
             return
         if self.state.ended and self.state.node not in self.end_nodes():
             raise ValueError("the call has ended")
@@ -426,7 +409,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             call_id=self.inp.call_id,
             node=self.state.node,
             state=self.state,
-            transcript_tail=self.transcript[budget.tail_start(self.transcript) :],
+            transcript_tail=self.transcript.tail(),
             ended=self.state.ended,
             next_seq=self.inbox.next_seq,
             definition=self.inp.definition,
@@ -492,7 +475,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             self.extraction_errors,
             self.inbox,
             self.runs,
-            self.transcript_base + len(self.transcript),
+            self.transcript.count,
             sip=self.sip,
             amd=self.amd,
         )
@@ -501,28 +484,14 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
     def transcript_query(self, *_: Any) -> list[Turn]:
         """The turns this run holds; after continue-as-new the earlier ones are in the
         database: ``transcript_window`` says from which index, for a reader to join them."""
-        return self.transcript
+        return self.transcript.turns
 
     @workflow.query(name="transcript_window")
     def transcript_window(self, *args: Any) -> dict[str, Any]:
         """Turns from absolute index ``args[0]`` (or the oldest held), as many as fit a
         query answer: a reader pages through them, and reads indexes under ``base`` (written
         out at continue-as-new) from the database."""
-        start = args[0] if args and type(args[0]) is int else 0
-        first = max(start, self.transcript_base)
-        turns: list[dict[str, Any]] = []
-        size = 0
-        for t in self.transcript[first - self.transcript_base :]:
-            size += budget.turn_bytes(t)
-            if turns and size > budget.SLICE_MAX_BYTES:
-                break
-            turns.append(t.model_dump(mode="json"))
-        return {
-            "base": self.transcript_base,
-            "start": first,
-            "turns": turns,
-            "total": self.transcript_base + len(self.transcript),
-        }
+        return self.transcript.window(args[0] if args and type(args[0]) is int else 0)
 
     @workflow.query
     def call_state(self, *_: Any) -> CallState:

@@ -17,7 +17,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows import carry as budget
     from workflows.call_core import REJECTED_TAIL, CallCore
     from workflows.contract import (
-        CallFunctionResult,
         CallRecord,
         Carry,
         TranscriptAppend,
@@ -33,9 +32,6 @@ TRANSCRIPT_TAIL = 50  # the tail carried before can-bytes-v1 (replayed histories
 class CallCarry(CallCore):
     """Continue-as-new and finish, on the state ``CallWorkflow.__init__`` sets up."""
 
-    fn_results: dict[str, CallFunctionResult]
-    fn_done: set[str]
-    transcript_base: int
     dispatch_failures: int
     started_at: float
     runs: int
@@ -45,23 +41,22 @@ class CallCarry(CallCore):
         busy = (
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > self.inp.max_history_events
-            or self.transcript_bytes > budget.MEMORY_MAX_BYTES
+            or self.transcript.bytes > budget.MEMORY_MAX_BYTES
         )
         return busy and not self.tasks and workflow.all_handlers_finished()
 
     async def continue_as_new(self) -> None:
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self.tasks)
         bounded = workflow.patched("can-bytes-v1")
+        turns = self.transcript.turns
         if bounded:
-            cut = budget.tail_start(self.transcript)
+            cut = budget.tail_start(turns)
         else:
-            cut = max(0, len(self.transcript) - TRANSCRIPT_TAIL)
-        await self.store_transcript(self.transcript[:cut], self.transcript_base)
-        tail = self.transcript[cut:]
+            cut = max(0, len(turns) - TRANSCRIPT_TAIL)
+        await self.store_transcript(turns[:cut], self.transcript.base)
+        tail = turns[cut:]
         next_seq, seen, held = self.inbox.carry()
-        fn_results, fn_done = (
-            budget.carried_results(self.fn_results, sorted(self.fn_done)) if bounded else ({}, [])
-        )
+        fn_results, fn_done = self.functions.for_next_run(bounded)
         carry = Carry(
             state=self.state,
             status=self.status,
@@ -69,7 +64,7 @@ class CallCarry(CallCore):
             held=held,
             seen_ids=seen,
             transcript_tail=tail,
-            transcript_count=self.transcript_base + len(self.transcript),
+            transcript_count=self.transcript.count,
             rejected=self.rejected[-REJECTED_TAIL:],
             agent_id=self.agent_id,
             dispatch_failures=self.dispatch_failures,
@@ -113,16 +108,16 @@ class CallCarry(CallCore):
         # (the head of a continued-as-new call is there already; a long one would not fit a
         # payload): the record then holds none and every reader takes the stored one.
         in_db = (
-            self.transcript_base > 0 or self.transcript_bytes > budget.RECORD_MAX_BYTES
+            self.transcript.base > 0 or self.transcript.bytes > budget.RECORD_MAX_BYTES
         ) and workflow.patched("whole-transcript-v1")
         if in_db:
-            await self.store_transcript(self.transcript, self.transcript_base)
+            await self.store_transcript(self.transcript.turns, self.transcript.base)
         record = build_record(
             self.inp,
             self.state,
             self.status,
-            [] if in_db else self.transcript,
-            self.transcript_base,
+            [] if in_db else self.transcript.turns,
+            self.transcript.base,
             self.started_at,
             workflow.now(),
             sip=self.sip,

@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from callflow.state import CallState
     from workflows import activity_calls as acts
-    from workflows import carry as budget
+    from workflows.call_parts import FunctionCalls, Liveness, Transcript
     from workflows.contract import (
         MAX_ID_CHARS,
         MAX_TEXT_CHARS,
@@ -94,7 +94,9 @@ class CallCore:
     vis: Visibility
     inbox: Inbox
     tasks: set[asyncio.Task[Any]]
-    transcript: list[Turn]
+    transcript: Transcript
+    functions: FunctionCalls
+    liveness: Liveness
     rejected: list[RejectedEvent]
     pending_extractions: list[str]
     final_extracts: list[Extract]
@@ -102,14 +104,9 @@ class CallCore:
     events_applied: int
     agent_id: str | None
     status: str
-    last_seen: float
     hangup_seen: bool
     wake: bool
-    fn_results: dict[str, CallFunctionResult]
-    fn_handles: dict[str, asyncio.Task[Any]]
-    cancel_requested: set[str]
     ringing: bool = False  # an outbound dial is under way (workflows/dialing.py): not live yet
-    transcript_bytes: int
     sip: SipOutcome | None = None  # the dial's answer (workflows/dialing.py)
     amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
     agent_left: bool = False  # LiveKit said the call's agent left after the call ended
@@ -173,7 +170,7 @@ class CallCore:
         self.step(result)
 
     async def extract(self, eff: Extract) -> None:
-        items = [t.model_dump() for t in self.transcript if t.node == eff.node and t.text]
+        items = [t.model_dump() for t in self.transcript.turns if t.node == eff.node and t.text]
         if not items:  # nothing was said on the node: nothing to extract, no LLM call
             self.pending_extractions.remove(eff.node)
             return
@@ -208,13 +205,13 @@ class CallCore:
         if self.status != "live" or timer_at - workflow.now().timestamp() >= timeout / 2:
             return False
         # The due time the main loop would arm now; it must be later, or it would re-arm forever.
-        due = min(self.last_seen + timeout, deadline)
+        due = min(self.liveness.due, deadline)
         if self.inbox.held_since is not None:
             due = min(due, self.inbox.held_since + self.inp.gap_wait_s)
         return due > timer_at
 
     def seen_agent(self, agent_id: str | None = None) -> None:
-        self.last_seen = workflow.now().timestamp()
+        self.liveness.seen(workflow.now().timestamp())
         if isinstance(agent_id, str) and 0 < len(agent_id) <= MAX_ID_CHARS:
             self.agent_id = agent_id
         elif agent_id:  # a raw payload's: still a sign of life, but not a name worth keeping
@@ -311,8 +308,7 @@ class CallCore:
             )
             return
         for t in ev.items:
-            self.transcript.append(t if t.node else t.model_copy(update={"node": self.state.node}))
-            self.transcript_bytes += budget.turn_bytes(t)
+            self.transcript.add(t if t.node else t.model_copy(update={"node": self.state.node}))
             if t.role == "user" and t.text:
                 self.step(UserSpoke(at=ev.at))
 
@@ -343,8 +339,11 @@ class CallCore:
         """The caller's keys, collected by the agent: a transcript turn, then the engine
         (a node with ``dtmf`` routes on them). Malformed keys raise ValidationError: rejected."""
         event = DtmfEntered(digits=str(data.get("digits", "")), node=data.get("node"), at=at)
-        self.transcript.append(
-            Turn(role="user", text=f"[keys {event.digits}]", node=self.state.node, started_at=at, ended_at=at)
+        self.transcript.add(
+            Turn(
+                role="user", text=f"[keys {event.digits}]", node=self.state.node, started_at=at, ended_at=at
+            ),
+            weigh=False,
         )
         for eff in self.step(event).effects:
             if isinstance(eff, Rejected):
@@ -361,7 +360,7 @@ class CallCore:
             return await acts.run_function(
                 run, self.inp.definition, self.state, lambda: self.state.state, key=key, room=self.room
             )
-        if event_id in self.cancel_requested:
+        if event_id in self.functions.cancel_requested:
             self.record_rejected(event_id, f"note: '{run.name}' was not run: the caller interrupted first")
             return acts.cancelled(run)
         try:
@@ -370,12 +369,12 @@ class CallCore:
                 self.inp.definition,
                 self.state,
                 lambda: self.state.state,
-                on_start=lambda h: self.fn_handles.__setitem__(event_id, h),
+                on_start=lambda h: self.functions.handles.__setitem__(event_id, h),
                 key=key,
                 room=self.room,
             )
         finally:
-            self.fn_handles.pop(event_id, None)
+            self.functions.handles.pop(event_id, None)
 
     def interrupted(self, event_id: str | None, target: Any) -> None:
         """The caller started talking while the LLM's call ``target`` (an event id) of a
@@ -385,10 +384,9 @@ class CallCore:
         if not isinstance(target, str) or not target:
             self.record_rejected(event_id, "an interruption event names no function call to cancel")
             return
-        handle = self.fn_handles.get(target)
+        handle = self.functions.handles.get(target)
         if handle is None:
-            if target not in self.fn_results and len(self.cancel_requested) < 200:
-                self.cancel_requested.add(target)
+            self.functions.ask_cancel(target)
             return
         if workflow.patched(PATCH_CANCEL_ON_INTERRUPTION) and not handle.done():
             handle.cancel()
@@ -400,10 +398,11 @@ class CallCore:
         event = MachineAnswered(category=str(data.get("category", "machine-vm"))[:40], at=at)
         if self.amd is None or self.amd.result != "machine":  # the agent's verdict event came first
             self.amd = self.verdict({**data, "category": event.category}, at)
-        self.transcript.append(
+        self.transcript.add(
             Turn(
                 role="system", text=f"answering machine detected ({event.category})", node=None, started_at=at
-            )
+            ),
+            weigh=False,
         )
         for eff in self.step(event).effects:
             if isinstance(eff, Rejected):

@@ -87,7 +87,7 @@ async def place_call(wf: CallCore) -> None:
     now = workflow.now().timestamp()
     if result is not None and result.outcome == "answered" and not wf.state.ended:
         wf.status = "live"
-        wf.last_seen = now  # the agent timeout starts with the conversation
+        wf.liveness.seen(now)  # the agent timeout starts with the conversation
         wf.wake = True
         return
     if not wf.state.ended and result is not None:
@@ -112,8 +112,8 @@ def record(wf: CallCore, result: DialResult) -> None:
     if result.followed:
         text += " [followed an earlier attempt's dial]"
     # no node: a note about the line, not part of any node's conversation (nor its extraction)
-    wf.transcript.append(
-        Turn(role="system", text=text[:1000], node=None, started_at=workflow.now().timestamp())
+    wf.transcript.add(
+        Turn(role="system", text=text[:1000], node=None, started_at=workflow.now().timestamp()), weigh=False
     )
 
 

@@ -45,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
         new_group,
     )
     from workflows import activity_calls as acts
-    from workflows import carry as budget
     from workflows.call_core import CallCore
     from workflows.contract import (
         MAX_TEXT_CHARS,
@@ -193,8 +192,7 @@ class JobsMixin(CallCore):
                 started_at=now,
                 ended_at=now,
             )
-            self.transcript.append(turn)
-            self.transcript_bytes += budget.turn_bytes(turn)
+            self.transcript.add(turn)
         if len(book.log) > LOG_MAX:
             drop = len(book.log) - LOG_MAX
             book.log = book.log[drop:]
@@ -249,7 +247,7 @@ class JobsMixin(CallCore):
         if arrived is None or self.state.ended or self.state.node != arrived[0]:
             return None
         node, at = arrived
-        said = any(t.role == "assistant" and t.node == node for t in self.transcript[at:])
+        said = any(t.role == "assistant" and t.node == node for t in self.transcript.turns[at:])
         return None if said else node
 
     @workflow.update(name="route_jobs")
@@ -277,7 +275,7 @@ class JobsMixin(CallCore):
             out = self.function_result(step.effects)
             book.routed[req.group_id] = out
             if out.decision == "transition" and out.node is not None:
-                book.arrived = (out.node, len(self.transcript))
+                book.arrived = (out.node, len(self.transcript.turns))
         finally:
             book.routing.discard(req.group_id)
         self.seen_agent()

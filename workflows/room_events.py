@@ -72,7 +72,7 @@ def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
             f"note: agent {ev.identity} left the room ({ev.reason or 'unknown'}) "
             "without hanging up: replacing it now",
         )
-        wf.last_seen = now - wf.inp.agent_timeout_s  # overdue: the main loop runs agent_lost()
+        wf.liveness.overdue_now(now)  # the main loop runs agent_lost()
         wf.wake = True
     elif ev.kind == "caller_left":
         if wf.ringing or transferring(wf):

@@ -1,0 +1,119 @@
+"""Three parts of a call's state with rules of their own, kept by ``CallWorkflow``.
+
+* :class:`Transcript`: the turns this run holds, where they start in the whole call (the
+  earlier ones are in the database after continue-as-new) and what they weigh.
+* :class:`FunctionCalls`: the LLM's function calls, each run once whatever the retries and
+  runs: the answers remembered by event id, the ones running, the cancellable ones.
+* :class:`Liveness`: when the agent was last seen, and when it is overdue.
+
+Pure and deterministic (times come from the workflow's clock); what carries over to the
+next run goes through ``Carry`` (``workflows/contract.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from workflows import carry as budget
+from workflows.contract import CallFunctionResult, Carry, Turn
+
+FN_REMEMBERED = 200  # answers this run keeps by event id (older ones: see carry.carried_results)
+CANCELS_REMEMBERED = 200
+
+
+class Transcript:
+    def __init__(self, tail: Sequence[Turn] = (), count: int | None = None) -> None:
+        self.turns: list[Turn] = list(tail)
+        # index of ``turns[0]`` in the whole call: the turns before it are in the database
+        self.base = (len(self.turns) if count is None else count) - len(self.turns)
+        self.bytes = sum(budget.turn_bytes(t) for t in self.turns)
+
+    @classmethod
+    def carried(cls, carry: Carry) -> Transcript:
+        return cls(carry.transcript_tail, carry.transcript_count)
+
+    def add(self, turn: Turn, weigh: bool = True) -> None:
+        """``weigh`` false: a line note (keys, a machine answering) that was never counted
+        towards continue-as-new; kept so that replays decide it as they were recorded."""
+        self.turns.append(turn)
+        if weigh:
+            self.bytes += budget.turn_bytes(turn)
+
+    @property
+    def count(self) -> int:
+        """Turns in the whole call, earlier runs included."""
+        return self.base + len(self.turns)
+
+    def tail(self) -> list[Turn]:
+        """The newest turns, within the budget an attaching agent and the next run get."""
+        return self.turns[budget.tail_start(self.turns) :]
+
+    def window(self, start: int) -> dict[str, Any]:
+        """Turns from absolute index ``start`` (or the oldest held), as many as fit a query
+        answer: a reader pages through them, and reads indexes under ``base`` from the
+        database."""
+        first = max(start, self.base)
+        turns: list[dict[str, Any]] = []
+        size = 0
+        for t in self.turns[first - self.base :]:
+            size += budget.turn_bytes(t)
+            if turns and size > budget.SLICE_MAX_BYTES:
+                break
+            turns.append(t.model_dump(mode="json"))
+        return {"base": self.base, "start": first, "turns": turns, "total": self.count}
+
+
+class FunctionCalls:
+    def __init__(
+        self, results: dict[str, CallFunctionResult] | None = None, done: Sequence[str] = ()
+    ) -> None:
+        self.results: dict[str, CallFunctionResult] = dict(results or {})
+        self.done: set[str] = set(done)  # ran in an earlier run; result too large to keep
+        self.running: set[str] = set()
+        self.handles: dict[str, asyncio.Task[Any]] = {}  # cancellable runs, by event id
+        self.cancel_requested: set[str] = set()  # cancels that came before their call
+
+    @classmethod
+    def carried(cls, carry: Carry) -> FunctionCalls:
+        return cls(carry.fn_results, carry.fn_done)
+
+    def known(self, event_id: str) -> bool:
+        """Answered, running, or answered in an earlier run: never run again."""
+        return event_id in self.results or event_id in self.running or event_id in self.done
+
+    def remember(self, event_id: str, out: CallFunctionResult) -> None:
+        self.results[event_id] = out
+        if len(self.results) > FN_REMEMBERED:
+            self.results.pop(next(iter(self.results)))
+
+    def ask_cancel(self, event_id: str) -> None:
+        if event_id not in self.results and len(self.cancel_requested) < CANCELS_REMEMBERED:
+            self.cancel_requested.add(event_id)
+
+    def for_next_run(self, bounded: bool) -> tuple[dict[str, CallFunctionResult], list[str]]:
+        """What the next run remembers (nothing before ``can-bytes-v1``)."""
+        return budget.carried_results(self.results, sorted(self.done)) if bounded else ({}, [])
+
+
+class Liveness:
+    """The agent is overdue once nothing came from it for ``timeout_s`` (while live)."""
+
+    def __init__(self, timeout_s: float, now: float) -> None:
+        self.timeout_s = timeout_s
+        self.last_seen = now
+
+    def seen(self, now: float) -> None:
+        self.last_seen = now
+
+    def overdue_now(self, now: float) -> None:
+        """Make the agent overdue at once (LiveKit said it left): the main loop replaces it."""
+        self.last_seen = now - self.timeout_s
+
+    @property
+    def due(self) -> float:
+        return self.last_seen + self.timeout_s
+
+    def overdue(self, now: float) -> bool:
+        return now - self.last_seen >= self.timeout_s
