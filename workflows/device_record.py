@@ -1,7 +1,7 @@
 """Device tool calls in the call's workflow (issue 15 §2): the caller's device is reached
 only by the agent (LiveKit RPC), so the agent reports each call and its answer here, and
 the workflow records it as it records a function: once per event id, answered again from
-the record (``fn_results``, carried across continue-as-new) when a resumed agent replays
+the record (``CallWorkflow.functions``, carried across continue-as-new) when a resumed agent replays
 the turn, so the device is not asked twice; and as a ``tool`` turn of the transcript, in
 order after the agent's earlier events."""
 
@@ -13,7 +13,6 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import carry as budget
     from workflows.call_core import CallCore
     from workflows.contract import (
         MAX_ARGS_BYTES,
@@ -25,23 +24,23 @@ with workflow.unsafe.imports_passed_through():
     )
 
 DEVICE_RECORD_PATCH = "device-tool-record-v1"
-MAX_RESULTS = 200  # as a function's: the dedup window
 
 
 class DeviceRecordMixin(CallCore):
     @workflow.query(name="function_answer")
     def function_answer(self, *args: Any) -> dict[str, Any] | None:
         """The recorded answer of event ``args[0]`` (a function or device tool call), if any."""
-        found = self.fn_results.get(args[0]) if args and isinstance(args[0], str) else None
+        found = self.functions.results.get(args[0]) if args and isinstance(args[0], str) else None
         return found.model_dump(mode="json") if found is not None else None
 
     @workflow.update(name="record_device_tool")
     async def record_device_tool(self, rec: DeviceToolRecord) -> CallFunctionResult:
-        if rec.event_id in self.fn_results:
-            return self.fn_results[rec.event_id]
+        results = self.functions.results
+        if rec.event_id in results:
+            return results[rec.event_id]
         await self.caught_up(rec.after_seq)
-        if rec.event_id in self.fn_results:  # recorded while this one waited
-            return self.fn_results[rec.event_id]
+        if rec.event_id in results:  # recorded while this one waited
+            return results[rec.event_id]
         workflow.patched(DEVICE_RECORD_PATCH)
         entry: dict[str, Any] = {"device_tool": rec.name, "args": rec.args}
         entry["error" if rec.error else "result"] = rec.result
@@ -53,12 +52,9 @@ class DeviceRecordMixin(CallCore):
             started_at=at,
             ended_at=at,
         )
-        self.transcript.append(turn)
-        self.transcript_bytes += budget.turn_bytes(turn)
+        self.transcript.add(turn)
         out = CallFunctionResult(result=rec.result, error=rec.error, node=self.state.node)
-        self.fn_results[rec.event_id] = out
-        if len(self.fn_results) > MAX_RESULTS:
-            self.fn_results.pop(next(iter(self.fn_results)))
+        self.functions.remember(rec.event_id, out)  # in the functions' dedup window
         self.seen_agent()
         return out
 
@@ -66,7 +62,7 @@ class DeviceRecordMixin(CallCore):
     def validate_record_device_tool(self, rec: DeviceToolRecord) -> None:
         if not isinstance(rec, DeviceToolRecord) or getattr(self, "bad_input", None) is not None:
             raise ValueError("record_device_tool takes one DeviceToolRecord (JSON)")
-        if rec.event_id in self.fn_results:
+        if rec.event_id in self.functions.results:
             return
         if (size := encoded_bytes({"args": rec.args, "result": rec.result})) > MAX_ARGS_BYTES:
             raise ValueError(f"a device tool call of {size} bytes is larger than {MAX_ARGS_BYTES}")
