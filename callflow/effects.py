@@ -96,6 +96,9 @@ class JobRun(BaseModel):
     args: dict[str, Any] = {}
     timeout_s: float = 30
     retry: Retry | None = None
+    http: bool = False  # an HTTP job: the ``http_tool`` activity renders it from the definition
+    method: str = "GET"
+    http_values: dict[str, Any] | None = None  # the call values its templates name
 
 
 class StartJobs(_Effect):

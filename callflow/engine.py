@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from callflow.compiled import CompiledFlow, compiled_for
-from callflow.compose import compose
+from callflow.compose import compose, template_values
 from callflow.dispositions import disposition_of
 from callflow.draft import Draft
 from callflow.effects import Effect, EndCall, LLMTurn, Rejected, Say, SetNode, ToolResponse
@@ -183,7 +183,9 @@ class Engine:
         entry = fn.entry
         if fn.kind == "jobs":  # started in the background: the LLM is answered at once
             d.call.seq += 1
-            start, answer = start_effect(self.definition, fn, state.node, args, d.call.seq)
+            start, answer = start_effect(
+                self.definition, fn, state.node, args, d.call.seq, template_values(d.call)
+            )
             return Step(d.call, [start, answer])
         if fn.kind in ("handler", "http", "mcp", "transfer"):
             d.run_function(fn, state.node, args, "tool")

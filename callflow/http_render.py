@@ -56,4 +56,8 @@ def find_http_entry(flow: Flow, node: str, name: str) -> HttpSpec | None:
     for entry in candidates:
         if entry.name == name and entry.http is not None:
             return entry.http
+    for entry in candidates:  # a background job's request (a ``jobs`` entry's ``run``)
+        for job in entry.jobs.run if entry.jobs is not None else []:
+            if job.name == name and job.http is not None:
+                return job.http
     return None

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from callflow.compiled import CompiledFunction
 from callflow.effects import JobRun, StartJobs, ToolResponse
+from callflow.http_render import referenced_values
 from callflow.model import BranchTable, FlowDefinition, HandlerSpec, Transition
 
 JobStatus = Literal["running", "completed", "failed", "cancelled", "timed_out"]
@@ -215,7 +216,12 @@ def _short(value: Any) -> str:
 
 
 def start_effect(
-    definition: FlowDefinition, fn: CompiledFunction, node: str, args: dict[str, Any], seq: int
+    definition: FlowDefinition,
+    fn: CompiledFunction,
+    node: str,
+    args: dict[str, Any],
+    seq: int,
+    values: dict[str, Any],
 ) -> tuple[StartJobs, ToolResponse]:
     """What a ``jobs`` entry called by the LLM orders (the group, numbered by the state's
     ``seq`` so every engine names it alike) and what the LLM is told at once. Each job
@@ -225,12 +231,26 @@ def start_effect(
     group_id = f"{fn.entry.name}-{seq}"
     runs = []
     for job in spec.run:
+        timeout = job.timeout_s or (job.http.timeout_s if job.http is not None else None) or spec.timeout_s
+        if job.http is not None:  # the request's templates take every argument
+            runs.append(
+                JobRun(
+                    name=job.name,
+                    args={**args, **job.args},
+                    timeout_s=timeout,
+                    retry=job.retry,
+                    http=True,
+                    method=job.http.method,
+                    http_values=referenced_values(job.http, values),
+                )
+            )
+            continue
         declared = (definition.handlers.get(job.name) or _NO_SPEC).parameters.get("properties") or {}
         runs.append(
             JobRun(
                 name=job.name,
                 args={**{k: v for k, v in args.items() if k in declared}, **job.args},
-                timeout_s=job.timeout_s or spec.timeout_s,
+                timeout_s=timeout,
                 retry=job.retry,
             )
         )

@@ -169,11 +169,13 @@ class DtmfSpec(Strict):
 
 
 class JobRef(Strict):
-    """One job of a group: a handler of the flow's module, run with the group's arguments
-    that it declares plus its own ``args``."""
+    """One job of a group: a handler of the flow's module (run with the group's arguments it
+    declares plus its own ``args``), or with ``http`` a request like an HTTP entry's
+    (templated with the call's values, the group's arguments and ``args``)."""
 
     name: str = Field(pattern=FUNCTION_NAME_PATTERN)
     args: dict[str, Any] = {}
+    http: HttpSpec | None = None
     timeout_s: float | None = Field(None, gt=0, le=3600)
     retry: Retry | None = None
 

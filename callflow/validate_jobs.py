@@ -6,7 +6,8 @@ from typing import Any
 
 from callflow.errors import did_you_mean
 from callflow.jobs import CANCEL_TOOL, OUTCOMES
-from callflow.model import BranchTable, FunctionEntry
+from callflow.model import BranchTable, FunctionEntry, HttpSpec
+from callflow.templating import strings_in
 
 
 def check_jobs_entry(checker: Any, path: str, fn: FunctionEntry, is_run: bool) -> None:
@@ -33,6 +34,9 @@ def check_jobs_entry(checker: Any, path: str, fn: FunctionEntry, is_run: bool) -
     given = set(((fn.parameters or {}).get("properties") or {}).keys())
     for i, job in enumerate(spec.run):
         where = f"{path}.jobs.run[{i}]"
+        if job.http is not None:
+            _check_http_job(checker, where, job.http, given | set(job.args))
+            continue
         handler = checker.handler(f"{where}.name", job.name)
         if handler is None:
             continue
@@ -63,3 +67,13 @@ def check_jobs_entry(checker: Any, path: str, fn: FunctionEntry, is_run: bool) -
                     f"{path}.transition_to.cases.{case}",
                     f"a group's outcome is one of {', '.join(OUTCOMES)}{did_you_mean(case, list(OUTCOMES))}",
                 )
+
+
+def _check_http_job(checker: Any, where: str, http: HttpSpec, args: set[str]) -> None:
+    """An HTTP job's request: templated like an HTTP entry's, with the group's arguments
+    and the job's own ``args`` beside the call's values."""
+    checker.check_template(f"{where}.http.url", http.url, args, url=True)
+    for k, v in (http.headers or {}).items():
+        checker.check_template(f"{where}.http.headers.{k}", v, args)
+    for text in strings_in(http.body):
+        checker.check_template(f"{where}.http.body", text, args)

@@ -157,3 +157,26 @@ def test_the_engine_starts_a_group_and_routes_on_its_outcome() -> None:
         step.state, JobsFinished(group_id="g", node="greet", name="check_order", result=cancelled)
     )
     assert stays.state.node == "greet" and stays.effects == []
+
+
+def test_an_http_job_is_templated_like_an_http_entry() -> None:
+    from callflow.loader import validate_data
+
+    def flow(url: str) -> dict[str, Any]:
+        entry = {
+            "name": "quote",
+            "description": "Price it.",
+            "parameters": {"type": "object", "properties": {"sku": {"type": "string"}}},
+            "jobs": {"run": [{"name": "price", "http": {"url": url}}]},
+            "transition_to": "b",
+        }
+        return {
+            "flow": "f",
+            "nodes": {"a": {"task": "x", "functions": [entry]}, "b": {"type": "end", "task": "y"}},
+        }
+
+    assert validate_data(flow("https://shop.example/price/{{sku}}")).ok
+    report = validate_data(flow("https://shop.example/price/{{skew}}"))
+    assert any(
+        "nodes.a.functions[0].jobs.run[0].http.url" in str(e) and "skew" in str(e) for e in report.errors
+    )

@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from temporalio.client import Client
 
 from callflow.loader import load_flow
 from tests.wfkit import Agent, running_worker, wait_until
 from workflows.client import CallHandle, start_call
-from workflows.contract import CallFunctionRequest, CancelRequest
+from workflows.contract import CallFunctionRequest, CallFunctionResult, CancelRequest, RouteRequest
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "jobs_wf"
 
@@ -79,3 +80,70 @@ async def test_each_way_of_cancelling_a_group(
         await call.hangup()
         record = await call.handle.result()
         assert record.path == ["start", "later"]
+
+
+HTTP_FLOW = """
+flow: http-jobs
+nodes:
+  start:
+    task: Help the caller.
+    functions:
+      - name: quote
+        description: Price the item in the background.
+        parameters: {type: object, properties: {sku: {type: string}}, required: [sku]}
+        jobs:
+          run:
+            - {name: price, http: {url: "http://127.0.0.1:PORT/price/{{sku}}"}}
+            - {name: gone, http: {url: "http://127.0.0.1:PORT/gone"}, retry: {max_attempts: 1}}
+        transition_to: {field: outcome, cases: {partial: done}}
+  done:
+    type: end
+    task: Say goodbye.
+"""
+
+
+async def test_http_jobs_run_as_the_http_tool_with_the_jobs_key(
+    temporal_client: Client, task_queue: str, sqlite_url: str, tmp_path: Path
+) -> None:
+    keys: list[str | None] = []
+
+    async def price(request: web.Request) -> web.Response:
+        keys.append(request.headers.get("Idempotency-Key"))
+        return web.json_response({"sku": request.match_info["sku"], "price": 12})
+
+    async def gone(_request: web.Request) -> web.Response:
+        return web.json_response({"error": "no such thing"}, status=404)
+
+    app = web.Application()
+    app.router.add_get("/price/{sku}", price)
+    app.router.add_get("/gone", gone)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(HTTP_FLOW.replace("PORT", str(port)))
+    try:
+        async with running_worker(temporal_client, task_queue, sqlite_url):
+            call = await start_call(
+                temporal_client, load_flow(flow), task_queue=task_queue, agent_timeout_s=600
+            )
+            out = await call.call_function(
+                CallFunctionRequest(event_id="t1:1:fn:quote", node="start", name="quote", args={"sku": "A1"})
+            )
+            gid = out.result["group_id"]
+            ended = await _done(call, gid)
+            assert ended["outcome"] == "partial" and ended["jobs"] == {"price": "completed", "gone": "failed"}
+            routed = await call.handle.execute_update(
+                "route_jobs", RouteRequest(group_id=gid), result_type=CallFunctionResult
+            )
+            assert routed.node == "done" and routed.state is not None
+            jobs = routed.state.state["quote"]["jobs"]
+            assert jobs["price"] == {"status": "completed", "result": {"sku": "A1", "price": 12}}
+            assert jobs["gone"]["status"] == "failed" and "http_error" in jobs["gone"]["error"]
+            assert keys == [f"{call.call_id}:{gid}:price"]
+            await call.hangup()
+            await call.handle.result()
+    finally:
+        await runner.cleanup()

@@ -20,6 +20,7 @@ waits for it, so no group straddles two runs.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +29,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from activities.http_tool import HttpToolRequest
     from activities.jobs import JOB_UPDATE_SIGNAL, TIMED_OUT, JobInput, JobOutput
     from callflow.effects import JobRun, StartJobs
     from callflow.events import JobsFinished
@@ -60,6 +62,13 @@ LOG_MAX = 400  # envelopes kept for the agent to read; older ones are in the tra
 FEED_MAX = 100  # envelopes in one query answer
 UPDATE_MAX_BYTES = 8_000  # one progress report's data
 HEARTBEAT_S = 5.0  # a job's worker dying is noticed this soon, and the job retried elsewhere
+
+
+@dataclass(frozen=True)
+class JobFailedAnswer:
+    """An HTTP job answered with an error (a 4xx, not JSON): failed, not retried."""
+
+    error: str
 
 
 class JobGroups:
@@ -134,29 +143,20 @@ class JobsMixin(CallCore):
         )
 
     async def run_job(self, eff: StartJobs, job: JobRun) -> None:
-        inp = JobInput(
-            call_id=self.inp.call_id,
-            group_id=eff.group_id,
-            job=job.name,
-            node=eff.node,
-            module=self.inp.definition.flow.handlers or "",
-            flow_source=self.inp.definition.source,
-            args=job.args,
-            variables=self.state.variables,
-            state=self.state.state,
-            timeout_s=job.timeout_s,
-            idempotency_key=f"{self.inp.call_id}:{eff.group_id}:{job.name}",
-        )
+        key = f"{self.inp.call_id}:{eff.group_id}:{job.name}"
         try:
-            out = await workflow.start_activity(
-                "run_job",
-                inp,
-                result_type=JobOutput,
-                start_to_close_timeout=timedelta(seconds=job.timeout_s + 5),
-                heartbeat_timeout=timedelta(seconds=HEARTBEAT_S),
-                retry_policy=acts.retry_policy(job.retry),
-                cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
-            )
+            if job.http:
+                out = await self.http_job(eff, job, key)
+            else:
+                out = await workflow.start_activity(
+                    "run_job",
+                    self.job_input(eff, job, key),
+                    result_type=JobOutput,
+                    start_to_close_timeout=timedelta(seconds=job.timeout_s + 5),
+                    heartbeat_timeout=timedelta(seconds=HEARTBEAT_S),
+                    retry_policy=acts.retry_policy(job.retry),
+                    cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
+                )
         except ActivityError as exc:
             cause = exc.cause
             if isinstance(cause, CancelledError):
@@ -169,7 +169,52 @@ class JobsMixin(CallCore):
                 JobFinished(job=job.name, status="timed_out" if timed else "failed", error=str(cause)[:300]),
             )
             return
+        if isinstance(out, JobFailedAnswer):
+            self.feed(eff.group_id, JobFinished(job=job.name, status="failed", error=out.error))
+            return
         self.feed(eff.group_id, JobFinished(job=job.name, status="completed", result=out.result))
+
+    def job_input(self, eff: StartJobs, job: JobRun, key: str) -> JobInput:
+        return JobInput(
+            call_id=self.inp.call_id,
+            group_id=eff.group_id,
+            job=job.name,
+            node=eff.node,
+            module=self.inp.definition.flow.handlers or "",
+            flow_source=self.inp.definition.source,
+            args=job.args,
+            variables=self.state.variables,
+            state=self.state.state,
+            timeout_s=job.timeout_s,
+            idempotency_key=key,
+        )
+
+    async def http_job(self, eff: StartJobs, job: JobRun, key: str) -> JobOutput | JobFailedAnswer:
+        """An HTTP job: the ``http_tool`` activity renders it from the call's definition (the
+        rendered headers hold credentials and never enter the history). A 5xx or a timeout
+        is retried by the job's policy; an error answer (4xx, not JSON) fails the job."""
+        req = HttpToolRequest(
+            call_id=self.inp.call_id,
+            seq=0,
+            method=job.method,
+            node=eff.node,
+            entry=job.name,
+            args=job.args,
+            values=job.http_values or {},
+            timeout_s=job.timeout_s,
+            idempotency_key=key,
+        )
+        answer = await workflow.start_activity(
+            "http_tool",
+            req,
+            result_type=dict,
+            start_to_close_timeout=timedelta(seconds=job.timeout_s + 5),
+            retry_policy=acts.retry_policy(job.retry),
+            cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,
+        )
+        if isinstance(answer, dict) and answer.get("status") == "error":
+            return JobFailedAnswer(error=f"{answer.get('error')}: {answer.get('message')}"[:300])
+        return JobOutput(result=answer)
 
     def feed(self, gid: str, event: GroupEvent) -> None:
         book = self.job_groups
