@@ -70,6 +70,8 @@ async def test_a_worker_killed_mid_group_neither_loses_nor_repeats_a_job(
         ends = [(e["job"], e["status"]) for e in log["envelopes"] if e["type"] == "job_completed"]
         assert sorted(ends) == [("quick_job", "completed"), ("slow_job", "completed")]
         assert [e["type"] for e in log["envelopes"]].count("group_completed") == 1
+        progress = [e["data"] for e in log["envelopes"] if e["type"] == "job_update"]
+        assert {"attempt_pid": proc.pid} in progress  # flow_manager.update, from the killed worker too
         key = f"{call.call_id}:{gid}:slow_job"
         attempts = sorted(tmp_path.glob("attempt.*"))
         assert len(attempts) >= 2 and {a.read_text() for a in attempts} == {key}  # retried, same key
