@@ -16,6 +16,7 @@ from callflow.engine import Engine
 from callflow.events import ExtractionResult, HangUp
 from callflow.state import CallState
 from tests.engine_flows import Call, agent, build, end, flow, go
+from workflows.call_parts import CallProgress
 from workflows.contract import CallInput
 from workflows.inbox import Inbox
 from workflows.record import build_record, call_view
@@ -27,7 +28,7 @@ def outcomes(state: CallState) -> tuple[str | None, str | None, str | None]:
     """The disposition as the engine, the persisted record and the state query give it."""
     inp = CallInput(call_id="c1", definition=DEFINITION)
     record = build_record(inp, state, "ended", [], 0, 0.0, datetime.now(UTC))
-    query = call_view(inp, state, "ended", None, 0.0, [], {}, Inbox(), 1, 0)
+    query = call_view(inp, CallProgress(flow_state=state, status="ended", started_at=0.0), Inbox(), 0)
     return state.disposition, record.disposition, query.disposition
 
 

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import carry as budget
     from workflows.call_carry import CallCarry
     from workflows.call_core import internal_error
-    from workflows.call_parts import FunctionCalls, Liveness, Transcript
+    from workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
     from workflows.contract import (
         AttachRequest,
         CallFunctionRequest,
@@ -45,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
         CallView,
         Carry,
         DispatchRequest,
-        RejectedEvent,
         Snapshot,
         Turn,
         call_input_problems,
@@ -103,20 +102,10 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         now = workflow.now().timestamp()
         # One way in: a new call starts from the carry of a run zero (``first_run``).
         c = inp.carry if inp.carry is not None else self.first_run(inp, now)
-        self.state = c.state
-        self.status = c.status
+        self.call = CallProgress.carried(c, now)
         self.inbox = Inbox(c.next_seq, c.seen_ids, c.held, c.held_since)
         self.functions = FunctionCalls.carried(c)
         self.transcript = Transcript.carried(c)
-        self.rejected: list[RejectedEvent] = list(c.rejected)
-        self.agent_id: str | None = c.agent_id
-        self.dispatch_failures = c.dispatch_failures
-        self.extraction_errors: dict[str, str] = dict(c.extraction_errors)
-        self.events_applied = c.events_applied
-        self.runs = c.runs + 1
-        self.hangup_seen = c.hangup_seen
-        self.sip, self.amd = c.sip, c.amd
-        self.started_at = c.started_at or now
         if inp.carry is not None:  # extractions the last run left running start again
             self.startup: list[Effect] = [
                 Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
@@ -190,9 +179,9 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         self.apply_effects(self.startup)
         if inp.dial is not None and inp.carry is None and workflow.patched(DIAL_PATCH):
             self.spawn(place_call(self))
-        self.vis.sync(self.state, self.status)
+        self.vis.sync(self.call.flow_state, self.call.status)
         settings = inp.definition.flow.settings
-        deadline = self.started_at + settings.max_duration_s
+        deadline = self.call.started_at + settings.max_duration_s
         # One timer at a time, re-armed only once it has fired or when something must happen
         # sooner than it would fire. A timeout on each wait would cancel and restart a timer on
         # every wake-up: two history events per signal. The agent timeout moves later with each
@@ -200,10 +189,10 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         timer: asyncio.Task[None] | None = None
         timer_at = 0.0
         rearm = workflow.patched(REARM_PATCH)
-        while not self.state.ended:
+        while not self.call.flow_state.ended:
             now = workflow.now().timestamp()
             due = deadline
-            if self.status == "live":
+            if self.call.status == "live":
                 due = min(due, self.liveness.due)
             if self.inbox.held_since is not None and workflow.patched("gap-timer-v1"):
                 due = min(due, self.inbox.held_since + inp.gap_wait_s)  # see Inbox.skip_gap
@@ -217,12 +206,17 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
                 timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
 
             def woken(t: asyncio.Task[None] = timer, at: float = timer_at) -> bool:  # bound now
-                return self.wake or self.state.ended or t.done() or (rearm and self.rearm_due(at, deadline))
+                return (
+                    self.wake
+                    or self.call.flow_state.ended
+                    or t.done()
+                    or (rearm and self.rearm_due(at, deadline))
+                )
 
             await workflow.wait_condition(woken)
             self.wake = False
-            self.vis.sync(self.state, self.status)
-            if self.state.ended:
+            self.vis.sync(self.call.flow_state, self.call.status)
+            if self.call.flow_state.ended:
                 break
             now = workflow.now().timestamp()
             self.apply_ready(*self.inbox.skip_gap(now, inp.gap_wait_s))
@@ -231,7 +225,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             fired_late = timer is not None and timer.done() and now - timer_at > LATE_TIMER_S
             if now >= deadline:
                 self.step(MaxDuration(at=now))
-            elif self.status == "live" and self.liveness.overdue(now):
+            elif self.call.status == "live" and self.liveness.overdue(now):
                 if fired_late:
                     self.liveness.seen(now)
                 else:
@@ -248,17 +242,17 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         for the agent's hangup so that turn's transcript is recorded too. A call whose start
         action node routed it straight to an end node ends before any agent has attached:
         it waits for one to say that turn, not hang up on a caller who heard nothing."""
-        if self.hangup_seen:
+        if self.call.hangup_seen:
             return
-        if self.state.end_reason != "completed":
+        if self.call.flow_state.end_reason != "completed":
             await self.agent_catches_up()
             return
-        unattended = self.status == "dialing" and workflow.patched(PATCH_UNATTENDED_END)
-        if self.agent_id is None and not unattended:
+        unattended = self.call.status == "dialing" and workflow.patched(PATCH_UNATTENDED_END)
+        if self.call.agent_id is None and not unattended:
             return
         try:
             await workflow.wait_condition(
-                lambda: self.hangup_seen, timeout=timedelta(seconds=self.inp.final_turn_grace_s)
+                lambda: self.call.hangup_seen, timeout=timedelta(seconds=self.inp.final_turn_grace_s)
             )
         except TimeoutError:
             self.record_rejected(None, "no hangup from the agent after the last turn")
@@ -271,16 +265,16 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         that hangup, briefly, or for LiveKit to say the agent left. Not after ``agent_lost``
         or ``error``: no agent is left to hang up."""
         if (
-            self.status != "live"
-            or self.agent_id is None
+            self.call.status != "live"
+            or self.call.agent_id is None
             or self.agent_left
-            or self.state.end_reason in ("agent_lost", "error")
+            or self.call.flow_state.end_reason in ("agent_lost", "error")
             or not workflow.patched(FINAL_TURN_ANY_PATCH)
         ):
             return
         try:
             await workflow.wait_condition(
-                lambda: self.hangup_seen or self.agent_left,
+                lambda: self.call.hangup_seen or self.agent_left,
                 timeout=timedelta(seconds=min(self.inp.final_turn_grace_s, AGENT_END_GRACE_S)),
             )
         except TimeoutError:
@@ -289,21 +283,23 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
     async def agent_lost(self) -> None:
         self.record_rejected(
             None,
-            f"agent {self.agent_id or '?'} silent for "
+            f"agent {self.call.agent_id or '?'} silent for "
             f"{self.inp.agent_timeout_s:g} s: agent_lost, dispatching another",
         )
         res = await acts.dispatch_agent(
-            DispatchRequest(call_id=self.inp.call_id, room=self.inp.room, attempt=self.dispatch_failures + 1)
+            DispatchRequest(
+                call_id=self.inp.call_id, room=self.inp.room, attempt=self.call.dispatch_failures + 1
+            )
         )
         self.liveness.seen(workflow.now().timestamp())
         if res.dispatched:
-            self.dispatch_failures = 0
+            self.call.dispatch_failures = 0
             return
-        self.dispatch_failures += 1
-        if self.dispatch_failures >= self.inp.max_dispatch_attempts:
+        self.call.dispatch_failures += 1
+        if self.call.dispatch_failures >= self.inp.max_dispatch_attempts:
             self.step(HangUp(reason="agent_lost", at=workflow.now().timestamp()))
         else:
-            backoff = min(5.0, self.inp.agent_timeout_s * 2.0 ** (self.dispatch_failures - 1))
+            backoff = min(5.0, self.inp.agent_timeout_s * 2.0 ** (self.call.dispatch_failures - 1))
             await workflow.sleep(timedelta(seconds=backoff))
             self.liveness.overdue_now(workflow.now().timestamp())
 
@@ -349,7 +345,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         if req.event_id in calls.results:
             return calls.results[req.event_id]
         if req.event_id in calls.done:
-            return budget.already_ran(self.state.node)
+            return budget.already_ran(self.call.flow_state.node)
         calls.running.add(req.event_id)
         try:
             return await self.run_call_function(req)
@@ -362,7 +358,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             out = CallFunctionResult(
                 result={"status": "error", "error": "the call could not run it"},
                 error=True,
-                node=self.state.node,
+                node=self.call.flow_state.node,
             )
             calls.results[req.event_id] = out
             return out
@@ -374,10 +370,10 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             await workflow.wait_condition(lambda: self.tools_ready)
         await self.caught_up(req.after_seq)
         step = self.engine.apply(
-            self.state, FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
+            self.call.flow_state, FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
         )
         run = next((e for e in step.effects if isinstance(e, RunFunction)), None)
-        self.state = step.state
+        self.call.flow_state = step.state
         self.apply_effects(step.effects, skip_run=run.run_id if run else None)
         effects = list(step.effects)
         if run is not None:
@@ -394,12 +390,12 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             return  # malformed: refused and recorded by the handler
         if self.functions.known(req.event_id):
             return
-        if self.state.ended and self.state.node not in self.end_nodes():
+        if self.call.flow_state.ended and self.call.flow_state.node not in self.end_nodes():
             raise ValueError("the call has ended")
         if (problem := oversized_args(req.name, req.args)) is not None:
             raise ValueError(problem)
-        if req.node != self.state.node and req.after_seq < self.inbox.next_seq:
-            raise ValueError(f"the call is on node '{self.state.node}', not '{req.node}'")
+        if req.node != self.call.flow_state.node and req.after_seq < self.inbox.next_seq:
+            raise ValueError(f"the call is on node '{self.call.flow_state.node}', not '{req.node}'")
 
     @workflow.update
     async def attach(self, raw: RawValue = NO_PAYLOAD) -> Snapshot:
@@ -407,10 +403,10 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         await self.attached(req, req.settle)
         return Snapshot(
             call_id=self.inp.call_id,
-            node=self.state.node,
-            state=self.state,
+            node=self.call.flow_state.node,
+            state=self.call.flow_state,
             transcript_tail=self.transcript.tail(),
-            ended=self.state.ended,
+            ended=self.call.flow_state.ended,
             next_seq=self.inbox.next_seq,
             definition=self.inp.definition,
         )
@@ -426,7 +422,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         the flow and the transcript an attaching agent needs."""
         req = self.request("settle", raw, AttachRequest)
         await self.attached(req, settle=True)
-        return self.state
+        return self.call.flow_state
 
     @settle.validator
     def validate_settle(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -438,7 +434,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         if req.after_seq or settle:
             await self.caught_up(req.after_seq, settle)
         self.seen_agent(req.agent_id)
-        self.dispatch_failures = 0
+        self.call.dispatch_failures = 0
 
     def read(self, name: str, raw: RawValue, model: type[M]) -> M | Refusal:
         converter = workflow.payload_converter()
@@ -465,20 +461,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
     # failing the query on a payload it does not need.
     @workflow.query(name="state")
     def state_query(self, *_: Any) -> CallView:
-        return call_view(
-            self.inp,
-            self.state,
-            self.status,
-            self.agent_id,
-            self.started_at,
-            self.rejected,
-            self.extraction_errors,
-            self.inbox,
-            self.runs,
-            self.transcript.count,
-            sip=self.sip,
-            amd=self.amd,
-        )
+        return call_view(self.inp, self.call, self.inbox, self.transcript.count)
 
     @workflow.query(name="transcript")
     def transcript_query(self, *_: Any) -> list[Turn]:
@@ -495,4 +478,4 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
 
     @workflow.query
     def call_state(self, *_: Any) -> CallState:
-        return self.state
+        return self.call.flow_state

@@ -32,10 +32,6 @@ TRANSCRIPT_TAIL = 50  # the tail carried before can-bytes-v1 (replayed histories
 class CallCarry(CallCore):
     """Continue-as-new and finish, on the state ``CallWorkflow.__init__`` sets up."""
 
-    dispatch_failures: int
-    started_at: float
-    runs: int
-
     def should_continue_as_new(self) -> bool:
         info = workflow.info()
         busy = (
@@ -58,27 +54,27 @@ class CallCarry(CallCore):
         next_seq, seen, held = self.inbox.carry()
         fn_results, fn_done = self.functions.for_next_run(bounded)
         carry = Carry(
-            state=self.state,
-            status=self.status,
+            state=self.call.flow_state,
+            status=self.call.status,
             next_seq=next_seq,
             held=held,
             seen_ids=seen,
             transcript_tail=tail,
             transcript_count=self.transcript.count,
-            rejected=self.rejected[-REJECTED_TAIL:],
-            agent_id=self.agent_id,
-            dispatch_failures=self.dispatch_failures,
-            extraction_errors=self.extraction_errors,
+            rejected=self.call.rejected[-REJECTED_TAIL:],
+            agent_id=self.call.agent_id,
+            dispatch_failures=self.call.dispatch_failures,
+            extraction_errors=self.call.extraction_errors,
             pending_extractions=self.pending_extractions,
-            events_applied=self.events_applied,
-            started_at=self.started_at,
-            runs=self.runs,
-            hangup_seen=self.hangup_seen,
+            events_applied=self.call.events_applied,
+            started_at=self.call.started_at,
+            runs=self.call.runs,
+            hangup_seen=self.call.hangup_seen,
             fn_results=fn_results,
             fn_done=fn_done,
             held_since=self.inbox.held_since if bounded else None,
-            sip=self.sip,
-            amd=self.amd,
+            sip=self.call.sip,
+            amd=self.call.amd,
         )
         nxt = self.inp.model_copy(update={"carry": carry})
         if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
@@ -103,7 +99,7 @@ class CallCarry(CallCore):
             )
         except TimeoutError:
             self.record_rejected(None, "work still running 5 min after the call ended: not waited for")
-        self.status = "ended"
+        self.call.status = "ended"
         # The whole transcript goes to the database when the record could not carry it inline
         # (the head of a continued-as-new call is there already; a long one would not fit a
         # payload): the record then holds none and every reader takes the stored one.
@@ -114,17 +110,17 @@ class CallCarry(CallCore):
             await self.store_transcript(self.transcript.turns, self.transcript.base)
         record = build_record(
             self.inp,
-            self.state,
-            self.status,
+            self.call.flow_state,
+            self.call.status,
             [] if in_db else self.transcript.turns,
             self.transcript.base,
-            self.started_at,
+            self.call.started_at,
             workflow.now(),
-            sip=self.sip,
-            amd=self.amd,
+            sip=self.call.sip,
+            amd=self.call.amd,
         )
-        self.state = self.state.model_copy(update={"disposition": record.disposition})
-        self.vis.sync(self.state, self.status)
+        self.call.flow_state = self.call.flow_state.model_copy(update={"disposition": record.disposition})
+        self.vis.sync(self.call.flow_state, self.call.status)
         await acts.persist(record)
         await acts.webhook(
             WebhookDelivery(
@@ -134,5 +130,5 @@ class CallCarry(CallCore):
                 transcript_in_db=in_db,
             )
         )
-        self.vis.count_end(self.state)
+        self.vis.count_end(self.call.flow_state)
         return record

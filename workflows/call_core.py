@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from activities.extraction import ExtractionInput
-    from activities.records import AmdVerdict, SipOutcome, amd_result
+    from activities.records import AmdVerdict, amd_result
     from callflow.effects import (
         Effect,
         EndCall,
@@ -42,9 +42,8 @@ with workflow.unsafe.imports_passed_through():
         UserIdle,
         UserSpoke,
     )
-    from callflow.state import CallState
     from workflows import activity_calls as acts
-    from workflows.call_parts import FunctionCalls, Liveness, Transcript
+    from workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
     from workflows.contract import (
         MAX_ID_CHARS,
         MAX_TEXT_CHARS,
@@ -90,25 +89,17 @@ class CallCore:
 
     inp: CallInput
     engine: Engine
-    state: CallState
+    call: CallProgress  # the call's state, carried across continue-as-new (with the parts below)
     vis: Visibility
     inbox: Inbox
     tasks: set[asyncio.Task[Any]]
     transcript: Transcript
     functions: FunctionCalls
     liveness: Liveness
-    rejected: list[RejectedEvent]
     pending_extractions: list[str]
     final_extracts: list[Extract]
-    extraction_errors: dict[str, str]
-    events_applied: int
-    agent_id: str | None
-    status: str
-    hangup_seen: bool
     wake: bool
     ringing: bool = False  # an outbound dial is under way (workflows/dialing.py): not live yet
-    sip: SipOutcome | None = None  # the dial's answer (workflows/dialing.py)
-    amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
     agent_left: bool = False  # LiveKit said the call's agent left after the call ended
 
     @property
@@ -119,12 +110,12 @@ class CallCore:
         return self.inp.room or self.inp.call_id
 
     def step(self, event: Any) -> Step:
-        before = self.state.node
-        step = self.engine.apply(self.state, event)
-        self.state = step.state
-        self.events_applied += 1
+        before = self.call.flow_state.node
+        step = self.engine.apply(self.call.flow_state, event)
+        self.call.flow_state = step.state
+        self.call.events_applied += 1
         self.apply_effects(step.effects)
-        if self.state.node != before:
+        if self.call.flow_state.node != before:
             self.vis.count_transition()
         self.wake = True
         return step
@@ -133,7 +124,11 @@ class CallCore:
         for eff in effects:
             if isinstance(eff, RunFunction) and eff.run_id != skip_run:
                 self.spawn(self.run_in_background(eff))
-            elif isinstance(eff, Extract) and self.state.ended and eff.node == self.state.node:
+            elif (
+                isinstance(eff, Extract)
+                and self.call.flow_state.ended
+                and eff.node == self.call.flow_state.node
+            ):
                 self.final_extracts.append(eff)  # after the last turn is in: see final_turn()
             elif isinstance(eff, Extract):
                 self.pending_extractions.append(eff.node)
@@ -165,7 +160,7 @@ class CallCore:
 
     async def run_in_background(self, eff: RunFunction) -> None:
         result = await acts.run_function(
-            eff, self.inp.definition, self.state, lambda: self.state.state, room=self.room
+            eff, self.inp.definition, self.call.flow_state, lambda: self.call.handler_state, room=self.room
         )
         self.step(result)
 
@@ -178,11 +173,11 @@ class CallCore:
             out = await acts.extract(
                 ExtractionInput(call_id=self.inp.call_id, node=eff.node, fields=eff.fields, transcript=items)
             )
-            self.extraction_errors.pop(eff.node, None)
+            self.call.extraction_errors.pop(eff.node, None)
             self.step_values(eff.node, out.values)
         except Exception as exc:
             cause = getattr(exc, "cause", None) or exc
-            self.extraction_errors[eff.node] = str(cause)[:500]
+            self.call.extraction_errors[eff.node] = str(cause)[:500]
         finally:
             if eff.node in self.pending_extractions:
                 self.pending_extractions.remove(eff.node)
@@ -191,18 +186,18 @@ class CallCore:
         self.step(ExtractionResult(node=node, values=values, at=workflow.now().timestamp()))
 
     def record_rejected(self, event_id: str | None, reason: str) -> None:
-        self.rejected.append(
+        self.call.rejected.append(
             RejectedEvent(event_id=event_id, reason=reason[:500], at=workflow.now().timestamp())
         )
-        if len(self.rejected) > REJECTED_TAIL * 2:
-            self.rejected = self.rejected[-REJECTED_TAIL:]
+        if len(self.call.rejected) > REJECTED_TAIL * 2:
+            self.call.rejected = self.call.rejected[-REJECTED_TAIL:]
 
     def rearm_due(self, timer_at: float, deadline: float) -> bool:
         """Else a healthy call's liveness timer fires early, a workflow task of its own every
         agent timeout: it is moved later inside a signal's task (which runs anyway) once half
         its time is gone and the agent was seen since it was armed (issue 13)."""
         timeout = self.inp.agent_timeout_s
-        if self.status != "live" or timer_at - workflow.now().timestamp() >= timeout / 2:
+        if self.call.status != "live" or timer_at - workflow.now().timestamp() >= timeout / 2:
             return False
         # The due time the main loop would arm now; it must be later, or it would re-arm forever.
         due = min(self.liveness.due, deadline)
@@ -213,28 +208,30 @@ class CallCore:
     def seen_agent(self, agent_id: str | None = None) -> None:
         self.liveness.seen(workflow.now().timestamp())
         if isinstance(agent_id, str) and 0 < len(agent_id) <= MAX_ID_CHARS:
-            self.agent_id = agent_id
+            self.call.agent_id = agent_id
         elif agent_id:  # a raw payload's: still a sign of life, but not a name worth keeping
             self.record_rejected(
                 None, f"agent id of {len(str(agent_id))} characters ignored; the limit is {MAX_ID_CHARS}"
             )
-        if self.status == "dialing" and not self.state.ended and not self.ringing:
-            self.status = "live"
+        if self.call.status == "dialing" and not self.call.flow_state.ended and not self.ringing:
+            self.call.status = "live"
             self.wake = True
 
     def fail_call(self, reason: str) -> None:
         """End the call with reason ``error``: it cannot go on, but it must still end (its
         record saved, its webhook sent) rather than stay open forever."""
         self.record_rejected(None, reason)
-        if self.state.ended:
+        if self.call.flow_state.ended:
             return
         try:
             self.step(HangUp(reason="error", at=workflow.now().timestamp()))
         except Exception as exc:
             if internal_error(exc):
                 raise
-        if not self.state.ended:  # the engine itself failed: end it by hand
-            self.state = self.state.model_copy(update={"ended": True, "end_reason": "error"})
+        if not self.call.flow_state.ended:  # the engine itself failed: end it by hand
+            self.call.flow_state = self.call.flow_state.model_copy(
+                update={"ended": True, "end_reason": "error"}
+            )
         self.wake = True
 
     def take(self, item: InboxEvent | Refusal) -> None:
@@ -290,8 +287,8 @@ class CallCore:
         elif isinstance(ev, CallEvent):
             self.line_event(ev)
         elif isinstance(ev, HangupEvent):
-            self.hangup_seen = True
-            if not self.state.ended:
+            self.call.hangup_seen = True
+            if not self.call.flow_state.ended:
                 at = ev.at
                 self.step(
                     MaxDuration(at=at) if ev.reason == "max_duration" else HangUp(reason=ev.reason, at=at)
@@ -308,7 +305,7 @@ class CallCore:
             )
             return
         for t in ev.items:
-            self.transcript.add(t if t.node else t.model_copy(update={"node": self.state.node}))
+            self.transcript.add(t if t.node else t.model_copy(update={"node": self.call.flow_state.node}))
             if t.role == "user" and t.text:
                 self.step(UserSpoke(at=ev.at))
 
@@ -330,7 +327,7 @@ class CallCore:
         elif ev.kind == "answering_machine":
             self.machine_answered(data, at, event_id)
         elif ev.kind == "amd":
-            self.amd = self.verdict(data, at)
+            self.call.amd = self.verdict(data, at)
         elif ev.kind == "note" and data.get("dropped"):
             # the agent's outbox could never send this event (see agents/signals.py)
             self.record_rejected(event_id, f"dropped by the agent: {str(data.get('reason'))[:300]}")
@@ -341,7 +338,11 @@ class CallCore:
         event = DtmfEntered(digits=str(data.get("digits", "")), node=data.get("node"), at=at)
         self.transcript.add(
             Turn(
-                role="user", text=f"[keys {event.digits}]", node=self.state.node, started_at=at, ended_at=at
+                role="user",
+                text=f"[keys {event.digits}]",
+                node=self.call.flow_state.node,
+                started_at=at,
+                ended_at=at,
             ),
             weigh=False,
         )
@@ -358,7 +359,12 @@ class CallCore:
         key = f"{self.inp.call_id}:{event_id}"
         if not run.cancel_on_interruption or not workflow.patched(PATCH_CANCEL_ON_INTERRUPTION):
             return await acts.run_function(
-                run, self.inp.definition, self.state, lambda: self.state.state, key=key, room=self.room
+                run,
+                self.inp.definition,
+                self.call.flow_state,
+                lambda: self.call.handler_state,
+                key=key,
+                room=self.room,
             )
         if event_id in self.functions.cancel_requested:
             self.record_rejected(event_id, f"note: '{run.name}' was not run: the caller interrupted first")
@@ -367,8 +373,8 @@ class CallCore:
             return await acts.run_function(
                 run,
                 self.inp.definition,
-                self.state,
-                lambda: self.state.state,
+                self.call.flow_state,
+                lambda: self.call.handler_state,
                 on_start=lambda h: self.functions.handles.__setitem__(event_id, h),
                 key=key,
                 room=self.room,
@@ -396,8 +402,8 @@ class CallCore:
         """The agent's answering-machine detection: recorded, then the flow's voicemail node
         (or the end, ``voicemail``), the same engine step the agent took."""
         event = MachineAnswered(category=str(data.get("category", "machine-vm"))[:40], at=at)
-        if self.amd is None or self.amd.result != "machine":  # the agent's verdict event came first
-            self.amd = self.verdict({**data, "category": event.category}, at)
+        if self.call.amd is None or self.call.amd.result != "machine":  # the agent's verdict event came first
+            self.call.amd = self.verdict({**data, "category": event.category}, at)
         self.transcript.add(
             Turn(
                 role="system", text=f"answering machine detected ({event.category})", node=None, started_at=at
@@ -429,7 +435,7 @@ class CallCore:
         resp = next((e for e in effects if isinstance(e, ToolResponse)), None)
         rejected = next((e for e in effects if isinstance(e, Rejected)), None)
         moved = any(isinstance(e, SetNode) for e in effects)
-        decision = "end" if self.state.ended else ("transition" if moved else "stay")
+        decision = "end" if self.call.flow_state.ended else ("transition" if moved else "stay")
         if resp is None:
             resp = ToolResponse(
                 name="",
@@ -441,9 +447,9 @@ class CallCore:
             error=resp.error,
             run_llm=resp.run_llm,
             decision=decision,
-            node=self.state.node,
+            node=self.call.flow_state.node,
             effects=[_public(e) for e in effects],
-            state=self.state,
+            state=self.call.flow_state,
         )
 
     async def caught_up(self, after_seq: int, settle: bool = False) -> None:
@@ -452,7 +458,9 @@ class CallCore:
 
         def ready() -> bool:
             applied = self.inbox.next_seq > after_seq
-            return self.state.ended or (applied and (not settle or not self.state.pending))
+            return self.call.flow_state.ended or (
+                applied and (not settle or not self.call.flow_state.pending)
+            )
 
         try:
             await workflow.wait_condition(ready, timeout=timedelta(seconds=60))

@@ -1,4 +1,5 @@
-"""Three parts of a call's state with rules of their own, kept by ``CallWorkflow``.
+"""The call's state, as ``CallWorkflow`` keeps it: one model, :class:`CallProgress`, and
+three parts with rules of their own.
 
 * :class:`Transcript`: the turns this run holds, where they start in the whole call (the
   earlier ones are in the database after continue-as-new) and what they weigh.
@@ -6,8 +7,10 @@
   runs: the answers remembered by event id, the ones running, the cancellable ones.
 * :class:`Liveness`: when the agent was last seen, and when it is overdue.
 
-Pure and deterministic (times come from the workflow's clock); what carries over to the
-next run goes through ``Carry`` (``workflows/contract.py``).
+Pure and deterministic (times come from the workflow's clock). What carries over to the
+next run goes through ``Carry`` (``workflows/contract.py``): the progress as it is, the
+parts in their carried form. Its JSON is the one earlier releases wrote, so a run started
+by either release continues on the other.
 """
 
 from __future__ import annotations
@@ -16,11 +19,55 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
+from activities.records import AmdVerdict, SipOutcome
+from callflow.state import CallState
 from workflows import carry as budget
-from workflows.contract import CallFunctionResult, Carry, Turn
+from workflows.contract import CallFunctionResult, Carry, RejectedEvent, Turn
 
 FN_REMEMBERED = 200  # answers this run keeps by event id (older ones: see carry.carried_results)
 CANCELS_REMEMBERED = 200
+
+
+class CallProgress(BaseModel):
+    """Where the call is and what happened to it: everything of the workflow's state that
+    is not one of the parts below, carried whole across continue-as-new."""
+
+    flow_state: CallState  # where the engine has the call in its flow
+    status: str = "dialing"  # dialing, live, ended (RingflowStatus)
+    rejected: list[RejectedEvent] = []  # what was refused, and notes (the newest REJECTED_TAIL)
+    agent_id: str | None = None  # the agent on the call, as it last said
+    dispatch_failures: int = 0  # dispatches in a row that brought no agent
+    extraction_errors: dict[str, str] = {}  # by node, the last extraction's failure
+    events_applied: int = 0
+    started_at: float
+    runs: int = 1  # this run's number (continue-as-new starts the next)
+    hangup_seen: bool = False  # the agent said the call is over
+    sip: SipOutcome | None = None  # the dial's answer (workflows/dialing.py)
+    amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
+
+    @classmethod
+    def carried(cls, carry: Carry, now: float) -> CallProgress:
+        return cls(
+            flow_state=carry.state,
+            status=carry.status,
+            rejected=list(carry.rejected),
+            agent_id=carry.agent_id,
+            dispatch_failures=carry.dispatch_failures,
+            extraction_errors=dict(carry.extraction_errors),
+            events_applied=carry.events_applied,
+            started_at=carry.started_at or now,
+            runs=carry.runs + 1,
+            hangup_seen=carry.hangup_seen,
+            sip=carry.sip,
+            amd=carry.amd,
+        )
+
+    @property
+    def handler_state(self) -> dict[str, Any]:
+        """What the flow's handlers keep (``flow_manager.state``)."""
+        return self.flow_state.state
 
 
 class Transcript:

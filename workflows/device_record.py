@@ -53,7 +53,7 @@ class DeviceRecordMixin(CallCore):
             ended_at=at,
         )
         self.transcript.add(turn)
-        out = CallFunctionResult(result=rec.result, error=rec.error, node=self.state.node)
+        out = CallFunctionResult(result=rec.result, error=rec.error, node=self.call.flow_state.node)
         self.functions.remember(rec.event_id, out)  # in the functions' dedup window
         self.seen_agent()
         return out

@@ -64,7 +64,7 @@ async def place_call(wf: CallCore) -> None:
             prep = PrepareResult(ok=False, detail=f"preparing the call failed: {_cause(exc)}")
         if not prep.ok:
             result = DialResult(outcome="dial_failed", detail=prep.detail)
-        elif wf.state.ended:  # hung up (or timed out) before the phone rang
+        elif wf.call.flow_state.ended:  # hung up (or timed out) before the phone rang
             result = None
         else:
             ring_s = inp.dial.ringing_timeout_s or DEFAULT_RINGING_TIMEOUT_S
@@ -85,18 +85,18 @@ async def place_call(wf: CallCore) -> None:
     if result is not None:
         record(wf, result)
     now = workflow.now().timestamp()
-    if result is not None and result.outcome == "answered" and not wf.state.ended:
-        wf.status = "live"
+    if result is not None and result.outcome == "answered" and not wf.call.flow_state.ended:
+        wf.call.status = "live"
         wf.liveness.seen(now)  # the agent timeout starts with the conversation
         wf.wake = True
         return
-    if not wf.state.ended and result is not None:
+    if not wf.call.flow_state.ended and result is not None:
         wf.step(HangUp(reason=result.outcome, at=now))
     await hang_up(room)
 
 
 def record(wf: CallCore, result: DialResult) -> None:
-    wf.sip = SipOutcome(
+    wf.call.sip = SipOutcome(
         outcome=result.outcome,
         code=result.sip_code,
         status=(result.sip_status or None) and result.sip_status[:200],

@@ -119,9 +119,9 @@ class JobsMixin(CallCore):
         tasks = [asyncio.get_event_loop().create_task(self.run_job(eff, job)) for job in eff.jobs]
 
         def stop() -> str | None:
-            if self.state.ended:
+            if self.call.flow_state.ended:
                 return "hangup"
-            if eff.cancel_on_leave and self.state.node != eff.node:
+            if eff.cancel_on_leave and self.call.flow_state.node != eff.node:
                 return "left_node"
             return book.cancel_asked.get(gid)
 
@@ -139,7 +139,7 @@ class JobsMixin(CallCore):
                 t.cancel()  # the activity is asked to stop; whatever it answers later is ignored
         # Held until the agent routes it (or the call moved on): see the module's docstring.
         await workflow.wait_condition(
-            lambda: gid in book.routed or self.state.ended or self.state.node != eff.node
+            lambda: gid in book.routed or self.call.flow_state.ended or self.call.flow_state.node != eff.node
         )
 
     async def run_job(self, eff: StartJobs, job: JobRun) -> None:
@@ -183,8 +183,8 @@ class JobsMixin(CallCore):
             module=self.inp.definition.flow.handlers or "",
             flow_source=self.inp.definition.source,
             args=job.args,
-            variables=self.state.variables,
-            state=self.state.state,
+            variables=self.call.flow_state.variables,
+            state=self.call.handler_state,
             timeout_s=job.timeout_s,
             idempotency_key=key,
         )
@@ -233,7 +233,7 @@ class JobsMixin(CallCore):
             turn = Turn(
                 role="system",
                 text=describe(env)[:MAX_TEXT_CHARS],
-                node=self.state.node,
+                node=self.call.flow_state.node,
                 started_at=now,
                 ended_at=now,
             )
@@ -280,7 +280,10 @@ class JobsMixin(CallCore):
             "unrouted": [
                 {**completed_envelope(g), "result": group_result(g)}
                 for gid, g in book.groups.items()
-                if g.done and gid not in book.routed and not self.state.ended and self.state.node == g.node
+                if g.done
+                and gid not in book.routed
+                and not self.call.flow_state.ended
+                and self.call.flow_state.node == g.node
             ],
         }
 
@@ -289,7 +292,7 @@ class JobsMixin(CallCore):
         it yet: an agent that died right after routing left its greeting unsaid, and the
         agent taking over says it (``agents/jobs.py``)."""
         arrived = self.job_groups.arrived
-        if arrived is None or self.state.ended or self.state.node != arrived[0]:
+        if arrived is None or self.call.flow_state.ended or self.call.flow_state.node != arrived[0]:
             return None
         node, at = arrived
         said = any(t.role == "assistant" and t.node == node for t in self.transcript.turns[at:])

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 from activities.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem, call_workflow_id
 from callflow.state import CallState
-from workflows.contract import CallInput, CallView, RejectedEvent, Turn
+from workflows.call_parts import CallProgress
+from workflows.contract import CallInput, CallView, Turn
 from workflows.inbox import Inbox
 
 
@@ -81,25 +82,13 @@ def build_record(
     )
 
 
-def call_view(
-    inp: CallInput,
-    state: CallState,
-    status: str,
-    agent_id: str | None,
-    started_at: float,
-    rejected: list[RejectedEvent],
-    extraction_errors: dict[str, str],
-    inbox: Inbox,
-    runs: int,
-    turns: int,
-    sip: SipOutcome | None = None,
-    amd: AmdVerdict | None = None,
-) -> CallView:
+def call_view(inp: CallInput, call: CallProgress, inbox: Inbox, turns: int) -> CallView:
+    state = call.flow_state
     return CallView(
         call_id=inp.call_id,
         flow=inp.definition.flow.flow,
         flow_version=inp.definition.flow.version,
-        status=status,
+        status=call.status,
         node=state.node,
         path=state.path,
         variables=state.variables,
@@ -108,18 +97,18 @@ def call_view(
         transitions=state.transitions,
         disposition=disposition_of(state) if state.ended else None,
         end_reason=state.end_reason,
-        started_at=started_at,
+        started_at=call.started_at,
         updated_at=state.now,
-        agent_id=agent_id,
+        agent_id=call.agent_id,
         next_seq=inbox.next_seq,
         waiting_for_seq=inbox.waiting_for,
         duplicates=inbox.duplicates,
-        rejected=rejected[-20:],
-        extraction_errors=extraction_errors,
+        rejected=call.rejected[-20:],
+        extraction_errors=call.extraction_errors,
         pending_functions=len(state.pending),
-        runs=runs,
+        runs=call.runs,
         turns=turns,
         room=inp.room,
-        sip=sip,
-        amd=amd,
+        sip=call.sip,
+        amd=call.amd,
     )

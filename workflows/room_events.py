@@ -47,7 +47,7 @@ class RoomEvent(BaseModel):
 def transferring(wf: CallCore) -> bool:
     """A transfer entry is running: the caller leaving the room is that transfer working."""
     nodes = wf.engine.flow.nodes
-    for run in wf.state.pending.values():
+    for run in wf.call.flow_state.pending.values():
         fn = nodes[run.node].functions.get(run.name) if run.node in nodes else None
         if fn is not None and fn.kind == "transfer":
             return True
@@ -60,12 +60,14 @@ def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
     seen.append(ev.event_id)
     if len(seen) > SEEN_MAX:
         del seen[: len(seen) - SEEN_MAX]
-    if wf.state.ended:  # the agent leaving now ends the wait for its hangup (CallWorkflow.final_turn)
-        wf.agent_left = wf.agent_left or (ev.kind == "agent_left" and ev.identity == wf.agent_id)
+    if (
+        wf.call.flow_state.ended
+    ):  # the agent leaving now ends the wait for its hangup (CallWorkflow.final_turn)
+        wf.agent_left = wf.agent_left or (ev.kind == "agent_left" and ev.identity == wf.call.agent_id)
         return
     now = workflow.now().timestamp()
     if ev.kind == "agent_left":
-        if wf.status != "live" or wf.hangup_seen or ev.identity != wf.agent_id:
+        if wf.call.status != "live" or wf.call.hangup_seen or ev.identity != wf.call.agent_id:
             return  # not live yet, hanging up anyway, or not the agent serving the call now
         wf.record_rejected(
             ev.event_id,
