@@ -178,6 +178,7 @@ class JobsFeed:
         ids = list(self.cancellable if reason == "llm" else self.interruptible)
         if reason == "llm":
             self.cancelled_by_llm.update(ids)
+        self.ctrl.outbox.kick()  # turns waiting to ride along go first, as before any update
         try:
             out = await self.ctrl.call.handle.execute_update(
                 "cancel_jobs", CancelRequest(group_ids=ids, reason=reason), result_type=dict

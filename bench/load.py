@@ -335,7 +335,8 @@ async def run() -> list[dict[str, Any]]:
             "RINGFLOW_LOG_LEVEL": "WARNING",
         }
         ringflow = [sys.executable, "-c", "from ringflow.cli import main; main()", "worker"]
-        worker = subprocess.Popen(ringflow, cwd=ROOT, env=env)
+        # the children's output goes to stderr: stdout carries the one JSON document
+        worker = subprocess.Popen(ringflow, cwd=ROOT, env=env, stdout=sys.stderr)
         baseline = subprocess.Popen(
             [
                 sys.executable,
@@ -346,6 +347,7 @@ async def run() -> list[dict[str, Any]]:
             ],
             cwd=ROOT,
             env=env,
+            stdout=sys.stderr,
         )
         try:
             server = Meter(bs.stack._proc.pid)  # type: ignore[union-attr]
