@@ -192,7 +192,7 @@ async def _attach_agent(
     # once. Nothing the workflow does on the agent's behalf misses them: a function call's
     # update waits for every seq before it (kick, below in the controller), a settle flushes,
     # and a call the workflow ends (a transfer, the caller's webhook) waits for the agent's
-    # hangup, which carries them (CallWorkflow.agent_catches_up).
+    # hangup, which carries them (workflows/agent_presence.py: agent_catches_up).
     linger = min(LINGER_S, heartbeat_s or LINGER_S)
     outbox = Outbox(workflow_sender(call), linger_s=linger, heartbeat_quiet_s=heartbeat_s)
     outbox.start()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -26,13 +25,12 @@ with workflow.unsafe.imports_passed_through():
     from callflow.events import (
         CallStarted,
         FunctionCalled,
-        HangUp,
         MaxDuration,
     )
     from callflow.inputs import undeclared_variables
     from callflow.state import CallState
-    from workflows import activity_calls as acts
     from workflows import carry as budget
+    from workflows.agent_presence import agent_lost, final_turn
     from workflows.call_carry import CallCarry
     from workflows.call_core import internal_error
     from workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
@@ -44,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         CallRecord,
         CallView,
         Carry,
-        DispatchRequest,
         Snapshot,
         Turn,
         call_input_problems,
@@ -63,9 +60,6 @@ with workflow.unsafe.imports_passed_through():
 REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
 REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signal's task
 BOUNDED_INPUT_PATCH = "bounded-call-input-text"
-PATCH_UNATTENDED_END = "final-turn-before-any-agent"
-FINAL_TURN_ANY_PATCH = "final-turn-any-end-v1"  # the agent's hangup waited for after any end
-AGENT_END_GRACE_S = 10.0
 LATE_TIMER_S = 5.0
 MALFORMED_UPDATE_PATCH = "malformed-update-recorded-v1"
 NO_PAYLOAD = RawValue(Payload())  # an update sent with no payload (the handlers' default)
@@ -229,79 +223,13 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
                 if fired_late:
                     self.liveness.seen(now)
                 else:
-                    await self.agent_lost()
+                    await agent_lost(self)
             elif self.should_continue_as_new():
                 await self.continue_as_new()
-        await self.final_turn()
+        await final_turn(self)
         for eff in self.final_extracts:
             self.pending_extractions.append(eff.node)
             self.spawn(self.extract(eff))
-
-    async def final_turn(self) -> None:
-        """An end node's last turn is still being spoken when the engine ends the call: wait
-        for the agent's hangup so that turn's transcript is recorded too. A call whose start
-        action node routed it straight to an end node ends before any agent has attached:
-        it waits for one to say that turn, not hang up on a caller who heard nothing."""
-        if self.call.hangup_seen:
-            return
-        if self.call.flow_state.end_reason != "completed":
-            await self.agent_catches_up()
-            return
-        unattended = self.call.status == "dialing" and workflow.patched(PATCH_UNATTENDED_END)
-        if self.call.agent_id is None and not unattended:
-            return
-        try:
-            await workflow.wait_condition(
-                lambda: self.call.hangup_seen, timeout=timedelta(seconds=self.inp.final_turn_grace_s)
-            )
-        except TimeoutError:
-            self.record_rejected(None, "no hangup from the agent after the last turn")
-
-    async def agent_catches_up(self) -> None:
-        """The workflow ended a live call its agent is still on (a transfer, the caller leaving
-        as LiveKit's webhook said, a machine answering): the agent's last turns may still wait
-        in its outbox (turns linger there to ride with the next event, agents/outbox.py), and
-        they come with its hangup, sent once it has finished speaking. So the record waits for
-        that hangup, briefly, or for LiveKit to say the agent left. Not after ``agent_lost``
-        or ``error``: no agent is left to hang up."""
-        if (
-            self.call.status != "live"
-            or self.call.agent_id is None
-            or self.agent_left
-            or self.call.flow_state.end_reason in ("agent_lost", "error")
-            or not workflow.patched(FINAL_TURN_ANY_PATCH)
-        ):
-            return
-        try:
-            await workflow.wait_condition(
-                lambda: self.call.hangup_seen or self.agent_left,
-                timeout=timedelta(seconds=min(self.inp.final_turn_grace_s, AGENT_END_GRACE_S)),
-            )
-        except TimeoutError:
-            self.record_rejected(None, "note: no hangup from the agent after the call ended")
-
-    async def agent_lost(self) -> None:
-        self.record_rejected(
-            None,
-            f"agent {self.call.agent_id or '?'} silent for "
-            f"{self.inp.agent_timeout_s:g} s: agent_lost, dispatching another",
-        )
-        res = await acts.dispatch_agent(
-            DispatchRequest(
-                call_id=self.inp.call_id, room=self.inp.room, attempt=self.call.dispatch_failures + 1
-            )
-        )
-        self.liveness.seen(workflow.now().timestamp())
-        if res.dispatched:
-            self.call.dispatch_failures = 0
-            return
-        self.call.dispatch_failures += 1
-        if self.call.dispatch_failures >= self.inp.max_dispatch_attempts:
-            self.step(HangUp(reason="agent_lost", at=workflow.now().timestamp()))
-        else:
-            backoff = min(5.0, self.inp.agent_timeout_s * 2.0 ** (self.call.dispatch_failures - 1))
-            await workflow.sleep(timedelta(seconds=backoff))
-            self.liveness.overdue_now(workflow.now().timestamp())
 
     # --- messages from the agent ------------------------------------------------------
     # One dynamic handler takes every signal (``events``, ``transition``, ``turns``, ``event``,

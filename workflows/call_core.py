@@ -7,7 +7,7 @@ handlers) so each file reads in one sitting. Deterministic like any workflow cod
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -18,7 +18,6 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from activities.extraction import ExtractionInput
-    from activities.records import AmdVerdict, amd_result
     from callflow.effects import (
         Effect,
         EndCall,
@@ -32,14 +31,11 @@ with workflow.unsafe.imports_passed_through():
     from callflow.engine import Engine, Step
     from callflow.errors import safe_reason
     from callflow.events import (
-        DtmfEntered,
         ExtractionResult,
         FunctionCalled,
         FunctionResult,
         HangUp,
-        MachineAnswered,
         MaxDuration,
-        UserIdle,
         UserSpoke,
     )
     from workflows import activity_calls as acts
@@ -56,17 +52,14 @@ with workflow.unsafe.imports_passed_through():
         RejectedEvent,
         Tombstone,
         TransitionEvent,
-        Turn,
         TurnsEvent,
     )
     from workflows.inbox import Inbox
     from workflows.intake import Refusal, explain, tombstone
+    from workflows.line_events import PATCH_CANCEL_ON_INTERRUPTION, apply_line_event
     from workflows.visibility import Visibility
 
 REJECTED_TAIL = 50
-DTMF_PATCH = "dtmf-keys-v1"  # before it, a dtmf event was only carried, not applied
-PATCH_CANCEL_ON_INTERRUPTION = "cancel-on-interruption"
-IDLE_KIND_PATCH = "idle-kind-v1"  # before it, every user_idle was a silence
 
 
 def _public(eff: Effect) -> Effect:
@@ -129,7 +122,7 @@ class CallCore:
                 and self.call.flow_state.ended
                 and eff.node == self.call.flow_state.node
             ):
-                self.final_extracts.append(eff)  # after the last turn is in: see final_turn()
+                self.final_extracts.append(eff)  # after the last turn is in: see agent_presence.final_turn()
             elif isinstance(eff, Extract):
                 self.pending_extractions.append(eff.node)
                 self.spawn(self.extract(eff))
@@ -285,7 +278,7 @@ class CallCore:
         elif isinstance(ev, TurnsEvent):
             self.add_turns(ev)
         elif isinstance(ev, CallEvent):
-            self.line_event(ev)
+            apply_line_event(self, ev)
         elif isinstance(ev, HangupEvent):
             self.call.hangup_seen = True
             if not self.call.flow_state.ended:
@@ -308,47 +301,6 @@ class CallCore:
             self.transcript.add(t if t.node else t.model_copy(update={"node": self.call.flow_state.node}))
             if t.role == "user" and t.text:
                 self.step(UserSpoke(at=ev.at))
-
-    def line_event(self, ev: CallEvent) -> None:
-        at, event_id, data = ev.at, ev.event_id, ev.data
-        if ev.kind == "user_idle":
-            empty = data.get("kind")
-            # an unknown kind raises ValidationError: recorded as rejected by apply_ready
-            kinded = empty is not None and workflow.patched(IDLE_KIND_PATCH)
-            self.step(UserIdle(at=at, kind=empty) if kinded else UserIdle(at=at))
-        elif ev.kind == "user_spoke":
-            self.step(UserSpoke(at=at))
-        elif ev.kind == "agent_detached":
-            self.record_rejected(event_id, "note: agent detached")
-        elif ev.kind == "dtmf" and workflow.patched(DTMF_PATCH):
-            self.keys_pressed(data, at, event_id)
-        elif ev.kind == "interruption":
-            self.interrupted(event_id, data.get("cancel"))
-        elif ev.kind == "answering_machine":
-            self.machine_answered(data, at, event_id)
-        elif ev.kind == "amd":
-            self.call.amd = self.verdict(data, at)
-        elif ev.kind == "note" and data.get("dropped"):
-            # the agent's outbox could never send this event (see agents/signals.py)
-            self.record_rejected(event_id, f"dropped by the agent: {str(data.get('reason'))[:300]}")
-
-    def keys_pressed(self, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
-        """The caller's keys, collected by the agent: a transcript turn, then the engine
-        (a node with ``dtmf`` routes on them). Malformed keys raise ValidationError: rejected."""
-        event = DtmfEntered(digits=str(data.get("digits", "")), node=data.get("node"), at=at)
-        self.transcript.add(
-            Turn(
-                role="user",
-                text=f"[keys {event.digits}]",
-                node=self.call.flow_state.node,
-                started_at=at,
-                ended_at=at,
-            ),
-            weigh=False,
-        )
-        for eff in self.step(event).effects:
-            if isinstance(eff, Rejected):
-                self.record_rejected(event_id, eff.reason)
 
     async def run_tool(self, event_id: str, run: RunFunction) -> FunctionResult:
         """Run the function the LLM called. One marked ``cancel_on_interruption`` can be
@@ -381,52 +333,6 @@ class CallCore:
             )
         finally:
             self.functions.handles.pop(event_id, None)
-
-    def interrupted(self, event_id: str | None, target: Any) -> None:
-        """The caller started talking while the LLM's call ``target`` (an event id) of a
-        function marked ``cancel_on_interruption`` ran: cancel its activity. The run's
-        result is then an error the LLM is told, and the log says what was cancelled. A
-        cancel that arrives before the update it names is remembered (see ``run_tool``)."""
-        if not isinstance(target, str) or not target:
-            self.record_rejected(event_id, "an interruption event names no function call to cancel")
-            return
-        handle = self.functions.handles.get(target)
-        if handle is None:
-            self.functions.ask_cancel(target)
-            return
-        if workflow.patched(PATCH_CANCEL_ON_INTERRUPTION) and not handle.done():
-            handle.cancel()
-            self.record_rejected(event_id, f"note: function call {target} cancelled: the caller interrupted")
-
-    def machine_answered(self, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
-        """The agent's answering-machine detection: recorded, then the flow's voicemail node
-        (or the end, ``voicemail``), the same engine step the agent took."""
-        event = MachineAnswered(category=str(data.get("category", "machine-vm"))[:40], at=at)
-        if self.call.amd is None or self.call.amd.result != "machine":  # the agent's verdict event came first
-            self.call.amd = self.verdict({**data, "category": event.category}, at)
-        self.transcript.add(
-            Turn(
-                role="system", text=f"answering machine detected ({event.category})", node=None, started_at=at
-            ),
-            weigh=False,
-        )
-        for eff in self.step(event).effects:
-            if isinstance(eff, Rejected):
-                self.record_rejected(event_id, eff.reason)
-
-    def verdict(self, data: dict[str, Any], at: float | None) -> AmdVerdict:
-        """The detection's verdict as the record keeps it; a malformed one raises
-        ValidationError, which ``apply_ready`` records as rejected."""
-        category = str(data.get("category") or "uncertain")[:40]
-        reason = data.get("reason")
-        return AmdVerdict(
-            result=amd_result(category),
-            category=category,
-            reason=str(reason)[:500] if reason is not None else None,
-            speech_s=data.get("speech_s"),
-            delay_s=data.get("delay_s"),
-            at=workflow.now() if at is None else datetime.fromtimestamp(at, UTC),
-        )
 
     def end_nodes(self) -> set[str]:
         return {n for n, cn in self.engine.flow.nodes.items() if cn.node.type == "end"}

@@ -62,7 +62,7 @@ def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
         del seen[: len(seen) - SEEN_MAX]
     if (
         wf.call.flow_state.ended
-    ):  # the agent leaving now ends the wait for its hangup (CallWorkflow.final_turn)
+    ):  # the agent leaving now ends the wait for its hangup (agent_presence.final_turn)
         wf.agent_left = wf.agent_left or (ev.kind == "agent_left" and ev.identity == wf.call.agent_id)
         return
     now = workflow.now().timestamp()

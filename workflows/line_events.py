@@ -1,0 +1,116 @@
+"""What the agent reports about the line (a ``CallEvent``): the caller idle or speaking, the
+keys they pressed, an interruption that cancels a function, a machine answering, notes.
+
+Applied by ``CallWorkflow`` in the agent's order (``workflows/inbox.py``), each as the
+agent's own engine applied it. Deterministic workflow code, like ``room_events.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.records import AmdVerdict, amd_result
+    from callflow.effects import Rejected
+    from callflow.events import DtmfEntered, MachineAnswered, UserIdle, UserSpoke
+    from workflows.contract import CallEvent, Turn
+
+if TYPE_CHECKING:
+    from workflows.call_core import CallCore
+
+DTMF_PATCH = "dtmf-keys-v1"  # before it, a dtmf event was only carried, not applied
+PATCH_CANCEL_ON_INTERRUPTION = "cancel-on-interruption"
+IDLE_KIND_PATCH = "idle-kind-v1"  # before it, every user_idle was a silence
+
+
+def apply_line_event(wf: CallCore, ev: CallEvent) -> None:
+    at, event_id, data = ev.at, ev.event_id, ev.data
+    if ev.kind == "user_idle":
+        empty = data.get("kind")
+        # an unknown kind raises ValidationError: recorded as rejected by apply_ready
+        kinded = empty is not None and workflow.patched(IDLE_KIND_PATCH)
+        wf.step(UserIdle(at=at, kind=empty) if kinded else UserIdle(at=at))
+    elif ev.kind == "user_spoke":
+        wf.step(UserSpoke(at=at))
+    elif ev.kind == "agent_detached":
+        wf.record_rejected(event_id, "note: agent detached")
+    elif ev.kind == "dtmf" and workflow.patched(DTMF_PATCH):
+        keys_pressed(wf, data, at, event_id)
+    elif ev.kind == "interruption":
+        interrupted(wf, event_id, data.get("cancel"))
+    elif ev.kind == "answering_machine":
+        machine_answered(wf, data, at, event_id)
+    elif ev.kind == "amd":
+        wf.call.amd = verdict(data, at)
+    elif ev.kind == "note" and data.get("dropped"):
+        # the agent's outbox could never send this event (see agents/signals.py)
+        wf.record_rejected(event_id, f"dropped by the agent: {str(data.get('reason'))[:300]}")
+
+
+def keys_pressed(wf: CallCore, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
+    """The caller's keys, collected by the agent: a transcript turn, then the engine
+    (a node with ``dtmf`` routes on them). Malformed keys raise ValidationError: rejected."""
+    event = DtmfEntered(digits=str(data.get("digits", "")), node=data.get("node"), at=at)
+    wf.transcript.add(
+        Turn(
+            role="user",
+            text=f"[keys {event.digits}]",
+            node=wf.call.flow_state.node,
+            started_at=at,
+            ended_at=at,
+        ),
+        weigh=False,
+    )
+    for eff in wf.step(event).effects:
+        if isinstance(eff, Rejected):
+            wf.record_rejected(event_id, eff.reason)
+
+
+def interrupted(wf: CallCore, event_id: str | None, target: Any) -> None:
+    """The caller started talking while the LLM's call ``target`` (an event id) of a
+    function marked ``cancel_on_interruption`` ran: cancel its activity. The run's
+    result is then an error the LLM is told, and the log says what was cancelled. A
+    cancel that arrives before the update it names is remembered (see ``run_tool``)."""
+    if not isinstance(target, str) or not target:
+        wf.record_rejected(event_id, "an interruption event names no function call to cancel")
+        return
+    handle = wf.functions.handles.get(target)
+    if handle is None:
+        wf.functions.ask_cancel(target)
+        return
+    if workflow.patched(PATCH_CANCEL_ON_INTERRUPTION) and not handle.done():
+        handle.cancel()
+        wf.record_rejected(event_id, f"note: function call {target} cancelled: the caller interrupted")
+
+
+def machine_answered(wf: CallCore, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
+    """The agent's answering-machine detection: recorded, then the flow's voicemail node
+    (or the end, ``voicemail``), the same engine step the agent took."""
+    event = MachineAnswered(category=str(data.get("category", "machine-vm"))[:40], at=at)
+    if wf.call.amd is None or wf.call.amd.result != "machine":  # the agent's verdict event came first
+        wf.call.amd = verdict({**data, "category": event.category}, at)
+    wf.transcript.add(
+        Turn(role="system", text=f"answering machine detected ({event.category})", node=None, started_at=at),
+        weigh=False,
+    )
+    for eff in wf.step(event).effects:
+        if isinstance(eff, Rejected):
+            wf.record_rejected(event_id, eff.reason)
+
+
+def verdict(data: dict[str, Any], at: float | None) -> AmdVerdict:
+    """The detection's verdict as the record keeps it; a malformed one raises
+    ValidationError, which ``apply_ready`` records as rejected."""
+    category = str(data.get("category") or "uncertain")[:40]
+    reason = data.get("reason")
+    return AmdVerdict(
+        result=amd_result(category),
+        category=category,
+        reason=str(reason)[:500] if reason is not None else None,
+        speech_s=data.get("speech_s"),
+        delay_s=data.get("delay_s"),
+        at=workflow.now() if at is None else datetime.fromtimestamp(at, UTC),
+    )
