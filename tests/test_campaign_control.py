@@ -170,3 +170,34 @@ async def test_status_watch_shows_progress_live_and_ends_with_the_campaign(
                 proc.kill()
                 await proc.wait()
         assert (await handle.result())["status"] == "finished"
+
+
+async def test_a_campaign_continued_as_new_many_times_attempts_each_contact_as_the_rules_say(
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    people = [f"+1212555{1300 + i}" for i in range(30)]
+    busy = set(people[::5])
+    async with campaign_line(monkeypatch, temporal_client, task_queue, sqlite_url) as lk:
+        for p in busy:
+            lk.set_answer(p, "busy")
+        cid = new_id()
+        retry = {"busy": RetryRule(count=1, delay_s=0.2)}
+        inp = campaign_input(cid, new_id("T"), retry=retry, max_concurrent=6, cps=40)
+        inp = inp.model_copy(update={"max_history_events": 200})  # the least: a few calls a run
+        handle = await run_campaign(temporal_client, task_queue, sqlite_url, inp, contacts(*people))
+        result = await handle.result()
+
+        async def runs() -> bool:  # the list (visibility) lags the workflow a little
+            return (
+                len([wf async for wf in temporal_client.list_workflows(f"WorkflowId = '{handle.id}'")]) >= 2
+            )
+
+        await wait_until(runs, timeout=30, what="the campaign's runs listed")
+    assert result["status"] == "finished"
+    rooms = [d.room_name for d in lk.dials]
+    assert len(rooms) == len(set(rooms))  # no attempt dialed twice
+    assert sorted(d.sip_call_to for d in lk.dials) == sorted(people + list(busy))
+    rows = {r["phone"]: r for r in store.report(sqlite_url, cid)}
+    assert {p: (rows[p]["attempts"], rows[p]["state"]) for p in people} == {
+        p: (2, "failed") if p in busy else (1, "reached") for p in people
+    }
