@@ -4,8 +4,13 @@ it is answered. Checked: where each call went and what the callee heard."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from ringflow.cli import app
 from ringflow.devstack import DevStack
 from ringflow.simulate import environment, run_script
 from workflows.client import CallHandle
@@ -21,7 +26,9 @@ def notes(result: object) -> list[str]:
     return [t["text"] for t in result.transcript if t["role"] == "system"]  # type: ignore[attr-defined]
 
 
-async def test_every_dial_outcome_and_what_the_callee_heard(temporal_server: DevStack) -> None:
+async def test_every_dial_outcome_and_what_the_callee_heard(
+    temporal_server: DevStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
         run = {
             name: await run_script(SCRIPTS / f"outbound_reminder_{name}.yaml", client, task_queue, llm)
@@ -48,6 +55,12 @@ async def test_every_dial_outcome_and_what_the_callee_heard(temporal_server: Dev
     }  # nobody picked up the others: no verdict
     assert amd["will_pay"].speech_s == 1.2 and amd["will_pay"].delay_s == 0.4 and amd["will_pay"].at
     assert all(r.room == r.call_id for r in records.values())  # a dialed call's room is named after it
+    monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", temporal_server.address)
+    shown = await asyncio.to_thread(CliRunner().invoke, app, ["call", "show", run["busy"].call_id])
+    assert shown.exit_code == 0, shown.output
+    assert "'code': 486" in shown.output and "'status': 'Busy Here'" in shown.output  # the sip line
+    shown = await asyncio.to_thread(CliRunner().invoke, app, ["call", "show", run["will_pay"].call_id])
+    assert "'result': 'human'" in shown.output  # the amd line
     assert heard(run["will_pay"]) == [
         "Hi Dana, this is Ava from Northside Energy with a quick reminder.",
         "Thank you, Dana. Goodbye!",
