@@ -108,13 +108,12 @@ async def until(pred: Callable[[], bool], what: str) -> None:
 # --- unit: the queue itself ------------------------------------------------------------------
 def test_put_is_synchronous_and_needs_no_event_loop() -> None:
     """The audio loop must never await the outbox: put is a plain function, usable even
-    where no loop runs, and fast while nothing is being sent."""
+    where no loop runs, that only queues (its speed is bench/load.py's business, not a
+    timed assertion here)."""
     assert not inspect.iscoroutinefunction(Outbox.put)
     outbox = Outbox(FakeSend())
-    t0 = time.perf_counter()
     for i in range(1, 10_001):
         assert outbox.put(ev(i)) is None  # type: ignore[func-returns-value]
-    assert time.perf_counter() - t0 < 1.0
     assert outbox.pending == 10_000 and outbox.oldest_pending_age_s is not None
 
 
