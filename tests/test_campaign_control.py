@@ -17,6 +17,7 @@ from temporalio.client import Client
 
 from activities import campaign_store as store
 from activities.campaign_rules import RetryRule
+from activities.telephony import Dial
 from ringflow.devstack import DevStack
 from tests.campaignkit import (
     REDIS,
@@ -29,7 +30,8 @@ from tests.campaignkit import (
     run_campaign,
 )
 from tests.wfkit import wait_until
-from workflows.client import CallHandle
+from workflows.campaign_messages import CampaignCarry
+from workflows.client import CallHandle, start_call
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -201,3 +203,40 @@ async def test_a_campaign_continued_as_new_many_times_attempts_each_contact_as_t
     assert {p: (rows[p]["attempts"], rows[p]["state"]) for p in people} == {
         p: (2, "failed") if p in busy else (1, "reached") for p in people
     }
+
+
+async def test_calls_handed_over_unconfirmed_by_the_last_run_start_once_each(
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """A run continues as new without waiting for its last calls' starts to be confirmed; the
+    next run starts them again under the same ids: one whose start went through is followed,
+    one whose start the server dropped (its parent run had closed) is started now."""
+    people = ["+12125551501", "+12125551502", "+12125551503"]
+    async with campaign_line(monkeypatch, temporal_client, task_queue, sqlite_url) as lk:
+        cid = new_id()
+        inp = campaign_input(cid, new_id("T"), max_concurrent=3, cps=50)
+        now = time.time()
+        store.add_contacts(sqlite_url, cid, contacts(*people), 0, now)
+        handed = store.claim(sqlite_url, cid, "claim-0", 2, inp.windows, 3, now).claimed
+        assert [store.predial(sqlite_url, cid, c.idx, c.attempt, inp.windows, now) for c in handed] == [
+            "go"
+        ] * 2
+        first = handed[0]  # its start went through before the last run closed
+        await start_call(
+            temporal_client,
+            inp.definition,
+            task_queue=task_queue,
+            call_id=first.call_id,
+            variables=first.variables,
+            dial=Dial(to=first.phone, trunk_id=inp.trunk_id, ringing_timeout_s=5),
+            campaign_id=cid,
+        )
+        carry = CampaignCarry(limits=inp.limits, claims=1, runs=2, to_start=handed)
+        handle = await run_campaign(
+            temporal_client, task_queue, sqlite_url, inp.model_copy(update={"carry": carry}), []
+        )
+        result = await handle.result()
+    assert result["status"] == "finished"
+    assert sorted(d.sip_call_to for d in lk.dials) == people  # each once
+    rows = {r["phone"]: r for r in store.report(sqlite_url, cid)}
+    assert {p: (rows[p]["attempts"], rows[p]["state"]) for p in people} == {p: (1, "reached") for p in people}

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.campaign_messages import CampaignInput, Limits, LimitsChange, LiveCall
 
 ROUNDS_PATCH = "campaign-rounds-v1"
+HANDOVER_PATCH = "campaign-handover-v1"
 LOOKAHEAD = 3  # rounds in flight at most (a slow workflow task between rounds leaves no gap)
 ROUND_S = 1.0  # a round claims about this many seconds of the pace
 MAX_BATCH = 100
@@ -67,6 +68,7 @@ class CampaignWorkflow(LegacyLoop):
         self.in_flight: list[int] = []  # each round in flight: ``returned`` when it began
         self.retry_log: list[tuple[int, float]] = []  # (round number, earliest retry it set)
         self.timer_at: float | None = None
+        self.handover = False  # continuing as new: a round's calls go to the next run
 
     @workflow.run
     async def run(self, inp: CampaignInput) -> dict[str, Any]:
@@ -74,6 +76,10 @@ class CampaignWorkflow(LegacyLoop):
             return await self.run_legacy(inp)
         if self.carried:
             self.spawn(self.follow_all(self.carried))
+        for c in self.to_start:  # passed their checks in the last run: dial them first
+            self.starting += 1
+            self.spawn(self.call(c, again=True))
+        self.to_start = []
         self.next_due = 0.0  # unknown: ask the database at once
         self.show()
         while not self.cancelled:
@@ -85,7 +91,15 @@ class CampaignWorkflow(LegacyLoop):
                 await workflow.wait_condition(lambda: not self.paused or self.cancelled or self.wake)
                 continue
             if self.should_continue_as_new():
-                await workflow.wait_condition(lambda: not self.rounds and not self.starting)
+                if workflow.patched(HANDOVER_PATCH):
+                    # Not waiting for the calls' starts to be confirmed (seconds on a loaded
+                    # server, with no dials meanwhile): the next run starts those again, under
+                    # the same id, so each still starts once (a child whose parent run closed
+                    # before the server started it is not started).
+                    self.handover = True
+                    await workflow.wait_condition(lambda: not self.rounds)
+                else:
+                    await workflow.wait_condition(lambda: not self.rounds and not self.starting)
                 workflow.continue_as_new(self.carry())
             free = self.limits.max_concurrent - len(self.live) - self.starting
             due = self.next_due is not None and self.next_due <= workflow.now().timestamp()
@@ -177,11 +191,14 @@ class CampaignWorkflow(LegacyLoop):
             if self.paused or self.cancelled:  # paused while the round waited: not dialed
                 self.release.append(Attempt(idx=c.idx, attempt=c.attempt))
                 self.starting -= 1
+            elif self.handover:
+                self.to_start.append(c)
+                self.starting -= 1
             else:
                 self.spawn(self.call(c))
         self.wake = True
 
-    async def call(self, c: Claimed) -> None:
+    async def call(self, c: Claimed, again: bool = False) -> None:
         lc = LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
         try:
             try:
@@ -189,12 +206,14 @@ class CampaignWorkflow(LegacyLoop):
             except FlowError as exc:  # a contact's variables the flow refuses: that contact fails
                 self.ended(lc, Outcome(end_reason="invalid_contact", disposition=str(exc)[:200]))
                 return
+            self.unconfirmed[c.call_id] = c
             try:
-                handle = await self.start_call(c, call_inp, attrs)
+                handle = await self.start_call(c, call_inp, attrs, again)
             except WorkflowAlreadyStartedError:  # this attempt's call exists: follow it, never dial again
                 self.spawn(self.follow_all([lc]))
                 return
         finally:
+            self.unconfirmed.pop(c.call_id, None)
             self.starting -= 1
             self.wake = True
         outcome = await self.outcome_of(handle)

@@ -48,6 +48,8 @@ class CampaignBase:
         self.events_before = c.events_before
         self.pending = list(c.pending)  # calls ended, not recorded yet (rounds)
         self.release = list(c.release)  # attempts claimed but not dialed, to give back (rounds)
+        self.to_start = list(c.to_start)  # calls to start (again): see CampaignWorkflow.run
+        self.unconfirmed: dict[str, Claimed] = {}  # calls started, the start not confirmed yet
         self.starting = 0  # claimed attempts not yet dialed (pacing, last checks)
         self.rounds = 0  # round activities in flight
         self.next_due: float | None = None
@@ -73,13 +75,17 @@ class CampaignBase:
             {"dial": dial, "campaign_id": inp.campaign_id, "agent_timeout_s": inp.agent_timeout_s},
         )
 
-    async def start_call(self, c: Claimed, call_inp: Any, attrs: Any) -> ChildWorkflowHandle[Any, Any]:
+    async def start_call(
+        self, c: Claimed, call_inp: Any, attrs: Any, again: bool = False
+    ) -> ChildWorkflowHandle[Any, Any]:
         """Start the attempt's call; a cancelled campaign abandons it (never cuts it), and its
-        id is started once (``WorkflowAlreadyStartedError`` when it exists)."""
+        id is started once (``WorkflowAlreadyStartedError`` when it exists). ``again``: a
+        start an earlier run made without seeing it confirmed (counted there)."""
         self.live[c.call_id] = LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
-        self.count("dialed")
-        now = workflow.now().timestamp()
-        self.recent = [t for t in self.recent if t > now - 60.0] + [now]
+        if not again:
+            self.count("dialed")
+            now = workflow.now().timestamp()
+            self.recent = [t for t in self.recent if t > now - 60.0] + [now]
         return await workflow.start_child_workflow(
             CallWorkflow.run,
             call_inp,
@@ -183,7 +189,7 @@ class CampaignBase:
     def carry(self) -> CampaignInput:
         carry = CampaignCarry(
             claims=self.claims,
-            live=list(self.live.values()),
+            live=[lc for lc in self.live.values() if lc.call_id not in self.unconfirmed],
             stats=self.stats,
             recent=self.recent,
             paused=self.paused,
@@ -194,5 +200,6 @@ class CampaignBase:
             events_before=self.events_before + workflow.info().get_current_history_length(),
             pending=self.pending,
             release=self.release,
+            to_start=self.to_start + list(self.unconfirmed.values()),
         )
         return self.inp.model_copy(update={"carry": carry})

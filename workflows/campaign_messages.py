@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from activities.campaign_acts import Attempt, Ended
 from activities.campaign_rules import RetryRule, Windows
+from activities.campaign_store import Claimed
 from callflow.model import FlowDefinition
 
 CAMPAIGN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$"
@@ -52,6 +53,7 @@ class CampaignCarry(BaseModel):
     events_before: int = 0  # history events of the earlier runs
     pending: list[Ended] = []  # calls ended, not recorded yet
     release: list[Attempt] = []  # attempts claimed but not dialed, to give back
+    to_start: list[Claimed] = []  # calls whose start the last run did not see confirmed
 
 
 class CampaignInput(BaseModel):
