@@ -33,26 +33,25 @@ class ActivityConfig(Protocol):
     openai_api_key: SecretStr | None
 
 
-def build_activities(config: ActivityConfig) -> list[Callable[..., Any]]:
-    """``persist_call``, ``append_transcript``, ``post_call_webhook`` and ``http_tool``,
-    bound to ``config``; pass the list to ``Worker(activities=...)``."""
+def build_activities(
+    config: ActivityConfig, dispatcher: Dispatcher | None = None, telephony: Telephony | None = None
+) -> list[Callable[..., Any]]:
+    """``persist_call``, ``append_transcript``, ``post_call_webhook``, ``http_tool`` and
+    ``extract_variables`` bound to ``config``, ``dispatch_agent`` to ``dispatcher`` and the
+    dial activities to ``telephony``; pass the list to ``Worker(activities=...)``."""
     store = CallStore(config.database_url)
     webhook = WebhookSender(config.webhook_url, config.webhook_secret, database_url=config.database_url)
     http = HttpTool(
         allow_private=config.http_allow_private,
         max_response_bytes=config.http_max_response_bytes,
     )
-    return [store.persist_call, store.append_transcript, webhook.post_call_webhook, http.http_tool]
-
-
-def build_call_services(
-    config: ActivityConfig, dispatcher: Dispatcher | None = None, telephony: Telephony | None = None
-) -> list[Callable[..., Any]]:
-    """``extract_variables`` (the LLM of ``config``), ``dispatch_agent`` through ``dispatcher``
-    and the dial activities through ``telephony``."""
     key = config.openai_api_key.get_secret_value() if config.openai_api_key else None
     extractor = Extractor(config.openai_base_url, key, config.llm_model)
     return [
+        store.persist_call,
+        store.append_transcript,
+        webhook.post_call_webhook,
+        http.http_tool,
         extractor.extract_variables,
         AgentDispatch(dispatcher).dispatch_agent,
         *TelephonyActivities(telephony).all(),

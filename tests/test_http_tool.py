@@ -247,7 +247,18 @@ def test_registry_builds_all_activities_from_settings() -> None:
     settings = Settings(database_url="sqlite:///:memory:", http_allow_private=True)
     acts = build_activities(settings)
     names = [a.__temporal_activity_definition.name for a in acts]  # type: ignore[attr-defined]
-    assert names == ["persist_call", "append_transcript", "post_call_webhook", "http_tool"]
+    assert names == [
+        "persist_call",
+        "append_transcript",
+        "post_call_webhook",
+        "http_tool",
+        "extract_variables",
+        "dispatch_agent",
+        "prepare_call",
+        "dial_call",
+        "transfer_call",
+        "hang_up_room",
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from activities.handler_run import HandlerRunner
 from activities.jobs import JobRunner
 from activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from activities.observability import ActivityLogInterceptor
-from activities.registry import build_activities, build_call_services
+from activities.registry import build_activities
 from activities.telephony import Telephony
 from workflows import log_redaction
 from workflows.call import CallWorkflow
@@ -49,9 +49,8 @@ def all_activities(
         getattr(config, "webhook_secret", None),
     )
     return [
-        *build_activities(config),
+        *build_activities(config, dispatcher, telephony),
         handlers.run_handler,
-        *build_call_services(config, dispatcher, telephony),
         JobRunner(getattr(config, "flows_dir", None)).run_job,
         mcp_list_tools,
         mcp_call_tool,
