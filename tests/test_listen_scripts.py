@@ -37,7 +37,7 @@ def idle_prompts(llm: Any, call_id: str) -> list[str]:
 
 @pytest.mark.timeout(300)
 async def test_kiosk_scripts_pass_also_with_the_agent_killed_on_every_turn(temporal_server: Any) -> None:
-    assert len(SCRIPTS) == 3
+    assert len(SCRIPTS) == 4  # kiosk_scanned_id: the screen's device tool
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
         results = {p.stem: await run_script(p, client, task_queue, llm) for p in SCRIPTS}
         assert {n: (r.failures, r.error) for n, r in results.items() if not r.ok} == {}
