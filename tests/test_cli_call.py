@@ -157,15 +157,19 @@ async def test_show_reads_an_ended_call_without_a_worker(
     temporal_server: DevStack, temporal_client: Client, task_queue: str, sqlite_url: str, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]
     """An ended call is read from its record (its worker may be gone, as a simulation's is);
-    a call long enough to continue-as-new left its transcript in the database."""
+    a call long enough to continue-as-new left its transcript in the database. Each reply
+    is ~10 KB, so the transcript (~600 KB) is over the record's 512 KB inline budget whatever
+    the continue-as-new timing (a call whose only continue-as-new came before its 50th turn
+    kept a small transcript inline, and the test flaked on that)."""
     turns = 60
+    pad = " " + "x" * 10_000
     monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", temporal_server.address)
     monkeypatch.setenv("RINGFLOW_DATABASE_URL", sqlite_url)
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, max_history_events=50)
         agent = Agent(call)
         for i in range(turns):
-            await agent.say(("user", f"turn {i}"), ("assistant", f"reply {i}"))
+            await agent.say(("user", f"turn {i}"), ("assistant", f"reply {i}{pad}"))
         await wait_state(call, lambda s: s.turns == 2 * turns and s.runs >= 2, timeout=60)
         await call.hangup()
         record = await wait_until(lambda: call.handle.result(), timeout=60, what="result")
@@ -174,5 +178,5 @@ async def test_show_reads_an_ended_call_without_a_worker(
     assert shown.exit_code == 0, shown.output
     got = json.loads(shown.output)
     assert got["status"] == "ended" and got["end_reason"] == "user_hangup"
-    want = [x for i in range(turns) for x in (f"turn {i}", f"reply {i}")]
+    want = [x for i in range(turns) for x in (f"turn {i}", f"reply {i}{pad}")]
     assert [t["text"] for t in got["transcript"]] == want
