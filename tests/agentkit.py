@@ -34,7 +34,10 @@ from workflows.client import CallHandle, start_call
 from workflows.contract import CallView, Snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agent"
-TIMEOUT_S = 4.0  # every wait in these tests; each test must finish well within 5 s
+# Every wait in these tests: a bound for a hung test, not a speed requirement. Each wait
+# ends on its condition (a Temporal round trip, the session idle), in milliseconds on an
+# idle machine, but seconds when several suites share two loaded cores.
+TIMEOUT_S = 60.0
 
 
 def desk() -> FlowDefinition:

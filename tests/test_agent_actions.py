@@ -32,7 +32,7 @@ from workflows.contract import CallView
 ROLE = "You are Ada at the Lakeside clinic."
 HELLO = "Hello Dana, how can I help?"
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(300)
 
 
 def lookup() -> FlowDefinition:
@@ -235,7 +235,7 @@ async def test_a_caller_barging_in_cancels_a_function_marked_cancel_on_interrupt
     await asyncio.wait_for(started.wait(), TIMEOUT_S)  # the handler is running in the worker
 
     tc.session.emit("user_state_changed", UserStateChangedEvent(old_state="listening", new_state="speaking"))
-    result = await asyncio.wait_for(running, TIMEOUT_S)  # well before the handler's 7 s
+    result = await asyncio.wait_for(running, TIMEOUT_S)  # cancelled, not answered: see its output
 
     result.expect.next_event().is_function_call(name="slow_lookup")
     out = result.expect.next_event().is_function_call_output()

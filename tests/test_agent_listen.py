@@ -18,7 +18,7 @@ from ringflow.scripted_llm import ScriptedLLM
 from tests.agentkit import TIMEOUT_S, call, text_call
 from tests.wfkit import running_worker
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(300)
 
 
 def three_modes() -> FlowDefinition:

@@ -45,7 +45,7 @@ WELCOME_TOOLS = [
 ]
 BOOKING_PROMPT = f"{ROLE}\n\nBook a table for the caller."
 
-pytestmark = pytest.mark.timeout(20)  # a backstop: every wait inside is bounded by TIMEOUT_S
+pytestmark = pytest.mark.timeout(300)  # a backstop for a hung test: every wait inside is bounded by TIMEOUT_S
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -292,7 +292,9 @@ async def test_a_call_too_large_to_continue_as_new_ends_with_error_not_a_stuck_t
     flow = clinic()
     big = flow.model_copy(update={"flow": flow.flow.model_copy(update={"role": "z" * 1_600_000})})
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
-        call = await start(temporal_client, task_queue, big, max_history_events=50)
+        # The agent's timeout far beyond the test: on a loaded machine the turns may come
+        # slower than the default 15 s, and the call would end agent_lost, not for its size.
+        call = await start(temporal_client, task_queue, big, max_history_events=50, agent_timeout_s=600)
         agent = Agent(call)
         for i in range(30):
             await agent.say(("user", f"turn {i}"))
