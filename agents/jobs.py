@@ -105,9 +105,18 @@ class JobsFeed:
         self.interruptible = feed["interruptible"]
         self.unspoken = feed["unspoken"]
 
+    async def prime_or_later(self) -> None:
+        """``prime`` at attach; a worker that cannot answer the query now must not stop the
+        agent from attaching: the feed's loop primes it once it can."""
+        try:
+            await self.prime()
+        except Exception as exc:
+            log.warning("jobs feed not read at attach (%s): reading it later", type(exc).__name__)
+
     async def step(self) -> None:
         self.poke.clear()
-        if self.cursor < 0:
+        primed = self.cursor < 0  # not read at attach: the tools shown lack cancel_jobs
+        if primed:
             await self.prime()
         if self.unspoken is not None:  # a group routed the call here; its agent died before speaking
             node, self.unspoken = self.unspoken, None
@@ -123,7 +132,7 @@ class JobsFeed:
             await self.deliver(env)
             self.seen += 1
         self.cursor = feed["next"]
-        offered = bool(self.cancellable)
+        offered = bool(self.cancellable) and not primed
         self.running, self.cancellable = feed["running"], feed["cancellable"]
         self.interruptible = feed["interruptible"]
         if offered != bool(self.cancellable):

@@ -205,7 +205,7 @@ async def _attach_agent(
     resumed = any(t.role != "system" or t.node is not None for t in snap.transcript_tail)
     if has_jobs(controller):
         controller.jobs = JobsFeed(controller)
-        await controller.jobs.prime()
+        await controller.jobs.prime_or_later()
     first = controller.current_tools()
     if first is not None:
         first = offer_cancel(controller, first)
