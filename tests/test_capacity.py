@@ -16,8 +16,11 @@ from temporalio.client import Client
 
 from tests.wfkit import running_worker, start, wait_state, wait_until
 
-TIMEOUT_S = 4.0
-TALK_S = 9.0  # more than two agent timeouts: the old timer would have fired twice
+# The timer is moved later by a signal that comes once half the timeout is gone, so it
+# would fire on a talking call only if no heartbeat was applied for TIMEOUT_S / 2: with 4 s,
+# a 2 s stall of this process or the worker on a loaded machine was enough.
+TIMEOUT_S = 10.0
+TALK_S = 21.0  # more than two agent timeouts: the old timer would have fired twice
 
 
 async def test_a_talking_agent_causes_no_timer_tasks_and_a_silent_one_is_still_lost(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,8 +28,11 @@ async def test_livez_fails_while_the_event_loop_is_stuck_and_recovers() -> None:
         assert _get(health.port, "/livez")[0] == 200
         # Block this loop the way a CPU-bound or sync call in async code would, and probe
         # from another thread meanwhile, as the kubelet does.
-        probe = asyncio.get_running_loop().run_in_executor(None, _probe_after_stall, health.port)
-        time.sleep(0.8)  # the stuck loop under test, not a synchronisation
+        # The loop stays stuck until the probe has seen it fail (or a minute went by): how
+        # long the prober takes to get a turn on a loaded machine does not matter.
+        seen = threading.Event()
+        probe = asyncio.get_running_loop().run_in_executor(None, _probe_after_stall, health.port, seen)
+        seen.wait(60)  # the stuck loop under test
         (status, body), ready = await probe
         assert status == 503 and body["alive"] is False
         assert ready == 503  # a stuck worker is not ready either
@@ -36,19 +40,23 @@ async def test_livez_fails_while_the_event_loop_is_stuck_and_recovers() -> None:
         async def alive_again() -> bool:
             return (await asyncio.to_thread(_get, health.port, "/livez"))[0] == 200
 
-        await wait_until(alive_again, timeout=5, what="livez 200 again")
+        await wait_until(alive_again, timeout=60, what="livez 200 again")
     finally:
         health.stop()
 
 
-def _probe_after_stall(port: int) -> tuple[tuple[int, dict[str, object]], int]:
-    """Probe until liveness fails (the loop is then stuck), and readiness right after."""
-    deadline = time.monotonic() + 5
-    live = _get(port, "/livez")
-    while live[0] != 503 and time.monotonic() < deadline:
-        time.sleep(0.02)
+def _probe_after_stall(port: int, seen: threading.Event) -> tuple[tuple[int, dict[str, object]], int]:
+    """Probe until liveness fails (the loop is then stuck), and readiness right after;
+    then ``seen`` lets the loop go."""
+    try:
+        deadline = time.monotonic() + 60
         live = _get(port, "/livez")
-    return live, _get(port, "/readyz")[0]
+        while live[0] != 503 and time.monotonic() < deadline:
+            time.sleep(0.02)  # a probe's period
+            live = _get(port, "/livez")
+        return live, _get(port, "/readyz")[0]
+    finally:
+        seen.set()
 
 
 async def test_readyz_follows_the_ready_check_and_unknown_paths_are_404() -> None:

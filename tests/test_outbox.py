@@ -95,14 +95,14 @@ class FakeSend:
         async def enough() -> bool:
             return len(self.calls) >= n
 
-        await wait_until(enough, timeout=5, what=f"{n} send calls")
+        await wait_until(enough, timeout=60, what=f"{n} send calls")
 
 
 async def until(pred: Callable[[], bool], what: str) -> None:
     async def check() -> bool:
         return pred()
 
-    await wait_until(check, timeout=5, what=what)
+    await wait_until(check, timeout=60, what=what)
 
 
 # --- unit: the queue itself ------------------------------------------------------------------

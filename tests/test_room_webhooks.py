@@ -62,7 +62,7 @@ async def test_a_killed_agent_is_replaced_at_once_and_late_or_forged_webhooks_ch
         async def dispatched() -> list[dict[str, object]]:
             return resume_dispatches(lk)
 
-        assert await wait_until(dispatched, timeout=10, what="a replacement dispatched") == [
+        assert await wait_until(dispatched, timeout=60, what="a replacement dispatched") == [
             {"call_id": "wh-call-1", "resume": True}
         ]
         st = await call.state()

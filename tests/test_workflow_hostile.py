@@ -6,10 +6,12 @@ and side effects ran once."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from activities.persistence import load_transcript
 from tests.hostile import finished, raw, raw_json, task_failures, worker_with_hooks
@@ -292,12 +294,21 @@ async def test_a_call_too_large_to_continue_as_new_ends_with_error_not_a_stuck_t
     flow = clinic()
     big = flow.model_copy(update={"flow": flow.flow.model_copy(update={"role": "z" * 1_600_000})})
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url) as hooks:
-        # The agent's timeout far beyond the test: on a loaded machine the turns may come
-        # slower than the default 15 s, and the call would end agent_lost, not for its size.
-        call = await start(temporal_client, task_queue, big, max_history_events=50, agent_timeout_s=600)
+        # The continue-as-new is tried past max_history_events, and how many events 30 turns
+        # make depends on how many workflow tasks they took (fewer on a loaded machine, when
+        # signals wait and go in together): with 50, under load the turns never reached it and
+        # the call ended agent_lost, and on an idle machine it could be reached before the last
+        # turn. So the turns stay under it (at most 4 events each), all applied; then signals
+        # that change nothing (a transition from a node the call is not on, refused) take the
+        # history past it. The agent's timeout is beyond the test's length.
+        call = await start(temporal_client, task_queue, big, max_history_events=200, agent_timeout_s=600)
         agent = Agent(call)
         for i in range(30):
             await agent.say(("user", f"turn {i}"))
+        await wait_state(call, lambda s: s.turns == 30, what="the 30 turns applied")
+        with contextlib.suppress(RPCError):  # refused once the call has ended
+            for _ in range(250):  # each at least one history event
+                await agent.transition("no_such_node", "nothing")
         out = await finished(call, hooks, sqlite_url)
     assert out["result"].end_reason == "error" and out["webhook"]["end_reason"] == "error"
     assert [t["text"] for t in out["stored"].transcript] == [f"turn {i}" for i in range(30)]

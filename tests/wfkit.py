@@ -106,20 +106,27 @@ async def worker_child(module: str, *args: str) -> asyncio.subprocess.Process:
     return proc
 
 
-async def wait_until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0, what: str = "") -> Any:
-    """Poll ``check`` until it returns something truthy; fail with the last value seen."""
+WAIT_S = 60.0  # a bound for a hung test, not a speed requirement: waits end on their condition
+
+
+async def wait_until(check: Callable[[], Awaitable[Any]], timeout: float = WAIT_S, what: str = "") -> Any:
+    """Poll ``check`` until it returns something truthy; fail with the last value seen.
+    A check that itself blocks (a workflow's result) is bounded by the same deadline."""
     deadline = time.monotonic() + timeout
     last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            last = await asyncio.wait_for(check(), left)
+        except TimeoutError:
+            break
         if last:
             return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or check}: last value {last!r}")
+        await asyncio.sleep(0.05)  # the poll's period
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what or check}: last value {last!r}")
 
 
 async def wait_state(
-    call: CallHandle, pred: Callable[[CallView], bool], timeout: float = 20.0, what: str = ""
+    call: CallHandle, pred: Callable[[CallView], bool], timeout: float = WAIT_S, what: str = ""
 ) -> CallView:
     async def check() -> CallView | None:
         st = await call.state()
