@@ -558,7 +558,7 @@ async def test_a_resumed_agent_answers_the_caller_the_dead_one_left_unanswered(t
     instead of leaving the caller in silence until the idle timer."""
     first = tc.run
     first.controller.on_turn("user", "Hello, is anyone there?")
-    assert await first.outbox.flush(timeout=5)
+    assert await first.outbox.flush(timeout=TIMEOUT_S)
     await first.kill()
     before = len(tc.speeches)
     tc.reply(say("Yes, I'm here. How can I help?"))
