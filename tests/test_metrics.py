@@ -9,7 +9,6 @@ series found here are also what the dashboard and alert rules may name (test_inf
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from ringflow.settings import Settings
 from ringflow.sim_phone import LINES
 from ringflow.simulate import SimulationResult, run_script
 from ringflow.temporal_setup import connect
+from tests.wfkit import wait_until
 from workflows.worker import build_worker, prometheus_runtime
 
 SCRIPT = Path(__file__).parents[1] / "examples" / "scripts" / "appointment_reminder_reschedule.yaml"
@@ -102,12 +102,12 @@ async def scrapes(
             result = await run_script(SCRIPT, client, "metrics-test", llm, kill_at=3, resume="attach")
         async with httpx.AsyncClient(timeout=10) as http:
             agent = (await http.get(f"http://127.0.0.1:{agent_port}/metrics")).text
-            worker = ""
-            for _ in range(100):  # the SDK exports on its own schedule: wait for the call's series
-                worker = (await http.get(f"http://127.0.0.1:{worker_port}/metrics")).text
-                if "ringflow_calls_ended_total{" in worker:
-                    break
-                await asyncio.sleep(0.1)  # poll interval while waiting on the exporter
+
+            async def exported() -> str | None:  # the SDK exports on its own schedule
+                text = (await http.get(f"http://127.0.0.1:{worker_port}/metrics")).text
+                return text if "ringflow_calls_ended_total{" in text else None
+
+            worker = await wait_until(exported, what="the call's series exported")
         yield Scrapes(agent, worker, result, before)
     finally:
         await llm.stop()
