@@ -1,7 +1,7 @@
 """The agent's presence on the call: replacing an agent gone silent, and waiting for the
 agent's hangup once the call has ended so that its last turns are in the record.
 
-Functions of the running ``CallWorkflow`` (like ``dialing.py`` and ``room_events.py``);
+Functions on the running call's driver (``call_driver.py``, like ``dialing.py`` and ``room_events.py``);
 deterministic workflow code.
 """
 
@@ -18,14 +18,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract import DispatchRequest
 
 if TYPE_CHECKING:
-    from workflows.call import CallWorkflow
+    from workflows.call_driver import CallDriver
 
 PATCH_UNATTENDED_END = "final-turn-before-any-agent"
 FINAL_TURN_ANY_PATCH = "final-turn-any-end-v1"  # the agent's hangup waited for after any end
 AGENT_END_GRACE_S = 10.0
 
 
-async def final_turn(wf: CallWorkflow) -> None:
+async def final_turn(wf: CallDriver) -> None:
     """An end node's last turn is still being spoken when the engine ends the call: wait
     for the agent's hangup so that turn's transcript is recorded too. A call whose start
     action node routed it straight to an end node ends before any agent has attached:
@@ -46,7 +46,7 @@ async def final_turn(wf: CallWorkflow) -> None:
         wf.record_rejected(None, "no hangup from the agent after the last turn")
 
 
-async def agent_catches_up(wf: CallWorkflow) -> None:
+async def agent_catches_up(wf: CallDriver) -> None:
     """The workflow ended a live call its agent is still on (a transfer, the caller leaving
     as LiveKit's webhook said, a machine answering): the agent's last turns may still wait
     in its outbox (turns linger there to ride with the next event, agents/outbox.py), and
@@ -70,7 +70,7 @@ async def agent_catches_up(wf: CallWorkflow) -> None:
         wf.record_rejected(None, "note: no hangup from the agent after the call ended")
 
 
-async def agent_lost(wf: CallWorkflow) -> None:
+async def agent_lost(wf: CallDriver) -> None:
     wf.record_rejected(
         None,
         f"agent {wf.call.agent_id or '?'} silent for "

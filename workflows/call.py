@@ -8,7 +8,6 @@ once each; only node functions, whose result the LLM needs, are updates.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -19,20 +18,16 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.jobs import JOB_UPDATE_SIGNAL
     from callflow.effects import Effect, Extract, Rejected, RunFunction
     from callflow.engine import Engine
     from callflow.errors import safe_reason
-    from callflow.events import (
-        CallStarted,
-        FunctionCalled,
-        MaxDuration,
-    )
+    from callflow.events import CallStarted, FunctionCalled
     from callflow.inputs import undeclared_variables
     from callflow.state import CallState
     from workflows import carry as budget
-    from workflows.agent_presence import agent_lost, final_turn
     from workflows.call_carry import CallCarry
-    from workflows.call_core import internal_error
+    from workflows.call_driver import CallDriver, internal_error
     from workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
     from workflows.contract import (
         AttachRequest,
@@ -41,33 +36,39 @@ with workflow.unsafe.imports_passed_through():
         CallInput,
         CallRecord,
         CallView,
+        CancelRequest,
         Carry,
+        DeviceToolRecord,
+        RouteRequest,
         Snapshot,
         Turn,
         call_input_problems,
         oversized_args,
     )
-    from workflows.device_record import DeviceRecordMixin
-    from workflows.dialing import DIAL_PATCH, place_call
+    from workflows.conversation import converse
+    from workflows.device_record import DeviceTools
     from workflows.inbox import Inbox
     from workflows.intake import Refusal, intake, intake_one, read_request
-    from workflows.jobs import JobsMixin
+    from workflows.jobs import Jobs
     from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
     from workflows.record import call_view
     from workflows.room_events import RoomEvent, on_room_event
     from workflows.visibility import Visibility
 
 REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
-REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signal's task
 BOUNDED_INPUT_PATCH = "bounded-call-input-text"
-LATE_TIMER_S = 5.0
 MALFORMED_UPDATE_PATCH = "malformed-update-recorded-v1"
 NO_PAYLOAD = RawValue(Payload())  # an update sent with no payload (the handlers' default)
 M = TypeVar("M", bound=BaseModel)
 
 
 @workflow.defn(name="CallWorkflow")
-class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
+class CallWorkflow:
+    """The workflow's lifecycle and message handlers. What acts on the call is in the parts
+    it owns, each given the call's driver (``call_driver.py``): the conversation loop
+    (``conversation.py``), continue-as-new and finish (``call_carry.py``), job groups
+    (``jobs.py``) and device tools (``device_record.py``)."""
+
     # The input arrives raw, like signals: a start payload that does not decode into a
     # CallInput (a hand-made ``temporal workflow start``) fails the workflow at once with what
     # was wrong, instead of failing its first workflow task again and again.
@@ -86,33 +87,36 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             self.bad_input = safe_reason(exc)
 
     def setup(self, inp: CallInput) -> None:
-        self.inp = inp
-        self.engine = Engine(inp.definition)
-        self.vis = Visibility(inp)
-        self.tasks: set[asyncio.Task[Any]] = set()
+        engine = Engine(inp.definition)
+        vis = Visibility(inp)
         self.room_events_seen: list[str] = []  # LiveKit webhooks applied (workflows/room_events.py)
-        self.wake = False
         self.start_error: str | None = None
         now = workflow.now().timestamp()
         # One way in: a new call starts from the carry of a run zero (``first_run``).
-        c = inp.carry if inp.carry is not None else self.first_run(inp, now)
-        self.call = CallProgress.carried(c, now)
-        self.inbox = Inbox(c.next_seq, c.seen_ids, c.held, c.held_since)
-        self.functions = FunctionCalls.carried(c)
-        self.transcript = Transcript.carried(c)
+        c = inp.carry if inp.carry is not None else self.first_run(engine, inp, now)
         if inp.carry is not None:  # extractions the last run left running start again
             self.startup: list[Effect] = [
-                Extract(node=n, fields=list(self.engine.flow.nodes[n].node.extract))
-                for n in c.pending_extractions
+                Extract(node=n, fields=list(engine.flow.nodes[n].node.extract)) for n in c.pending_extractions
             ]
         self.tools_ready = not needs_pin(inp)  # MCP tools are pinned first (workflows/mcp_pin.py)
-        self.pending_extractions: list[str] = []
-        self.final_extracts: list[Extract] = []
-        self.liveness = Liveness(inp.agent_timeout_s, now)
+        self.d = CallDriver(
+            inp,
+            engine,
+            vis,
+            CallProgress.carried(c, now),
+            Inbox(c.next_seq, c.seen_ids, c.held, c.held_since),
+            FunctionCalls.carried(c),
+            Transcript.carried(c),
+            Liveness(inp.agent_timeout_s, now),
+        )
+        self.carry = CallCarry(self.d)
+        self.jobs = Jobs(self.d)
+        self.d.start_jobs = self.jobs.start_jobs
+        self.devices = DeviceTools(self.d)
 
-    def first_run(self, inp: CallInput, now: float) -> Carry:
+    def first_run(self, engine: Engine, inp: CallInput, now: float) -> Carry:
         """A new call: the engine starts it, and what it orders first runs once the call does."""
-        step = self.engine.start(
+        step = engine.start(
             CallStarted(
                 call_id=inp.call_id,
                 variables=inp.variables,
@@ -135,7 +139,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
                 type="InvalidCallInput",
                 non_retryable=True,
             )
-        inp = self.inp
+        inp = self.d.inp
         if self.start_error is not None:
             raise ApplicationError(
                 f"call {inp.call_id} cannot start: {self.start_error}",
@@ -157,79 +161,17 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
                 non_retryable=True,
             )
         if not self.tools_ready and workflow.patched(PIN_PATCH):
-            await pin_tools(self)
+            await pin_tools(self.d)
         self.tools_ready = True
         try:
-            await self.converse(inp)
+            await converse(self.d, self.carry, inp, self.startup)
         except Exception as exc:
             if internal_error(exc):
                 raise
             # A bug or an input nothing anticipated: the call ends with an error, and its record
             # and webhook still go out, rather than a workflow task that fails forever.
-            self.fail_call(f"the call could not go on: {safe_reason(exc)}")
-        return await self.finish()
-
-    async def converse(self, inp: CallInput) -> None:
-        self.apply_effects(self.startup)
-        if inp.dial is not None and inp.carry is None and workflow.patched(DIAL_PATCH):
-            self.spawn(place_call(self))
-        self.vis.sync(self.call.flow_state, self.call.status)
-        settings = inp.definition.flow.settings
-        deadline = self.call.started_at + settings.max_duration_s
-        # One timer at a time, re-armed only once it has fired or when something must happen
-        # sooner than it would fire. A timeout on each wait would cancel and restart a timer on
-        # every wake-up: two history events per signal. The agent timeout moves later with each
-        # event, so the timer may fire early; the checks below then find nothing due and re-arm.
-        timer: asyncio.Task[None] | None = None
-        timer_at = 0.0
-        rearm = workflow.patched(REARM_PATCH)
-        while not self.call.flow_state.ended:
-            now = workflow.now().timestamp()
-            due = deadline
-            if self.call.status == "live":
-                due = min(due, self.liveness.due)
-            if self.inbox.held_since is not None and workflow.patched("gap-timer-v1"):
-                due = min(due, self.inbox.held_since + inp.gap_wait_s)  # see Inbox.skip_gap
-            if rearm and timer is not None and not timer.done() and self.rearm_due(timer_at, deadline):
-                timer.cancel()
-                timer = None
-            if timer is None or timer.done() or due < timer_at:
-                if timer is not None:
-                    timer.cancel()
-                timer_at = due
-                timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
-
-            def woken(t: asyncio.Task[None] = timer, at: float = timer_at) -> bool:  # bound now
-                return (
-                    self.wake
-                    or self.call.flow_state.ended
-                    or t.done()
-                    or (rearm and self.rearm_due(at, deadline))
-                )
-
-            await workflow.wait_condition(woken)
-            self.wake = False
-            self.vis.sync(self.call.flow_state, self.call.status)
-            if self.call.flow_state.ended:
-                break
-            now = workflow.now().timestamp()
-            self.apply_ready(*self.inbox.skip_gap(now, inp.gap_wait_s))
-            # A timer firing long after it was due means Temporal (or every worker) was down,
-            # not just the agent: its events could not arrive either, so it gets a fresh timeout.
-            fired_late = timer is not None and timer.done() and now - timer_at > LATE_TIMER_S
-            if now >= deadline:
-                self.step(MaxDuration(at=now))
-            elif self.call.status == "live" and self.liveness.overdue(now):
-                if fired_late:
-                    self.liveness.seen(now)
-                else:
-                    await agent_lost(self)
-            elif self.should_continue_as_new():
-                await self.continue_as_new()
-        await final_turn(self)
-        for eff in self.final_extracts:
-            self.pending_extractions.append(eff.node)
-            self.spawn(self.extract(eff))
+            self.d.fail_call(f"the call could not go on: {safe_reason(exc)}")
+        return await self.carry.finish()
 
     # --- messages from the agent ------------------------------------------------------
     # One dynamic handler takes every signal (``events``, ``transition``, ``turns``, ``event``,
@@ -249,16 +191,16 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
             if name == "room_event":
                 ev = intake_one(name, payloads, decode, RoomEvent)
                 if isinstance(ev, RoomEvent):
-                    on_room_event(self, ev, self.room_events_seen)
+                    on_room_event(self.d, ev, self.room_events_seen)
                 else:
-                    self.take(ev)  # type: ignore[arg-type]
+                    self.d.take(ev)  # type: ignore[arg-type]
                 return
             for item in intake(name, payloads, decode):
-                self.take(item)
+                self.d.take(item)
         except Exception as exc:
             if internal_error(exc):
                 raise
-            self.record_rejected(None, f"signal '{name[:64]}' could not be applied: {type(exc).__name__}")
+            self.d.record_rejected(None, f"signal '{name[:64]}' could not be applied: {type(exc).__name__}")
 
     # --- updates ----------------------------------------------------------------------
     # Updates take their payload raw, like signals: a malformed one is accepted by the
@@ -267,26 +209,26 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
     @workflow.update
     async def call_function(self, raw: RawValue = NO_PAYLOAD) -> CallFunctionResult:
         req = self.request("call_function", raw, CallFunctionRequest)
-        calls = self.functions
+        calls = self.d.functions
         if req.event_id in calls.running:  # the same call again (a resumed agent): run it once
             await workflow.wait_condition(lambda: req.event_id in calls.results)
         if req.event_id in calls.results:
             return calls.results[req.event_id]
         if req.event_id in calls.done:
-            return budget.already_ran(self.call.flow_state.node)
+            return budget.already_ran(self.d.call.flow_state.node)
         calls.running.add(req.event_id)
         try:
             return await self.run_call_function(req)
         except Exception as exc:
             if internal_error(exc) or isinstance(exc, ApplicationError):
                 raise
-            self.record_rejected(
+            self.d.record_rejected(
                 req.event_id, f"function '{req.name[:64]}' failed in the workflow: {type(exc).__name__}"
             )
             out = CallFunctionResult(
                 result={"status": "error", "error": "the call could not run it"},
                 error=True,
-                node=self.call.flow_state.node,
+                node=self.d.call.flow_state.node,
             )
             calls.results[req.event_id] = out
             return out
@@ -296,19 +238,19 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
     async def run_call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
         if not self.tools_ready:
             await workflow.wait_condition(lambda: self.tools_ready)
-        await self.caught_up(req.after_seq)
-        step = self.engine.apply(
-            self.call.flow_state, FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
+        await self.d.caught_up(req.after_seq)
+        step = self.d.engine.apply(
+            self.d.call.flow_state, FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
         )
         run = next((e for e in step.effects if isinstance(e, RunFunction)), None)
-        self.call.flow_state = step.state
-        self.apply_effects(step.effects, skip_run=run.run_id if run else None)
+        self.d.call.flow_state = step.state
+        self.d.apply_effects(step.effects, skip_run=run.run_id if run else None)
         effects = list(step.effects)
         if run is not None:
-            effects += self.step(await self.run_tool(req.event_id, run)).effects
-        out = self.function_result(effects)
-        self.functions.remember(req.event_id, out)
-        self.seen_agent()
+            effects += self.d.step(await self.d.run_tool(req.event_id, run)).effects
+        out = self.d.function_result(effects)
+        self.d.functions.remember(req.event_id, out)
+        self.d.seen_agent()
         return out
 
     @call_function.validator
@@ -316,27 +258,27 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         req = self.valid_request("call_function", raw, CallFunctionRequest)
         if req is None:
             return  # malformed: refused and recorded by the handler
-        if self.functions.known(req.event_id):
+        if self.d.functions.known(req.event_id):
             return
-        if self.call.flow_state.ended and self.call.flow_state.node not in self.end_nodes():
+        if self.d.call.flow_state.ended and self.d.call.flow_state.node not in self.d.end_nodes():
             raise ValueError("the call has ended")
         if (problem := oversized_args(req.name, req.args)) is not None:
             raise ValueError(problem)
-        if req.node != self.call.flow_state.node and req.after_seq < self.inbox.next_seq:
-            raise ValueError(f"the call is on node '{self.call.flow_state.node}', not '{req.node}'")
+        if req.node != self.d.call.flow_state.node and req.after_seq < self.d.inbox.next_seq:
+            raise ValueError(f"the call is on node '{self.d.call.flow_state.node}', not '{req.node}'")
 
     @workflow.update
     async def attach(self, raw: RawValue = NO_PAYLOAD) -> Snapshot:
         req = self.request("attach", raw, AttachRequest)
         await self.attached(req, req.settle)
         return Snapshot(
-            call_id=self.inp.call_id,
-            node=self.call.flow_state.node,
-            state=self.call.flow_state,
-            transcript_tail=self.transcript.tail(),
-            ended=self.call.flow_state.ended,
-            next_seq=self.inbox.next_seq,
-            definition=self.inp.definition,
+            call_id=self.d.inp.call_id,
+            node=self.d.call.flow_state.node,
+            state=self.d.call.flow_state,
+            transcript_tail=self.d.transcript.tail(),
+            ended=self.d.call.flow_state.ended,
+            next_seq=self.d.inbox.next_seq,
+            definition=self.d.inp.definition,
         )
 
     @attach.validator
@@ -350,7 +292,7 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         the flow and the transcript an attaching agent needs."""
         req = self.request("settle", raw, AttachRequest)
         await self.attached(req, settle=True)
-        return self.call.flow_state
+        return self.d.call.flow_state
 
     @settle.validator
     def validate_settle(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -360,9 +302,9 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         if not self.tools_ready:  # the agent must offer the tools the workflow will run
             await workflow.wait_condition(lambda: self.tools_ready)
         if req.after_seq or settle:
-            await self.caught_up(req.after_seq, settle)
-        self.seen_agent(req.agent_id)
-        self.call.dispatch_failures = 0
+            await self.d.caught_up(req.after_seq, settle)
+        self.d.seen_agent(req.agent_id)
+        self.d.call.dispatch_failures = 0
 
     def read(self, name: str, raw: RawValue, model: type[M]) -> M | Refusal:
         converter = workflow.payload_converter()
@@ -380,30 +322,71 @@ class CallWorkflow(JobsMixin, DeviceRecordMixin, CallCarry):
         got = self.read(name, raw, model)
         if isinstance(got, Refusal):
             if workflow.patched(MALFORMED_UPDATE_PATCH):
-                self.record_rejected(got.event_id, got.reason)
+                self.d.record_rejected(got.event_id, got.reason)
             raise ApplicationError(got.reason, type="MalformedRequest", non_retryable=True)
         return got
+
+    # --- job groups (workflows/jobs.py) and device tools (workflows/device_record.py) -------
+    @workflow.signal(name=JOB_UPDATE_SIGNAL)
+    def on_job_update(self, data: Any) -> None:
+        """A job's progress (``flow_manager.update``), sent by its activity."""
+        if self.bad_input is None:
+            self.jobs.on_job_update(data)
+
+    @workflow.query(name="jobs_feed")
+    def jobs_feed(self, *args: Any) -> dict[str, Any]:
+        return self.jobs.jobs_feed(*args)
+
+    @workflow.update(name="route_jobs")
+    async def route_jobs(self, req: RouteRequest) -> CallFunctionResult:
+        return await self.jobs.route_jobs(req)
+
+    @route_jobs.validator
+    def validate_route_jobs(self, req: RouteRequest) -> None:
+        self.jobs.validate_route_jobs(req)
+
+    @workflow.update(name="cancel_jobs")
+    async def cancel_jobs(self, req: CancelRequest) -> dict[str, Any]:
+        return await self.jobs.cancel_jobs(req)
+
+    @cancel_jobs.validator
+    def validate_cancel_jobs(self, req: CancelRequest) -> None:
+        self.jobs.validate_cancel_jobs(req)
+
+    @workflow.query(name="function_answer")
+    def function_answer(self, *args: Any) -> dict[str, Any] | None:
+        return self.devices.function_answer(*args)
+
+    @workflow.update(name="record_device_tool")
+    async def record_device_tool(self, rec: DeviceToolRecord) -> CallFunctionResult:
+        return await self.devices.record_device_tool(rec)
+
+    @record_device_tool.validator
+    def validate_record_device_tool(self, rec: DeviceToolRecord) -> None:
+        if self.bad_input is not None:
+            raise ValueError("record_device_tool takes one DeviceToolRecord (JSON)")
+        self.devices.validate_record_device_tool(rec)
 
     # --- queries ----------------------------------------------------------------------
     # Queries take no input; whatever a caller sends along is ignored (``*_``) rather than
     # failing the query on a payload it does not need.
     @workflow.query(name="state")
     def state_query(self, *_: Any) -> CallView:
-        return call_view(self.inp, self.call, self.inbox, self.transcript.count)
+        return call_view(self.d.inp, self.d.call, self.d.inbox, self.d.transcript.count)
 
     @workflow.query(name="transcript")
     def transcript_query(self, *_: Any) -> list[Turn]:
         """The turns this run holds; after continue-as-new the earlier ones are in the
         database: ``transcript_window`` says from which index, for a reader to join them."""
-        return self.transcript.turns
+        return self.d.transcript.turns
 
     @workflow.query(name="transcript_window")
     def transcript_window(self, *args: Any) -> dict[str, Any]:
         """Turns from absolute index ``args[0]`` (or the oldest held), as many as fit a
         query answer: a reader pages through them, and reads indexes under ``base`` (written
         out at continue-as-new) from the database."""
-        return self.transcript.window(args[0] if args and type(args[0]) is int else 0)
+        return self.d.transcript.window(args[0] if args and type(args[0]) is int else 0)
 
     @workflow.query
     def call_state(self, *_: Any) -> CallState:
-        return self.call.flow_state
+        return self.d.call.flow_state

@@ -2,8 +2,8 @@
 
 Both write payloads Temporal caps at 2 MB, so both go by the byte budgets of
 ``workflows/carry.py``: the transcript leaves for the database in slices before a payload
-could near the limit, and the next run gets a carry checked for size. Kept apart from
-``call.py`` (lifecycle and message handlers) so each file reads in one sitting.
+could near the limit, and the next run gets a carry checked for size. ``CallWorkflow`` (``call.py``)
+owns one, given the call's driver.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as acts
     from workflows import carry as budget
-    from workflows.call_core import REJECTED_TAIL, CallCore
+    from workflows.call_driver import REJECTED_TAIL, CallDriver
     from workflows.contract import (
         CallRecord,
         Carry,
@@ -29,58 +29,61 @@ with workflow.unsafe.imports_passed_through():
 TRANSCRIPT_TAIL = 50  # the tail carried before can-bytes-v1 (replayed histories only)
 
 
-class CallCarry(CallCore):
-    """Continue-as-new and finish, on the state ``CallWorkflow.__init__`` sets up."""
+class CallCarry:
+    """Continue-as-new and finish, on the call the driver holds."""
+
+    def __init__(self, d: CallDriver) -> None:
+        self.d = d
 
     def should_continue_as_new(self) -> bool:
         info = workflow.info()
         busy = (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() > self.inp.max_history_events
-            or self.transcript.bytes > budget.MEMORY_MAX_BYTES
+            or info.get_current_history_length() > self.d.inp.max_history_events
+            or self.d.transcript.bytes > budget.MEMORY_MAX_BYTES
         )
-        return busy and not self.tasks and workflow.all_handlers_finished()
+        return busy and not self.d.tasks and workflow.all_handlers_finished()
 
     async def continue_as_new(self) -> None:
-        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self.tasks)
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self.d.tasks)
         bounded = workflow.patched("can-bytes-v1")
-        turns = self.transcript.turns
+        turns = self.d.transcript.turns
         if bounded:
             cut = budget.tail_start(turns)
         else:
             cut = max(0, len(turns) - TRANSCRIPT_TAIL)
-        await self.store_transcript(turns[:cut], self.transcript.base)
+        await self.store_transcript(turns[:cut], self.d.transcript.base)
         tail = turns[cut:]
-        next_seq, seen, held = self.inbox.carry()
-        fn_results, fn_done = self.functions.for_next_run(bounded)
+        next_seq, seen, held = self.d.inbox.carry()
+        fn_results, fn_done = self.d.functions.for_next_run(bounded)
         carry = Carry(
-            state=self.call.flow_state,
-            status=self.call.status,
+            state=self.d.call.flow_state,
+            status=self.d.call.status,
             next_seq=next_seq,
             held=held,
             seen_ids=seen,
             transcript_tail=tail,
-            transcript_count=self.transcript.count,
-            rejected=self.call.rejected[-REJECTED_TAIL:],
-            agent_id=self.call.agent_id,
-            dispatch_failures=self.call.dispatch_failures,
-            extraction_errors=self.call.extraction_errors,
-            pending_extractions=self.pending_extractions,
-            events_applied=self.call.events_applied,
-            started_at=self.call.started_at,
-            runs=self.call.runs,
-            hangup_seen=self.call.hangup_seen,
+            transcript_count=self.d.transcript.count,
+            rejected=self.d.call.rejected[-REJECTED_TAIL:],
+            agent_id=self.d.call.agent_id,
+            dispatch_failures=self.d.call.dispatch_failures,
+            extraction_errors=self.d.call.extraction_errors,
+            pending_extractions=self.d.pending_extractions,
+            events_applied=self.d.call.events_applied,
+            started_at=self.d.call.started_at,
+            runs=self.d.call.runs,
+            hangup_seen=self.d.call.hangup_seen,
             fn_results=fn_results,
             fn_done=fn_done,
-            held_since=self.inbox.held_since if bounded else None,
-            sip=self.call.sip,
-            amd=self.call.amd,
+            held_since=self.d.inbox.held_since if bounded else None,
+            sip=self.d.call.sip,
+            amd=self.d.call.amd,
         )
-        nxt = self.inp.model_copy(update={"carry": carry})
+        nxt = self.d.inp.model_copy(update={"carry": carry})
         if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
             # The flow's own size (definition, variables, handler state) leaves no room: end the
             # call cleanly instead of ordering a continue-as-new the server would refuse.
-            self.fail_call(f"the call's state is {encoded_bytes(nxt)} bytes, too large to carry on")
+            self.d.fail_call(f"the call's state is {encoded_bytes(nxt)} bytes, too large to carry on")
             return
         workflow.continue_as_new(nxt)
 
@@ -90,37 +93,37 @@ class CallCarry(CallCore):
         if not turns:
             return
         for part in budget.slices(transcript_items(turns, base)):
-            await acts.append_transcript(TranscriptAppend(call_id=self.inp.call_id, items=part))
+            await acts.append_transcript(TranscriptAppend(call_id=self.d.inp.call_id, items=part))
 
     async def finish(self) -> CallRecord:
         try:
             await workflow.wait_condition(
-                lambda: not self.tasks and workflow.all_handlers_finished(), timeout=timedelta(minutes=5)
+                lambda: not self.d.tasks and workflow.all_handlers_finished(), timeout=timedelta(minutes=5)
             )
         except TimeoutError:
-            self.record_rejected(None, "work still running 5 min after the call ended: not waited for")
-        self.call.status = "ended"
+            self.d.record_rejected(None, "work still running 5 min after the call ended: not waited for")
+        self.d.call.status = "ended"
         # The whole transcript goes to the database when the record could not carry it inline
         # (the head of a continued-as-new call is there already; a long one would not fit a
         # payload): the record then holds none and every reader takes the stored one.
         in_db = (
-            self.transcript.base > 0 or self.transcript.bytes > budget.RECORD_MAX_BYTES
+            self.d.transcript.base > 0 or self.d.transcript.bytes > budget.RECORD_MAX_BYTES
         ) and workflow.patched("whole-transcript-v1")
         if in_db:
-            await self.store_transcript(self.transcript.turns, self.transcript.base)
+            await self.store_transcript(self.d.transcript.turns, self.d.transcript.base)
         record = build_record(
-            self.inp,
-            self.call.flow_state,
-            self.call.status,
-            [] if in_db else self.transcript.turns,
-            self.transcript.base,
-            self.call.started_at,
+            self.d.inp,
+            self.d.call.flow_state,
+            self.d.call.status,
+            [] if in_db else self.d.transcript.turns,
+            self.d.transcript.base,
+            self.d.call.started_at,
             workflow.now(),
-            sip=self.call.sip,
-            amd=self.call.amd,
+            sip=self.d.call.sip,
+            amd=self.d.call.amd,
         )
-        self.call.flow_state = self.call.flow_state.model_copy(update={"disposition": record.disposition})
-        self.vis.sync(self.call.flow_state, self.call.status)
+        self.d.call.flow_state = self.d.call.flow_state.model_copy(update={"disposition": record.disposition})
+        self.d.vis.sync(self.d.call.flow_state, self.d.call.status)
         await acts.persist(record)
         await acts.webhook(
             WebhookDelivery(
@@ -130,5 +133,5 @@ class CallCarry(CallCore):
                 transcript_in_db=in_db,
             )
         )
-        self.vis.count_end(self.call.flow_state)
+        self.d.vis.count_end(self.d.call.flow_state)
         return record

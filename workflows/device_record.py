@@ -13,7 +13,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.call_core import CallCore
+    from workflows.call_driver import CallDriver
     from workflows.contract import (
         MAX_ARGS_BYTES,
         MAX_TEXT_CHARS,
@@ -26,19 +26,23 @@ with workflow.unsafe.imports_passed_through():
 DEVICE_RECORD_PATCH = "device-tool-record-v1"
 
 
-class DeviceRecordMixin(CallCore):
-    @workflow.query(name="function_answer")
+class DeviceTools:
+    """The workflow's ``function_answer`` query and ``record_device_tool`` update, on the
+    call's driver (its function calls and transcript)."""
+
+    def __init__(self, d: CallDriver) -> None:
+        self.d = d
+
     def function_answer(self, *args: Any) -> dict[str, Any] | None:
         """The recorded answer of event ``args[0]`` (a function or device tool call), if any."""
-        found = self.functions.results.get(args[0]) if args and isinstance(args[0], str) else None
+        found = self.d.functions.results.get(args[0]) if args and isinstance(args[0], str) else None
         return found.model_dump(mode="json") if found is not None else None
 
-    @workflow.update(name="record_device_tool")
     async def record_device_tool(self, rec: DeviceToolRecord) -> CallFunctionResult:
-        results = self.functions.results
+        results = self.d.functions.results
         if rec.event_id in results:
             return results[rec.event_id]
-        await self.caught_up(rec.after_seq)
+        await self.d.caught_up(rec.after_seq)
         if rec.event_id in results:  # recorded while this one waited
             return results[rec.event_id]
         workflow.patched(DEVICE_RECORD_PATCH)
@@ -52,17 +56,16 @@ class DeviceRecordMixin(CallCore):
             started_at=at,
             ended_at=at,
         )
-        self.transcript.add(turn)
-        out = CallFunctionResult(result=rec.result, error=rec.error, node=self.call.flow_state.node)
-        self.functions.remember(rec.event_id, out)  # in the functions' dedup window
-        self.seen_agent()
+        self.d.transcript.add(turn)
+        out = CallFunctionResult(result=rec.result, error=rec.error, node=self.d.call.flow_state.node)
+        self.d.functions.remember(rec.event_id, out)  # in the functions' dedup window
+        self.d.seen_agent()
         return out
 
-    @record_device_tool.validator
     def validate_record_device_tool(self, rec: DeviceToolRecord) -> None:
-        if not isinstance(rec, DeviceToolRecord) or getattr(self, "bad_input", None) is not None:
+        if not isinstance(rec, DeviceToolRecord):
             raise ValueError("record_device_tool takes one DeviceToolRecord (JSON)")
-        if rec.event_id in self.functions.results:
+        if rec.event_id in self.d.functions.results:
             return
         if (size := encoded_bytes({"args": rec.args, "result": rec.result})) > MAX_ARGS_BYTES:
             raise ValueError(f"a device tool call of {size} bytes is larger than {MAX_ARGS_BYTES}")

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract import Turn
 
 if TYPE_CHECKING:
-    from workflows.call_core import CallCore
+    from workflows.call_driver import CallDriver
 
 DIAL_PATCH = "sip-dial-v1"
 _RETRY = RetryPolicy(
@@ -46,7 +46,7 @@ def _cause(exc: BaseException) -> str:
     return str(getattr(exc, "cause", None) or exc)[:300]
 
 
-async def place_call(wf: CallCore) -> None:
+async def place_call(wf: CallDriver) -> None:
     inp = wf.inp
     assert inp.dial is not None
     room = wf.room
@@ -95,7 +95,7 @@ async def place_call(wf: CallCore) -> None:
     await hang_up(room)
 
 
-def record(wf: CallCore, result: DialResult) -> None:
+def record(wf: CallDriver, result: DialResult) -> None:
     wf.call.sip = SipOutcome(
         outcome=result.outcome,
         code=result.sip_code,

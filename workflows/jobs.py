@@ -30,7 +30,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from activities.http_tool import HttpToolRequest
-    from activities.jobs import JOB_UPDATE_SIGNAL, TIMED_OUT, JobInput, JobOutput
+    from activities.jobs import TIMED_OUT, JobInput, JobOutput
     from callflow.effects import JobRun, StartJobs
     from callflow.events import JobsFinished
     from callflow.jobs import (
@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
         new_group,
     )
     from workflows import activity_calls as acts
-    from workflows.call_core import CallCore
+    from workflows.call_driver import CallDriver
     from workflows.contract import (
         MAX_TEXT_CHARS,
         CallFunctionResult,
@@ -90,15 +90,13 @@ class JobGroups:
         return [gid for gid, g in self.groups.items() if not g.done]
 
 
-class JobsMixin(CallCore):
-    """The workflow's side of job groups; mixed into ``CallWorkflow``."""
+class Jobs:
+    """The workflow's side of job groups, on the call's driver: ``CallWorkflow`` routes the
+    driver's ``start_jobs`` and its job messages here."""
 
-    @property
-    def job_groups(self) -> JobGroups:
-        book: JobGroups | None = getattr(self, "_job_groups", None)
-        if book is None:
-            book = self._job_groups = JobGroups()
-        return book
+    def __init__(self, d: CallDriver) -> None:
+        self.d = d
+        self.job_groups = JobGroups()
 
     def start_jobs(self, eff: StartJobs) -> None:
         book = self.job_groups
@@ -111,7 +109,7 @@ class JobsMixin(CallCore):
         book.groups[eff.group_id] = group
         book.specs[eff.group_id] = eff
         self.emit([started])
-        self.spawn(self.run_group(eff))
+        self.d.spawn(self.run_group(eff))
 
     async def run_group(self, eff: StartJobs) -> None:
         gid = eff.group_id
@@ -119,9 +117,9 @@ class JobsMixin(CallCore):
         tasks = [asyncio.get_event_loop().create_task(self.run_job(eff, job)) for job in eff.jobs]
 
         def stop() -> str | None:
-            if self.call.flow_state.ended:
+            if self.d.call.flow_state.ended:
                 return "hangup"
-            if eff.cancel_on_leave and self.call.flow_state.node != eff.node:
+            if eff.cancel_on_leave and self.d.call.flow_state.node != eff.node:
                 return "left_node"
             return book.cancel_asked.get(gid)
 
@@ -139,11 +137,13 @@ class JobsMixin(CallCore):
                 t.cancel()  # the activity is asked to stop; whatever it answers later is ignored
         # Held until the agent routes it (or the call moved on): see the module's docstring.
         await workflow.wait_condition(
-            lambda: gid in book.routed or self.call.flow_state.ended or self.call.flow_state.node != eff.node
+            lambda: (
+                gid in book.routed or self.d.call.flow_state.ended or self.d.call.flow_state.node != eff.node
+            )
         )
 
     async def run_job(self, eff: StartJobs, job: JobRun) -> None:
-        key = f"{self.inp.call_id}:{eff.group_id}:{job.name}"
+        key = f"{self.d.inp.call_id}:{eff.group_id}:{job.name}"
         try:
             if job.http:
                 out = await self.http_job(eff, job, key)
@@ -176,15 +176,15 @@ class JobsMixin(CallCore):
 
     def job_input(self, eff: StartJobs, job: JobRun, key: str) -> JobInput:
         return JobInput(
-            call_id=self.inp.call_id,
+            call_id=self.d.inp.call_id,
             group_id=eff.group_id,
             job=job.name,
             node=eff.node,
-            module=self.inp.definition.flow.handlers or "",
-            flow_source=self.inp.definition.source,
+            module=self.d.inp.definition.flow.handlers or "",
+            flow_source=self.d.inp.definition.source,
             args=job.args,
-            variables=self.call.flow_state.variables,
-            state=self.call.handler_state,
+            variables=self.d.call.flow_state.variables,
+            state=self.d.call.handler_state,
             timeout_s=job.timeout_s,
             idempotency_key=key,
         )
@@ -194,7 +194,7 @@ class JobsMixin(CallCore):
         rendered headers hold credentials and never enter the history). A 5xx or a timeout
         is retried by the job's policy; an error answer (4xx, not JSON) fails the job."""
         req = HttpToolRequest(
-            call_id=self.inp.call_id,
+            call_id=self.d.inp.call_id,
             seq=0,
             method=job.method,
             node=eff.node,
@@ -233,23 +233,22 @@ class JobsMixin(CallCore):
             turn = Turn(
                 role="system",
                 text=describe(env)[:MAX_TEXT_CHARS],
-                node=self.call.flow_state.node,
+                node=self.d.call.flow_state.node,
                 started_at=now,
                 ended_at=now,
             )
-            self.transcript.add(turn)
+            self.d.transcript.add(turn)
         if len(book.log) > LOG_MAX:
             drop = len(book.log) - LOG_MAX
             book.log = book.log[drop:]
             book.base += drop
         if envelopes:
-            self.wake = True
+            self.d.wake = True
 
     # --- messages ---------------------------------------------------------------------
-    @workflow.signal(name=JOB_UPDATE_SIGNAL)
     def on_job_update(self, data: Any) -> None:
         """A job's progress (``flow_manager.update``), sent by its activity."""
-        if getattr(self, "bad_input", None) is not None or not isinstance(data, dict):
+        if not isinstance(data, dict):
             return
         gid, job = data.get("group_id"), data.get("job")
         if not isinstance(gid, str) or not isinstance(job, str) or gid not in self.job_groups.groups:
@@ -259,7 +258,6 @@ class JobsMixin(CallCore):
             update = {"note": f"progress of more than {UPDATE_MAX_BYTES} bytes left out"}
         self.feed(gid, JobProgress(job=job, data=update))
 
-    @workflow.query(name="jobs_feed")
     def jobs_feed(self, *args: Any) -> dict[str, Any]:
         """Envelopes from index ``args[0]`` (none for a negative one: an agent that only
         wants to know where the log is), the groups running, and the finished groups still
@@ -282,8 +280,8 @@ class JobsMixin(CallCore):
                 for gid, g in book.groups.items()
                 if g.done
                 and gid not in book.routed
-                and not self.call.flow_state.ended
-                and self.call.flow_state.node == g.node
+                and not self.d.call.flow_state.ended
+                and self.d.call.flow_state.node == g.node
             ],
         }
 
@@ -292,13 +290,12 @@ class JobsMixin(CallCore):
         it yet: an agent that died right after routing left its greeting unsaid, and the
         agent taking over says it (``agents/jobs.py``)."""
         arrived = self.job_groups.arrived
-        if arrived is None or self.call.flow_state.ended or self.call.flow_state.node != arrived[0]:
+        if arrived is None or self.d.call.flow_state.ended or self.d.call.flow_state.node != arrived[0]:
             return None
         node, at = arrived
-        said = any(t.role == "assistant" and t.node == node for t in self.transcript.turns[at:])
+        said = any(t.role == "assistant" and t.node == node for t in self.d.transcript.turns[at:])
         return None if said else node
 
-    @workflow.update(name="route_jobs")
     async def route_jobs(self, req: RouteRequest) -> CallFunctionResult:
         """A finished group's result into the state, and its ``transition_to``, once the
         agent's events before it are in. Asked again (a new agent), answered again."""
@@ -309,9 +306,9 @@ class JobsMixin(CallCore):
             return book.routed[req.group_id]
         book.routing.add(req.group_id)
         try:
-            await self.caught_up(req.after_seq)
+            await self.d.caught_up(req.after_seq)
             group = book.groups[req.group_id]
-            step = self.step(
+            step = self.d.step(
                 JobsFinished(
                     group_id=group.group_id,
                     node=group.node,
@@ -320,22 +317,20 @@ class JobsMixin(CallCore):
                     at=workflow.now().timestamp(),
                 )
             )
-            out = self.function_result(step.effects)
+            out = self.d.function_result(step.effects)
             book.routed[req.group_id] = out
             if out.decision == "transition" and out.node is not None:
-                book.arrived = (out.node, len(self.transcript.turns))
+                book.arrived = (out.node, len(self.d.transcript.turns))
         finally:
             book.routing.discard(req.group_id)
-        self.seen_agent()
+        self.d.seen_agent()
         return out
 
-    @route_jobs.validator
     def validate_route_jobs(self, req: RouteRequest) -> None:
         group = self.job_groups.groups.get(req.group_id) if isinstance(req, RouteRequest) else None
         if group is None or not group.done:
             raise ValueError("no finished job group by that id")
 
-    @workflow.update(name="cancel_jobs")
     async def cancel_jobs(self, req: CancelRequest) -> dict[str, Any]:
         """Cancel running groups (the LLM's ``cancel_jobs``, or the caller barging in on a
         group marked ``cancel_on_interruption``); answered once they have ended."""
@@ -350,13 +345,12 @@ class JobsMixin(CallCore):
             book.cancel_asked.setdefault(gid, req.reason)
         if asked:
             await workflow.wait_condition(lambda: all(book.groups[g].done for g in asked))
-        self.seen_agent()
+        self.d.seen_agent()
         return {
             "status": "cancelled" if asked else "nothing to cancel",
             "groups": {g: book.groups[g].outcome for g in asked},
         }
 
-    @cancel_jobs.validator
     def validate_cancel_jobs(self, req: CancelRequest) -> None:
         if not isinstance(req, CancelRequest):
             raise ValueError("cancel_jobs takes one CancelRequest (JSON)")

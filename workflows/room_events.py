@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from callflow.events import HangUp
 
 if TYPE_CHECKING:
-    from workflows.call_core import CallCore
+    from workflows.call_driver import CallDriver
 
 SEEN_MAX = 200
 
@@ -44,7 +44,7 @@ class RoomEvent(BaseModel):
     at: float | None = Field(None, allow_inf_nan=False)
 
 
-def transferring(wf: CallCore) -> bool:
+def transferring(wf: CallDriver) -> bool:
     """A transfer entry is running: the caller leaving the room is that transfer working."""
     nodes = wf.engine.flow.nodes
     for run in wf.call.flow_state.pending.values():
@@ -54,7 +54,7 @@ def transferring(wf: CallCore) -> bool:
     return False
 
 
-def on_room_event(wf: CallCore, ev: RoomEvent, seen: list[str]) -> None:
+def on_room_event(wf: CallDriver, ev: RoomEvent, seen: list[str]) -> None:
     if ev.event_id in seen:
         return
     seen.append(ev.event_id)

@@ -1,12 +1,14 @@
-"""The machinery under CallWorkflow: engine steps, durable effects, the agent's events.
+"""The call's engine driver: engine steps, durable effects, the agent's events.
 
-Kept apart from ``call.py`` (which holds the workflow's lifecycle and its message
-handlers) so each file reads in one sitting. Deterministic like any workflow code.
+``CallWorkflow`` (``call.py``) owns one and hands it to the parts that act on the call
+(carry and finish, job groups, device tools, line and room events): it holds the call's
+progress and its parts, not the workflow's handlers. Deterministic like any workflow code.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -77,23 +79,37 @@ def internal_error(exc: BaseException) -> bool:
     return isinstance(exc, NondeterminismError | ReadOnlyContextError)
 
 
-class CallCore:
-    """State and helpers shared by the workflow's handlers; set up by ``CallWorkflow.__init__``."""
+class CallDriver:
+    """Applies the engine's steps and their effects to the call's progress and parts, which
+    it receives ready (``CallWorkflow.setup``); what the flow starts elsewhere (a job
+    group) goes to the callback it is given."""
 
-    inp: CallInput
-    engine: Engine
-    call: CallProgress  # the call's state, carried across continue-as-new (with the parts below)
-    vis: Visibility
-    inbox: Inbox
-    tasks: set[asyncio.Task[Any]]
-    transcript: Transcript
-    functions: FunctionCalls
-    liveness: Liveness
-    pending_extractions: list[str]
-    final_extracts: list[Extract]
-    wake: bool
-    ringing: bool = False  # an outbound dial is under way (workflows/dialing.py): not live yet
-    agent_left: bool = False  # LiveKit said the call's agent left after the call ended
+    def __init__(
+        self,
+        inp: CallInput,
+        engine: Engine,
+        vis: Visibility,
+        call: CallProgress,
+        inbox: Inbox,
+        functions: FunctionCalls,
+        transcript: Transcript,
+        liveness: Liveness,
+    ) -> None:
+        self.inp = inp
+        self.engine = engine
+        self.vis = vis
+        self.call = call  # the call's state, carried across continue-as-new (with the parts below)
+        self.inbox = inbox
+        self.functions = functions
+        self.transcript = transcript
+        self.liveness = liveness
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.pending_extractions: list[str] = []
+        self.final_extracts: list[Extract] = []
+        self.wake = False
+        self.ringing = False  # an outbound dial is under way (workflows/dialing.py): not live yet
+        self.agent_left = False  # LiveKit said the call's agent left after the call ended
+        self.start_jobs: Callable[[StartJobs], None] = lambda eff: None  # workflows/jobs.py
 
     @property
     def room(self) -> str:
@@ -130,10 +146,6 @@ class CallCore:
                 self.wake = True
             elif isinstance(eff, StartJobs):
                 self.start_jobs(eff)
-
-    def start_jobs(self, eff: StartJobs) -> None:
-        """A background job group (``workflows/jobs.py``, mixed into the workflow)."""
-        raise NotImplementedError
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_event_loop().create_task(self.guarded(coro))

@@ -1,0 +1,80 @@
+"""The call's conversation: the main loop of ``CallWorkflow.run`` from the first effects
+to the end of the call, on the call's driver and its carry. Apart from ``call.py`` (the
+workflow's lifecycle and message handlers) so each file reads in one sitting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from callflow.effects import Effect
+    from callflow.events import MaxDuration
+    from workflows.agent_presence import agent_lost, final_turn
+    from workflows.call_carry import CallCarry
+    from workflows.call_driver import CallDriver
+    from workflows.contract import CallInput
+    from workflows.dialing import DIAL_PATCH, place_call
+
+REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signal's task
+LATE_TIMER_S = 5.0
+
+
+async def converse(d: CallDriver, carry: CallCarry, inp: CallInput, startup: list[Effect]) -> None:
+    d.apply_effects(startup)
+    if inp.dial is not None and inp.carry is None and workflow.patched(DIAL_PATCH):
+        d.spawn(place_call(d))
+    d.vis.sync(d.call.flow_state, d.call.status)
+    settings = inp.definition.flow.settings
+    deadline = d.call.started_at + settings.max_duration_s
+    # One timer at a time, re-armed only once it has fired or when something must happen
+    # sooner than it would fire. A timeout on each wait would cancel and restart a timer on
+    # every wake-up: two history events per signal. The agent timeout moves later with each
+    # event, so the timer may fire early; the checks below then find nothing due and re-arm.
+    timer: asyncio.Task[None] | None = None
+    timer_at = 0.0
+    rearm = workflow.patched(REARM_PATCH)
+    while not d.call.flow_state.ended:
+        now = workflow.now().timestamp()
+        due = deadline
+        if d.call.status == "live":
+            due = min(due, d.liveness.due)
+        if d.inbox.held_since is not None and workflow.patched("gap-timer-v1"):
+            due = min(due, d.inbox.held_since + inp.gap_wait_s)  # see Inbox.skip_gap
+        if rearm and timer is not None and not timer.done() and d.rearm_due(timer_at, deadline):
+            timer.cancel()
+            timer = None
+        if timer is None or timer.done() or due < timer_at:
+            if timer is not None:
+                timer.cancel()
+            timer_at = due
+            timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
+
+        def woken(t: asyncio.Task[None] = timer, at: float = timer_at) -> bool:  # bound now
+            return d.wake or d.call.flow_state.ended or t.done() or (rearm and d.rearm_due(at, deadline))
+
+        await workflow.wait_condition(woken)
+        d.wake = False
+        d.vis.sync(d.call.flow_state, d.call.status)
+        if d.call.flow_state.ended:
+            break
+        now = workflow.now().timestamp()
+        d.apply_ready(*d.inbox.skip_gap(now, inp.gap_wait_s))
+        # A timer firing long after it was due means Temporal (or every worker) was down,
+        # not just the agent: its events could not arrive either, so it gets a fresh timeout.
+        fired_late = timer is not None and timer.done() and now - timer_at > LATE_TIMER_S
+        if now >= deadline:
+            d.step(MaxDuration(at=now))
+        elif d.call.status == "live" and d.liveness.overdue(now):
+            if fired_late:
+                d.liveness.seen(now)
+            else:
+                await agent_lost(d)
+        elif carry.should_continue_as_new():
+            await carry.continue_as_new()
+    await final_turn(d)
+    for eff in d.final_extracts:
+        d.pending_extractions.append(eff.node)
+        d.spawn(d.extract(eff))
