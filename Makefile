@@ -45,7 +45,7 @@ bench: setup
 bench-load: setup  # the full capacity ramp of bench/load.py (many minutes)
 	$(BIN)/python bench/load.py
 
-bench-campaign: setup  # bench/campaign.py at full size: 10,000 contacts at 4 cps (~80 minutes)
+bench-campaign: setup  # bench/campaign.py at full size: 10,000 contacts at 4 cps (80+ minutes)
 	$(BIN)/python bench/campaign.py
 
 clean:

@@ -17,7 +17,8 @@ Metrics:
   with ample concurrency; the best 10 s window's attempts per second.
 
 The goal is 10,000 contacts: ``make bench-campaign`` runs them (the defaults: 10,000
-contacts at 4 cps, about 19,000 attempts, ~80 minutes); ``make bench``
+contacts at 4 cps, about 19,000 attempts: 80 minutes if the machine keeps the pace, far
+more when it is shared and does not); ``make bench``
 (``RINGFLOW_BENCH_SHORT=1``) runs 200. 4 cps is what this shared 2-core machine kept
 (with the Temporal server, the worker, the fake and the simulated callees on it, and other
 work beside): a pace the machine cannot keep measures the machine, not the pacing.
