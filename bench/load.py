@@ -27,6 +27,7 @@ server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -265,9 +266,25 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
         rc.outbox.start()
         return rc
 
+    # A real agent heartbeats from the moment it attaches. Opening 600 calls takes longer than
+    # a call's agent timeout, so without this the first calls opened were ended as lost
+    # before the traffic began (they were counted as calls that ended wrongly).
+    ready = asyncio.Event()
+
+    async def keepalive(c: RingflowCall | RawCall) -> None:
+        while not ready.is_set():
+            c.heartbeat()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ready.wait(), PERIOD_S)
+
     calls: list[RingflowCall | RawCall] = []
+    keepalives: list[asyncio.Task[None]] = []
     for i in range(0, n, 50):  # start in slices: a burst of 1,000 starts is not the test
-        calls += await asyncio.gather(*(open_one(j) for j in range(i, min(n, i + 50))))
+        opened = await asyncio.gather(*(open_one(j) for j in range(i, min(n, i + 50))))
+        keepalives += [asyncio.create_task(keepalive(c)) for c in opened]
+        calls += opened
+    ready.set()
+    await asyncio.gather(*keepalives)
     loop = asyncio.get_running_loop()
     stop_at = loop.time() + PERIOD_S + WINDOW_S
     drivers = [loop.create_task(drive(c, stop_at, rng)) for c in calls]
