@@ -49,6 +49,29 @@ async def _client(settings: Settings) -> Client:
         ) from None
 
 
+def _start_call(settings: Any, definition: Any, **call: Any) -> str:
+    """Start a call's workflow (``call start`` and ``call dial``) and give back its id,
+    turning a refused flow or a refusing server into a clear error."""
+
+    async def go() -> str:  # the id, not the handle: a handle would keep the client alive
+        client = await _client(settings)
+        handle = await start_call(
+            client,
+            definition,
+            task_queue=settings.task_queue,
+            agent_timeout_s=settings.call_agent_timeout_s,
+            **call,
+        )
+        return handle.call_id
+
+    try:
+        return run_async(go)
+    except FlowError as exc:
+        raise _fail("; ".join(str(e) for e in exc.errors)) from None
+    except RPCError as exc:
+        raise _fail(f"Temporal refused the call: {exc}") from None
+
+
 def _check_vars(flow: Path, definition: FlowDefinition, variables: dict[str, Any]) -> None:
     """Before connecting: a misspelt ``--var`` would otherwise start a call whose template
     falls back silently, and a missing one would cost a round trip to learn it."""
@@ -109,27 +132,15 @@ def start(
     settings = get_settings()
     _require_keys(settings)
 
-    async def go() -> str:  # the id, not the handle: a handle would keep the client alive
-        client = await _client(settings)
-        handle = await start_call(
-            client,
-            definition,
-            task_queue=settings.task_queue,
-            call_id=call_id,
-            variables=variables,
-            campaign_id=campaign,
-            direction=direction,
-            room=room,
-            agent_timeout_s=settings.call_agent_timeout_s,
-        )
-        return handle.call_id
-
-    try:
-        started = run_async(go)
-    except FlowError as exc:
-        raise _fail("; ".join(str(e) for e in exc.errors)) from None
-    except RPCError as exc:
-        raise _fail(f"Temporal refused the call: {exc}") from None
+    started = _start_call(
+        settings,
+        definition,
+        call_id=call_id,
+        variables=variables,
+        campaign_id=campaign,
+        direction=direction,
+        room=room,
+    )
     if json_out:
         typer.echo(
             json.dumps(

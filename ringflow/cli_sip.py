@@ -15,16 +15,15 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
-from temporalio.service import RPCError
 
 from activities.telephony import Dial
 from callflow.errors import FlowError
 from callflow.loader import load_flow
-from ringflow.cli_call import _check_vars, _client, _fail, _parse_vars, _require_keys
+from ringflow.cli_call import _check_vars, _client, _fail, _parse_vars, _require_keys, _start_call
 from ringflow.cli_run import run_async
 from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
-from workflows.client import start_call, workflow_id
+from workflows.client import workflow_id
 
 OPTION = {
     "to": "--to",
@@ -68,21 +67,9 @@ def dial(
     variables = _parse_vars(var)
     _check_vars(flow, definition, variables)  # as `call start` does, before connecting
 
-    async def go() -> str:  # the id, not the handle: a handle would keep the client alive
-        client = await _client(settings)
-        handle = await start_call(
-            client,
-            definition,
-            task_queue=settings.task_queue,
-            call_id=call_id,
-            variables=variables,
-            campaign_id=campaign,
-            dial=target,
-            agent_timeout_s=settings.call_agent_timeout_s,
-        )
-        return handle.call_id
-
-    started = _run_start(go)
+    started = _start_call(
+        settings, definition, call_id=call_id, variables=variables, campaign_id=campaign, dial=target
+    )
     if json_out:
         typer.echo(
             json.dumps(
@@ -112,15 +99,6 @@ def _load(flow: Path) -> Any:
         for e in exc.errors:
             typer.echo(f"{flow}: error: {e}", err=True)
         raise typer.Exit(1) from None
-
-
-def _run_start(go: Any) -> str:
-    try:
-        return run_async(go)
-    except FlowError as exc:
-        raise _fail("; ".join(str(e) for e in exc.errors)) from None
-    except RPCError as exc:
-        raise _fail(f"Temporal refused the call: {exc}") from None
 
 
 async def start_relay(settings: Any, client: Any, host: str, port: int) -> Any:
