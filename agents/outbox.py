@@ -40,6 +40,10 @@ that goes at once (a transition, a line event, a hang-up, a heartbeat), with ``f
 before it), ``close``, or a full batch. Order is untouched: a send carries everything put
 before it (up to ``max_batch``), so a crash loses no turn put before the last successful
 send; what it can lose is what was put after it, as before, now for up to ``linger_s``.
+With a ``journal`` (``agents/journal.py``) every event is also written to Redis as it is
+put, so a crash loses nothing written there: the workflow reads it back. While the journal
+is healthy, turns linger ``journaled_linger_s`` (the heartbeat interval: a call then sends
+Temporal one signal per state change or interval, not one per turn).
 
 Heartbeat suppression (``heartbeat_quiet_s`` > 0): any delivered event tells the workflow
 the agent is alive, so a heartbeat put within ``heartbeat_quiet_s`` of the last successful
@@ -47,8 +51,9 @@ send, or while other events wait to go, is not queued at all: heartbeats go only
 where nothing else went out for a whole interval.
 
 Not thread-safe: call ``put`` from the event loop's thread (LiveKit's agent callbacks run
-there). Events queued here are lost if the process dies (``abandon`` simulates that); the
-workflow then re-dispatches an agent, which resumes from the workflow's ``Snapshot``.
+there). Without a journal, events queued here are lost if the process dies (``abandon``
+simulates that); the workflow then re-dispatches an agent, which resumes from the
+workflow's ``Snapshot``.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from workflows.contract import MAX_BATCH, AgentEvent, Heartbeat, TurnsEvent
 
@@ -99,6 +105,22 @@ def backoff_delay(
     return base * (1.0 - JITTER * rand())
 
 
+class Journal(Protocol):
+    """Where queued events are written before they linger (``agents/journal.py``)."""
+
+    healthy: bool
+
+    def record(self, ticket: int, event: AgentEvent) -> None: ...
+
+    def delivered(self, ticket: int) -> None: ...
+
+    def start(self) -> None: ...
+
+    async def close(self, timeout: float = 2.0, drop: bool = False) -> None: ...
+
+    def abandon(self) -> None: ...
+
+
 class _Slot:
     """One queued event. ``ticket`` is its put order; ``cover`` is the oldest ticket whose
     delivery it stands for (lower than ``ticket`` only for a heartbeat that superseded older
@@ -128,6 +150,8 @@ class Outbox:
         send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
         linger_s: float = 0.0,
         heartbeat_quiet_s: float = 0.0,
+        journal: Journal | None = None,
+        journaled_linger_s: float = 0.0,
     ) -> None:
         if max_events < 1:
             raise ValueError("max_events must be at least 1")
@@ -137,8 +161,8 @@ class Outbox:
             raise ValueError("need 0 < initial_backoff_s <= max_backoff_s")
         if send_timeout_s <= 0:
             raise ValueError("send_timeout_s must be positive")
-        if linger_s < 0 or heartbeat_quiet_s < 0:
-            raise ValueError("linger_s and heartbeat_quiet_s must not be negative")
+        if linger_s < 0 or heartbeat_quiet_s < 0 or journaled_linger_s < 0:
+            raise ValueError("linger_s, heartbeat_quiet_s and journaled_linger_s must not be negative")
         self._send = send
         self.max_events = max_events
         self.max_batch = max_batch
@@ -147,6 +171,8 @@ class Outbox:
         self.send_timeout_s = send_timeout_s
         self.linger_s = linger_s
         self.heartbeat_quiet_s = heartbeat_quiet_s
+        self.journal = journal
+        self.journaled_linger_s = journaled_linger_s
         self._urgent = 0  # queued live events that end a linger (all but turns)
         self._kicked = False  # kick(): send what waits without lingering
         self._last_ok = float("-inf")  # monotonic time of the last successful send
@@ -186,10 +212,12 @@ class Outbox:
         self._last_ticket += 1
         self._queue.append(_Slot(self._last_ticket, event, time.monotonic()))
         self._live += 1
+        if self.journal is not None:
+            self.journal.record(self._last_ticket, event)
         if type(event) is not TurnsEvent:
             self._urgent += 1
             self._wake()
-        elif not self.linger_s or self._live >= self.max_batch:
+        elif not (self.linger_s or self.journaled_linger_s) or self._live >= self.max_batch:
             self._wake()
         elif self._sleeper is not None and self._live == 1:
             self._wake()  # the idle sender starts the linger clock
@@ -246,6 +274,8 @@ class Outbox:
         if self._closed:
             raise OutboxClosed("the outbox is closed")
         self._task = asyncio.get_running_loop().create_task(self._run(), name="ringflow-outbox")
+        if self.journal is not None:
+            self.journal.start()
         self._task.add_done_callback(self._task_done)
 
     async def flush(self, timeout: float | None = None) -> bool:
@@ -271,7 +301,7 @@ class Outbox:
 
     async def close(self, flush_timeout: float = 5.0) -> None:
         """Refuse further puts, give the queue up to ``flush_timeout`` to drain, then stop.
-        Whatever is still ``pending`` afterwards is lost (and logged)."""
+        Whatever is still ``pending`` afterwards is lost (and logged), unless journaled."""
         self._closed = True
         task = self._task
         if task is not None and not task.done():
@@ -289,6 +319,8 @@ class Outbox:
         elif self._live:
             log.warning("outbox closed with %d events never sent (it was not running)", self._live)
         self._stop()
+        if self.journal is not None:  # all delivered: the call's journal has nothing to keep
+            await self.journal.close(drop=self._live == 0)
 
     def abandon(self) -> None:
         """Stop at once without flushing, as a crash would: pending events are never sent
@@ -297,6 +329,8 @@ class Outbox:
         self._stop()
         if self._task is not None:
             self._task.cancel()
+        if self.journal is not None:
+            self.journal.abandon()  # what it wrote stays, for the workflow to read back
 
     # --- observation --------------------------------------------------------------------
     @property
@@ -360,8 +394,11 @@ class Outbox:
         """How much longer the queued events may wait for company: > 0 only when nothing
         but turns waits, nobody flushes or kicked, the batch is not full, and the oldest turn
         has waited less than ``linger_s``."""
+        linger = self.linger_s
+        if self.journaled_linger_s and self.journal is not None and self.journal.healthy:
+            linger = self.journaled_linger_s
         if (
-            not self.linger_s
+            not linger
             or self._urgent
             or self._kicked
             or self._waiters
@@ -372,7 +409,7 @@ class Outbox:
         head = self._live_head()
         if head is None:
             return 0.0
-        return head.put_at + self.linger_s - time.monotonic()
+        return head.put_at + linger - time.monotonic()
 
     def _failed(self, exc: BaseException, attempt: int) -> None:
         self.send_errors += 1
@@ -422,6 +459,8 @@ class Outbox:
         self._inflight = []
         covers = [s.cover for s in (self._live_head(), self._hb) if s is not None]
         self._acked_ticket = (min(covers) if covers else self._last_ticket + 1) - 1
+        if self.journal is not None:
+            self.journal.delivered(self._acked_ticket)
         for target, fut in list(self._waiters):
             if target <= self._acked_ticket and not fut.done():
                 fut.set_result(True)

@@ -25,6 +25,7 @@ from agents import metrics as agent_metrics
 from agents.controller import FlowController
 from agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
 from agents.jobs import JobsFeed, has_jobs, offer_cancel
+from agents.journal import OutboxJournal
 from agents.lease import AgentLease
 from agents.listen import EmptySpeechWatch, PushToTalk
 from agents.logcontext import bind_call
@@ -175,6 +176,7 @@ async def _attach_agent(
     answer_pending: bool = True,
     greet: bool = True,
     lease: AgentLease | None = None,
+    journal: Any = None,
 ) -> AgentRun:
     if lease is not None:
         await lease.acquire(call_id, agent_id)  # raises LeaseHeld: another agent is on the call
@@ -193,8 +195,20 @@ async def _attach_agent(
     # update waits for every seq before it (kick, below in the controller), a settle flushes,
     # and a call the workflow ends (a transfer, the caller's webhook) waits for the agent's
     # hangup, which carries them (workflows/agent_presence.py: agent_catches_up).
+    # With a journal (a Redis client: ``journal``) every queued event is in Redis before it
+    # lingers, so turns may wait a whole heartbeat interval for company (agents/journal.py):
+    # one signal per state change or interval, and a crash still loses none of them.
     linger = min(LINGER_S, heartbeat_s or LINGER_S)
-    outbox = Outbox(workflow_sender(call), linger_s=linger, heartbeat_quiet_s=heartbeat_s)
+    journaled = OutboxJournal(journal, call_id) if journal is not None else None
+    outbox = Outbox(
+        workflow_sender(call),
+        linger_s=linger,
+        heartbeat_quiet_s=heartbeat_s,
+        journal=journaled,
+        journaled_linger_s=heartbeat_s if journaled is not None else 0.0,
+    )
+    if journaled is not None:
+        journaled.on_unhealthy = outbox.kick
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock)
     if instrument is not None:  # before the controller does anything (the simulator's kill points)

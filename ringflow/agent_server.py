@@ -126,11 +126,12 @@ async def entrypoint(ctx: JobContext) -> None:
             else None,
         )
 
-    lease = None
+    lease = journal = None
     if settings.redis_url:
         from redis.asyncio import Redis
 
-        lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.call_agent_timeout_s)
+        journal = Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
+        lease = AgentLease(journal, ttl_s=settings.call_agent_timeout_s)
     try:
         run = await attach_agent(
             client,
@@ -139,6 +140,7 @@ async def entrypoint(ctx: JobContext) -> None:
             room=ctx.room,
             close_room=hang_up,
             lease=lease,
+            journal=journal,
             heartbeat_s=settings.heartbeat_s,
             session_factory=lambda snap: make_session(settings, snap, ctx.proc.userdata.get("vad")),
         )

@@ -110,16 +110,20 @@ class TextCall:
         session.on("speech_created", on_speech)
         return session
 
-    async def attach(self) -> AgentRun:
-        """A new agent on the call, as a dispatcher would start one (fresh or after a crash)."""
+    async def attach(self, **options: Any) -> AgentRun:
+        """A new agent on the call, as a dispatcher would start one (fresh or after a crash);
+        ``options`` go to ``attach_agent`` over the test defaults (no heartbeats)."""
         run = await attach_agent(
             self.client,
             self.call.call_id,
             f"agent-{uuid.uuid4().hex[:6]}",
-            session_factory=self.session_factory,
-            idle_from_session=False,
-            heartbeat_s=0,
-            own_max_duration=False,
+            **{
+                "session_factory": self.session_factory,
+                "idle_from_session": False,
+                "heartbeat_s": 0,
+                "own_max_duration": False,
+            }
+            | options,
         )
         self.runs.append(run)
         await self.idle()
@@ -199,8 +203,11 @@ async def text_call(
     *,
     definition: FlowDefinition | None = None,
     variables: dict[str, Any] | None = None,
+    agent: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> AsyncIterator[TextCall]:
-    """Start a call (a worker must be polling ``task_queue``) and attach an agent to it.
+    """Start a call (a worker must be polling ``task_queue``) and attach an agent to it
+    (``agent``: options for ``attach_agent``; ``fields``: the call's input beyond the flow).
 
     On exit the agents are closed and a call still running is terminated, so no workflow
     outlives its test.
@@ -209,11 +216,11 @@ async def text_call(
     call_id = f"txt-{uuid.uuid4().hex[:10]}"
     lane = llm.lane(call_id)
     handle = await start_call(
-        client, definition, task_queue=task_queue, call_id=call_id, variables=variables or {}
+        client, definition, task_queue=task_queue, call_id=call_id, variables=variables or {}, **fields
     )
     tc = TextCall(client, handle, llm, lane, definition)
     try:
-        await tc.attach()
+        await tc.attach(**(agent or {}))
         yield tc
     finally:
         for run in tc.runs:

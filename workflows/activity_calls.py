@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.http_tool import HttpToolRequest
     from activities.mcp_tools import McpCallRequest, McpCallResult, McpListRequest
     from activities.telephony import TransferRequest
+    from activities.turn_journal import JournalEntries, JournalRead
     from activities.webhook import WEBHOOK_RETRY_POLICY
     from callflow.effects import RunFunction
     from callflow.events import FunctionResult
@@ -274,3 +275,19 @@ async def transfer(eff: RunFunction, state: CallState, room: str) -> FunctionRes
         cause = getattr(exc, "cause", None) or exc
         out = {"status": "failed", "detail": f"the transfer could not be made: {cause}"[:300]}
     return FunctionResult(run_id=eff.run_id, result=out)
+
+
+JOURNAL_TIMEOUT_S = 5.0
+
+
+async def read_turn_journal(req: JournalRead) -> JournalEntries:
+    """What the call's last agent queued and never sent (``workflows/journal_recovery.py``):
+    a local activity, a few tries, then the caller notes the failure and carries on."""
+    result: JournalEntries = await _execute(
+        "read_turn_journal",
+        req,
+        JournalEntries,
+        JOURNAL_TIMEOUT_S,
+        RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3),
+    )
+    return result

@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from callflow.events import HangUp
     from workflows import activity_calls as acts
     from workflows.contract import DispatchRequest
+    from workflows.journal_recovery import recover_journal
 
 if TYPE_CHECKING:
     from workflows.call_driver import CallDriver
@@ -76,6 +77,7 @@ async def agent_lost(wf: CallDriver) -> None:
         f"agent {wf.call.agent_id or '?'} silent for "
         f"{wf.inp.agent_timeout_s:g} s: agent_lost, dispatching another",
     )
+    await recover_journal(wf, "agent lost")  # its last turns, before another takes over
     res = await acts.dispatch_agent(
         DispatchRequest(call_id=wf.inp.call_id, room=wf.inp.room, attempt=wf.call.dispatch_failures + 1)
     )

@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.inbox import Inbox
     from workflows.intake import Refusal, intake, intake_one, read_request
     from workflows.jobs import Jobs
+    from workflows.journal_recovery import recover_journal
     from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
     from workflows.record import call_view
     from workflows.room_events import RoomEvent, on_room_event
@@ -195,6 +196,8 @@ class CallWorkflow:
                 else:
                     self.d.take(ev)  # type: ignore[arg-type]
                 return
+            if name == "hangup":  # not the agent's: it may still hold turns (journal_recovery.py)
+                self.d.hangup_signalled = True
             for item in intake(name, payloads, decode):
                 self.d.take(item)
         except Exception as exc:
@@ -301,6 +304,10 @@ class CallWorkflow:
     async def attached(self, req: AttachRequest, settle: bool) -> None:
         if not self.tools_ready:  # the agent must offer the tools the workflow will run
             await workflow.wait_condition(lambda: self.tools_ready)
+        if not settle and self.d.call.agent_id is not None:
+            # A resume: what the agent before left in its journal, before this one is told
+            # the next seq and the transcript (workflows/journal_recovery.py).
+            await recover_journal(self.d, f"agent {req.agent_id} attached")
         if req.after_seq or settle:
             await self.d.caught_up(req.after_seq, settle)
         self.d.seen_agent(req.agent_id)

@@ -109,6 +109,7 @@ class CallDriver:
         self.wake = False
         self.ringing = False  # an outbound dial is under way (workflows/dialing.py): not live yet
         self.agent_left = False  # LiveKit said the call's agent left after the call ended
+        self.hangup_signalled = False  # an operator's (or LiveKit's) hangup, not the agent's
         self.start_jobs: Callable[[StartJobs], None] = lambda eff: None  # workflows/jobs.py
 
     @property

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.call_driver import CallDriver
     from workflows.contract import CallInput
     from workflows.dialing import DIAL_PATCH, place_call
+    from workflows.journal_recovery import recover_journal
 
 REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signal's task
 LATE_TIMER_S = 5.0
@@ -75,6 +76,8 @@ async def converse(d: CallDriver, carry: CallCarry, inp: CallInput, startup: lis
         elif carry.should_continue_as_new():
             await carry.continue_as_new()
     await final_turn(d)
+    if not d.call.hangup_seen or d.hangup_signalled:  # not ended by the agent's last send
+        await recover_journal(d, "the call ended without the agent's hangup")
     for eff in d.final_extracts:
         d.pending_extractions.append(eff.node)
         d.spawn(d.extract(eff))

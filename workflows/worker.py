@@ -29,6 +29,7 @@ from activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from activities.observability import ActivityLogInterceptor
 from activities.registry import build_activities
 from activities.telephony import Telephony
+from activities.turn_journal import TurnJournalReader
 from workflows import log_redaction
 from workflows.call import CallWorkflow
 from workflows.campaign import CampaignWorkflow
@@ -56,6 +57,7 @@ def all_activities(
         mcp_list_tools,
         mcp_call_tool,
         *campaigns.all(),
+        TurnJournalReader(getattr(config, "redis_url", None)).read_turn_journal,
     ]
 
 
