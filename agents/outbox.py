@@ -60,79 +60,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
+from agents.outbox_parts import (
+    Journal,
+    OutboxClosed,
+    OutboxFull,
+    ReceiverGone,
+    Slot,
+    backoff_delay,
+    cancelling,
+)
 from workflows.contract import MAX_BATCH, AgentEvent, Heartbeat, TurnsEvent
+
+__all__ = ["Journal", "Outbox", "OutboxClosed", "OutboxFull", "ReceiverGone", "Send", "backoff_delay"]
 
 log = logging.getLogger(__name__)
 
 Send = Callable[[list[AgentEvent]], Awaitable[None]]
 
 DEFAULT_SEND_TIMEOUT_S = 10.0
-JITTER = 0.1  # a retry waits between 90% and 100% of its backoff
-
-
-class OutboxFull(RuntimeError):
-    """``put`` past ``max_events``: the workflow has been unreachable for too long."""
-
-
-class OutboxClosed(RuntimeError):
-    """``put`` after ``close``/``abandon``: nothing would ever send the event."""
-
-
-class ReceiverGone(Exception):
-    """Raised by a ``send`` whose receiver no longer exists (the call's workflow has
-    completed): no retry can succeed, so the outbox stops and reports it through
-    ``on_error`` instead of retrying until it is closed."""
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-def backoff_delay(
-    attempt: int, initial_s: float, max_s: float, rand: Callable[[], float] = random.random
-) -> float:
-    """The wait before retry number ``attempt`` (0-based): doubling from ``initial_s``,
-    capped at ``max_s``, then shortened by up to ``JITTER`` so that many agents cut off by
-    the same outage do not all retry in lockstep when it ends."""
-    base = min(max_s, initial_s * 2.0 ** min(attempt, 60))
-    return base * (1.0 - JITTER * rand())
-
-
-class Journal(Protocol):
-    """Where queued events are written before they linger (``agents/journal.py``)."""
-
-    healthy: bool
-
-    def record(self, ticket: int, event: AgentEvent) -> None: ...
-
-    def delivered(self, ticket: int) -> None: ...
-
-    def start(self) -> None: ...
-
-    async def close(self, timeout: float = 2.0, drop: bool = False) -> None: ...
-
-    def abandon(self) -> None: ...
-
-
-class _Slot:
-    """One queued event. ``ticket`` is its put order; ``cover`` is the oldest ticket whose
-    delivery it stands for (lower than ``ticket`` only for a heartbeat that superseded older
-    ones, which sets it after construction), which is what ``flush`` waits on."""
-
-    __slots__ = ("cover", "event", "live", "put_at", "ticket")
-
-    def __init__(self, ticket: int, event: AgentEvent, put_at: float) -> None:
-        self.ticket = self.cover = ticket
-        self.event = event
-        self.put_at = put_at
-        self.live = True
 
 
 class Outbox:
@@ -179,9 +128,9 @@ class Outbox:
         self.heartbeats_skipped = 0
         self.on_error = on_error  # settable later: the owner may exist only after its outbox
         self.gone: ReceiverGone | None = None  # why the outbox stopped on its own, if it did
-        self._queue: deque[_Slot] = deque()  # may hold dead (superseded) heartbeats
-        self._inflight: list[_Slot] = []  # the batch being sent; kept identical across retries
-        self._hb: _Slot | None = None  # the pending heartbeat a newer one would supersede
+        self._queue: deque[Slot] = deque()  # may hold dead (superseded) heartbeats
+        self._inflight: list[Slot] = []  # the batch being sent; kept identical across retries
+        self._hb: Slot | None = None  # the pending heartbeat a newer one would supersede
         self._live = 0  # live events in queue + in flight
         self._last_ticket = 0
         self._acked_ticket = 0  # every ticket up to this one is delivered (or superseded)
@@ -210,7 +159,7 @@ class Outbox:
         if self._live >= self.max_events:
             raise OutboxFull(f"{self._live} events waiting for the workflow (max_events={self.max_events})")
         self._last_ticket += 1
-        self._queue.append(_Slot(self._last_ticket, event, time.monotonic()))
+        self._queue.append(Slot(self._last_ticket, event, time.monotonic()))
         self._live += 1
         if self.journal is not None:
             self.journal.record(self._last_ticket, event)
@@ -243,7 +192,7 @@ class Outbox:
             # Supersede: the old one is skipped when reached, the new one stands for it in
             # flush and age. Dead slots are bounded by the live events between them.
             hb.live = False
-            slot = _Slot(self._last_ticket, event, hb.put_at)
+            slot = Slot(self._last_ticket, event, hb.put_at)
             slot.cover = hb.cover
             self._hb = slot
             self._queue.append(slot)
@@ -252,7 +201,7 @@ class Outbox:
         if self._live >= self.max_events:
             raise OutboxFull(f"{self._live} events waiting for the workflow (max_events={self.max_events})")
         self._last_ticket += 1
-        self._hb = _Slot(self._last_ticket, event, time.monotonic())
+        self._hb = Slot(self._last_ticket, event, time.monotonic())
         self._queue.append(self._hb)
         self._live += 1
         self._urgent += 1
@@ -314,7 +263,7 @@ class Outbox:
             try:
                 await task
             except asyncio.CancelledError:
-                if _cancelling():
+                if cancelling():
                     raise  # close() itself was cancelled: don't swallow that
         elif self._live:
             log.warning("outbox closed with %d events never sent (it was not running)", self._live)
@@ -371,7 +320,7 @@ class Outbox:
                 async with asyncio.timeout(self.send_timeout_s):
                     await self._send(batch)
             except asyncio.CancelledError:
-                if self._stopped or _cancelling():
+                if self._stopped or cancelling():
                     raise  # close/abandon
                 self._failed(asyncio.CancelledError("send was cancelled"), attempt)
             except ReceiverGone as exc:
@@ -465,7 +414,7 @@ class Outbox:
             if target <= self._acked_ticket and not fut.done():
                 fut.set_result(True)
 
-    def _live_head(self) -> _Slot | None:
+    def _live_head(self) -> Slot | None:
         while self._queue and not self._queue[0].live:
             self._queue.popleft()
         return self._queue[0] if self._queue else None

@@ -46,6 +46,7 @@ from _stack import ROOT, bench_stack
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from agents.journal import OutboxJournal
 from agents.outbox import Outbox, OutboxClosed, OutboxFull
 from agents.runner import LINGER_S
 from agents.signals import DeferredTransition, workflow_sender
@@ -72,6 +73,11 @@ TARGET_MS = 300.0
 # webhooks report lost agents (RINGFLOW_LIVEKIT_WEBHOOKS=1); calls time out accordingly.
 AGENT = get_settings()
 TUNING = {k: v for k, v in os.environ.items() if k.startswith("RINGFLOW_WORKER_")}
+# The outbox journal (agents/journal.py) as an agent with Redis runs it; RINGFLOW_LOAD_JOURNAL=0
+# measures the outbox without it (turns then linger 2 s at most).
+JOURNAL = os.environ.get("RINGFLOW_LOAD_JOURNAL", "1") == "1"
+REDIS_URL = os.environ.get("RINGFLOW_REDIS_URL", "redis://127.0.0.1:6379/0")
+JOURNAL_REDIS: list[Any] = []  # the one client, made on the running loop
 FLOW = Path("bench/flows/bench.yaml")
 STATE_KINDS = {"transition", "event", "hangup"}
 USER = "Yes, Tuesday at ten works for me, and could you send the confirmation by text?"
@@ -79,11 +85,21 @@ ASSISTANT = "Done: Tuesday at ten. I'll text you the confirmation in a minute. A
 
 
 class RingflowCall:
-    """One CallWorkflow fed as the agent feeds it: through its outbox, never awaited."""
+    """One CallWorkflow fed as the agent feeds it: through its outbox, never awaited; with
+    ``redis``, journaled as an agent with ``RINGFLOW_REDIS_URL`` journals (agents/runner.py)."""
 
-    def __init__(self, call: CallHandle) -> None:
+    def __init__(self, call: CallHandle, redis: Any = None) -> None:
         self.call = call
-        self.outbox = Outbox(workflow_sender(call), linger_s=LINGER_S, heartbeat_quiet_s=AGENT.heartbeat_s)
+        journal = OutboxJournal(redis, call.call_id) if redis is not None else None
+        self.outbox = Outbox(
+            workflow_sender(call),
+            linger_s=min(LINGER_S, AGENT.heartbeat_s),
+            heartbeat_quiet_s=AGENT.heartbeat_s,
+            journal=journal,
+            journaled_linger_s=AGENT.heartbeat_s if journal is not None else 0.0,
+        )
+        if journal is not None:
+            journal.on_unhealthy = self.outbox.kick
         self.seq = 0
         self.turns = 0
         self.node = "ping"
@@ -262,7 +278,7 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
             agent_timeout_s=AGENT.call_agent_timeout_s,
         )
         await call.attach("bench-agent")
-        rc = RingflowCall(call)
+        rc = RingflowCall(call, JOURNAL_REDIS[0] if JOURNAL_REDIS else None)
         rc.outbox.start()
         return rc
 
@@ -369,9 +385,18 @@ async def run() -> list[dict[str, Any]]:
         try:
             server = Meter(bs.stack._proc.pid)  # type: ignore[union-attr]
             me = Meter(os.getpid())
-            ours = await ramp(
-                bs.client, False, tq, {"server": server, "worker": Meter(worker.pid), "driver": me}
-            )
+            meters = {"server": server, "worker": Meter(worker.pid), "driver": me}
+            if JOURNAL:
+                from redis.asyncio import Redis
+
+                JOURNAL_REDIS.append(Redis.from_url(REDIS_URL, socket_timeout=5))
+                await JOURNAL_REDIS[0].ping()
+                redis_pids = [
+                    p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "redis-server"
+                ]
+                if redis_pids:
+                    meters["redis"] = Meter(redis_pids[0])
+            ours = await ramp(bs.client, False, tq, meters)
             theirs = await ramp(
                 bs.client, True, f"{tq}-raw", {"server": server, "worker": Meter(baseline.pid), "driver": me}
             )
@@ -394,6 +419,7 @@ async def run() -> list[dict[str, Any]]:
             "short": SHORT,
             "max_n_tried": STEPS[-1],
             "heartbeat_s": AGENT.heartbeat_s,
+            "journal": JOURNAL,
             "worker_tuning": TUNING or "SDK defaults",
         }
     ]
