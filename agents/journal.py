@@ -46,6 +46,7 @@ class OutboxJournal:
         self._wake = asyncio.Event()
         self._drained = asyncio.Event()  # set whenever nothing waits to be written
         self._epoch: int | None = None
+        self._expired_at = float("-inf")  # when the key's expiry was last set (monotonic)
         self._task: asyncio.Task[None] | None = None
 
     # --- the outbox's side (synchronous, on the hot path) ----------------------------------
@@ -126,8 +127,10 @@ class OutboxJournal:
             (ev,) = built([event])
             pipe.xadd(self.key, {"e": encode_event(ev), "t": ticket}, id=f"{self._epoch}-{ticket}")
             adds += 1
-        if adds:
+        now = time.monotonic()
+        if adds and now - self._expired_at > self.ttl_s / 4:  # refreshed now and then, not per write
             pipe.expire(self.key, self.ttl_s)
+            self._expired_at = now
         if trim:
             # Everything of this agent up to ``trim`` and everything earlier agents left (the
             # workflow read those when this agent attached) is in the workflow now.

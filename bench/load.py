@@ -18,8 +18,11 @@ of one core over the window (psutil), memory the RSS at its end. ``wrong_calls``
 that did not end ``completed`` with every turn sent in their transcript.
 
 ``RINGFLOW_BENCH_SHORT=1`` (``make bench``) runs two small steps only; the full ramp runs
-for many minutes: ``make bench-load``. ``RINGFLOW_LOAD_STEPS=100,200`` and
-``RINGFLOW_LOAD_WINDOW_S`` choose the steps and the measured window. Payload encryption
+for many minutes: ``make bench-load``. ``RINGFLOW_LOAD_STEPS=100,200`` (and
+``RINGFLOW_LOAD_RAW_STEPS`` for the raw side, when it should ramp differently) and
+``RINGFLOW_LOAD_WINDOW_S`` choose the steps and the measured window. Ringflow's calls
+journal their outbox in Redis (``RINGFLOW_REDIS_URL``) as an agent with Redis does;
+``RINGFLOW_LOAD_JOURNAL=0`` runs them without. Payload encryption
 is off here (histories are read in clear); the codec costs the client and worker, not the
 server.
 """
@@ -65,6 +68,8 @@ STEPS = (
     if SHORT
     else [50, 100, 200, 300, 400, 600, 800, 1000, 1200, 1500]
 )
+_RAW_STEPS = os.environ.get("RINGFLOW_LOAD_RAW_STEPS")  # the raw side's ramp, if it differs
+RAW_STEPS = [int(x) for x in _RAW_STEPS.split(",")] if _RAW_STEPS else STEPS
 WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.0))  # after 5 s warm-up
 PERIOD_S = 5.0
 SAMPLE = 10 if SHORT else 40  # histories read per step and side
@@ -338,7 +343,7 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
 
 async def ramp(client: Client, raw: bool, tq: str, meters: dict[str, Meter]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for n in STEPS:
+    for n in RAW_STEPS if raw else STEPS:
         res = await step(client, n, raw, tq, meters)
         print(json.dumps({"side": "raw" if raw else "ringflow", **res}), file=sys.stderr, flush=True)
         out.append(res)
@@ -389,8 +394,14 @@ async def run() -> list[dict[str, Any]]:
             if JOURNAL:
                 from redis.asyncio import Redis
 
-                JOURNAL_REDIS.append(Redis.from_url(REDIS_URL, socket_timeout=5))
-                await JOURNAL_REDIS[0].ping()
+                redis = Redis.from_url(REDIS_URL, socket_timeout=5)
+                try:
+                    await redis.ping()
+                    JOURNAL_REDIS.append(redis)
+                except Exception as exc:  # measured, and said, without the journal
+                    print(
+                        f"no Redis at {REDIS_URL} ({exc!r}): calls run without the journal", file=sys.stderr
+                    )
                 redis_pids = [
                     p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "redis-server"
                 ]
@@ -419,7 +430,7 @@ async def run() -> list[dict[str, Any]]:
             "short": SHORT,
             "max_n_tried": STEPS[-1],
             "heartbeat_s": AGENT.heartbeat_s,
-            "journal": JOURNAL,
+            "journal": bool(JOURNAL_REDIS),
             "worker_tuning": TUNING or "SDK defaults",
         }
     ]
