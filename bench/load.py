@@ -392,9 +392,14 @@ async def run() -> list[dict[str, Any]]:
             me = Meter(os.getpid())
             meters = {"server": server, "worker": Meter(worker.pid), "driver": me}
             if JOURNAL:
-                from redis.asyncio import Redis
+                from redis.asyncio import BlockingConnectionPool, Redis
 
-                redis = Redis.from_url(REDIS_URL, socket_timeout=5)
+                # one client for every call here (an agent process has its own): a bounded
+                # pool that waits for a free connection, not one per concurrent write
+                pool = BlockingConnectionPool.from_url(
+                    REDIS_URL, max_connections=64, timeout=10, socket_timeout=5
+                )
+                redis = Redis(connection_pool=pool)
                 try:
                     await redis.ping()
                     JOURNAL_REDIS.append(redis)
