@@ -82,14 +82,14 @@ class TurnJournalReader:
         return entries_from(rows, req.next_seq)
 
 
-def entries_from(rows: list[tuple[Any, dict[Any, Any]]], next_seq: int) -> JournalEntries:
+def entries_from(rows: list[Any], next_seq: int) -> JournalEntries:
     """The events of ``rows`` (XRANGE's answer) the workflow may not have: heartbeats are
     not journaled; a sequenced event below ``next_seq`` was applied already. Bounded to what
     one activity result may carry (a signal's size, like the batch the agent would have sent)."""
     out = JournalEntries(left=max(0, len(rows) - MAX_READ))
     size = 0
     for _, fields in rows[:MAX_READ]:
-        raw = fields.get(b"e") or fields.get("e")
+        raw = (fields or {}).get(b"e") or (fields or {}).get("e")
         try:
             event = decode_event(raw if isinstance(raw, bytes) else str(raw).encode())
         except (ValidationError, ValueError):

@@ -23,6 +23,7 @@ from callflow.loader import load_flow
 from callflow.model import FlowDefinition
 from ringflow.cli_run import START_TEMPORAL_HINT, run_async
 from ringflow.codec import CodecKeyError, require_keyring
+from ringflow.live_transcript import held_turns
 from ringflow.logs import configure_logging
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
@@ -227,7 +228,8 @@ def show(
     call_id: str = typer.Argument(..., help="The call id (or its workflow id call-<id>)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object."),
 ) -> None:
-    """The call's state and transcript, from the workflow itself."""
+    """The call's state and transcript, from the workflow itself, then the turns its agent
+    still holds (journaled in Redis, not yet sent to the workflow)."""
     settings = get_settings()
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
 
@@ -239,6 +241,7 @@ def show(
                 return closed
             state = await asyncio.wait_for(call.state(), 15)
             transcript = [t.model_dump() for t in await call.transcript(settings.database_url)]
+            transcript += await held_turns(settings.redis_url, call_id, state.next_seq)
         except RPCError as exc:
             raise _fail(f"call {call_id}: {exc.message}") from None
         except TimeoutError:
@@ -274,8 +277,9 @@ def show(
     if isinstance(call, CallView) and call.rejected:
         typer.echo(f"{'rejected':<12} {len(call.rejected)} event(s); last: {call.rejected[-1].reason}")
     typer.echo("transcript:")
-    for t in transcript:
-        typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}")
+    for t in transcript:  # held: still in the agent's outbox (ringflow/live_transcript.py)
+        held = " (held by the agent)" if t.get("held") else ""
+        typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}{held}")
 
 
 async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord, list[dict[str, Any]]] | None:

@@ -20,6 +20,7 @@ from temporalio.client import Client
 from activities.turn_journal import JournalRead, TurnJournalReader, entries_from, journal_key
 from agents.journal import OutboxJournal
 from agents.outbox import Outbox
+from ringflow.live_transcript import held_turns
 from ringflow.scripted_llm import ScriptedLLM
 from tests.agentkit import TIMEOUT_S, TextCall, say, text_call
 from tests.wfkit import running_worker, wait_until
@@ -80,16 +81,23 @@ async def _has(redis: Redis, call_id: str, *wanted: str) -> bool:
     return all(w in got for w in wanted)
 
 
-async def test_an_operator_hangup_after_the_agent_died_keeps_the_turns_it_held(
+@pytest_asyncio.fixture
+async def tc(
     temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None, redis: Redis
-) -> None:
+) -> AsyncIterator[TextCall]:
+    """A call whose agent journals and lingers: the caller spoke, the agent answered, and both
+    turns are journaled and still held in the outbox."""
     async with text_call(
         temporal_client, task_queue, scripted_llm, agent=journaled(redis), agent_timeout_s=600
-    ) as tc:
-        await talk_and_hold(tc, redis)
-        await tc.run.kill()  # a crash: the outbox's turns are never sent
-        await tc.call.hangup("user_hangup")  # `ringflow call hangup`
-        record = await tc.ended()
+    ) as t:
+        await talk_and_hold(t, redis)
+        yield t
+
+
+async def test_an_operator_hangup_after_the_agent_died_keeps_the_turns_it_held(tc: TextCall) -> None:
+    await tc.run.kill()  # a crash: the outbox's turns are never sent
+    await tc.call.hangup("user_hangup")  # `ringflow call hangup`
+    record = await tc.ended()
     texts = [t["text"] for t in record.transcript]
     assert texts.count(USER) == 1 and texts.count(ANSWER) == 1
     assert texts.index(USER) < texts.index(ANSWER)
@@ -97,25 +105,19 @@ async def test_an_operator_hangup_after_the_agent_died_keeps_the_turns_it_held(
     assert any("recovered from the agent's journal" in r.reason for r in view.rejected)
 
 
-async def test_a_resumed_agent_carries_on_from_the_turns_its_predecessor_journaled(
-    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None, redis: Redis
-) -> None:
-    async with text_call(
-        temporal_client, task_queue, scripted_llm, agent=journaled(redis), agent_timeout_s=600
-    ) as tc:
-        await talk_and_hold(tc, redis)
-        await tc.run.kill()
-        run = await tc.attach(**journaled(redis))
-        # The new agent starts from a transcript that has the dead agent's last turns.
-        assert [t.text for t in run.snapshot.transcript_tail][-2:] == [USER, ANSWER]
-        tc.reply(say("Seven works. See you then!"))
-        await tc.user("Seven o'clock, please.")
-        # the LLM was given the whole conversation, the recovered turns included
-        last = tc.chats()[-1]
-        contents = [str(m.get("content")) for m in last.messages]
-        assert USER in contents and ANSWER in contents
-        await tc.controller.on_caller_hangup()
-        record = await tc.ended()
+async def test_a_resumed_agent_carries_on_from_its_predecessors_journal(tc: TextCall, redis: Redis) -> None:
+    await tc.run.kill()
+    run = await tc.attach(**journaled(redis))
+    # The new agent starts from a transcript that has the dead agent's last turns.
+    assert [t.text for t in run.snapshot.transcript_tail][-2:] == [USER, ANSWER]
+    tc.reply(say("Seven works. See you then!"))
+    await tc.user("Seven o'clock, please.")
+    # the LLM was given the whole conversation, the recovered turns included
+    last = tc.chats()[-1]
+    contents = [str(m.get("content")) for m in last.messages]
+    assert USER in contents and ANSWER in contents
+    await tc.controller.on_caller_hangup()
+    record = await tc.ended()
     texts = [t["text"] for t in record.transcript]
     for text in (USER, ANSWER, "Seven o'clock, please.", "Seven works. See you then!"):
         assert texts.count(text) == 1, (text, texts)
@@ -128,19 +130,26 @@ async def _gone(redis: Redis, call_id: str) -> bool:
     return not await redis.exists(journal_key(call_id))
 
 
-async def test_the_journal_holds_only_what_the_workflow_has_not_got(
-    temporal_client: Client, task_queue: str, scripted_llm: ScriptedLLM, worker: None, redis: Redis
-) -> None:
-    async with text_call(
-        temporal_client, task_queue, scripted_llm, agent=journaled(redis), agent_timeout_s=600
-    ) as tc:
-        await talk_and_hold(tc, redis)
-        await tc.synced()  # a flush sends the held turns: their entries are trimmed
-        await wait_until(
-            lambda: _length_is(redis, tc.call.call_id, 0), TIMEOUT_S, "journal trimmed after delivery"
-        )
-        texts = [t.text for t in await tc.call.transcript()]
-        assert USER in texts and ANSWER in texts
+async def test_call_show_lists_the_turns_the_agent_holds(tc: TextCall) -> None:
+    view = await tc.call.state()
+    held = await held_turns(REDIS, tc.call.call_id, view.next_seq)
+    assert [(t["role"], t["text"], t["held"]) for t in held][-2:] == [
+        ("user", USER, True),
+        ("assistant", ANSWER, True),
+    ]
+    await tc.synced()  # sent: no longer held
+    view = await tc.call.state()
+    assert await held_turns(REDIS, tc.call.call_id, view.next_seq) == []
+    assert await held_turns(None, tc.call.call_id, 0) == []  # no Redis configured
+
+
+async def test_the_journal_holds_only_what_the_workflow_has_not_got(tc: TextCall, redis: Redis) -> None:
+    await tc.synced()  # a flush sends the held turns: their entries are trimmed
+    await wait_until(
+        lambda: _length_is(redis, tc.call.call_id, 0), TIMEOUT_S, "journal trimmed after delivery"
+    )
+    texts = [t.text for t in await tc.call.transcript()]
+    assert USER in texts and ANSWER in texts
 
 
 async def _length_is(redis: Redis, call_id: str, n: int) -> bool:
