@@ -195,24 +195,29 @@ async def simulate_campaign(
                         client, inp, contacts, database_url=db, task_queue=task_queue
                     )
                     result = await handle.result()
-                    events, runs = await _history_events(client, handle.id)
+                    events, run_starts = await _history_events(client, handle.id)
             finally:
                 runner.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await runner
             wall = time.monotonic() - started
-            return {**summarize(db, inp, result, lk, wall, events, kinds), "runs": runs}
+            return {
+                **summarize(db, inp, result, lk, wall, events, kinds),
+                "runs": len(run_starts),
+                "run_starts": run_starts,  # when each run of the campaign began (epoch s)
+            }
 
 
-async def _history_events(client: Client, workflow_id: str) -> tuple[int, int]:
+async def _history_events(client: Client, workflow_id: str) -> tuple[int, list[float]]:
     """Events of every run of the campaign workflow (each continue-as-new starts a new
-    history), and how many runs."""
-    total = runs = 0
+    history), and when each run began (epoch seconds, in order)."""
+    total = 0
+    starts: list[float] = []
     async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
         history = await client.get_workflow_handle(workflow_id, run_id=wf.run_id).fetch_history()
         total += len(history.events)
-        runs += 1
-    return total, runs
+        starts.append(wf.start_time.timestamp())
+    return total, sorted(starts)
 
 
 def summarize(
@@ -257,6 +262,7 @@ def summarize(
         "history_events": events,
         "history_events_per_1000_contacts": round(events * 1000 / max(n, 1), 1),
         "dial_times": sorted(t["dialed_at"] for t in dialed),  # each attempt's slot (the attempt row)
-        "sip_dial_times": sorted(lk.dial_times),  # when each dial reached LiveKit (perf_counter)
+        # when each dial reached LiveKit (the fake's perf_counter, as epoch seconds)
+        "sip_dial_times": sorted(t + time.time() - time.perf_counter() for t in lk.dial_times),
         "wall_s": round(wall, 2),
     }
