@@ -5,8 +5,10 @@ A campaign's history is what bounds how many contacts one run holds, so the work
 rounds (``campaign_round``): one activity records the outcomes of the calls that ended
 since the last round, gives back attempts the workflow did not dial, claims the next batch
 of due contacts, paces each on the trunk and makes the last checks; the workflow then
-starts the batch's calls together. The per-attempt activities before it stay registered for
-campaigns started on the earlier code (their histories replay through them).
+starts the batch's calls (with ``lead_s``: the round comes back that long before its first
+slot, each call with its slot, and the call's dial waits for it). The per-attempt
+activities before it stay registered for campaigns started on the earlier code (their
+histories replay through them).
 
 Pacing is one limiter per trunk in Redis, shared by every campaign and worker using the
 trunk: each attempt reserves the next free slot (``1/cps`` after the trunk's last one,
@@ -43,6 +45,8 @@ local slot = math.max(now, last + tonumber(ARGV[1]))
 redis.call('SET', KEYS[1], slot, 'PX', slot - now + 60000)
 return slot - now
 """
+# The same, returning the slot itself (ms on Redis' clock) and how long to wait for it (ms).
+_RESERVE_AT = _RESERVE.replace("return slot - now", "return {slot, slot - now}")
 REDIS_REQUIRED = (
     "campaign pacing needs Redis (one limiter per trunk, shared by every campaign): set RINGFLOW_REDIS_URL"
 )
@@ -109,6 +113,10 @@ class RoundRequest(BaseModel):
     release: list[Attempt] = []
     retry: dict[str, RetryRule] = {}
     time_scale: float = 1.0
+    # Set (campaign-slots-v1): the round returns ``lead_s`` before its first slot, each call
+    # with its slot, and the dial waits for it (``Dial.not_before``); unset: the round waits
+    # for each slot itself and the workflow dials when it returns.
+    lead_s: float | None = Field(None, ge=0, le=15)
 
 
 class RoundResult(BaseModel):
@@ -141,6 +149,12 @@ async def _sleep_until(at: float) -> None:
 async def reserve_slot(redis: Redis, trunk: str, cps: float) -> float:
     """Seconds until this attempt's slot on the trunk."""
     return int(await redis.eval(_RESERVE, 1, pacer_key(trunk), max(1, round(1000 / cps)))) / 1000.0
+
+
+async def reserve_slot_at(redis: Redis, trunk: str, cps: float) -> tuple[float, float]:
+    """This attempt's slot on the trunk (epoch seconds, Redis' clock) and the seconds until it."""
+    slot, wait = await redis.eval(_RESERVE_AT, 1, pacer_key(trunk), max(1, round(1000 / cps)))
+    return int(slot) / 1000.0, int(wait) / 1000.0
 
 
 class CampaignActivities:
@@ -192,22 +206,28 @@ class CampaignActivities:
             # The batch's slots are reserved together, so a round that follows this one
             # while it waits reserves the slots right after them: the pace stays even.
             start = time.monotonic()
-            waits = [await reserve_slot(redis, req.trunk, req.cps) for _ in claim.claimed]
-            for c, wait in zip(claim.claimed, waits, strict=True):
-                await _sleep_until(start + wait)
-                verdict = await asyncio.to_thread(
-                    store.predial,
-                    self.database_url,
-                    req.campaign_id,
-                    c.idx,
-                    c.attempt,
-                    req.windows,
-                    time.time(),
-                )
-                if verdict == "go":
-                    ready.append(c)
-                else:
-                    skipped[verdict] += 1
+            if req.lead_s is None:
+                waits = [await reserve_slot(redis, req.trunk, req.cps) for _ in claim.claimed]
+                for c, wait in zip(claim.claimed, waits, strict=True):
+                    await _sleep_until(start + wait)
+                    verdict = await self._predial(req, c, time.time())
+                    if verdict == "go":
+                        ready.append(c)
+                    else:
+                        skipped[verdict] += 1
+            else:
+                # Back ``lead_s`` before the first slot: the calls start ahead and each dial
+                # waits for its slot, so neither the workflow's tasks nor a continue-as-new
+                # shorter than the lead delay a dial. The last checks run now, for the slot's
+                # time (the window), and the attempt row gets its slot as its dial time.
+                slots = [await reserve_slot_at(redis, req.trunk, req.cps) for _ in claim.claimed]
+                await _sleep_until(start + slots[0][1] - req.lead_s)
+                for c, (slot, _) in zip(claim.claimed, slots, strict=True):
+                    verdict = await self._predial(req, c, slot)
+                    if verdict == "go":
+                        ready.append(c.model_copy(update={"slot": slot}))
+                    else:
+                        skipped[verdict] += 1
         return RoundResult(
             ready=ready,
             skipped=dict(skipped),
@@ -215,6 +235,11 @@ class CampaignActivities:
             next_due=claim.next_due,
             retry_at=retry_at,
             out_of_window=claim.out_of_window,
+        )
+
+    async def _predial(self, req: RoundRequest, c: store.Claimed, at: float) -> str:
+        return await asyncio.to_thread(
+            store.predial, self.database_url, req.campaign_id, c.idx, c.attempt, req.windows, at
         )
 
     def _record(self, req: RoundRequest) -> tuple[Counter[str], float | None]:

@@ -91,6 +91,7 @@ class Claimed(BaseModel):
     call_id: str
     phone: str
     variables: dict[str, Any] = {}
+    slot: float | None = None  # its slot on the trunk (epoch s): the dial waits for it (rounds with a lead)
 
 
 class ClaimResult(BaseModel):

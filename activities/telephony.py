@@ -19,6 +19,8 @@ SIP status means the server did not dial (or the participant would be there).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -38,6 +40,10 @@ class Dial(BaseModel):
     from_number: str | None = Field(None, max_length=64, pattern=r"^\+?[0-9A-Za-z*#@.:_-]+$")
     trunk_id: str | None = Field(None, max_length=128)
     ringing_timeout_s: float | None = Field(None, gt=0, le=300)
+    # A campaign's attempt: its slot on the trunk's pace (epoch seconds). The call is started
+    # a little ahead of it (room and agent ready) and the dial waits for it, so the dials keep
+    # the pace whatever the workflow's own latency (rounds, continue-as-new).
+    not_before: float | None = Field(None, allow_inf_nan=False)
 
 
 class PrepareRequest(BaseModel):
@@ -121,6 +127,9 @@ class NoTelephony:
 
 
 DIALED = "dialed"
+# A dial waits for its slot (``Dial.not_before``) at most this long: the activity's timeout
+# is the ringing time plus 30 s.
+MAX_SLOT_WAIT_S = 20.0
 
 
 class TelephonyActivities:
@@ -137,6 +146,10 @@ class TelephonyActivities:
     async def dial_call(self, req: DialRequest) -> DialResult:
         details = activity.info().heartbeat_details
         dialed_before = bool(details) and details[0] == DIALED
+        if req.dial.not_before is not None and not dialed_before:
+            wait = min(req.dial.not_before - time.time(), MAX_SLOT_WAIT_S)
+            if wait > 0:
+                await asyncio.sleep(wait)
         return await self.telephony.dial(req, dialed_before)
 
     @activity.defn(name="transfer_call")

@@ -8,9 +8,11 @@ pydantic converter alone), so the replay test needs no key. Re-record at a relea
 
     .venv/bin/python tests/make_campaign_history.py
 
-It records ``campaign_rounds_run<N>.json`` (the rounds loop). ``campaign_run1.json`` and
-``campaign_run2.json`` were recorded on the first loop (one activity per attempt step),
-before the ``campaign-rounds-v1`` patch; they stay, so campaigns started on it still replay.
+It records ``campaign_slots_run<N>.json`` (the rounds loop with ``campaign-slots-v1``: each
+call's dial waits for its slot). ``campaign_rounds_run<N>.json`` were recorded on the rounds
+before that patch, ``campaign_run1.json`` and ``campaign_run2.json`` on the first loop (one
+activity per attempt step), before ``campaign-rounds-v1``; they stay, so campaigns started
+on that code still replay.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ async def record() -> None:
                 runs = [wf async for wf in client.list_workflows("WorkflowId = 'campaign-history'")]
                 for n, wf in enumerate(sorted(runs, key=lambda w: w.start_time), 1):
                     history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-                    path = OUT / f"campaign_rounds_run{n}.json"
+                    path = OUT / f"campaign_slots_run{n}.json"
                     path.write_text(history.to_json() + "\n")
                     print(f"{path.relative_to(ROOT)}: {len(history.events)} events")
         finally:

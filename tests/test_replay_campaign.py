@@ -24,12 +24,15 @@ def load(path: Path) -> WorkflowHistory:
 
 
 def test_a_first_run_and_a_continued_run_are_recorded() -> None:
-    """Of each loop: the first (one activity per attempt step) and the rounds."""
+    """Of each loop: the first (one activity per attempt step), the rounds, and the rounds
+    whose calls dial at their slot (campaign-slots-v1)."""
     assert [p.stem for p in FILES] == [
         "campaign_rounds_run1",
         "campaign_rounds_run2",
         "campaign_run1",
         "campaign_run2",
+        "campaign_slots_run1",
+        "campaign_slots_run2",
     ]
 
 

@@ -10,7 +10,14 @@ call (:func:`workflows.client.checked_call_input`: same input and search attribu
 ``RingflowCampaign``). Up to three rounds are in flight, each reserving the slots
 right after the one before, so the pace has no gaps; a round holds about a second of the pace
 (``cps`` attempts), which is what keeps the history short: the events per attempt are
-mostly the child's own (started, completed) and the workflow tasks they cause. A retry's
+mostly the child's own (started, completed) and the workflow tasks they cause. Since
+``campaign-slots-v1`` a round comes back ``LEAD_S`` before its first slot (its last checks
+made then, for the slot's time) and each call carries its slot (``Dial.not_before``): the
+call starts ahead, its room and agent get ready, and its dial waits for the slot. So the
+dials keep the pace whatever the workflow's own latency shorter than the lead (a round's
+calls no longer start together at its last slot, and a continue-as-new leaves no gap); a
+pause or cancel stops the calls not started yet, the ones started (their slot within
+about ``LEAD_S``) still dial. A retry's
 due time is a guess the workflow makes from the rules (no timer per contact, no activity
 per outcome); the round that runs then records it and claims what is due.
 
@@ -45,6 +52,8 @@ with workflow.unsafe.imports_passed_through():
 
 ROUNDS_PATCH = "campaign-rounds-v1"
 HANDOVER_PATCH = "campaign-handover-v1"
+SLOTS_PATCH = "campaign-slots-v1"
+LEAD_S = 3.0  # calls start this long before their slot, and their dial waits for it (slots)
 LOOKAHEAD = 3  # rounds in flight at most (a slow workflow task between rounds leaves no gap)
 ROUND_S = 1.0  # a round claims about this many seconds of the pace
 MAX_BATCH = 100
@@ -69,11 +78,17 @@ class CampaignWorkflow(LegacyLoop):
         self.retry_log: list[tuple[int, float]] = []  # (round number, earliest retry it set)
         self.timer_at: float | None = None
         self.handover = False  # continuing as new: a round's calls go to the next run
+        self.slotted = False  # campaign-slots-v1: each call's dial waits for its slot
 
     @workflow.run
     async def run(self, inp: CampaignInput) -> dict[str, Any]:
         if not workflow.patched(ROUNDS_PATCH):
             return await self.run_legacy(inp)
+        # Rounds come back LEAD_S before their first slot and each call's dial waits for its
+        # slot (Dial.not_before): the dials keep the pace across the workflow's own pauses
+        # (a round's task, a continue-as-new) shorter than the lead. Before: a round came back
+        # at its last slot and its calls started together, late by the workflow's latency.
+        self.slotted = workflow.patched(SLOTS_PATCH)
         if self.carried:
             self.spawn(self.follow_all(self.carried))
         for c in self.to_start:  # passed their checks in the last run: dial them first
@@ -155,6 +170,7 @@ class CampaignWorkflow(LegacyLoop):
             release=release,
             retry=self.inp.retry,
             time_scale=self.inp.time_scale,
+            lead_s=LEAD_S if self.slotted else None,
         )
         try:
             res: RoundResult = await workflow.execute_activity(
@@ -191,7 +207,9 @@ class CampaignWorkflow(LegacyLoop):
             if self.paused or self.cancelled:  # paused while the round waited: not dialed
                 self.release.append(Attempt(idx=c.idx, attempt=c.attempt))
                 self.starting -= 1
-            elif self.handover:
+            elif self.handover and not self.slotted:
+                # Slotted, they start now, for their slot: the ones not confirmed at the
+                # continue-as-new are started again by the next run (``carry``).
                 self.to_start.append(c)
                 self.starting -= 1
             else:

@@ -67,6 +67,7 @@ class CampaignBase:
             from_number=inp.from_number,
             trunk_id=inp.trunk_id,
             ringing_timeout_s=inp.ringing_timeout_s,
+            not_before=c.slot,
         )
         return checked_call_input(
             inp.definition,
