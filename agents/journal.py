@@ -134,7 +134,7 @@ class OutboxJournal:
         if trim:
             # Everything of this agent up to ``trim`` and everything earlier agents left (the
             # workflow read those when this agent attached) is in the workflow now.
-            pipe.xtrim(self.key, minid=f"{self._epoch}-{trim + 1}")
+            pipe.xtrim(self.key, minid=f"{self._epoch}-{trim + 1}", approximate=False)
         await pipe.execute()
         self.written += adds
 
