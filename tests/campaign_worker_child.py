@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from agents.livekit_sip import LiveKitTelephony
 from ringflow.settings import Settings
@@ -26,7 +27,17 @@ async def main(a: argparse.Namespace) -> None:
         trunk_id="ST_default",
         from_number="+15550111",
     )
-    client = await connect(a.address)
+    # The parent may have just (re)started the dev server: keep trying for a while, as a
+    # worker pod whose server is still coming up would, instead of dying before READY.
+    for attempt in range(30):
+        try:
+            client = await connect(a.address)
+            break
+        except Exception as exc:
+            print(f"connect attempt {attempt + 1} failed: {exc!r}", file=sys.stderr, flush=True)
+            await asyncio.sleep(1.0)
+    else:
+        raise SystemExit(f"no Temporal server at {a.address}")
     settings = Settings(database_url=a.database_url, redis_url=a.redis_url, http_allow_private=True)
     async with build_worker(client, settings, task_queue=a.task_queue, telephony=phone):
         print("READY", flush=True)

@@ -26,6 +26,10 @@ from tests.wfkit import running_worker, wait_until
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _tail(path: Path) -> str:
+    return path.read_text(errors="replace")[-2000:] if path.exists() else "(no stderr)"
+
+
 @pytest.mark.timeout(400)
 async def test_a_sigkilled_worker_and_a_restarted_server_leave_every_attempt_exactly_once(
     monkeypatch: pytest.MonkeyPatch,
@@ -33,6 +37,7 @@ async def test_a_sigkilled_worker_and_a_restarted_server_leave_every_attempt_exa
     temporal_client: Client,
     task_queue: str,
     sqlite_url: str,
+    tmp_path: Path,
 ) -> None:
     people = [f"+1212555{9100 + i}" for i in range(12)]
     busy = people[:3]
@@ -43,6 +48,8 @@ async def test_a_sigkilled_worker_and_a_restarted_server_leave_every_attempt_exa
         inp = campaign_input(
             cid, new_id("T"), retry={"busy": RetryRule(count=1, delay_s=1.0)}, max_concurrent=3, cps=4
         )
+        errors_path = tmp_path / "child-stderr.txt"
+        errors = errors_path.open("wb")  # why the child died, should it die before READY
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -64,11 +71,12 @@ async def test_a_sigkilled_worker_and_a_restarted_server_leave_every_attempt_exa
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=errors,
         )
         try:
             assert proc.stdout is not None
-            assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"READY"
+            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).strip()
+            assert line == b"READY", f"the worker child did not start: {_tail(errors_path)}"
             async with stand_in_agent(temporal_client, lk):
                 handle = await run_campaign(temporal_client, task_queue, sqlite_url, inp, contacts(*people))
                 await wait_until(lambda: _at_least(lk, 5), timeout=120, what="five dials")
@@ -78,6 +86,7 @@ async def test_a_sigkilled_worker_and_a_restarted_server_leave_every_attempt_exa
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
+            errors.close()
         temporal_server.stop()
         await temporal_server.start()
         client = await connect(temporal_server.address, temporal_server.namespace)
