@@ -44,6 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ["RINGFLOW_ENCRYPTION"] = "0"
 import psutil
+from _gcwatch import scrape, window
 from _report import emit, percentile
 from _stack import ROOT, bench_stack
 from temporalio.api.enums.v1 import EventType
@@ -81,6 +82,7 @@ TUNING = {k: v for k, v in os.environ.items() if k.startswith("RINGFLOW_WORKER_"
 # The outbox journal (agents/journal.py) as an agent with Redis runs it; RINGFLOW_LOAD_JOURNAL=0
 # measures the outbox without it (turns then linger 2 s at most).
 JOURNAL = os.environ.get("RINGFLOW_LOAD_JOURNAL", "1") == "1"
+WORKER_METRICS: list[str] = []  # the Ringflow worker's Prometheus endpoint, once started
 REDIS_URL = os.environ.get("RINGFLOW_REDIS_URL", "redis://127.0.0.1:6379/0")
 JOURNAL_REDIS: list[Any] = []  # the one client, made on the running loop
 FLOW = Path("bench/flows/bench.yaml")
@@ -211,17 +213,25 @@ def _ts(event: Any) -> float:
 
 
 async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1: float) -> dict[str, Any]:
-    """Lags and counts inside [t0, t1) from the histories of ``handles``."""
+    """Lags and counts inside [t0, t1) from the histories of ``handles``. A state event's
+    lag is split where its time went: the agent to the server (its signal's event time),
+    waiting for a worker (the workflow task's start) and the task itself."""
     state: list[float] = []
     turns: list[float] = []
+    phases: dict[str, list[float]] = {"to_server": [], "queued": [], "ran": []}
     signals = wfts = events = 0
+    kinds: dict[str, int] = {}
     for handle in handles:
-        started: list[tuple[str, float]] = []
-        pending: list[tuple[str, float]] = []
+        started: list[tuple[str, float, float]] = []  # (kind, sent, signaled)
+        pending: list[tuple[str, float, float]] = []
+        task_started = 0.0
         async for ev in handle.fetch_history_events():
             at = _ts(ev)
             inside = t0 <= at < t1
             events += inside
+            if inside:
+                kind = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_").lower()
+                kinds[kind] = kinds.get(kind, 0) + 1
             if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 attrs = ev.workflow_execution_signaled_event_attributes
                 signals += inside
@@ -229,20 +239,31 @@ async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1:
                     body = json.loads(attrs.input.payloads[0].data)
                     for item in body.get("events", [body]) if isinstance(body, dict) else []:
                         if isinstance(item, dict) and isinstance(item.get("at"), (int, float)):
-                            pending.append((str(item.get("type")), float(item["at"])))
+                            pending.append((str(item.get("type")), float(item["at"]), at))
             elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-                started, pending = started + pending, []
+                started, pending, task_started = started + pending, [], at
             elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
                 wfts += inside
-                for kind, sent in started:
+                for kind, sent, signaled in started:
                     if t0 <= sent < t1:
                         lag = (at - sent) * 1000
                         if kind in STATE_KINDS:
                             state.append(lag)
+                            phases["to_server"].append((signaled - sent) * 1000)
+                            phases["queued"].append((task_started - signaled) * 1000)
+                            phases["ran"].append((at - task_started) * 1000)
                         elif kind == "turns":
                             turns.append(lag)
                 started = []
-    return {"state": state, "turns": turns, "signals": signals, "wfts": wfts, "events": events}
+    return {
+        "state": state,
+        "turns": turns,
+        "phases": phases,
+        "signals": signals,
+        "wfts": wfts,
+        "events": events,
+        "kinds": kinds,
+    }
 
 
 class Meter:
@@ -310,12 +331,15 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
     stop_at = loop.time() + PERIOD_S + WINDOW_S
     drivers = [loop.create_task(drive(c, stop_at, rng)) for c in calls]
     await asyncio.sleep(PERIOD_S)
+    gc_url = None if raw else WORKER_METRICS[0] if WORKER_METRICS else None
+    gc0 = await asyncio.to_thread(scrape, gc_url) if gc_url else {}
     t0 = time.time()
     for m in meters.values():
         m.start()
     await asyncio.sleep(WINDOW_S)
     t1 = time.time()  # the window counted in histories; the drivers' last sends fall after it
     usage = {name: m.stop() for name, m in meters.items()}
+    gc_pauses = window(gc0, await asyncio.to_thread(scrape, gc_url)) if gc_url else {}
     await asyncio.gather(*drivers)
     ok = await asyncio.gather(*(c.finish() for c in calls), return_exceptions=True)
     wrong = sum(1 for x in ok if x is not True)
@@ -330,12 +354,22 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
         "window_s": round(span, 1),
         "p50": round(percentile(lags, 50), 1) if lags else None,
         "p99": round(percentile(lags, 99), 1) if lags else None,
+        "state_phase_ms": {  # where a state event's lag went (read_histories)
+            name: {"p50": round(percentile(v, 50), 1), "p99": round(percentile(v, 99), 1)}
+            for name, v in h["phases"].items()
+            if v
+        },
         "turn_p50": round(percentile(h["turns"], 50), 1) if h["turns"] else None,
         "turn_p99": round(percentile(h["turns"], 99), 1) if h["turns"] else None,
         "signals_per_s": round(h["signals"] * scale / span, 1),
         "wft_per_s": round(h["wfts"] * scale / span, 1),
         "events_per_call_min": round(h["events"] / len(sample) / (span / 60), 1),
+        "events_per_call_min_by_type": {  # what the history is made of
+            k: round(v / len(sample) / (span / 60), 2)
+            for k, v in sorted(h["kinds"].items(), key=lambda kv: -kv[1])
+        },
         "load_avg_1m": round(os.getloadavg()[0], 2),  # the machine is shared: say how busy it was
+        **gc_pauses,  # the worker's full collections in the window (workflows/heap.py)
         **{f"{name}_cpu_pct": u[0] for name, u in usage.items()},
         **{f"{name}_rss_mb": u[1] for name, u in usage.items()},
     }
@@ -368,10 +402,11 @@ async def run() -> list[dict[str, Any]]:
             "RINGFLOW_TEMPORAL_NAMESPACE": bs.stack.namespace,
             "RINGFLOW_TASK_QUEUE": tq,
             "RINGFLOW_DATABASE_URL": bs.database_url,
-            "RINGFLOW_METRICS_PORT": str(free_port()),
+            "RINGFLOW_METRICS_PORT": str(metrics_port := free_port()),
             "RINGFLOW_ENCRYPTION": "0",
             "RINGFLOW_LOG_LEVEL": "WARNING",
         }
+        WORKER_METRICS[:] = [f"http://127.0.0.1:{metrics_port}/metrics"]
         ringflow = [sys.executable, "-c", "from ringflow.cli import main; main()", "worker"]
         # the children's output goes to stderr: stdout carries the one JSON document
         worker = subprocess.Popen(ringflow, cwd=ROOT, env=env, stdout=sys.stderr)

@@ -59,6 +59,7 @@ def call_services(settings: Settings) -> CallServices:
 
 
 async def serve(settings: Settings, services: CallServices | None = None) -> None:
+    from workflows.heap import GcPauses
     from workflows.worker import prometheus_runtime, run_worker_forever
 
     loop = asyncio.get_running_loop()
@@ -77,6 +78,7 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
         await health.start()
     try:
         runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
+        GcPauses(runtime.metric_meter).install()
         client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
         target = describe(connect_options(settings.temporal_address, settings.temporal_namespace))
         # a log line (JSON with `ringflow worker`), so stderr holds nothing but log lines

@@ -245,6 +245,28 @@ async def lead_hangup(client: Client, tq: str) -> Handles:
     return {"lead_hangup": call.handle}
 
 
+async def lead_trailing_node(client: Client, tq: str) -> Handles:
+    """Patched visibility-lazy-node-v1: an attached call's transitions leave the node and
+    transition count in search attributes for a later task; the hangup writes them."""
+    d = flow("lead_qualification")
+    call = await start_call(
+        client, d, task_queue=tq, call_id="hist-lead-trailing-node", variables={"campaign": "webinar"}
+    )
+    a = Agent(call, "lt")
+    await call.attach("agent-hist-lt")
+    await a.say(("assistant", "Hi, this is Sam from Shiftwise."), ("user", "We are twelve people on shifts."))
+    needs = await a.fn(
+        "discovery", "record_needs", use_case="shift_planning", team_size=12, timeline="this_quarter"
+    )
+    check(needs.decision == "transition", f"record_needs: {needs}")
+    await wait_for(call, lambda s: s.node == "book_demo", "node book_demo")
+    await a.say(("assistant", "Which weekday would suit you for a demo?"), ("user", "I have to go, sorry."))
+    await call.hangup(event_id="lt-hangup")
+    record = await call.handle.result()
+    check(record.end_reason == "user_hangup", f"record: {record.end_reason}")
+    return {"lead_trailing_node": call.handle}
+
+
 async def restaurant_continue_as_new(client: Client, tq: str) -> Handles:
     """A call long enough to continue as new (history limit set low): both runs are kept."""
     d = flow("restaurant_reservation")
@@ -575,6 +597,7 @@ SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "appointment_happy": appointment_happy,
     "appointment_out_of_order": appointment_out_of_order,
     "lead_hangup": lead_hangup,
+    "lead_trailing_node": lead_trailing_node,
     "restaurant_continue_as_new": restaurant_continue_as_new,
     "appointment_agent_lost": appointment_agent_lost,
     "phone_calls": phone_calls,

@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "tests" / "workflow_release.json"  # not in histories/: every *.json there is replayed
 # Never run inside a workflow: the client side and the worker's wiring.
-NOT_WORKFLOW_CODE = ("client.py", "worker.py", "__init__.py")
+NOT_WORKFLOW_CODE = ("client.py", "worker.py", "heap.py", "__init__.py")
 
 
 def _files() -> list[Path]:

@@ -89,6 +89,11 @@ class CallWorkflow:
 
     def setup(self, inp: CallInput) -> None:
         engine = Engine(inp.definition)
+        if engine.definition is not inp.definition:
+            # The flow as compiled once for every call of it (callflow.compiled), equal
+            # in content to the one decoded: a worker holds a thousand live calls, and a
+            # copy of the flow each was a quarter of the objects its collector walks.
+            inp = inp.model_copy(update={"definition": engine.definition})
         vis = Visibility(inp)
         self.room_events_seen: list[str] = []  # LiveKit webhooks applied (workflows/room_events.py)
         self.start_error: str | None = None

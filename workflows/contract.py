@@ -167,6 +167,9 @@ class CallInput(_Msg):
     final_turn_grace_s: float = Field(30.0, ge=0, le=3600, allow_inf_nan=False)
     # a gap in the agent's seq numbers is skipped (and recorded) once events wait this long
     gap_wait_s: float = Field(30.0, gt=0, le=3600, allow_inf_nan=False)
+    # the node and transition count in search attributes trail the call by at most this
+    # (each upsert is a history event and a visibility write: workflows/visibility.py)
+    visibility_refresh_s: float = Field(60.0, ge=0, le=3600, allow_inf_nan=False)
     carry: Carry | None = None  # set only by continue-as-new
     dial: Dial | None = None  # an outbound phone call to place (workflows/dialing.py)
 

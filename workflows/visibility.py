@@ -3,6 +3,13 @@
 Search attributes are upserted only when a value changed, because each upsert is a
 history event and a turn must stay cheap. No phone numbers or other personal data
 go here: only flow, node, status, outcome and campaign.
+
+The node and the transition count change on every transition, and an upsert for each was
+a sixth of a live call's history and a visibility write on the server (issue 13): they
+trail the call by at most ``visibility_refresh_s`` (a minute), carried by a workflow task
+that runs anyway. Status, end reason and disposition (what ops filter on to find a call
+that ended or broke) go at once, and take the node with them. The current details
+(``set_current_details``, no history event) and ``ringflow call show`` are always live.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
     from activities.search_attributes import (
@@ -28,12 +35,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract import CallInput
 
 PUBLIC_DISPOSITION_PATCH = "public-disposition"
+LAZY_NODE_PATCH = "visibility-lazy-node-v1"
+TRAILING = frozenset({"node", "transitions"})  # may trail the call (see above)
 
 
 class Visibility:
     def __init__(self, inp: CallInput) -> None:
         self.inp = inp
         self.last: dict[str, Any] = {}
+        self.upserted_at = 0.0  # workflow time of the last upsert
         self.declared = declared_dispositions(inp.definition.flow)
         meter = workflow.metric_meter()
         self.transitions = meter.create_counter("ringflow_transitions", "Node transitions applied.")
@@ -70,16 +80,29 @@ class Visibility:
             "end_reason": RINGFLOW_END_REASON,
             "disposition": RINGFLOW_DISPOSITION,
         }
-        updates: list[SearchAttributeUpdate[Any]] = [
-            keys[k].value_set(v) for k, v in want.items() if self.last.get(k) != v
-        ]
-        if updates:
-            workflow.upsert_search_attributes(updates)
-            self.last.update(want)
-            workflow.set_current_details(
-                f"**{status}** · node `{state.node}` · {state.transitions} transitions"
-                + (f" · ended: {state.end_reason}" if state.ended else "")
-            )
+        changed = [k for k, v in want.items() if self.last.get(k) != v]
+        if not changed:
+            return
+        details = f"**{status}** · node `{state.node}` · {state.transitions} transitions" + (
+            f" · ended: {state.end_reason}" if state.ended else ""
+        )
+        workflow.set_current_details(details)
+        now = workflow.now().timestamp()
+        if self.trails(changed, now):
+            return
+        workflow.upsert_search_attributes([keys[k].value_set(want[k]) for k in changed])
+        self.last.update(want)
+        self.upserted_at = now
+
+    def trails(self, changed: list[str], now: float) -> bool:
+        """Whether this upsert may wait: only trailing keys changed, since the last upsert
+        less than ``visibility_refresh_s`` ago. Histories from before upserted each change."""
+        return (
+            bool(self.last)
+            and TRAILING.issuperset(changed)
+            and now - self.upserted_at < self.inp.visibility_refresh_s
+            and workflow.patched(LAZY_NODE_PATCH)
+        )
 
     def count_transition(self) -> None:
         self.transitions.add(1, {"flow": self.inp.definition.flow.flow})

@@ -10,7 +10,6 @@ configured.
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -33,6 +32,7 @@ from activities.turn_journal import TurnJournalReader
 from workflows import log_redaction
 from workflows.call import CallWorkflow
 from workflows.campaign import CampaignWorkflow
+from workflows.heap import GC_PAUSE_BUCKETS, GC_PAUSE_METRIC, settle_heap
 
 
 def all_activities(
@@ -72,14 +72,7 @@ def build_worker(
 ) -> Worker:
     log_redaction.install()  # before any workflow can log a payload it dropped
     interceptors = [ActivityLogInterceptor(), *kwargs.pop("interceptors", ())]
-    # OpenTelemetry passes through the sandbox: Temporal's TracingInterceptor, when tracing
-    # is on (ringflow.tracing), opens spans inside the workflow with the real module.
-    kwargs.setdefault(
-        "workflow_runner",
-        SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules("opentelemetry")
-        ),
-    )
+    kwargs.setdefault("workflow_runner", workflow_runner())
     settle_heap()
     return Worker(
         client,
@@ -92,17 +85,24 @@ def build_worker(
     )
 
 
-def settle_heap() -> None:
-    """Move what is alive now (the imported modules, the settings: ~200,000 objects, most
-    of the worker's heap) out of the collector's reach. A full collection walks every
-    object the collector tracks; over the whole heap it took 110-180 ms of CPU, several
-    times a call, and seconds of wall time on a loaded machine. Workflow code runs on a
-    thread of this process, and the SDK fails any workflow task that takes over 2 s of
-    wall time (``_DeadlockError``): a collection in the middle of one may push it there,
-    however little the workflow does. Frozen, a full collection walks only what came
-    since (a tenth of the time and less)."""
-    gc.collect()
-    gc.freeze()
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandbox, with Ringflow's own workflow modules passed through as well.
+
+    The sandbox imports a workflow's module anew for every run it starts, and with it each
+    module that module imports that is not passed through: the ``CallWorkflow`` class and
+    its handlers, once per live call. Over a thousand cached calls those copies were a
+    third of the objects the worker's collector walks, and its full collections stop every
+    workflow task (bench/load.py: 365 objects and 41 ms a collection per 200 calls, 240
+    and 18 ms passed through). Ringflow's workflow code keeps no module state and reaches
+    the world only through activities; its determinism is checked by replaying recorded
+    histories (tests/test_replay.py), and what runs inside a workflow is still restricted.
+
+    OpenTelemetry passes through too: Temporal's TracingInterceptor, when tracing is on
+    (ringflow.tracing), opens spans inside the workflow with the real module.
+    """
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("opentelemetry", "workflows")
+    )
 
 
 def worker_tuning(config: Any) -> dict[str, Any]:
@@ -123,7 +123,10 @@ def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
     return Runtime(
         telemetry=TelemetryConfig(
             metrics=PrometheusConfig(
-                bind_address=f"{host}:{port}", counters_total_suffix=True, durations_as_seconds=True
+                bind_address=f"{host}:{port}",
+                counters_total_suffix=True,
+                durations_as_seconds=True,
+                histogram_bucket_overrides={GC_PAUSE_METRIC: list(GC_PAUSE_BUCKETS)},
             )
         )
     )
