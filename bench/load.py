@@ -71,13 +71,23 @@ STEPS = (
 )
 _RAW_STEPS = os.environ.get("RINGFLOW_LOAD_RAW_STEPS")  # the raw side's ramp, if it differs
 RAW_STEPS = [int(x) for x in _RAW_STEPS.split(",")] if _RAW_STEPS else STEPS
-WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.0))  # after 5 s warm-up
+WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.0))  # after the stagger
 PERIOD_S = 5.0
-SAMPLE = 10 if SHORT else 40  # histories read per step and side
+SAMPLE = 10 if SHORT else 200  # histories read per step and side (40 gave ~100 lags: p99 was the max)
 TARGET_MS = 300.0
 # The agent's heartbeat as its settings make it: 5 s, or the 20 s backstop once LiveKit's
 # webhooks report lost agents (RINGFLOW_LIVEKIT_WEBHOOKS=1); calls time out accordingly.
 AGENT = get_settings()
+# Calls on a line start at random times: each call's traffic starts at a random point of
+# the longest period in it (the heartbeat, which is also how long a journaled turn may
+# linger), and the window opens once every call talks. Started within one 5 s period,
+# a thousand calls' lingering turns came due together every 20 s: waves of backlog that
+# a line of real calls, started over minutes, does not make.
+STAGGER_S = max(PERIOD_S, AGENT.heartbeat_s)
+# How long the node may trail the call in search attributes (workflows/visibility.py);
+# unset: the call input's default.
+_REFRESH = os.environ.get("RINGFLOW_LOAD_VISIBILITY_REFRESH_S")
+VISIBILITY = {"visibility_refresh_s": float(_REFRESH)} if _REFRESH else {}
 TUNING = {k: v for k, v in os.environ.items() if k.startswith("RINGFLOW_WORKER_")}
 # The outbox journal (agents/journal.py) as an agent with Redis runs it; RINGFLOW_LOAD_JOURNAL=0
 # measures the outbox without it (turns then linger 2 s at most).
@@ -190,13 +200,13 @@ async def drive(call: RingflowCall | RawCall, stop_at: float, rng: random.Random
     loop = asyncio.get_running_loop()
 
     async def heartbeats() -> None:
-        await asyncio.sleep(rng.uniform(0, PERIOD_S))
+        await asyncio.sleep(rng.uniform(0, STAGGER_S))
         while loop.time() < stop_at:
             call.heartbeat()
             await asyncio.sleep(PERIOD_S)
 
     async def talk() -> None:
-        await asyncio.sleep(rng.uniform(0, PERIOD_S))
+        await asyncio.sleep(rng.uniform(0, STAGGER_S))
         while loop.time() < stop_at:
             call.turn("user", USER)
             await asyncio.sleep(rng.uniform(0.5, 1.5))  # the reply comes after the LLM and TTS
@@ -302,6 +312,7 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
             task_queue=tq,
             call_id=f"load-{n}-{i}-{uuid.uuid4().hex[:6]}",
             agent_timeout_s=AGENT.call_agent_timeout_s,
+            **VISIBILITY,
         )
         await call.attach("bench-agent")
         rc = RingflowCall(call, JOURNAL_REDIS[0] if JOURNAL_REDIS else None)
@@ -328,9 +339,9 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
     ready.set()
     await asyncio.gather(*keepalives)
     loop = asyncio.get_running_loop()
-    stop_at = loop.time() + PERIOD_S + WINDOW_S
+    stop_at = loop.time() + STAGGER_S + WINDOW_S
     drivers = [loop.create_task(drive(c, stop_at, rng)) for c in calls]
-    await asyncio.sleep(PERIOD_S)
+    await asyncio.sleep(STAGGER_S)
     gc_url = None if raw else WORKER_METRICS[0] if WORKER_METRICS else None
     gc0 = await asyncio.to_thread(scrape, gc_url) if gc_url else {}
     t0 = time.time()
