@@ -88,6 +88,8 @@ STAGGER_S = max(PERIOD_S, AGENT.heartbeat_s)
 # unset: the call input's default.
 _REFRESH = os.environ.get("RINGFLOW_LOAD_VISIBILITY_REFRESH_S")
 VISIBILITY = {"visibility_refresh_s": float(_REFRESH)} if _REFRESH else {}
+# The worker as deployed (infra/k8s/base/config.yaml): without the sandbox, unless said.
+os.environ.setdefault("RINGFLOW_WORKER_SANDBOX", "false")
 TUNING = {k: v for k, v in os.environ.items() if k.startswith("RINGFLOW_WORKER_")}
 # The outbox journal (agents/journal.py) as an agent with Redis runs it; RINGFLOW_LOAD_JOURNAL=0
 # measures the outbox without it (turns then linger 2 s at most).

@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     worker_max_cached_workflows: int | None = Field(default=None, ge=0)
     worker_max_concurrent_workflow_tasks: int | None = Field(default=None, ge=2)
     worker_workflow_task_pollers: int | None = Field(default=None, ge=2)
+    # Whether `ringflow worker` runs workflows in Temporal's sandbox (workflows/worker.py,
+    # workflow_runner). On while developing and in the test suite, where it catches a
+    # non-deterministic call in workflow code; off in the deployed worker, where it cost a
+    # fifth of the worker's CPU per workflow task (bench/load.py, README "Worker tuning").
+    worker_sandbox: bool = True
 
     # The realtime agent (`ringflow agent`): LiveKit keeps its conventional variable names.
     agent_name: str = "ringflow"

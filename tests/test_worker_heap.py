@@ -14,16 +14,17 @@ import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 from activities.search_attributes import RINGFLOW_NODE, RINGFLOW_STATUS, RINGFLOW_TRANSITIONS
 from callflow.loader import validate_data
 from callflow.model import FlowDefinition
 from ringflow.devstack import free_port
-from tests.wfkit import Agent, running_worker, wait_state, wait_until
+from tests.wfkit import Agent, running_worker, settings_for, wait_state, wait_until
 from workflows.call import CallWorkflow
 from workflows.client import CallHandle, start_call
 from workflows.heap import GC_PAUSE_METRIC, GcPauses
-from workflows.worker import prometheus_runtime
+from workflows.worker import build_worker, prometheus_runtime, worker_tuning
 
 SESSION = pytest.mark.asyncio(loop_scope="session")
 
@@ -197,3 +198,30 @@ async def test_collector_pauses_are_exported_by_generation() -> None:
         assert await wait_until(full_collections, what="the full collection exported") >= 1
     finally:
         pauses.remove()
+
+
+@SESSION
+async def test_the_deployed_worker_runs_calls_unsandboxed_and_they_replay_in_the_sandbox(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """``RINGFLOW_WORKER_SANDBOX=false`` (the deployed worker) runs the same workflow code
+    outside the sandbox; a call it ran replays in the sandbox, so neither differs."""
+    settings = settings_for(sqlite_url, worker_sandbox=False)
+    tuning = worker_tuning(settings)
+    assert isinstance(tuning["workflow_runner"], UnsandboxedWorkflowRunner)
+    assert "workflow_runner" not in worker_tuning(settings_for(sqlite_url))  # the default: sandboxed
+    async with build_worker(temporal_client, settings, task_queue=task_queue, **tuning):
+        call, agent = await open_call(temporal_client, task_queue)
+        await agent.say(("assistant", "Ping."), ("user", "Pong."))
+        await agent.transition("ping", "flip")
+        await agent.transition("pong", "finish")
+        await call.hangup("completed")
+        record = await call.handle.result()
+    assert record.path == ["ping", "pong", "bye"] and record.end_reason == "completed"
+    said = [t["text"] for t in record.transcript if t.get("role") in ("user", "assistant")]
+    assert said == ["Ping.", "Pong."]
+    history = await call.handle.fetch_history()
+    # the client's converter: its payloads may be encrypted (ringflow.codec)
+    replayer = Replayer(workflows=[CallWorkflow], data_converter=temporal_client.data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure

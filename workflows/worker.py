@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.campaign_acts import CampaignActivities
@@ -106,8 +106,9 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 
 def worker_tuning(config: Any) -> dict[str, Any]:
-    """The worker's sticky cache, workflow-task slots and pollers, from settings (measured
-    with bench/load.py: README, "Worker tuning"); unset ones keep the SDK's defaults."""
+    """The worker's sticky cache, workflow-task slots, pollers and sandbox, from settings
+    (measured with bench/load.py: README, "Worker tuning"); unset ones keep the SDK's
+    defaults."""
     out: dict[str, Any] = {}
     if (cache := getattr(config, "worker_max_cached_workflows", None)) is not None:
         out["max_cached_workflows"] = cache
@@ -115,6 +116,11 @@ def worker_tuning(config: Any) -> dict[str, Any]:
         out["max_concurrent_workflow_tasks"] = slots
     if (polls := getattr(config, "worker_workflow_task_pollers", None)) is not None:
         out["workflow_task_poller_behavior"] = PollerBehaviorSimpleMaximum(polls)
+    if getattr(config, "worker_sandbox", True) is False:
+        # Each activation entered the sandbox (its own sys.modules, import hooks and
+        # proxies): a fifth of the worker's CPU per task at a thousand calls. What the
+        # sandbox catches, the test suite (sandboxed) and the replay tests catch first.
+        out["workflow_runner"] = UnsandboxedWorkflowRunner()
     return out
 
 
