@@ -47,7 +47,14 @@ async def test_a_worker_killed_mid_group_neither_loses_nor_repeats_a_job(
         child_attempt = tmp_path / f"attempt.{proc.pid}"
 
         async def child_running() -> bool:
-            return child_attempt.exists()
+            # its marker, and its progress update applied by the workflow: the job writes the
+            # marker before it sends the update, and a kill between the two lost the update
+            if not child_attempt.exists():
+                return False
+            log = await call.handle.query("jobs_feed", 0)
+            return {"attempt_pid": proc.pid} in [
+                e["data"] for e in log["envelopes"] if e["type"] == "job_update"
+            ]
 
         await wait_until(child_running, timeout=60, what="the slow job to start on the child worker")
         proc.send_signal(signal.SIGKILL)
