@@ -47,14 +47,12 @@ class GcPauses:
         )
         self._attrs = [{"generation": str(g)} for g in range(3)]
         self._started = 0.0
-        self.longest: float = 0.0  # seconds; the longest pause seen (tests, logs)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
             return
         took = time.perf_counter() - self._started
-        self.longest = max(self.longest, took)
         self._hist.record(took, self._attrs[min(int(info.get("generation", 2)), 2)])
 
     def install(self) -> GcPauses:
