@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -61,8 +63,20 @@ def metric(
     }
 
 
+_DOCUMENT: list[Any] = []  # where emit() writes once claim_stdout() took stdout
+
+
+def claim_stdout() -> None:
+    """Keep stdout for the one document: anything else written to it from now on (the
+    Temporal core prints its warnings there, a retried RPC for one) goes to stderr."""
+    if not _DOCUMENT:
+        sys.stdout.flush()
+        _DOCUMENT.append(os.fdopen(os.dup(1), "w"))
+        os.dup2(2, 1)
+
+
 def emit(bench: str, metrics: list[dict[str, Any]]) -> str:
     """Print (and return) the bench's one JSON document."""
     doc = json.dumps({"bench": bench, "metrics": metrics})
-    print(doc, flush=True)
+    print(doc, file=_DOCUMENT[0] if _DOCUMENT else sys.stdout, flush=True)
     return doc

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ["RINGFLOW_ENCRYPTION"] = "0"
 import psutil
 from _gcwatch import scrape, window
-from _report import emit, percentile
+from _report import claim_stdout, emit, percentile
 from _stack import ROOT, bench_stack
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -75,6 +75,7 @@ WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.
 PERIOD_S = 5.0
 SAMPLE = 10 if SHORT else 200  # histories read per step and side (40 gave ~100 lags: p99 was the max)
 TARGET_MS = 300.0
+RESULT_WAITS = 400  # calls whose end is awaited at once (long polls; the server caps them)
 # The agent's heartbeat as its settings make it: 5 s, or the 20 s backstop once LiveKit's
 # webhooks report lost agents (RINGFLOW_LIVEKIT_WEBHOOKS=1); calls time out accordingly.
 AGENT = get_settings()
@@ -151,13 +152,19 @@ class RingflowCall:
     def heartbeat(self) -> None:
         self.put(Heartbeat(agent_id="bench-agent", at=time.time()))
 
-    async def finish(self) -> bool:
+    async def finish(self, waits: asyncio.Semaphore) -> str | None:
+        """None when the call ended right, else what went wrong (counted by kind)."""
         self.transition("finish")
         self.put(HangupEvent(event_id="hangup", reason="completed", at=time.time()))
         await self.outbox.close(flush_timeout=60)
-        rec = await self.call.handle.result()
+        async with waits:
+            rec = await self.call.handle.result()
         said = [t for t in rec.transcript if t.get("role") in ("user", "assistant")]
-        return not self.broken and rec.end_reason == "completed" and len(said) == self.turns
+        if self.broken:
+            return "outbox_stopped"
+        if rec.end_reason != "completed":
+            return f"ended_{rec.end_reason}"
+        return None if len(said) == self.turns else "turns_missing"
 
 
 class RawCall:
@@ -190,11 +197,15 @@ class RawCall:
     def heartbeat(self) -> None:
         self._signal("heartbeat")
 
-    async def finish(self) -> bool:
+    async def finish(self, waits: asyncio.Semaphore) -> str | None:
         self._signal("hangup")
         await asyncio.gather(*list(self.tasks))
         await self.handle.signal("stop")
-        return await self.handle.result() == self.sent and not self.failed
+        if self.failed:
+            return "signal_failed"
+        async with waits:
+            got = await self.handle.result()
+        return None if got == self.sent else "events_missing"
 
 
 async def drive(call: RingflowCall | RawCall, stop_at: float, rng: random.Random) -> None:
@@ -354,8 +365,17 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
     usage = {name: m.stop() for name, m in meters.items()}
     gc_pauses = window(gc0, await asyncio.to_thread(scrape, gc_url)) if gc_url else {}
     await asyncio.gather(*drivers)
-    ok = await asyncio.gather(*(c.finish() for c in calls), return_exceptions=True)
-    wrong = sum(1 for x in ok if x is not True)
+    # Every call hangs up at once, but its result is awaited by at most RESULT_WAITS at a
+    # time: each wait is a long poll, and the server refuses long polls past a namespace
+    # limit (1,250 of them failed 46 calls with "namespace concurrent poller limit exceeded").
+    waits = asyncio.Semaphore(RESULT_WAITS)
+    ok = await asyncio.gather(*(c.finish(waits) for c in calls), return_exceptions=True)
+    why: dict[str, int] = {}  # what went wrong, by kind (an exception by its type)
+    for x in ok:
+        if x is not None:
+            kind = x if isinstance(x, str) else f"raised_{type(x).__name__}"
+            why[kind] = why.get(kind, 0) + 1
+    wrong = sum(why.values())
     sample = calls[:: max(1, len(calls) // SAMPLE)][:SAMPLE]
     handles = [c.handle if isinstance(c, RawCall) else c.call.handle for c in sample]
     h = await read_histories(handles, t0, t1)
@@ -364,6 +384,7 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
     return {
         "n": n,
         "wrong": wrong,
+        "wrong_by_kind": why,
         "window_s": round(span, 1),
         "p50": round(percentile(lags, 50), 1) if lags else None,
         "p99": round(percentile(lags, 99), 1) if lags else None,
@@ -508,6 +529,7 @@ async def run() -> list[dict[str, Any]]:
 
 def main() -> None:
     os.chdir(ROOT)
+    claim_stdout()  # 1,250 calls' result polls once put the core's retry warnings there
     emit("load", asyncio.run(run()))
 
 

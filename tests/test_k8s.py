@@ -214,6 +214,21 @@ def test_commands_and_settings_exist(objects: list[dict[str, Any]]) -> None:
                 Settings(**{name: value})  # and its value is valid for it
 
 
+def test_deployed_agents_heartbeat_as_the_webhook_receiver_allows(objects: list[dict[str, Any]]) -> None:
+    """Every overlay runs ringflow-webhooks, so LiveKit reports a lost agent at once: the
+    heartbeat is the slow backstop the capacity was measured with (20 s, calls timing out
+    after 60 s), not the 5 s a deployment without webhooks needs."""
+    assert "ringflow-webhooks" in _by_kind(objects, "Deployment")
+    data: dict[str, str] = {}
+    for cm in _by_kind(objects, "ConfigMap").values():
+        data.update(cm["data"])
+    settings = Settings(
+        **{k.removeprefix("RINGFLOW_").lower(): v for k, v in data.items() if k.startswith("RINGFLOW_")}
+    )
+    assert settings.heartbeat_s == 20.0
+    assert settings.call_agent_timeout_s == 60.0
+
+
 def test_grace_periods_outlast_the_drains(objects: list[dict[str, Any]]) -> None:
     deployments = _by_kind(objects, "Deployment")
     worker, agent = deployments["ringflow-worker"], deployments["ringflow-agent"]
