@@ -47,8 +47,10 @@ Temporal one signal per state change or interval, not one per turn).
 
 Heartbeat suppression (``heartbeat_quiet_s`` > 0): any delivered event tells the workflow
 the agent is alive, so a heartbeat put within ``heartbeat_quiet_s`` of the last successful
-send, or while other events wait to go, is not queued at all: heartbeats go only on a call
-where nothing else went out for a whole interval.
+send is not queued at all, and one put while other events wait sends them now in its place
+(lingering turns included: a sign of life never waits for a linger). Heartbeats go only on
+a call where nothing else went out for a whole interval, and no two sends are further apart
+than the interval plus the agent's heartbeat period.
 
 Not thread-safe: call ``put`` from the event loop's thread (LiveKit's agent callbacks run
 there). Without a journal, events queued here are lost if the process dies (``abandon``
@@ -178,11 +180,18 @@ class Outbox:
             self._wake()
 
     def _put_heartbeat(self, event: Heartbeat) -> None:
-        if self.heartbeat_quiet_s and (
-            self._live > (self._hb is not None) or time.monotonic() - self._last_ok < self.heartbeat_quiet_s
-        ):
-            self.heartbeats_skipped += 1  # what goes (or just went) out proves the agent alive
-            return
+        if self.heartbeat_quiet_s:
+            if time.monotonic() - self._last_ok < self.heartbeat_quiet_s:
+                self.heartbeats_skipped += 1  # what just went out proves the agent alive
+                return
+            if self._live > (self._hb is not None):
+                # What waits proves the agent alive as well, but only once it goes: turns
+                # lingering for company would hold that sign back up to another interval
+                # (silence then reached the agent timeout: 20 s quiet, a turn put just
+                # before the heartbeat, 20 s of linger), so they go now in its place.
+                self.heartbeats_skipped += 1
+                self.kick()
+                return
         hb = self._hb
         if hb is not None:
             self._last_ticket += 1

@@ -160,8 +160,11 @@ class RingflowCall:
         async with waits:
             rec = await self.call.handle.result()
         said = [t for t in rec.transcript if t.get("role") in ("user", "assistant")]
+        if self.broken or rec.end_reason != "completed":  # the call ended under the bench: how
+            print(f"{self.call.call_id} ended {rec.end_reason}:", file=sys.stderr)
+            print(await timeline(self.call.handle), file=sys.stderr)
         if self.broken:
-            return "outbox_stopped"
+            return f"outbox_stopped_{rec.end_reason}"
         if rec.end_reason != "completed":
             return f"ended_{rec.end_reason}"
         return None if len(said) == self.turns else "turns_missing"
@@ -233,6 +236,31 @@ async def drive(call: RingflowCall | RawCall, stop_at: float, rng: random.Random
 
 def _ts(event: Any) -> float:
     return event.event_time.seconds + event.event_time.nanos / 1e9
+
+
+async def timeline(handle: WorkflowHandle[Any, Any]) -> str:
+    """A call's history, one line per event, times from its start: what a wrong end needs."""
+    lines: list[str] = []
+    t0: float | None = None
+    async for ev in handle.fetch_history_events():
+        at = _ts(ev)
+        t0 = at if t0 is None else t0
+        kind = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_").lower()
+        note = ""
+        if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            attrs = ev.workflow_execution_signaled_event_attributes
+            body = json.loads(attrs.input.payloads[0].data) if attrs.input.payloads else {}
+            items = body.get("events", [body]) if isinstance(body, dict) else []
+            note = " ".join(
+                f"{i.get('type')}@{float(i['at']) - t0:.1f}"
+                for i in items
+                if isinstance(i, dict) and isinstance(i.get("at"), (int, float))
+            )
+        elif ev.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            fire = ev.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+            note = f"{fire.total_seconds():.1f} s"
+        lines.append(f"  {at - t0:7.2f} {kind} {note}")
+    return "\n".join(lines)
 
 
 async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1: float) -> dict[str, Any]:

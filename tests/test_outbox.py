@@ -722,6 +722,25 @@ async def test_a_heartbeat_goes_only_when_nothing_else_went_out_for_an_interval(
     await outbox.close()
 
 
+async def test_a_heartbeat_due_sends_lingering_turns_in_its_place() -> None:
+    """A heartbeat due while turns linger must not wait for their linger: skipped, it once
+    left a call silent for the quiet interval plus the linger (40 s of a 60 s agent timeout
+    gone before the turns even went), and a loaded bench saw such calls declared lost."""
+    send = FakeSend()
+    outbox = Outbox(send, linger_s=600, heartbeat_quiet_s=600)
+    outbox.start()
+    outbox.put(turn(1))  # lingers: nothing urgent waits, nobody flushes
+    outbox.put(hb(1))  # nothing went out for a whole interval (nothing ever did): due
+    await send.until_calls(1)
+    assert send.calls == [["t1"]]  # the turn went in the heartbeat's place, not after 600 s
+    assert outbox.heartbeats_skipped == 1 and outbox.pending == 0
+    outbox.put(turn(2))
+    outbox.put(hb(2))  # the turn just went: this one is not due, and the new turn lingers
+    assert outbox.heartbeats_skipped == 2 and outbox.pending == 1
+    await outbox.close(flush_timeout=5)
+    assert send.calls == [["t1"], ["t2"]]
+
+
 async def test_coalescing_off_by_default_keeps_one_send_per_event_when_idle() -> None:
     send = FakeSend()
     outbox = Outbox(send)
