@@ -45,20 +45,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ["RINGFLOW_ENCRYPTION"] = "0"
 import psutil
 from _gcwatch import scrape, window
+from _load_calls import AGENT, PERIOD_S, STAGGER_S, RawCall, RingflowCall, drive
+from _load_measure import Meter, read_histories
 from _report import claim_stdout, emit, percentile
 from _stack import ROOT, bench_stack
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
-from agents.journal import OutboxJournal
-from agents.outbox import Outbox, OutboxClosed, OutboxFull
-from agents.runner import LINGER_S
-from agents.signals import DeferredTransition, workflow_sender
 from callflow.loader import load_flow
 from ringflow.devstack import free_port
-from ringflow.settings import get_settings
-from workflows.client import CallHandle, start_call
-from workflows.contract import HangupEvent, Heartbeat, Turn, TurnsEvent
+from workflows.client import start_call
 
 SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1" or "--short" in sys.argv
 _STEPS = os.environ.get("RINGFLOW_LOAD_STEPS")  # e.g. "100,200,400": the ramp's N
@@ -72,19 +67,9 @@ STEPS = (
 _RAW_STEPS = os.environ.get("RINGFLOW_LOAD_RAW_STEPS")  # the raw side's ramp, if it differs
 RAW_STEPS = [int(x) for x in _RAW_STEPS.split(",")] if _RAW_STEPS else STEPS
 WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.0))  # after the stagger
-PERIOD_S = 5.0
 SAMPLE = 10 if SHORT else 200  # histories read per step and side (40 gave ~100 lags: p99 was the max)
 TARGET_MS = 300.0
 RESULT_WAITS = 400  # calls whose end is awaited at once (long polls; the server caps them)
-# The agent's heartbeat as its settings make it: 5 s, or the 20 s backstop once LiveKit's
-# webhooks report lost agents (RINGFLOW_LIVEKIT_WEBHOOKS=1); calls time out accordingly.
-AGENT = get_settings()
-# Calls on a line start at random times: each call's traffic starts at a random point of
-# the longest period in it (the heartbeat, which is also how long a journaled turn may
-# linger), and the window opens once every call talks. Started within one 5 s period,
-# a thousand calls' lingering turns came due together every 20 s: waves of backlog that
-# a line of real calls, started over minutes, does not make.
-STAGGER_S = max(PERIOD_S, AGENT.heartbeat_s)
 # How long the node may trail the call in search attributes (workflows/visibility.py);
 # unset: the call input's default.
 _REFRESH = os.environ.get("RINGFLOW_LOAD_VISIBILITY_REFRESH_S")
@@ -99,242 +84,6 @@ WORKER_METRICS: list[str] = []  # the Ringflow worker's Prometheus endpoint, onc
 REDIS_URL = os.environ.get("RINGFLOW_REDIS_URL", "redis://127.0.0.1:6379/0")
 JOURNAL_REDIS: list[Any] = []  # the one client, made on the running loop
 FLOW = Path("bench/flows/bench.yaml")
-STATE_KINDS = {"transition", "event", "hangup"}
-USER = "Yes, Tuesday at ten works for me, and could you send the confirmation by text?"
-ASSISTANT = "Done: Tuesday at ten. I'll text you the confirmation in a minute. Anything else?"
-
-
-class RingflowCall:
-    """One CallWorkflow fed as the agent feeds it: through its outbox, never awaited; with
-    ``redis``, journaled as an agent with ``RINGFLOW_REDIS_URL`` journals (agents/runner.py)."""
-
-    def __init__(self, call: CallHandle, redis: Any = None) -> None:
-        self.call = call
-        journal = OutboxJournal(redis, call.call_id) if redis is not None else None
-        self.outbox = Outbox(
-            workflow_sender(call),
-            linger_s=min(LINGER_S, AGENT.heartbeat_s),
-            heartbeat_quiet_s=AGENT.heartbeat_s,
-            journal=journal,
-            journaled_linger_s=AGENT.heartbeat_s if journal is not None else 0.0,
-        )
-        if journal is not None:
-            journal.on_unhealthy = self.outbox.kick
-        self.seq = 0
-        self.turns = 0
-        self.node = "ping"
-        self.broken = False  # the outbox stopped (the workflow ended under the call): a wrong end
-
-    def put(self, event: Any) -> None:
-        try:
-            self.outbox.put(event)
-        except (OutboxClosed, OutboxFull):
-            self.broken = True
-
-    def turn(self, role: str, text: str) -> None:
-        self.seq += 1
-        self.turns += 1
-        now = time.time()
-        self.put(
-            TurnsEvent(
-                event_id=f"{role}-{self.seq}",
-                seq=self.seq,
-                at=now,
-                items=[Turn(role=role, text=text, node=self.node, started_at=now, ended_at=now)],
-            )
-        )  # type: ignore[arg-type]
-
-    def transition(self, name: str = "flip") -> None:
-        self.seq += 1
-        self.put(DeferredTransition(f"t{self.seq}", 0, self.seq, self.node, name, {}, time.time()))  # type: ignore[arg-type]
-        self.node = {"ping": "pong", "pong": "ping"}.get(self.node, self.node)
-
-    def heartbeat(self) -> None:
-        self.put(Heartbeat(agent_id="bench-agent", at=time.time()))
-
-    async def finish(self, waits: asyncio.Semaphore) -> str | None:
-        """None when the call ended right, else what went wrong (counted by kind)."""
-        self.transition("finish")
-        self.put(HangupEvent(event_id="hangup", reason="completed", at=time.time()))
-        await self.outbox.close(flush_timeout=60)
-        async with waits:
-            rec = await self.call.handle.result()
-        said = [t for t in rec.transcript if t.get("role") in ("user", "assistant")]
-        if self.broken or rec.end_reason != "completed":  # the call ended under the bench: how
-            print(f"{self.call.call_id} ended {rec.end_reason}:", file=sys.stderr)
-            print(await timeline(self.call.handle), file=sys.stderr)
-        if self.broken:
-            return f"outbox_stopped_{rec.end_reason}"
-        if rec.end_reason != "completed":
-            return f"ended_{rec.end_reason}"
-        return None if len(said) == self.turns else "turns_missing"
-
-
-class RawCall:
-    """The raw design: each event its own signal, sent at once, appended to a list."""
-
-    def __init__(self, handle: WorkflowHandle[Any, Any]) -> None:
-        self.handle = handle
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.sent = 0
-        self.failed = 0
-
-    def _signal(self, kind: str, **extra: Any) -> None:
-        self.sent += 1
-        task = asyncio.get_running_loop().create_task(self._send({"type": kind, "at": time.time(), **extra}))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def _send(self, body: dict[str, Any]) -> None:
-        try:
-            await self.handle.signal("event", body)
-        except Exception:
-            self.failed += 1
-
-    def turn(self, role: str, text: str) -> None:
-        self._signal("turns", role=role, text=text)
-
-    def transition(self, name: str = "flip") -> None:
-        self._signal("transition", name=name)
-
-    def heartbeat(self) -> None:
-        self._signal("heartbeat")
-
-    async def finish(self, waits: asyncio.Semaphore) -> str | None:
-        self._signal("hangup")
-        await asyncio.gather(*list(self.tasks))
-        await self.handle.signal("stop")
-        if self.failed:
-            return "signal_failed"
-        async with waits:
-            got = await self.handle.result()
-        return None if got == self.sent else "events_missing"
-
-
-async def drive(call: RingflowCall | RawCall, stop_at: float, rng: random.Random) -> None:
-    """The issue's traffic for one call until ``stop_at``, from a random phase."""
-    loop = asyncio.get_running_loop()
-
-    async def heartbeats() -> None:
-        await asyncio.sleep(rng.uniform(0, STAGGER_S))
-        while loop.time() < stop_at:
-            call.heartbeat()
-            await asyncio.sleep(PERIOD_S)
-
-    async def talk() -> None:
-        await asyncio.sleep(rng.uniform(0, STAGGER_S))
-        while loop.time() < stop_at:
-            call.turn("user", USER)
-            await asyncio.sleep(rng.uniform(0.5, 1.5))  # the reply comes after the LLM and TTS
-            if rng.random() < 0.25:
-                call.transition()
-            call.turn("assistant", ASSISTANT)
-            await asyncio.sleep(rng.uniform(0.8, 1.2) * PERIOD_S - 1.0)
-
-    await asyncio.gather(heartbeats(), talk())
-
-
-def _ts(event: Any) -> float:
-    return event.event_time.seconds + event.event_time.nanos / 1e9
-
-
-async def timeline(handle: WorkflowHandle[Any, Any]) -> str:
-    """A call's history, one line per event, times from its start: what a wrong end needs."""
-    lines: list[str] = []
-    t0: float | None = None
-    async for ev in handle.fetch_history_events():
-        at = _ts(ev)
-        t0 = at if t0 is None else t0
-        kind = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_").lower()
-        note = ""
-        if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-            attrs = ev.workflow_execution_signaled_event_attributes
-            body = json.loads(attrs.input.payloads[0].data) if attrs.input.payloads else {}
-            items = body.get("events", [body]) if isinstance(body, dict) else []
-            note = " ".join(
-                f"{i.get('type')}@{float(i['at']) - t0:.1f}"
-                for i in items
-                if isinstance(i, dict) and isinstance(i.get("at"), (int, float))
-            )
-        elif ev.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
-            fire = ev.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
-            note = f"{fire.total_seconds():.1f} s"
-        lines.append(f"  {at - t0:7.2f} {kind} {note}")
-    return "\n".join(lines)
-
-
-async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1: float) -> dict[str, Any]:
-    """Lags and counts inside [t0, t1) from the histories of ``handles``. A state event's
-    lag is split where its time went: the agent to the server (its signal's event time),
-    waiting for a worker (the workflow task's start) and the task itself."""
-    state: list[float] = []
-    turns: list[float] = []
-    phases: dict[str, list[float]] = {"to_server": [], "queued": [], "ran": []}
-    signals = wfts = events = 0
-    kinds: dict[str, int] = {}
-    for handle in handles:
-        started: list[tuple[str, float, float]] = []  # (kind, sent, signaled)
-        pending: list[tuple[str, float, float]] = []
-        task_started = 0.0
-        async for ev in handle.fetch_history_events():
-            at = _ts(ev)
-            inside = t0 <= at < t1
-            events += inside
-            if inside:
-                kind = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_").lower()
-                kinds[kind] = kinds.get(kind, 0) + 1
-            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                attrs = ev.workflow_execution_signaled_event_attributes
-                signals += inside
-                if attrs.input.payloads:
-                    body = json.loads(attrs.input.payloads[0].data)
-                    for item in body.get("events", [body]) if isinstance(body, dict) else []:
-                        if isinstance(item, dict) and isinstance(item.get("at"), (int, float)):
-                            pending.append((str(item.get("type")), float(item["at"]), at))
-            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-                started, pending, task_started = started + pending, [], at
-            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-                wfts += inside
-                for kind, sent, signaled in started:
-                    if t0 <= sent < t1:
-                        lag = (at - sent) * 1000
-                        if kind in STATE_KINDS:
-                            state.append(lag)
-                            phases["to_server"].append((signaled - sent) * 1000)
-                            phases["queued"].append((task_started - signaled) * 1000)
-                            phases["ran"].append((at - task_started) * 1000)
-                        elif kind == "turns":
-                            turns.append(lag)
-                started = []
-    return {
-        "state": state,
-        "turns": turns,
-        "phases": phases,
-        "signals": signals,
-        "wfts": wfts,
-        "events": events,
-        "kinds": kinds,
-    }
-
-
-class Meter:
-    """CPU (percent of one core) and RSS of a process over a window."""
-
-    def __init__(self, pid: int) -> None:
-        self.proc = psutil.Process(pid)
-        self.t0 = 0.0
-        self.c0 = 0.0
-
-    def _cpu(self) -> float:
-        times = self.proc.cpu_times()
-        return times.user + times.system + times.children_user + times.children_system
-
-    def start(self) -> None:
-        self.t0, self.c0 = time.monotonic(), self._cpu()
-
-    def stop(self) -> tuple[float, float]:
-        cpu = (self._cpu() - self.c0) / max(1e-9, time.monotonic() - self.t0) * 100
-        return round(cpu, 1), round(self.proc.memory_info().rss / 2**20, 1)
 
 
 async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Meter]) -> dict[str, Any]:

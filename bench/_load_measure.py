@@ -1,0 +1,121 @@
+"""What the load bench reads (imported by bench/load.py; not a bench): lags and counts
+from the calls' histories, and the CPU and memory of the processes under load.
+
+Lag runs from an event's ``at`` (stamped when the agent queued it) to the completion of the
+workflow task that applied it (the first task started after its signal).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import psutil
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHandle
+
+STATE_KINDS = {"transition", "event", "hangup"}  # state-changing events; the rest are turns
+
+
+def _ts(event: Any) -> float:
+    return event.event_time.seconds + event.event_time.nanos / 1e9
+
+
+async def timeline(handle: WorkflowHandle[Any, Any]) -> str:
+    """A call's history, one line per event, times from its start: what a wrong end needs."""
+    lines: list[str] = []
+    t0: float | None = None
+    async for ev in handle.fetch_history_events():
+        at = _ts(ev)
+        t0 = at if t0 is None else t0
+        kind = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_").lower()
+        note = ""
+        if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            attrs = ev.workflow_execution_signaled_event_attributes
+            body = json.loads(attrs.input.payloads[0].data) if attrs.input.payloads else {}
+            items = body.get("events", [body]) if isinstance(body, dict) else []
+            note = " ".join(
+                f"{i.get('type')}@{float(i['at']) - t0:.1f}"
+                for i in items
+                if isinstance(i, dict) and isinstance(i.get("at"), (int, float))
+            )
+        elif ev.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            fire = ev.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+            note = f"{fire.total_seconds():.1f} s"
+        lines.append(f"  {at - t0:7.2f} {kind} {note}")
+    return "\n".join(lines)
+
+
+async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1: float) -> dict[str, Any]:
+    """Lags and counts inside [t0, t1) from the histories of ``handles``. A state event's
+    lag is split where its time went: the agent to the server (its signal's event time),
+    waiting for a worker (the workflow task's start) and the task itself."""
+    state: list[float] = []
+    turns: list[float] = []
+    phases: dict[str, list[float]] = {"to_server": [], "queued": [], "ran": []}
+    signals = wfts = events = 0
+    kinds: dict[str, int] = {}
+    for handle in handles:
+        started: list[tuple[str, float, float]] = []  # (kind, sent, signaled)
+        pending: list[tuple[str, float, float]] = []
+        task_started = 0.0
+        async for ev in handle.fetch_history_events():
+            at = _ts(ev)
+            inside = t0 <= at < t1
+            events += inside
+            if inside:
+                kind = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_").lower()
+                kinds[kind] = kinds.get(kind, 0) + 1
+            if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                attrs = ev.workflow_execution_signaled_event_attributes
+                signals += inside
+                if attrs.input.payloads:
+                    body = json.loads(attrs.input.payloads[0].data)
+                    for item in body.get("events", [body]) if isinstance(body, dict) else []:
+                        if isinstance(item, dict) and isinstance(item.get("at"), (int, float)):
+                            pending.append((str(item.get("type")), float(item["at"]), at))
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                started, pending, task_started = started + pending, [], at
+            elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                wfts += inside
+                for kind, sent, signaled in started:
+                    if t0 <= sent < t1:
+                        lag = (at - sent) * 1000
+                        if kind in STATE_KINDS:
+                            state.append(lag)
+                            phases["to_server"].append((signaled - sent) * 1000)
+                            phases["queued"].append((task_started - signaled) * 1000)
+                            phases["ran"].append((at - task_started) * 1000)
+                        elif kind == "turns":
+                            turns.append(lag)
+                started = []
+    return {
+        "state": state,
+        "turns": turns,
+        "phases": phases,
+        "signals": signals,
+        "wfts": wfts,
+        "events": events,
+        "kinds": kinds,
+    }
+
+
+class Meter:
+    """CPU (percent of one core) and RSS of a process over a window."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+        self.t0 = 0.0
+        self.c0 = 0.0
+
+    def _cpu(self) -> float:
+        times = self.proc.cpu_times()
+        return times.user + times.system + times.children_user + times.children_system
+
+    def start(self) -> None:
+        self.t0, self.c0 = time.monotonic(), self._cpu()
+
+    def stop(self) -> tuple[float, float]:
+        cpu = (self._cpu() - self.c0) / max(1e-9, time.monotonic() - self.t0) * 100
+        return round(cpu, 1), round(self.proc.memory_info().rss / 2**20, 1)
