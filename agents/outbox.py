@@ -49,8 +49,8 @@ Heartbeat suppression (``heartbeat_quiet_s`` > 0): any delivered event tells the
 the agent is alive, so a heartbeat put within ``heartbeat_quiet_s`` of the last successful
 send is not queued at all, and one put while other events wait sends them now in its place
 (lingering turns included: a sign of life never waits for a linger). Heartbeats go only on
-a call where nothing else went out for a whole interval, and no two sends are further apart
-than the interval plus the agent's heartbeat period.
+a call where nothing else went out for a whole interval, and while sends succeed no two are
+further apart than the interval plus the agent's heartbeat period.
 
 Not thread-safe: call ``put`` from the event loop's thread (LiveKit's agent callbacks run
 there). Without a journal, events queued here are lost if the process dies (``abandon``

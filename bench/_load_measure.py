@@ -22,6 +22,22 @@ def _ts(event: Any) -> float:
     return event.event_time.seconds + event.event_time.nanos / 1e9
 
 
+def _kind(event: Any) -> str:
+    return EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").lower()
+
+
+def _sent(event: Any) -> list[tuple[str, float]]:
+    """(type, at) of each agent event a signal carried (a batch, or one raw event)."""
+    attrs = event.workflow_execution_signaled_event_attributes
+    body = json.loads(attrs.input.payloads[0].data) if attrs.input.payloads else {}
+    items = body.get("events", [body]) if isinstance(body, dict) else []
+    return [
+        (str(i.get("type")), float(i["at"]))
+        for i in items
+        if isinstance(i, dict) and isinstance(i.get("at"), (int, float))
+    ]
+
+
 async def timeline(handle: WorkflowHandle[Any, Any]) -> str:
     """A call's history, one line per event, times from its start: what a wrong end needs."""
     lines: list[str] = []
@@ -29,21 +45,13 @@ async def timeline(handle: WorkflowHandle[Any, Any]) -> str:
     async for ev in handle.fetch_history_events():
         at = _ts(ev)
         t0 = at if t0 is None else t0
-        kind = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_").lower()
         note = ""
         if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-            attrs = ev.workflow_execution_signaled_event_attributes
-            body = json.loads(attrs.input.payloads[0].data) if attrs.input.payloads else {}
-            items = body.get("events", [body]) if isinstance(body, dict) else []
-            note = " ".join(
-                f"{i.get('type')}@{float(i['at']) - t0:.1f}"
-                for i in items
-                if isinstance(i, dict) and isinstance(i.get("at"), (int, float))
-            )
+            note = " ".join(f"{kind}@{sent - t0:.1f}" for kind, sent in _sent(ev))
         elif ev.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
             fire = ev.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
             note = f"{fire.total_seconds():.1f} s"
-        lines.append(f"  {at - t0:7.2f} {kind} {note}")
+        lines.append(f"  {at - t0:7.2f} {_kind(ev)} {note}")
     return "\n".join(lines)
 
 
@@ -65,16 +73,10 @@ async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1:
             inside = t0 <= at < t1
             events += inside
             if inside:
-                kind = EventType.Name(ev.event_type).removeprefix("EVENT_TYPE_").lower()
-                kinds[kind] = kinds.get(kind, 0) + 1
+                kinds[_kind(ev)] = kinds.get(_kind(ev), 0) + 1
             if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                attrs = ev.workflow_execution_signaled_event_attributes
                 signals += inside
-                if attrs.input.payloads:
-                    body = json.loads(attrs.input.payloads[0].data)
-                    for item in body.get("events", [body]) if isinstance(body, dict) else []:
-                        if isinstance(item, dict) and isinstance(item.get("at"), (int, float)):
-                            pending.append((str(item.get("type")), float(item["at"]), at))
+                pending += [(kind, sent, at) for kind, sent in _sent(ev)]
             elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
                 started, pending, task_started = started + pending, [], at
             elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import IO, Any
 
 UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
@@ -63,7 +63,7 @@ def metric(
     }
 
 
-_DOCUMENT: list[Any] = []  # where emit() writes once claim_stdout() took stdout
+_DOCUMENT: list[IO[str]] = []  # where emit() writes once claim_stdout() took stdout
 
 
 def claim_stdout() -> None:

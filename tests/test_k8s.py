@@ -90,6 +90,16 @@ def _by_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, An
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
 
 
+def _deployed_settings(objects: list[dict[str, Any]]) -> dict[str, str]:
+    """The ConfigMaps' RINGFLOW_* values by Settings field name."""
+    return {
+        key.removeprefix("RINGFLOW_").lower(): value
+        for cm in _by_kind(objects, "ConfigMap").values()
+        for key, value in cm["data"].items()
+        if key.startswith("RINGFLOW_")
+    }
+
+
 def test_every_object_validates_against_its_schema(objects: list[dict[str, Any]]) -> None:
     for obj in objects:
         crd = CRD_SCHEMAS.get((obj["apiVersion"], obj["kind"]))
@@ -206,12 +216,9 @@ def test_commands_and_settings_exist(objects: list[dict[str, Any]]) -> None:
         for opt in (a for a in args if a.startswith("--")):
             assert opt in result.output, f"{_name(obj)}: `ringflow {args[0]}` has no {opt}"
     fields = set(Settings.model_fields)
-    for cm in _by_kind(objects, "ConfigMap").values():
-        for key, value in cm["data"].items():
-            if key.startswith("RINGFLOW_"):
-                name = key.removeprefix("RINGFLOW_").lower()
-                assert name in fields, f"{key} is not a Ringflow setting"
-                Settings(**{name: value})  # and its value is valid for it
+    for name, value in _deployed_settings(objects).items():
+        assert name in fields, f"RINGFLOW_{name.upper()} is not a Ringflow setting"
+        Settings(**{name: value})  # and its value is valid for it
 
 
 def test_deployed_agents_heartbeat_as_the_webhook_receiver_allows(objects: list[dict[str, Any]]) -> None:
@@ -219,12 +226,7 @@ def test_deployed_agents_heartbeat_as_the_webhook_receiver_allows(objects: list[
     heartbeat is the slow backstop the capacity was measured with (20 s, calls timing out
     after 60 s), not the 5 s a deployment without webhooks needs."""
     assert "ringflow-webhooks" in _by_kind(objects, "Deployment")
-    data: dict[str, str] = {}
-    for cm in _by_kind(objects, "ConfigMap").values():
-        data.update(cm["data"])
-    settings = Settings(
-        **{k.removeprefix("RINGFLOW_").lower(): v for k, v in data.items() if k.startswith("RINGFLOW_")}
-    )
+    settings = Settings(**_deployed_settings(objects))
     assert settings.heartbeat_s == 20.0
     assert settings.call_agent_timeout_s == 60.0
 
