@@ -12,9 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_agent_imports_neither_the_workflow_nor_httpx() -> None:
     code = (
-        "import sys, agents.controller, agents.runner, agents.signals, agents.outbox\n"
-        "print(' '.join(m for m in ('workflows.call', 'httpx', 'activities.webhook', 'sqlmodel')"
-        " if m in sys.modules))"
+        "import sys, ringflow.agents.controller, ringflow.agents.runner, ringflow.agents.signals\n"
+        "import ringflow.agents.outbox\n"
+        "names = ('ringflow.workflows.call', 'httpx', 'ringflow.activities.webhook', 'sqlmodel')\n"
+        "print(' '.join(m for m in names if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120

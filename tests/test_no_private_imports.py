@@ -25,7 +25,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # livekit-agents 1.8 has no public setter for an Agent's default interruption (the one it
     # uses for replies it starts itself); set on our Agent subclass, with livekit-agents
     # pinned below 1.9 in pyproject.toml (see FlowAgent.set_interruptible).
-    ("agents.flow_agent", "self._allow_interruptions"): "no public API in livekit-agents 1.8",
+    ("ringflow.agents.flow_agent", "self._allow_interruptions"): "no public API in livekit-agents 1.8",
 }
 
 
@@ -37,7 +37,21 @@ def _modules() -> Iterator[tuple[str, Path]]:
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
+            if package != "ringflow":
+                parts = ("ringflow", *parts)  # installed under the one import root
             yield ".".join(p for p in parts if p != "__init__"), path
+
+
+SUBPACKAGES = {"callflow", "workflows", "activities", "agents"}
+
+
+def _package(name: str) -> str:
+    """The package a module belongs to: ``ringflow.callflow`` for the domain's modules, and so
+    on for each layer; ``ringflow`` for the entry points."""
+    parts = name.split(".")
+    if parts[0] == "ringflow" and len(parts) > 1 and parts[1] in SUBPACKAGES:
+        return ".".join(parts[:2])
+    return parts[0]
 
 
 def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -51,20 +65,20 @@ def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
 def private_uses(module: str, path: Path) -> list[str]:
     """Each private name of another package ``module`` imports or reads, as ``line: what``."""
     tree = ast.parse(path.read_text(), str(path))
-    own = module.split(".")[0]
+    own = _package(module)
     foreign: set[str] = set()  # local names bound to another package's modules and objects
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] == own:
+                if _package(alias.name) == own:
                     continue
                 if any(_private(p) for p in alias.name.split(".")):
                     found.append(f"{node.lineno}: import {alias.name}")
                 foreign.add(alias.asname or alias.name.split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             source = _absolute(module, path.name == "__init__.py", node)
-            if source.split(".")[0] == own or source == "__future__":
+            if _package(source) == own or source == "__future__":
                 continue
             if any(_private(p) for p in source.split(".")):
                 found.append(f"{node.lineno}: from {source} import ...")
@@ -91,7 +105,7 @@ def _inherited(tree: ast.Module, own: str, module: str, path: Path) -> list[str]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             source = _absolute(module, path.name == "__init__.py", node)
-            if source.split(".")[0] != own:
+            if _package(source) != own:
                 sources.update({alias.asname or alias.name: source for alias in node.names})
     found: list[str] = []
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
@@ -100,7 +114,7 @@ def _inherited(tree: ast.Module, own: str, module: str, path: Path) -> list[str]
             if isinstance(base, ast.Name) and base.id in sources:
                 obj = getattr(importlib.import_module(sources[base.id]), base.id, None)
                 for klass in inspect.getmro(obj) if inspect.isclass(obj) else ():
-                    if klass.__module__.split(".")[0] != own and klass is not object:
+                    if _package(klass.__module__) != own and klass is not object:
                         try:
                             text += inspect.getsource(klass)
                         except (OSError, TypeError):
