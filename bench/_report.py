@@ -87,10 +87,11 @@ def _probe_work() -> int:
 def cpu_probe(repeats: int = 15) -> dict[str, Any]:
     """The machine's speed: the fixed workload timed ``repeats`` times, in ms of wall time.
 
-    ``cpu_probe_ms`` is the fastest run (the speed of one core with nothing in its way: the
-    figure to compare machines by); ``cpu_probe_p50_ms`` the median, which a busy shared
-    machine pushes up (so the two apart say how contended the run was). The probe runs in
-    the bench's own process, so it takes a core only while the bench is idle.
+    ``cpu_probe_ms`` is the fastest run (the speed of one core as the bench got it: the
+    figure to compare machines by), ``cpu_probe_p50_ms`` the median. Other work on a shared
+    machine raises both (sustained load leaves no run untouched), so a probe well above the
+    machine's quiet one marks a contended run. It runs in the bench's own process, while
+    the bench is idle, and takes about fifteen times the workload's time.
     """
     _probe_work()  # warm up: first-call costs are not the machine's speed
     runs = []
