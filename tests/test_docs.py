@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+# the repository: the folder above this file that holds pyproject.toml (wherever tests/ files it)
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6} (.+?)\s*$", re.M)
