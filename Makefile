@@ -26,7 +26,7 @@ lock: setup
 	$(COMPILE) --extra agent -c requirements/dev.txt -o requirements/agent.txt
 
 # mypy by package: a plain directory run finds each module twice under different names.
-MYPY_PACKAGES := -p callflow -p workflows -p activities -p agents -p ringflow
+MYPY_PACKAGES := -p ringflow
 
 lint: setup
 	$(BIN)/ruff check .

@@ -18,7 +18,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.exceptions import ApplicationError
 
-from callflow.model import FlowDefinition
+from ringflow.callflow.model import FlowDefinition
 
 CALL_DEFINITION_UNAVAILABLE = "CallDefinitionUnavailable"
 _KEPT = 64

@@ -31,10 +31,16 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import campaign_store as store
-from activities.campaign_rules import RetryRule, Windows
-from activities.records import call_workflow_id
-from activities.webhook import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import RetryRule, Windows
+from ringflow.activities.records import call_workflow_id
+from ringflow.activities.webhook import (
+    DELIVERY_HEADER,
+    EVENT_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    sign,
+)
 
 # Reserve the trunk's next slot: max(now, last + interval); returns how long to wait (ms).
 _RESERVE = """

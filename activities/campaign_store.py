@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from sqlalchemy import JSON, Column, Engine, func, select
 from sqlmodel import Field, SQLModel
 
-from activities.campaign_rules import RETRY_OUTCOMES, RetryRule, Windows, window_open_at
-from activities.persistence import _insert_for, get_engine
+from ringflow.activities.campaign_rules import RETRY_OUTCOMES, RetryRule, Windows, window_open_at
+from ringflow.activities.persistence import _insert_for, get_engine
 
 ACTIVE = ("pending", "retry")  # states a claim may pick
 FINAL = ("reached", "failed", "exhausted", "dnc", "no_window")

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from temporalio import activity
 
-from activities.records import DispatchRequest, DispatchResult
+from ringflow.activities.records import DispatchRequest, DispatchResult
 
 
 class Dispatcher(Protocol):

@@ -16,9 +16,9 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.metrics import timed
-from callflow.inputs import type_ok
-from callflow.model import ExtractSpec
+from ringflow.activities.metrics import timed
+from ringflow.callflow.inputs import type_ok
+from ringflow.callflow.model import ExtractSpec
 
 
 class ExtractionInput(BaseModel):

@@ -28,11 +28,11 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio import activity
 
-from activities.metrics import timed
-from activities.records import encoded_bytes
-from callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager
-from callflow.handlers import HandlerModuleError, get_handler, load_module
-from callflow.schema import SignatureError, handler_schema
+from ringflow.activities.metrics import timed
+from ringflow.activities.records import encoded_bytes
+from ringflow.callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager
+from ringflow.callflow.handlers import HandlerModuleError, get_handler, load_module
+from ringflow.callflow.schema import SignatureError, handler_schema
 
 log = logging.getLogger(__name__)
 MAX_RESULT_BYTES = 256 * 1024

@@ -33,10 +33,10 @@ from pydantic import BaseModel, Field, field_validator
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.call_definition import call_definition
-from activities.metrics import timed
-from activities.netguard import BlockedDestination, ResolutionError, VettedTarget, vet_url
-from callflow.http_render import find_http_entry, render_http
+from ringflow.activities.call_definition import call_definition
+from ringflow.activities.metrics import timed
+from ringflow.activities.netguard import BlockedDestination, ResolutionError, VettedTarget, vet_url
+from ringflow.callflow.http_render import find_http_entry, render_http
 
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_REDIRECTS = 3

@@ -22,8 +22,8 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.handler_run import HandlerInput, call_handler, heartbeats, parse_flow_dirs
-from activities.metrics import timed
+from ringflow.activities.handler_run import HandlerInput, call_handler, heartbeats, parse_flow_dirs
+from ringflow.activities.metrics import timed
 
 log = logging.getLogger(__name__)
 JOB_UPDATE_SIGNAL = "job_update"

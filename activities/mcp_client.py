@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import RequestParamsMeta, TextContent
 
-from callflow.mcp_spec import (
+from ringflow.callflow.mcp_spec import (
     MAX_ERROR_CHARS,
     MAX_SERVER_CHARS,
     MAX_TOOLS_PER_SERVER,
@@ -27,7 +27,7 @@ from callflow.mcp_spec import (
     McpServerTools,
     McpTool,
 )
-from callflow.mcp_tools import usable_tool
+from ringflow.callflow.mcp_tools import usable_tool
 
 MAX_PAGES = 50  # a server whose cursor never ends cannot hold a call's start hostage
 IDEMPOTENCY_META_KEY: Final = "ringflow/idempotency-key"

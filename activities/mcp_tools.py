@@ -15,11 +15,11 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.call_definition import call_definition
-from activities.mcp_client import call_tool, list_tools
-from activities.metrics import timed
-from activities.records import encoded_bytes
-from callflow.mcp_spec import McpServer, McpServerTools
+from ringflow.activities.call_definition import call_definition
+from ringflow.activities.mcp_client import call_tool, list_tools
+from ringflow.activities.metrics import timed
+from ringflow.activities.records import encoded_bytes
+from ringflow.callflow.mcp_spec import McpServer, McpServerTools
 
 MCP_UNAVAILABLE = "McpUnavailable"
 MAX_RESULT_BYTES = 64_000

@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 from pydantic import SecretStr
 
-from activities.dispatch import AgentDispatch, Dispatcher
-from activities.extraction import Extractor
-from activities.http_tool import HttpTool
-from activities.persistence import CallStore
-from activities.telephony import Telephony, TelephonyActivities
-from activities.webhook import WebhookSender
+from ringflow.activities.dispatch import AgentDispatch, Dispatcher
+from ringflow.activities.extraction import Extractor
+from ringflow.activities.http_tool import HttpTool
+from ringflow.activities.persistence import CallStore
+from ringflow.activities.telephony import Telephony, TelephonyActivities
+from ringflow.activities.webhook import WebhookSender
 
 
 class ActivityConfig(Protocol):

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from temporalio import activity
 
-from workflows.contract import MAX_SIGNAL_BYTES, AgentEvent, encoded_bytes
+from ringflow.workflows.contract import MAX_SIGNAL_BYTES, AgentEvent, encoded_bytes
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
-from activities.records import WebhookDelivery
+from ringflow.activities.records import WebhookDelivery
 
 SIGNATURE_HEADER = "webhook-signature"
 DELIVERY_HEADER = "webhook-id"
@@ -175,7 +175,7 @@ class WebhookSender:
 
 def with_stored_transcript(delivery: WebhookDelivery, database_url: str) -> WebhookDelivery:
     """The delivery with the call's whole transcript, as stored, in its record."""
-    from activities.persistence import load_transcript
+    from ringflow.activities.persistence import load_transcript
 
     items = load_transcript(delivery.record.call_id, database_url=database_url)
     record = delivery.record.model_copy(update={"transcript": [i.model_dump(mode="json") for i in items]})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from workflows.contract import CallEvent
+from ringflow.workflows.contract import CallEvent
 
 log = logging.getLogger(__name__)
 MACHINE = ("machine-vm", "machine-unavailable")  # what goes to voicemail (an IVR is talked to)

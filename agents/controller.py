@@ -20,12 +20,12 @@ from typing import Any
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agents.device_tools import DeviceTools, call_device_tool, falls_back, serves
-from agents.hot_path import SessionPort, ToolOutcome, call_locally
-from agents.jobs import JobsFeed
-from agents.outbox import Outbox
-from agents.signals import DeferredTransition, function_event_id, step_event_id
-from callflow.effects import (
+from ringflow.agents.device_tools import DeviceTools, call_device_tool, falls_back, serves
+from ringflow.agents.hot_path import SessionPort, ToolOutcome, call_locally
+from ringflow.agents.jobs import JobsFeed
+from ringflow.agents.outbox import Outbox
+from ringflow.agents.signals import DeferredTransition, function_event_id, step_event_id
+from ringflow.callflow.effects import (
     Effect,
     EndCall,
     LLMTurn,
@@ -34,9 +34,9 @@ from callflow.effects import (
     Say,
     SetNode,
 )
-from callflow.end_reasons import EndReason
-from callflow.engine import Engine
-from callflow.events import (
+from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.events import (
     DtmfEntered,
     HangUp,
     IdleKind,
@@ -45,10 +45,10 @@ from callflow.events import (
     UserIdle,
     UserSpoke,
 )
-from callflow.jobs import CANCEL_TOOL
-from callflow.state import CallState
-from workflows.client import CallHandle
-from workflows.contract import (
+from ringflow.callflow.jobs import CANCEL_TOOL
+from ringflow.callflow.state import CallState
+from ringflow.workflows.client import CallHandle
+from ringflow.workflows.contract import (
     MAX_TEXT_CHARS,
     CallEvent,
     CallFunctionRequest,

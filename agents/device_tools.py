@@ -24,13 +24,13 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from agents.hot_path import ToolOutcome
-from callflow.compiled import closed
-from callflow.effects import SetNode, ToolSpec
-from callflow.mcp_spec import MAX_ERROR_CHARS, UNAVAILABLE, McpTool
-from callflow.mcp_tools import usable_tool
-from callflow.schema import drop_nulls, to_strict
-from workflows.contract import CallFunctionResult, DeviceToolRecord
+from ringflow.agents.hot_path import ToolOutcome
+from ringflow.callflow.compiled import closed
+from ringflow.callflow.effects import SetNode, ToolSpec
+from ringflow.callflow.mcp_spec import MAX_ERROR_CHARS, UNAVAILABLE, McpTool
+from ringflow.callflow.mcp_tools import usable_tool
+from ringflow.callflow.schema import drop_nulls, to_strict
+from ringflow.workflows.contract import CallFunctionResult, DeviceToolRecord
 
 log = logging.getLogger(__name__)
 TOOLS_ATTRIBUTE = "ringflow.tools"

@@ -10,8 +10,8 @@ import asyncio
 import contextlib
 import re
 
-from agents.controller import FlowController
-from callflow.model import DtmfSpec
+from ringflow.agents.controller import FlowController
+from ringflow.callflow.model import DtmfSpec
 
 KEY = re.compile(r"^[0-9*#A-Da-d]$")
 

@@ -19,13 +19,13 @@ from livekit.agents import Agent, AgentSession, FunctionToolsExecutedEvent, Stop
 from livekit.agents import llm as lk_llm
 from opentelemetry import trace
 
-from agents.controller import FlowController
-from agents.device_tools import offer
-from agents.jobs import offer_cancel
-from agents.listen import apply_listen
-from agents.metrics import observe_tool_call
-from callflow.effects import SetNode, ToolSpec
-from callflow.end_reasons import EndReason
+from ringflow.agents.controller import FlowController
+from ringflow.agents.device_tools import offer
+from ringflow.agents.jobs import offer_cancel
+from ringflow.agents.listen import apply_listen
+from ringflow.agents.metrics import observe_tool_call
+from ringflow.callflow.effects import SetNode, ToolSpec
+from ringflow.callflow.end_reasons import EndReason
 
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("ringflow.agent")  # a no-op until ringflow.tracing installs a provider

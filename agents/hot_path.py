@@ -11,11 +11,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from callflow.effects import Rejected, RunFunction, SetNode, ToolResponse
-from callflow.end_reasons import EndReason
-from callflow.engine import Engine, Step
-from callflow.events import FunctionCalled
-from callflow.state import CallState
+from ringflow.callflow.effects import Rejected, RunFunction, SetNode, ToolResponse
+from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.engine import Engine, Step
+from ringflow.callflow.events import FunctionCalled
+from ringflow.callflow.state import CallState
 
 
 class SessionPort(Protocol):

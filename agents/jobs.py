@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from agents.hot_path import ToolOutcome
-from callflow.effects import EFFECTS_ADAPTER, SetNode, ToolSpec
-from callflow.jobs import CANCEL_TOOL, ROOM_TOPIC, describe
-from workflows.contract import CallFunctionResult, CancelRequest, RouteRequest
+from ringflow.agents.hot_path import ToolOutcome
+from ringflow.callflow.effects import EFFECTS_ADAPTER, SetNode, ToolSpec
+from ringflow.callflow.jobs import CANCEL_TOOL, ROOM_TOPIC, describe
+from ringflow.workflows.contract import CallFunctionResult, CancelRequest, RouteRequest
 
 if TYPE_CHECKING:
-    from agents.controller import FlowController
+    from ringflow.agents.controller import FlowController
 
 log = logging.getLogger(__name__)
 POLL_S = 0.25  # while a group runs or waits to be routed
@@ -177,7 +177,7 @@ class JobsFeed:
         update = getattr(port, "update_tools", None)
         if update is None or node is None:
             return
-        from agents.device_tools import offer  # beside the device's own tools
+        from ringflow.agents.device_tools import offer  # beside the device's own tools
 
         await update(offer_cancel(self.ctrl, offer(self.ctrl, node)).tools)
 

@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from activities.turn_journal import JOURNAL_TTL_S, encode_event, journal_key
-from agents.signals import built
+from ringflow.activities.turn_journal import JOURNAL_TTL_S, encode_event, journal_key
+from ringflow.agents.signals import built
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agents.controller import AgentStopped, FlowController
+from ringflow.agents.controller import AgentStopped, FlowController
 
 
 class Killed(AgentStopped):

@@ -21,7 +21,7 @@ import contextlib
 import logging
 from typing import Any
 
-from callflow.model import ListenMode
+from ringflow.callflow.model import ListenMode
 
 log = logging.getLogger(__name__)
 TALK_RPC = "ringflow.talk"  # also the attribute's name

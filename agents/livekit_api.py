@@ -44,8 +44,8 @@ from livekit.api import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from activities.dispatch import DispatchRequest, DispatchResult
-from activities.telephony import MAX_ANNOUNCE_CHARS
+from ringflow.activities.dispatch import DispatchRequest, DispatchResult
+from ringflow.activities.telephony import MAX_ANNOUNCE_CHARS
 
 DEFAULT_AGENT_NAME = "ringflow"
 DEFAULT_TIMEOUT_S = 5.0

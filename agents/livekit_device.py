@@ -14,7 +14,7 @@ from typing import Any
 
 from livekit import rtc
 
-from agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, use_device
+from ringflow.agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, use_device
 
 
 class LiveKitDeviceLink:

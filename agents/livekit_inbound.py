@@ -32,7 +32,7 @@ from livekit.api import (
     SIPInboundTrunkInfo,
 )
 
-from agents.livekit_api import (
+from ringflow.agents.livekit_api import (
     DEFAULT_AGENT_NAME,
     DEFAULT_TIMEOUT_S,
     LiveKitRefused,

@@ -35,7 +35,7 @@ from livekit.api import (
     TransferSIPParticipantRequest,
 )
 
-from activities.telephony import (
+from ringflow.activities.telephony import (
     DEFAULT_RINGING_TIMEOUT_S,
     Dial,
     DialRequest,
@@ -47,7 +47,7 @@ from activities.telephony import (
     outcome_of,
     sip_identity,
 )
-from agents.livekit_api import (
+from ringflow.agents.livekit_api import (
     DEFAULT_AGENT_NAME,
     DEFAULT_TIMEOUT_S,
     LiveKitUnavailable,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from activities.dispatch import DispatchRequest, DispatchResult
+from ringflow.activities.dispatch import DispatchRequest, DispatchResult
 
 
 class LocalDispatcher:

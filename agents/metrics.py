@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter, Gauge, Histogram
 
 if TYPE_CHECKING:
-    from agents.runner import AgentRun
+    from ringflow.agents.runner import AgentRun
 
 REFRESH_S = 1.0
 FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)

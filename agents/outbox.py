@@ -66,7 +66,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from agents.outbox_parts import (
+from ringflow.agents.outbox_parts import (
     Journal,
     OutboxClosed,
     OutboxFull,
@@ -75,7 +75,7 @@ from agents.outbox_parts import (
     backoff_delay,
     cancelling,
 )
-from workflows.contract import MAX_BATCH, AgentEvent, Heartbeat, TurnsEvent
+from ringflow.workflows.contract import MAX_BATCH, AgentEvent, Heartbeat, TurnsEvent
 
 __all__ = ["Journal", "Outbox", "OutboxClosed", "OutboxFull", "ReceiverGone", "Send", "backoff_delay"]
 

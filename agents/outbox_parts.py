@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable
 from typing import Protocol
 
-from workflows.contract import AgentEvent
+from ringflow.workflows.contract import AgentEvent
 
 JITTER = 0.1  # a retry waits between 90% and 100% of its backoff
 

@@ -21,20 +21,20 @@ from livekit.agents import llm as lk_llm
 from opentelemetry import trace
 from temporalio.client import Client
 
-from agents import metrics as agent_metrics
-from agents.controller import FlowController
-from agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
-from agents.jobs import JobsFeed, has_jobs, offer_cancel
-from agents.journal import OutboxJournal
-from agents.lease import AgentLease
-from agents.listen import EmptySpeechWatch, PushToTalk
-from agents.logcontext import bind_call
-from agents.outbox import Outbox, ReceiverGone
-from agents.signals import workflow_sender
-from callflow.effects import Effect, EndCall, SetNode
-from callflow.jobs import JOBS_PREFIX
-from workflows.client import CallHandle, workflow_id
-from workflows.contract import Snapshot, Turn
+from ringflow.agents import metrics as agent_metrics
+from ringflow.agents.controller import FlowController
+from ringflow.agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
+from ringflow.agents.jobs import JobsFeed, has_jobs, offer_cancel
+from ringflow.agents.journal import OutboxJournal
+from ringflow.agents.lease import AgentLease
+from ringflow.agents.listen import EmptySpeechWatch, PushToTalk
+from ringflow.agents.logcontext import bind_call
+from ringflow.agents.outbox import Outbox, ReceiverGone
+from ringflow.agents.signals import workflow_sender
+from ringflow.callflow.effects import Effect, EndCall, SetNode
+from ringflow.callflow.jobs import JOBS_PREFIX
+from ringflow.workflows.client import CallHandle, workflow_id
+from ringflow.workflows.contract import Snapshot, Turn
 
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("ringflow.agent")

@@ -14,10 +14,10 @@ from typing import Any
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from agents.metrics import EVENTS_DROPPED
-from agents.outbox import ReceiverGone, Send
-from workflows.client import MAX_SIGNAL_BYTES, CallHandle
-from workflows.contract import AgentEvent, CallEvent, EventBatch, TransitionEvent, encoded_bytes
+from ringflow.agents.metrics import EVENTS_DROPPED
+from ringflow.agents.outbox import ReceiverGone, Send
+from ringflow.workflows.client import MAX_SIGNAL_BYTES, CallHandle
+from ringflow.workflows.contract import AgentEvent, CallEvent, EventBatch, TransitionEvent, encoded_bytes
 
 log = logging.getLogger(__name__)
 _BATCH_OVERHEAD = encoded_bytes(EventBatch(events=[]))

@@ -30,10 +30,10 @@ from livekit.protocol import webhook as proto_webhook
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from agents.lease import AgentLease
-from agents.livekit_api import call_id_for_room
-from workflows.client import CallHandle
-from workflows.room_events import RoomEvent
+from ringflow.agents.lease import AgentLease
+from ringflow.agents.livekit_api import call_id_for_room
+from ringflow.workflows.client import CallHandle
+from ringflow.workflows.room_events import RoomEvent
 
 log = logging.getLogger(__name__)
 WEBHOOK_PATH = "/livekit/webhook"

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 from livekit.agents import AgentSession  # noqa: E402
 from livekit.plugins import openai as lk_openai  # noqa: E402
 
-from agents.runner import attach_agent  # noqa: E402
+from ringflow.agents.runner import attach_agent  # noqa: E402
 from ringflow.temporal_setup import connect  # noqa: E402
 
 

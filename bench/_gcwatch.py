@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from workflows.heap import GC_PAUSE_METRIC
+from ringflow.workflows.heap import GC_PAUSE_METRIC
 
 
 def scrape(url: str) -> dict[str, dict[str, float]]:

@@ -58,19 +58,19 @@ from livekit.plugins import openai as lk_openai
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from activities.persistence import dispose_engines
-from agents.controller import FlowController, call_locally
-from agents.outbox import Outbox
-from agents.runner import AgentRun, attach_agent
-from callflow.effects import SetNode
-from callflow.engine import Engine
-from callflow.events import CallStarted
-from callflow.loader import load_flow, validate_data
-from callflow.state import CallState
+from ringflow.activities.persistence import dispose_engines
+from ringflow.agents.controller import FlowController, call_locally
+from ringflow.agents.outbox import Outbox
+from ringflow.agents.runner import AgentRun, attach_agent
+from ringflow.callflow.effects import SetNode
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.events import CallStarted
+from ringflow.callflow.loader import load_flow, validate_data
+from ringflow.callflow.state import CallState
 from ringflow.scripted_llm import LANE_HEADER
 from ringflow.simulate import environment
-from workflows.client import start_call
-from workflows.contract import AgentEvent, Snapshot
+from ringflow.workflows.client import start_call
+from ringflow.workflows.contract import AgentEvent, Snapshot
 
 FLOW = Path("bench/flows/bench.yaml")  # relative to ROOT, where the worker imports handlers from
 HOT_N = 20_000

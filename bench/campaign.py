@@ -47,11 +47,11 @@ from typing import Any
 from _report import emit, percentile
 from _stack import ROOT, bench_stack
 
-from activities import campaign_store as store
-from activities.campaign_rules import parse_retry, parse_windows
-from callflow.loader import load_flow
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import parse_retry, parse_windows
+from ringflow.callflow.loader import load_flow
 from ringflow.campaign_sim import parse_answers, simulate_campaign
-from workflows.campaign_messages import CampaignInput, Limits
+from ringflow.workflows.campaign_messages import CampaignInput, Limits
 
 FLOW = ROOT / "tests" / "fixtures" / "wf" / "clinic.yaml"
 ANSWERS = "human=0.4,no_answer=0.3,busy=0.1,voicemail=0.2"

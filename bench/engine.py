@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from callflow.effects import SetNode
-from callflow.engine import Engine, Step
-from callflow.events import CallStarted, FunctionCalled, FunctionResult
-from callflow.loader import validate_data
+from ringflow.callflow.effects import SetNode
+from ringflow.callflow.engine import Engine, Step
+from ringflow.callflow.events import CallStarted, FunctionCalled, FunctionResult
+from ringflow.callflow.loader import validate_data
 
 try:
     from _report import emit, metric, sample_ns

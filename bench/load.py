@@ -56,9 +56,9 @@ from _report import claim_stdout, cpu_probe, emit, percentile
 from _stack import ROOT, bench_stack
 from temporalio.client import Client
 
-from callflow.loader import load_flow
+from ringflow.callflow.loader import load_flow
 from ringflow.devstack import free_port
-from workflows.client import start_call
+from ringflow.workflows.client import start_call
 
 SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1" or "--short" in sys.argv
 _STEPS = os.environ.get("RINGFLOW_LOAD_STEPS")  # e.g. "100,200,400": the ramp's N

@@ -43,16 +43,16 @@ from livekit.plugins import openai as lk_openai
 from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
-from activities.persistence import dispose_engines
-from activities.telephony import Dial
-from agents.livekit_api import LiveKitDispatcher
-from agents.livekit_sip import LiveKitTelephony
-from agents.runner import AgentRun, attach_agent
-from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
-from callflow.loader import load_flow
+from ringflow.activities.persistence import dispose_engines
+from ringflow.activities.telephony import Dial
+from ringflow.agents.livekit_api import LiveKitDispatcher
+from ringflow.agents.livekit_sip import LiveKitTelephony
+from ringflow.agents.runner import AgentRun, attach_agent
+from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
+from ringflow.callflow.loader import load_flow
 from ringflow.livekit_fake import FakeLiveKit
 from ringflow.simulate import environment
-from workflows.client import CallHandle, start_call
+from ringflow.workflows.client import CallHandle, start_call
 
 FLOW = Path("examples/flows/outbound_reminder/flow.yaml")
 KILL_FLOW = Path("bench/flows/bench.yaml")  # an hour long: the kill rounds start agent processes

@@ -41,18 +41,18 @@ from _stack import ROOT, bench_stack
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from activities.persistence import dispose_engines
-from callflow.loader import load_flow
+from ringflow.activities.persistence import dispose_engines
+from ringflow.callflow.loader import load_flow
 from ringflow.settings import Settings
-from workflows.client import CallHandle, start_call
-from workflows.contract import (
+from ringflow.workflows.client import CallHandle, start_call
+from ringflow.workflows.contract import (
     CallFunctionRequest,
     EventBatch,
     TransitionEvent,
     Turn,
     TurnsEvent,
 )
-from workflows.worker import build_worker
+from ringflow.workflows.worker import build_worker
 
 FLOW = Path("bench/flows/bench.yaml")  # relative to ROOT, where the worker runs handlers from
 ITERATIONS = 200

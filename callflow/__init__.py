@@ -1,8 +1,8 @@
 """The pure domain of Ringflow: the flow format, its validation and the call engine."""
 
-from callflow.errors import FlowError, Issue
-from callflow.loader import ValidationReport, load_flow, validate_data, validate_file
-from callflow.model import Flow, FlowDefinition
+from ringflow.callflow.errors import FlowError, Issue
+from ringflow.callflow.loader import ValidationReport, load_flow, validate_data, validate_file
+from ringflow.callflow.model import Flow, FlowDefinition
 
 __all__ = [
     "Flow",

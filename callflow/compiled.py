@@ -12,11 +12,11 @@ from typing import Any
 
 import jsonschema
 
-from callflow.effects import ToolSpec
-from callflow.mcp_tools import expand
-from callflow.model import SEND_DTMF_PARAMETERS, FlowDefinition, FunctionEntry, Node
-from callflow.schema import drop_nulls, to_strict
-from callflow.templating import Template, _render_value, compile_template, lookup
+from ringflow.callflow.effects import ToolSpec
+from ringflow.callflow.mcp_tools import expand
+from ringflow.callflow.model import SEND_DTMF_PARAMETERS, FlowDefinition, FunctionEntry, Node
+from ringflow.callflow.schema import drop_nulls, to_strict
+from ringflow.callflow.templating import Template, _render_value, compile_template, lookup
 
 _EMPTY_PARAMS: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
 

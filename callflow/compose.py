@@ -11,9 +11,9 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from callflow.compiled import CompiledFlow, CompiledNode
-from callflow.effects import SetNode, ToolSpec
-from callflow.state import CallState
+from ringflow.callflow.compiled import CompiledFlow, CompiledNode
+from ringflow.callflow.effects import SetNode, ToolSpec
+from ringflow.callflow.state import CallState
 
 
 def _clock(at: float) -> tuple[str, str] | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from callflow.model import BranchTable, Condition, canonical
-from callflow.templating import lookup
+from ringflow.callflow.model import BranchTable, Condition, canonical
+from ringflow.callflow.templating import lookup
 
 
 def _num(x: Any) -> float | None:

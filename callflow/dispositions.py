@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from callflow.model import Flow, Node
-from callflow.state import END_REASONS
+from ringflow.callflow.model import Flow, Node
+from ringflow.callflow.state import END_REASONS
 
 OTHER = "other"
 DISPOSITION_FIELD = "disposition"

@@ -11,16 +11,16 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from callflow.compiled import CompiledFlow, CompiledFunction
-from callflow.compose import compose, template_values
-from callflow.conditions import BranchError, holds, resolve_branch
-from callflow.dispositions import disposition_of
-from callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
-from callflow.end_reasons import EndReason
-from callflow.http_render import referenced_values, render_http
-from callflow.model import Action, HttpSpec, TransferSpec, Transition
-from callflow.state import CallState, PendingRun
-from callflow.templating import (
+from ringflow.callflow.compiled import CompiledFlow, CompiledFunction
+from ringflow.callflow.compose import compose, template_values
+from ringflow.callflow.conditions import BranchError, holds, resolve_branch
+from ringflow.callflow.dispositions import disposition_of
+from ringflow.callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
+from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.http_render import referenced_values, render_http
+from ringflow.callflow.model import Action, HttpSpec, TransferSpec, Transition
+from ringflow.callflow.state import CallState, PendingRun
+from ringflow.callflow.templating import (
     Template,
     TemplateSyntaxError,
     compile_template,

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from callflow.end_reasons import EndReason
-from callflow.model import ContextStrategy, ExtractSpec, HttpSpec, ListenMode, Retry, TransferSpec
+from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.model import ContextStrategy, ExtractSpec, HttpSpec, ListenMode, Retry, TransferSpec
 
 
 class _Effect(BaseModel):

@@ -14,13 +14,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from callflow.compiled import CompiledFlow, compiled_for
-from callflow.compose import compose, template_values
-from callflow.dispositions import disposition_of
-from callflow.draft import Draft
-from callflow.effects import Effect, EndCall, LLMTurn, Rejected, Say, SetNode, ToolResponse
-from callflow.end_reasons import EndReason
-from callflow.events import (
+from ringflow.callflow.compiled import CompiledFlow, compiled_for
+from ringflow.callflow.compose import compose, template_values
+from ringflow.callflow.dispositions import disposition_of
+from ringflow.callflow.draft import Draft
+from ringflow.callflow.effects import Effect, EndCall, LLMTurn, Rejected, Say, SetNode, ToolResponse
+from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.events import (
     EVENT_ADAPTER,
     CallStarted,
     DtmfEntered,
@@ -35,11 +35,11 @@ from callflow.events import (
     UserIdle,
     UserSpoke,
 )
-from callflow.idle import idle_instructions
-from callflow.inputs import resolve_variables, type_ok
-from callflow.jobs import routes, start_effect
-from callflow.model import BranchTable, FlowDefinition
-from callflow.state import CallState
+from ringflow.callflow.idle import idle_instructions
+from ringflow.callflow.inputs import resolve_variables, type_ok
+from ringflow.callflow.jobs import routes, start_effect
+from ringflow.callflow.model import BranchTable, FlowDefinition
+from ringflow.callflow.state import CallState
 
 RESPONSES = ("transition_in_yaml", "no_response")
 IDLE_INSTRUCTIONS = idle_instructions("silence", 1, 2, "end")  # the default flow's first re-prompt

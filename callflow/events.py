@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from callflow.end_reasons import EndReason
+from ringflow.callflow.end_reasons import EndReason
 
 
 class _Event(BaseModel):

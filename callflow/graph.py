@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from callflow.model import BranchTable, Flow, FunctionEntry, Node, Transition
+from ringflow.callflow.model import BranchTable, Flow, FunctionEntry, Node, Transition
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from callflow.errors import short_repr
-from callflow.handler_api import options_of
-from callflow.model import HandlerSpec
-from callflow.schema import SignatureError, handler_schema
+from ringflow.callflow.errors import short_repr
+from ringflow.callflow.handler_api import options_of
+from ringflow.callflow.model import HandlerSpec
+from ringflow.callflow.schema import SignatureError, handler_schema
 
 
 class HandlerModuleError(ImportError):

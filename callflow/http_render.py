@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from callflow.model import Flow, HttpSpec
-from callflow.templating import Placeholder, compile_template, render_any, render_json, render_url, strings_in
+from ringflow.callflow.model import Flow, HttpSpec
+from ringflow.callflow.templating import (
+    Placeholder,
+    compile_template,
+    render_any,
+    render_json,
+    render_url,
+    strings_in,
+)
 
 
 def render_http(spec: HttpSpec, args: Mapping[str, Any], flow_values: Mapping[str, Any]) -> HttpSpec:

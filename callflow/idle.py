@@ -5,7 +5,7 @@ and the count in the state: the workflow and the agent derive the same words."""
 
 from __future__ import annotations
 
-from callflow.events import IdleKind
+from ringflow.callflow.events import IdleKind
 
 WHAT_HAPPENED: dict[str, str] = {
     "silence": "The caller has been silent for a while.",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from callflow.errors import Issue
-from callflow.model import Flow
+from ringflow.callflow.errors import Issue
+from ringflow.callflow.model import Flow
 
 _PY_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),

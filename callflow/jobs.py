@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from callflow.compiled import CompiledFunction
-from callflow.effects import JobRun, StartJobs, ToolResponse
-from callflow.http_render import referenced_values
-from callflow.model import BranchTable, FlowDefinition, HandlerSpec, Transition
+from ringflow.callflow.compiled import CompiledFunction
+from ringflow.callflow.effects import JobRun, StartJobs, ToolResponse
+from ringflow.callflow.http_render import referenced_values
+from ringflow.callflow.model import BranchTable, FlowDefinition, HandlerSpec, Transition
 
 JobStatus = Literal["running", "completed", "failed", "cancelled", "timed_out"]
 FinalStatus = Literal["completed", "failed", "cancelled", "timed_out"]

@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from callflow.errors import FlowError, Issue, did_you_mean, join_path, short_repr
-from callflow.model import Flow, FlowDefinition
+from ringflow.callflow.errors import FlowError, Issue, did_you_mean, join_path, short_repr
+from ringflow.callflow.model import Flow, FlowDefinition
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_DEPTH = 64
@@ -138,7 +138,7 @@ def _field_names(model: type[BaseModel]) -> list[str]:
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The model whose keys an error at ``loc`` is about (for 'did you mean' hints)."""
-    from callflow import model as m
+    from ringflow.callflow import model as m
 
     tail = [p for p in loc if isinstance(p, str)]
     if not tail:
@@ -196,7 +196,7 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[list[str | int], bool]:
 
 def _pattern_message(value: Any, pattern: str, loc: tuple[Any, ...] = ()) -> str:
     """Say what a name must look like, with a fixed-up suggestion, rather than show a regex."""
-    from callflow.model import FLOW_NAME_PATTERN, FUNCTION_NAME_PATTERN
+    from ringflow.callflow.model import FLOW_NAME_PATTERN, FUNCTION_NAME_PATTERN
 
     text = str(value)
     shown = short_repr(text, 70)[1:-1]
@@ -296,7 +296,7 @@ def validate_data(
     data: Any, base_dir: Path | None = None, source: str | None = None, load_handlers: bool = True
 ) -> ValidationReport:
     """Every check the spec names, on already-parsed data."""
-    from callflow.validate import semantic_checks
+    from ringflow.callflow.validate import semantic_checks
 
     report = ValidationReport(source=source)
     if not isinstance(data, dict):

@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema
 
-from callflow.mcp_spec import (
+from ringflow.callflow.mcp_spec import (
     MAX_SCHEMA_CHARS,
     McpPinned,
     McpRef,
@@ -22,7 +22,7 @@ from callflow.mcp_spec import (
     McpTool,
     all_entries,
 )
-from callflow.model import FUNCTION_NAME_PATTERN, FlowDefinition, FunctionEntry
+from ringflow.callflow.model import FUNCTION_NAME_PATTERN, FlowDefinition, FunctionEntry
 
 _NAME = re.compile(FUNCTION_NAME_PATTERN)
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from callflow.mcp_spec import McpPinned, McpRef, McpServer
+from ringflow.callflow.mcp_spec import McpPinned, McpRef, McpServer
 
 FLOW_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 NODE_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"

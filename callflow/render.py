@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from callflow.graph import edges, node_functions, targets
-from callflow.model import Flow
+from ringflow.callflow.graph import edges, node_functions, targets
+from ringflow.callflow.model import Flow
 
 _SHAPES = {"agent": ('["', '"]'), "end": ('(["', '"])'), "gate": ('{"', '"}'), "action": ('[["', '"]]')}
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from callflow.end_reasons import END_REASONS, EndReason
+from ringflow.callflow.end_reasons import END_REASONS, EndReason
 
 __all__ = ["END_REASONS", "CallState", "EndReason", "PendingRun"]
 

@@ -13,14 +13,20 @@ from typing import Any
 
 import jsonschema
 
-from callflow.errors import Issue, did_you_mean
-from callflow.graph import adjacency, ends_by_action, reachable, strongly_connected, targets
-from callflow.handlers import HandlerModuleError, SignatureError, get_handler, handler_spec, load_module
-from callflow.model import NODE_ID_PATTERN, Flow, FunctionEntry, HandlerSpec, Node, Transition
-from callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
-from callflow.validate_gates import GateChecks
-from callflow.validate_jobs import check_jobs_entry
-from callflow.validate_mcp import check_mcp_entry, check_mcp_flow
+from ringflow.callflow.errors import Issue, did_you_mean
+from ringflow.callflow.graph import adjacency, ends_by_action, reachable, strongly_connected, targets
+from ringflow.callflow.handlers import (
+    HandlerModuleError,
+    SignatureError,
+    get_handler,
+    handler_spec,
+    load_module,
+)
+from ringflow.callflow.model import NODE_ID_PATTERN, Flow, FunctionEntry, HandlerSpec, Node, Transition
+from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
+from ringflow.callflow.validate_gates import GateChecks
+from ringflow.callflow.validate_jobs import check_jobs_entry
+from ringflow.callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 _LLM_NODE_ONLY = (

@@ -13,8 +13,8 @@ import inspect
 import re
 from typing import Any
 
-from callflow.errors import did_you_mean
-from callflow.model import Condition, Flow, FunctionEntry
+from ringflow.callflow.errors import did_you_mean
+from ringflow.callflow.model import Condition, Flow, FunctionEntry
 
 _VAR_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from callflow.errors import did_you_mean
-from callflow.jobs import CANCEL_TOOL, OUTCOMES
-from callflow.model import BranchTable, FunctionEntry, HttpSpec
-from callflow.templating import strings_in
+from ringflow.callflow.errors import did_you_mean
+from ringflow.callflow.jobs import CANCEL_TOOL, OUTCOMES
+from ringflow.callflow.model import BranchTable, FunctionEntry, HttpSpec
+from ringflow.callflow.templating import strings_in
 
 
 def check_jobs_entry(checker: Any, path: str, fn: FunctionEntry, is_run: bool) -> None:

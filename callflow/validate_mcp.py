@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from callflow.errors import did_you_mean
-from callflow.mcp_spec import all_entries
-from callflow.model import FUNCTION_NAME_PATTERN, Flow, FunctionEntry
+from ringflow.callflow.errors import did_you_mean
+from ringflow.callflow.mcp_spec import all_entries
+from ringflow.callflow.model import FUNCTION_NAME_PATTERN, Flow, FunctionEntry
 
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _FUNCTION_NAME = re.compile(FUNCTION_NAME_PATTERN)

@@ -21,21 +21,21 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 
-from agents.amd import detect_machine
-from agents.dtmf import KeyCollector
-from agents.lease import AgentLease, LeaseHeld
-from agents.listen import watch_talk
-from agents.livekit_api import call_id_for_room, close_room, parse_job_metadata
-from agents.livekit_device import watch_device
-from agents.livekit_sip import ANNOUNCED
-from agents.runner import attach_agent
-from callflow.loader import load_flow
+from ringflow.agents.amd import detect_machine
+from ringflow.agents.dtmf import KeyCollector
+from ringflow.agents.lease import AgentLease, LeaseHeld
+from ringflow.agents.listen import watch_talk
+from ringflow.agents.livekit_api import call_id_for_room, close_room, parse_job_metadata
+from ringflow.agents.livekit_device import watch_device
+from ringflow.agents.livekit_sip import ANNOUNCED
+from ringflow.agents.runner import attach_agent
+from ringflow.callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
 from ringflow.logs import install_record_factory
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
-from workflows.client import start_or_attach
-from workflows.contract import Snapshot
+from ringflow.workflows.client import start_or_attach
+from ringflow.workflows.contract import Snapshot
 
 log = logging.getLogger(__name__)
 SIP_CALLER = "sip.phoneNumber"

@@ -26,20 +26,20 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities import campaign_store as store
-from activities.campaign_rules import RuleError, in_window
-from agents.livekit_sip import LiveKitTelephony
-from callflow.model import FlowDefinition
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import RuleError, in_window
+from ringflow.agents.livekit_sip import LiveKitTelephony
+from ringflow.callflow.model import FlowDefinition
 from ringflow.campaigns import start_campaign
 from ringflow.devstack import DevStack, free_port
 from ringflow.livekit_fake import FakeLiveKit
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.settings import Settings
 from ringflow.temporal_setup import connect, register_search_attributes
-from workflows.campaign_messages import CampaignInput
-from workflows.client import CallHandle
-from workflows.contract import Turn, TurnsEvent
-from workflows.worker import build_worker
+from ringflow.workflows.campaign_messages import CampaignInput
+from ringflow.workflows.client import CallHandle
+from ringflow.workflows.contract import Turn, TurnsEvent
+from ringflow.workflows.worker import build_worker
 
 KINDS = ("human", "no_answer", "busy", "voicemail", "failed")
 SIM_TRUNK = "ST_campaign_sim"

@@ -17,13 +17,13 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from activities import campaign_store as store
-from activities.campaign_rules import RuleError, check_timezone, normalize_phone, timezone_for
-from activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
-from callflow.inputs import resolve_variables, undeclared_variables
-from callflow.model import FlowDefinition
-from workflows.campaign import CampaignWorkflow, campaign_workflow_id
-from workflows.campaign_messages import CampaignInput
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import RuleError, check_timezone, normalize_phone, timezone_for
+from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
+from ringflow.callflow.inputs import resolve_variables, undeclared_variables
+from ringflow.callflow.model import FlowDefinition
+from ringflow.workflows.campaign import CampaignWorkflow, campaign_workflow_id
+from ringflow.workflows.campaign_messages import CampaignInput
 
 PHONE_KEYS = ("phone", "number", "to", "phone_number")
 TZ_KEYS = ("timezone", "tz")

@@ -15,20 +15,20 @@ import typer
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from activities import search_attributes as attrs
-from activities.records import CALL_WORKFLOW_PREFIX
-from callflow.errors import FlowError, did_you_mean
-from callflow.inputs import coerce_cli_value, resolve_variables
-from callflow.loader import load_flow
-from callflow.model import FlowDefinition
+from ringflow.activities import search_attributes as attrs
+from ringflow.activities.records import CALL_WORKFLOW_PREFIX
+from ringflow.callflow.errors import FlowError, did_you_mean
+from ringflow.callflow.inputs import coerce_cli_value, resolve_variables
+from ringflow.callflow.loader import load_flow
+from ringflow.callflow.model import FlowDefinition
 from ringflow.cli_run import START_TEMPORAL_HINT, run_async
 from ringflow.codec import CodecKeyError, require_keyring
 from ringflow.live_transcript import held_turns
 from ringflow.logs import configure_logging
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
-from workflows.client import CallHandle, start_call, workflow_id
-from workflows.contract import CallRecord, CallView
+from ringflow.workflows.client import CallHandle, start_call, workflow_id
+from ringflow.workflows.contract import CallRecord, CallView
 
 call_app = typer.Typer(help="Start, list, inspect and hang up calls.", no_args_is_help=True)
 
@@ -295,7 +295,7 @@ async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord,
     record = record.model_copy(update={"transcript": []})
     local = database_url.removeprefix("sqlite:///") if database_url.startswith("sqlite:///") else None
     if not transcript and (local is None or Path(local).exists()):  # a missing SQLite file holds nothing
-        from activities.persistence import load_transcript
+        from ringflow.activities.persistence import load_transcript
 
         try:
             stored = load_transcript(call.call_id, database_url=database_url)

@@ -22,16 +22,16 @@ from pydantic import ValidationError
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from activities import campaign_store as store
-from activities.campaign_rules import RetryRule, RuleError, Windows, parse_retry, parse_windows
-from activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import RetryRule, RuleError, Windows, parse_retry, parse_windows
+from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
 from ringflow.campaigns import ContactsError, campaign_handle, load_contacts, load_dnc, start_campaign
 from ringflow.cli_call import _client, _fail, _require_keys
 from ringflow.cli_run import run_async
 from ringflow.cli_sip import _load
 from ringflow.settings import Settings, get_settings
-from workflows.campaign import campaign_workflow_id
-from workflows.campaign_messages import CampaignInput, Limits, LimitsChange
+from ringflow.workflows.campaign import campaign_workflow_id
+from ringflow.workflows.campaign_messages import CampaignInput, Limits, LimitsChange
 
 campaign_app = typer.Typer(
     help="Outbound campaigns: many calls, paced, in calling windows, retried.", no_args_is_help=True

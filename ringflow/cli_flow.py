@@ -12,9 +12,9 @@ from pathlib import Path
 
 import typer
 
-from callflow.errors import Issue
-from callflow.loader import ValidationReport, read_file, validate_data, validate_file
-from callflow.render import mermaid, show
+from ringflow.callflow.errors import Issue
+from ringflow.callflow.loader import ValidationReport, read_file, validate_data, validate_file
+from ringflow.callflow.render import mermaid, show
 
 flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", no_args_is_help=True)
 
@@ -123,7 +123,7 @@ def import_cmd(
     ),
 ) -> None:
     """Convert a Dograh or Pipecat Flows file to a Ringflow flow, then validate it."""
-    from callflow.importers import (
+    from ringflow.callflow.importers import (
         ALIASES,
         SOURCE_NAMES,
         SOURCES,

@@ -272,9 +272,9 @@ def _worker_module() -> ModuleType | None:
     loading the workflow code.
     """
     try:
-        module = importlib.import_module("workflows.worker")
+        module = importlib.import_module("ringflow.workflows.worker")
     except ModuleNotFoundError as err:
-        if err.name in ("workflows", "workflows.worker"):
+        if err.name in ("ringflow.workflows", "ringflow.workflows.worker"):
             return None
         raise
     return module if hasattr(module, "run_worker_forever") else None

@@ -16,14 +16,14 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from activities.telephony import Dial
-from callflow.errors import FlowError
-from callflow.loader import load_flow
+from ringflow.activities.telephony import Dial
+from ringflow.callflow.errors import FlowError
+from ringflow.callflow.loader import load_flow
 from ringflow.cli_call import _check_vars, _client, _fail, _parse_vars, _require_keys, _start_call
 from ringflow.cli_run import run_async
 from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
-from workflows.client import workflow_id
+from ringflow.workflows.client import workflow_id
 
 OPTION = {
     "to": "--to",
@@ -104,7 +104,7 @@ def _load(flow: Path) -> Any:
 async def start_relay(settings: Any, client: Any, host: str, port: int) -> Any:
     """The LiveKit webhook receiver on ``host:port`` (``ringflow webhooks``, or inside
     ``ringflow worker`` when ``RINGFLOW_LIVEKIT_WEBHOOK_PORT`` is set); returns its runner."""
-    from agents.webhooks import WebhookRelay, serve
+    from ringflow.agents.webhooks import WebhookRelay, serve
 
     if not settings.livekit_api_key or not settings.livekit_api_secret:
         raise _fail(
@@ -116,7 +116,7 @@ async def start_relay(settings: Any, client: Any, host: str, port: int) -> Any:
     if settings.redis_url:
         from redis.asyncio import Redis
 
-        from agents.lease import AgentLease
+        from ringflow.agents.lease import AgentLease
 
         lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.call_agent_timeout_s)
     relay = WebhookRelay(
@@ -131,7 +131,7 @@ def webhooks(
 ) -> None:
     """Receive LiveKit's webhooks (POST /livekit/webhook) and relay them to the calls' workflows:
     a lost agent is replaced at once, a caller who hangs up ends the call."""
-    from agents.webhooks import WEBHOOK_PATH
+    from ringflow.agents.webhooks import WEBHOOK_PATH
 
     settings = get_settings()
     if not settings.livekit_api_key or not settings.livekit_api_secret:
@@ -162,7 +162,7 @@ _NUMBER = re.compile(r"^\+?[0-9]{3,20}$")
 
 
 def _inbound(settings: Any) -> Any:
-    from agents.livekit_inbound import LiveKitInbound
+    from ringflow.agents.livekit_inbound import LiveKitInbound
 
     try:
         return LiveKitInbound(
@@ -176,7 +176,7 @@ def _inbound(settings: Any) -> Any:
 
 
 def _livekit_call(coro: Any) -> Any:
-    from agents.livekit_api import LiveKitError
+    from ringflow.agents.livekit_api import LiveKitError
 
     try:
         return asyncio.run(coro)

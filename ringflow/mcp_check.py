@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-from activities.mcp_client import list_tools
-from activities.mcp_tools import why
-from callflow.errors import Issue
-from callflow.mcp_spec import McpServerTools
-from callflow.model import FlowDefinition, FunctionEntry
+from ringflow.activities.mcp_client import list_tools
+from ringflow.activities.mcp_tools import why
+from ringflow.callflow.errors import Issue
+from ringflow.callflow.mcp_spec import McpServerTools
+from ringflow.callflow.model import FlowDefinition, FunctionEntry
 
 
 def _entries(definition: FlowDefinition) -> Iterator[tuple[str, FunctionEntry]]:

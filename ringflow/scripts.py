@@ -7,8 +7,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from callflow.errors import did_you_mean
-from callflow.loader import parse_text
+from ringflow.callflow.errors import did_you_mean
+from ringflow.callflow.loader import parse_text
 from ringflow.sim_device import ScriptDevice
 from ringflow.sim_jobs import ScriptJob
 from ringflow.sim_phone import ScriptDial

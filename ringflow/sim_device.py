@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, use_device
+from ringflow.agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, use_device
 
 
 class ScriptDevice(BaseModel):

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from temporalio.exceptions import ApplicationError
 
-from activities.jobs import DOUBLES, TIMED_OUT, JobInput, JobOutput
+from ringflow.activities.jobs import DOUBLES, TIMED_OUT, JobInput, JobOutput
 
 SETTLE_TIMEOUT_S = 60.0
 CHECK_S = 0.05

@@ -23,7 +23,7 @@ from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
-from activities.telephony import (
+from ringflow.activities.telephony import (
     Dial,
     DialRequest,
     DialResult,
@@ -33,11 +33,11 @@ from activities.telephony import (
     Telephony,
     TransferRequest,
 )
-from agents.livekit_inbound import ROOM_PREFIX
-from agents.livekit_sip import ANNOUNCED, LiveKitTelephony
-from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
+from ringflow.agents.livekit_inbound import ROOM_PREFIX
+from ringflow.agents.livekit_sip import ANNOUNCED, LiveKitTelephony
+from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
 from ringflow.livekit_fake import FakeLiveKit
-from workflows.client import CallHandle
+from ringflow.workflows.client import CallHandle
 
 SIM_TRUNK = "ST_simulated"
 

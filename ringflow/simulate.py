@@ -35,18 +35,18 @@ from temporalio.client import Client
 from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
 
-from activities.dispatch import Dispatcher
-from activities.handler_run import parse_flow_dirs
-from activities.telephony import Telephony
-from agents.amd import report_verdict
-from agents.dtmf import KeyCollector
-from agents.kill_points import Killed, installer
-from agents.livekit_api import call_id_for_room
-from agents.local_dispatch import LOCAL
-from agents.runner import AgentRun, attach_agent
-from callflow.errors import FlowError
-from callflow.loader import load_flow
+from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.handler_run import parse_flow_dirs
+from ringflow.activities.telephony import Telephony
 from ringflow.agent_server import real_llm_of, shared_openai_client
+from ringflow.agents.amd import report_verdict
+from ringflow.agents.dtmf import KeyCollector
+from ringflow.agents.kill_points import Killed, installer
+from ringflow.agents.livekit_api import call_id_for_room
+from ringflow.agents.local_dispatch import LOCAL
+from ringflow.agents.runner import AgentRun, attach_agent
+from ringflow.callflow.errors import FlowError
+from ringflow.callflow.loader import load_flow
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import ScriptError, check, load_script
@@ -55,9 +55,9 @@ from ringflow.sim_device import ScriptedDeviceLink
 from ringflow.sim_jobs import ScriptedJobs, after_turn
 from ringflow.sim_phone import LINES, PhoneLine, answered, inbound_room, phone_line
 from ringflow.temporal_setup import connect
-from workflows.client import CallHandle, start_call, workflow_id
-from workflows.contract import Snapshot
-from workflows.worker import build_worker
+from ringflow.workflows.client import CallHandle, start_call, workflow_id
+from ringflow.workflows.contract import Snapshot
+from ringflow.workflows.worker import build_worker
 
 log = logging.getLogger(__name__)
 

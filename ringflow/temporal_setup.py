@@ -23,7 +23,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.search_attributes import ALL_SEARCH_ATTRIBUTES
+from ringflow.activities.search_attributes import ALL_SEARCH_ATTRIBUTES
 from ringflow.codec import codec_from_settings, data_converter
 from ringflow.settings import get_settings
 from ringflow.temporal_env import connect_options

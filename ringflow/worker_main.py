@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 from temporalio.worker import Worker
 
-from activities.dispatch import Dispatcher
-from activities.telephony import Telephony
+from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.telephony import Telephony
 from ringflow.health import HealthServer
 from ringflow.settings import Settings
 from ringflow.temporal_env import connect_options, describe
@@ -41,8 +41,8 @@ def call_services(settings: Settings) -> CallServices:
     other value: none (the simulator builds its own worker with its own)."""
     if settings.dispatcher != "livekit":
         return CallServices()
-    from agents.livekit_api import LiveKitDispatcher
-    from agents.livekit_sip import LiveKitTelephony
+    from ringflow.agents.livekit_api import LiveKitDispatcher
+    from ringflow.agents.livekit_sip import LiveKitTelephony
 
     secret = settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret else None
     credentials = (settings.livekit_url, settings.livekit_api_key, secret)
@@ -59,8 +59,8 @@ def call_services(settings: Settings) -> CallServices:
 
 
 async def serve(settings: Settings, services: CallServices | None = None) -> None:
-    from workflows.heap import GcPauses
-    from workflows.worker import prometheus_runtime, run_worker_forever
+    from ringflow.workflows.heap import GcPauses
+    from ringflow.workflows.worker import prometheus_runtime, run_worker_forever
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -12,10 +12,10 @@ import argparse
 import asyncio
 import sys
 
-from agents.livekit_sip import LiveKitTelephony
+from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.settings import Settings
 from ringflow.temporal_setup import connect
-from workflows.worker import build_worker
+from ringflow.workflows.worker import build_worker
 
 
 async def main(a: argparse.Namespace) -> None:

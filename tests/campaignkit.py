@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities import campaign_store as store
-from activities.campaign_rules import RetryRule, parse_windows
-from agents.livekit_sip import LiveKitTelephony
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import RetryRule, parse_windows
+from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.campaigns import start_campaign
+from ringflow.workflows.campaign_messages import CampaignInput, Limits
+from ringflow.workflows.client import CallHandle
 from tests.livekit_fake import FakeLiveKit
 from tests.wfkit import clinic, running_worker, use_services
-from workflows.campaign_messages import CampaignInput, Limits
-from workflows.client import CallHandle
 
 REDIS = "redis://127.0.0.1:6379/0"
 

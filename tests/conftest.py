@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from activities.persistence import dispose_engines
+from ringflow.activities.persistence import dispose_engines
 from ringflow.codec import generate_key
 from ringflow.devstack import DevStack, free_port
 from ringflow.temporal_setup import connect

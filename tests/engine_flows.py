@@ -12,9 +12,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from callflow.effects import Effect
-from callflow.engine import Engine
-from callflow.events import (
+from ringflow.callflow.effects import Effect
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.events import (
     CallStarted,
     ExtractionResult,
     FunctionCalled,
@@ -24,9 +24,9 @@ from callflow.events import (
     UserIdle,
     UserSpoke,
 )
-from callflow.loader import validate_data
-from callflow.model import FlowDefinition
-from callflow.state import CallState
+from ringflow.callflow.loader import validate_data
+from ringflow.callflow.model import FlowDefinition
+from ringflow.callflow.state import CallState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engine"
 HANDLERS = "engine_handlers"  # tests/fixtures/engine/engine_handlers.py

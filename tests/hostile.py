@@ -16,10 +16,10 @@ from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client
 from temporalio.common import RawValue
 
-from activities.persistence import load_call
+from ringflow.activities.persistence import load_call
 from ringflow.devstack import free_port
+from ringflow.workflows.client import CallHandle
 from tests.wfkit import running_worker, wait_until
-from workflows.client import CallHandle
 
 
 def raw(data: bytes, encoding: str = "binary/plain") -> RawValue:

@@ -12,7 +12,7 @@ import asyncio
 
 from ringflow.settings import Settings
 from ringflow.temporal_setup import connect
-from workflows.worker import build_worker
+from ringflow.workflows.worker import build_worker
 
 
 async def main(a: argparse.Namespace) -> None:

@@ -33,14 +33,14 @@ from pathlib import Path
 from livekit.agents import AgentSession
 from livekit.plugins import openai as lk_openai
 
-from agents.kill_points import installer
-from agents.runner import attach_agent
-from callflow.loader import load_flow
+from ringflow.agents.kill_points import installer
+from ringflow.agents.runner import attach_agent
+from ringflow.callflow.loader import load_flow
 from ringflow.scripted_llm import LANE_HEADER
 from ringflow.scripts import load_script
 from ringflow.simulate import TURN_TIMEOUT_S, _play
 from ringflow.temporal_setup import connect
-from workflows.contract import Snapshot
+from ringflow.workflows.contract import Snapshot
 
 KILLPOINT = "KILLPOINT"
 

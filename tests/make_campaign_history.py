@@ -29,19 +29,19 @@ sys.path.insert(0, str(ROOT))
 from temporalio.client import Client  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
-from activities import campaign_store as store  # noqa: E402
-from activities.campaign_rules import RetryRule, parse_windows  # noqa: E402
-from activities.persistence import dispose_engines  # noqa: E402
-from agents.livekit_sip import LiveKitTelephony  # noqa: E402
+from ringflow.activities import campaign_store as store  # noqa: E402
+from ringflow.activities.campaign_rules import RetryRule, parse_windows  # noqa: E402
+from ringflow.activities.persistence import dispose_engines  # noqa: E402
+from ringflow.agents.livekit_sip import LiveKitTelephony  # noqa: E402
 from ringflow.campaigns import start_campaign  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.livekit_fake import FakeLiveKit  # noqa: E402
 from ringflow.settings import Settings  # noqa: E402
 from ringflow.temporal_setup import register_search_attributes  # noqa: E402
+from ringflow.workflows.campaign_messages import CampaignInput, Limits  # noqa: E402
+from ringflow.workflows.worker import build_worker  # noqa: E402
 from tests.campaignkit import REDIS, contacts, stand_in_agent  # noqa: E402
 from tests.wfkit import clinic  # noqa: E402
-from workflows.campaign_messages import CampaignInput, Limits  # noqa: E402
-from workflows.worker import build_worker  # noqa: E402
 
 OUT = ROOT / "tests" / "histories" / "campaign"
 

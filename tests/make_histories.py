@@ -41,17 +41,17 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
-from activities.dispatch import Dispatcher, DispatchRequest, DispatchResult, NoAgentDispatcher  # noqa: E402
-from activities.persistence import dispose_engines  # noqa: E402
-from callflow.engine import Engine  # noqa: E402
-from callflow.loader import load_flow  # noqa: E402
-from callflow.model import FlowDefinition  # noqa: E402
+from ringflow.activities.dispatch import Dispatcher, DispatchRequest, DispatchResult, NoAgentDispatcher  # noqa: E402
+from ringflow.activities.persistence import dispose_engines  # noqa: E402
+from ringflow.callflow.engine import Engine  # noqa: E402
+from ringflow.callflow.loader import load_flow  # noqa: E402
+from ringflow.callflow.model import FlowDefinition  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.scripted_llm import ScriptedLLM  # noqa: E402
 from ringflow.settings import Settings  # noqa: E402
 from ringflow.sim_phone import LINES  # noqa: E402
-from workflows.client import CallHandle, start_call  # noqa: E402
-from workflows.contract import (  # noqa: E402
+from ringflow.workflows.client import CallHandle, start_call  # noqa: E402
+from ringflow.workflows.contract import (  # noqa: E402
     CallEvent,
     CallFunctionRequest,
     CallFunctionResult,
@@ -61,7 +61,7 @@ from workflows.contract import (  # noqa: E402
     Turn,
     TurnsEvent,
 )
-from workflows.worker import build_worker  # noqa: E402
+from ringflow.workflows.worker import build_worker  # noqa: E402
 
 HISTORIES = Path(__file__).parent / "histories"
 EXAMPLES = Path("examples/flows")  # relative: it is recorded in the history as the flow's source
@@ -342,8 +342,8 @@ async def phone_calls(client: Client, tq: str) -> Handles:
     """Telephony (issue 11) against the LiveKit fake: a dialed call (room, dispatch, dial
     activities) whose agent is reported lost by a room event and replaced; and an inbound
     call routed by keys (DTMF) to a cold transfer (the transfer activity)."""
-    from agents.livekit_api import LiveKitDispatcher
-    from agents.livekit_sip import LiveKitTelephony
+    from ringflow.agents.livekit_api import LiveKitDispatcher
+    from ringflow.agents.livekit_sip import LiveKitTelephony
     from ringflow.livekit_fake import FakeLiveKit
 
     async with FakeLiveKit() as lk:
@@ -359,8 +359,8 @@ async def phone_calls(client: Client, tq: str) -> Handles:
 async def _phone_calls(client: Client, tq: str, lk: Any) -> Handles:
     from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
 
-    from activities.telephony import Dial
-    from workflows.room_events import RoomEvent
+    from ringflow.activities.telephony import Dial
+    from ringflow.workflows.room_events import RoomEvent
 
     dialed = await start_call(
         client,
@@ -503,7 +503,7 @@ async def crm_mcp_tools(client: Client, tq: str) -> Handles:
 
     import yaml
 
-    from callflow.loader import validate_data
+    from ringflow.callflow.loader import validate_data
 
     source = Path("examples/mcp/crm_mcp/flow.yaml")
     port = free_port()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from activities.persistence import dispose_engines
+from ringflow.activities.persistence import dispose_engines
 from ringflow.devstack import DevStack
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import load_script, said_failures

@@ -21,13 +21,13 @@ import pytest_asyncio
 from livekit.agents import UserStateChangedEvent
 from temporalio.client import Client
 
-from callflow.handlers import load_module
-from callflow.loader import load_flow
-from callflow.model import FlowDefinition
+from ringflow.callflow.handlers import load_module
+from ringflow.callflow.loader import load_flow
+from ringflow.callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
+from ringflow.workflows.contract import CallView
 from tests.agentkit import FIXTURES, TIMEOUT_S, TextCall, call, desk, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until
-from workflows.contract import CallView
 
 ROLE = "You are Ada at the Lakeside clinic."
 HELLO = "Hello Dana, how can I help?"

@@ -12,8 +12,8 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from callflow.loader import validate_data
-from callflow.model import FlowDefinition
+from ringflow.callflow.loader import validate_data
+from ringflow.callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
 from tests.agentkit import TIMEOUT_S, call, text_call
 from tests.wfkit import running_worker

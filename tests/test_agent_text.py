@@ -21,14 +21,14 @@ from livekit.agents import llm as lk_llm
 from livekit.agents.voice.run_result import FunctionCallOutputAssert
 from temporalio.client import Client
 
-from agents import flow_agent
-from agents.controller import WRAP_UP
-from callflow.engine import IDLE_INSTRUCTIONS
-from callflow.idle import idle_instructions
+from ringflow.agents import flow_agent
+from ringflow.agents.controller import WRAP_UP
+from ringflow.callflow.engine import IDLE_INSTRUCTIONS
+from ringflow.callflow.idle import idle_instructions
 from ringflow.scripted_llm import RecordedRequest, ScriptedLLM
+from ringflow.workflows.contract import MAX_ARGS_BYTES, MAX_TEXT_CHARS
 from tests.agentkit import TIMEOUT_S, TextCall, call, said, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until
-from workflows.contract import MAX_ARGS_BYTES, MAX_TEXT_CHARS
 
 ROLE = "You are Sam at the Harbour front desk."
 GREETING = "Welcome to the Harbour desk. How can I help?"

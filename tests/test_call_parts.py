@@ -4,10 +4,10 @@ releases wrote, so a run continues across a deploy either way)."""
 
 from __future__ import annotations
 
-from callflow.state import CallState
-from workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
-from workflows.carry import SLICE_MAX_BYTES
-from workflows.contract import CallFunctionResult, Carry, Tombstone, Turn, TurnsEvent
+from ringflow.callflow.state import CallState
+from ringflow.workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
+from ringflow.workflows.carry import SLICE_MAX_BYTES
+from ringflow.workflows.contract import CallFunctionResult, Carry, Tombstone, Turn, TurnsEvent
 
 # A carry as the release before this one wrote it: held events were plain dicts.
 OLD_CARRY = {

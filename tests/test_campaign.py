@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 
-from activities import campaign_store as store
-from activities.campaign_rules import RetryRule
-from activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_STATUS
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import RetryRule
+from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_STATUS
+from ringflow.workflows.client import CallHandle
 from tests.campaignkit import REDIS, campaign_input, contacts, fake_line, new_id, run_campaign, stand_in_agent
 from tests.livekit_fake import FakeLiveKit
 from tests.test_webhook import Receiver, receiver  # noqa: F401  (the fixture)
 from tests.wfkit import running_worker, wait_until
-from workflows.client import CallHandle
 
 
 async def test_each_outcome_is_retried_by_its_rule_and_a_reached_contact_is_never_called_again(

@@ -15,10 +15,12 @@ import pytest
 from sqlalchemy import select
 from temporalio.client import Client
 
-from activities import campaign_store as store
-from activities.campaign_rules import RetryRule
-from activities.telephony import Dial
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import RetryRule
+from ringflow.activities.telephony import Dial
 from ringflow.devstack import DevStack
+from ringflow.workflows.campaign_messages import CampaignCarry
+from ringflow.workflows.client import CallHandle, start_call
 from tests.campaignkit import (
     REDIS,
     campaign_input,
@@ -30,8 +32,6 @@ from tests.campaignkit import (
     run_campaign,
 )
 from tests.wfkit import wait_until
-from workflows.campaign_messages import CampaignCarry
-from workflows.client import CallHandle, start_call
 
 ROOT = Path(__file__).resolve().parent.parent
 

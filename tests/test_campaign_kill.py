@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities import campaign_store as store
-from activities.campaign_rules import RetryRule
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import RetryRule
 from ringflow.devstack import DevStack
 from ringflow.temporal_setup import connect
 from tests.campaignkit import REDIS, campaign_input, contacts, fake_line, new_id, run_campaign, stand_in_agent

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from activities import campaign_store as store
-from activities.campaign_rules import (
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import (
     RuleError,
     in_window,
     normalize_phone,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from activities import campaign_store as store
-from activities.campaign_rules import parse_retry, parse_windows
+from ringflow.activities import campaign_store as store
+from ringflow.activities.campaign_rules import parse_retry, parse_windows
 from ringflow.campaign_sim import draw, parse_answers, simulate_campaign
+from ringflow.workflows.campaign_messages import CampaignInput, Limits
 from tests.campaignkit import REDIS, contacts, new_id
 from tests.wfkit import clinic
-from workflows.campaign_messages import CampaignInput, Limits
 
 
 async def test_a_simulated_campaign_follows_the_rules_for_every_contact(

@@ -13,11 +13,11 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from activities import campaign_store as store
-from activities.telephony import Dial, DialRequest, DialResult, TelephonyActivities
+from ringflow.activities import campaign_store as store
+from ringflow.activities.telephony import Dial, DialRequest, DialResult, TelephonyActivities
+from ringflow.workflows.client import workflow_id
 from tests.campaignkit import campaign_input, campaign_line, contacts, new_id, run_campaign
 from tests.wfkit import wait_until
-from workflows.client import workflow_id
 
 # The fake stamps each dial with perf_counter(); the slots are wall-clock (epoch) seconds.
 CLOCKS = 0.05  # how far the two clocks' conversion may be off, at most (s)

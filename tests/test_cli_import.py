@@ -14,8 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from callflow.importers import FlowImportError, detect_source, import_flow
-from callflow.loader import MAX_FILE_BYTES, validate_data
+from ringflow.callflow.importers import FlowImportError, detect_source, import_flow
+from ringflow.callflow.loader import MAX_FILE_BYTES, validate_data
 from ringflow.cli import app
 
 REPO = Path(__file__).resolve().parents[1]

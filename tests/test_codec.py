@@ -37,9 +37,9 @@ from ringflow.codec_server import build_app, start
 from ringflow.devstack import DevStack, find_temporal_binary, free_port
 from ringflow.settings import Settings
 from ringflow.temporal_setup import connect
+from ringflow.workflows.call import CallWorkflow
 from tests.wfkit import Agent, running_worker, wait_state, wait_until
 from tests.wfkit import start as start_clinic_call
-from workflows.call import CallWorkflow
 
 SECRET_NAME = "Zephyrine Quackenbush"
 SECRET_PHONE = "+15557654321"

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_agent_imports_neither_the_workflow_nor_httpx() -> None:
     code = (
-        "import sys, agents.controller, agents.runner, agents.signals, agents.outbox\n"
-        "print(' '.join(m for m in ('workflows.call', 'httpx', 'activities.webhook', 'sqlmodel')"
+        "import sys, ringflow.agents.controller, ringflow.agents.runner, ringflow.agents.signals, ringflow.agents.outbox\n"
+        "print(' '.join(m for m in ('ringflow.workflows.call', 'httpx', 'ringflow.activities.webhook', 'sqlmodel')"
         " if m in sys.modules))"
     )
     out = subprocess.run(

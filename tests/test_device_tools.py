@@ -20,9 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client
 
-from agents.device_tools import IDEMPOTENCY_META_KEY, TOOLS_ATTRIBUTE, DeviceTools, parse_tools, use_device
-from callflow.loader import validate_data
-from callflow.model import FlowDefinition
+from ringflow.agents.device_tools import (
+    IDEMPOTENCY_META_KEY,
+    TOOLS_ATTRIBUTE,
+    DeviceTools,
+    parse_tools,
+    use_device,
+)
+from ringflow.callflow.loader import validate_data
+from ringflow.callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
 from tests.agentkit import call, say, text_call
 from tests.test_mcp import Server, _free_port, mcp_server, serving  # noqa: F401  (the module's MCP server)

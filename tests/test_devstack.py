@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from typer.testing import CliRunner
 
-from activities.search_attributes import (
+from ringflow.activities.search_attributes import (
     ALL_SEARCH_ATTRIBUTES,
     RINGFLOW_FLOW,
     RINGFLOW_STATUS,

@@ -13,11 +13,11 @@ import pytest_asyncio
 from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
-from activities.telephony import Dial, sip_identity
-from agents.livekit_sip import LiveKitTelephony
+from ringflow.activities.telephony import Dial, sip_identity
+from ringflow.agents.livekit_sip import LiveKitTelephony
+from ringflow.workflows.client import CallHandle
 from tests.livekit_fake import FakeLiveKit
 from tests.wfkit import running_worker, start, use_services, wait_state
-from workflows.client import CallHandle
 
 TO = "+15550100"
 
@@ -186,7 +186,7 @@ def test_call_dial_refuses_bad_input_before_reaching_temporal(monkeypatch: pytes
 async def test_a_transfer_whose_reply_was_lost_is_not_made_twice(
     lk: FakeLiveKit, temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
-    from callflow.loader import load_flow
+    from ringflow.callflow.loader import load_flow
     from tests.wfkit import Agent, req
 
     ivr = load_flow("examples/flows/ivr_menu/flow.yaml")
@@ -208,7 +208,7 @@ async def at_handoff(
     lk: FakeLiveKit, client: Client, task_queue: str, call_id: str, **fields: object
 ) -> CallHandle:
     """An IVR call (room named after it, its caller on the line) at the warm transfer's node."""
-    from callflow.loader import load_flow
+    from ringflow.callflow.loader import load_flow
     from tests.wfkit import Agent
 
     flow = load_flow("examples/flows/ivr_menu/flow.yaml")

@@ -12,14 +12,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from callflow.engine import Engine
-from callflow.events import ExtractionResult, HangUp
-from callflow.state import CallState
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.events import ExtractionResult, HangUp
+from ringflow.callflow.state import CallState
+from ringflow.workflows.call_parts import CallProgress
+from ringflow.workflows.contract import CallInput
+from ringflow.workflows.inbox import Inbox
+from ringflow.workflows.record import build_record, call_view
 from tests.engine_flows import Call, agent, build, end, flow, go
-from workflows.call_parts import CallProgress
-from workflows.contract import CallInput
-from workflows.inbox import Inbox
-from workflows.record import build_record, call_view
 
 SPEC = [{"name": "disposition", "enum": ["callback", "lost"]}, {"name": "call_disposition"}]
 

@@ -12,10 +12,10 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from activities.search_attributes import RINGFLOW_DISPOSITION
-from callflow.dispositions import OTHER, declared_dispositions, public_disposition
-from callflow.loader import validate_data
-from callflow.model import FlowDefinition
+from ringflow.activities.search_attributes import RINGFLOW_DISPOSITION
+from ringflow.callflow.dispositions import OTHER, declared_dispositions, public_disposition
+from ringflow.callflow.loader import validate_data
+from ringflow.callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
 from tests.wfkit import Agent, running_worker, start, wait_state
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import yaml
 
-from callflow.effects import Rejected, SetNode, ToolResponse
-from callflow.engine import Engine
-from callflow.events import CallStarted, DtmfEntered, FunctionCalled
-from callflow.loader import load_flow, validate_data
+from ringflow.callflow.effects import Rejected, SetNode, ToolResponse
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.events import CallStarted, DtmfEntered, FunctionCalled
+from ringflow.callflow.loader import load_flow, validate_data
 from tests.wfkit import FIXTURES
 
 
@@ -74,7 +74,7 @@ def test_the_validator_names_what_is_wrong_with_dtmf_and_voicemail() -> None:
 
 async def test_a_script_presses_keys_through_the_real_workflow_and_agent(temporal_server: Any) -> None:
     from ringflow.simulate import environment, run_script
-    from workflows.client import CallHandle
+    from ringflow.workflows.client import CallHandle
 
     script = FIXTURES.parent / "scripts" / "ivr_support_keys.yaml"
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
@@ -95,7 +95,7 @@ async def test_keys_are_collected_to_the_limit_the_terminator_or_the_timeout() -
     import asyncio
     from types import SimpleNamespace
 
-    from agents.dtmf import KeyCollector
+    from ringflow.agents.dtmf import KeyCollector
 
     data = yaml.safe_load((FIXTURES / "ivr.yaml").read_text())
     one = validate_data(data).definition

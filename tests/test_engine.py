@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from callflow.conditions import holds
-from callflow.effects import EndCall, Extract, Rejected, RunFunction, Say, SetNode, ToolResponse
-from callflow.engine import Engine
-from callflow.events import (
+from ringflow.callflow.conditions import holds
+from ringflow.callflow.effects import EndCall, Extract, Rejected, RunFunction, Say, SetNode, ToolResponse
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.events import (
     CallStarted,
     ExtractionResult,
     FunctionCalled,
@@ -22,9 +22,9 @@ from callflow.events import (
     UserIdle,
     UserSpoke,
 )
-from callflow.loader import parse_text
-from callflow.model import Condition
-from callflow.state import CallState
+from ringflow.callflow.loader import parse_text
+from ringflow.callflow.model import Condition
+from ringflow.callflow.state import CallState
 from tests.engine_flows import (
     HANDLERS,
     Call,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from callflow.effects import EndCall, LLMTurn, Say, SetNode
-from callflow.engine import Engine
-from callflow.events import HangUp
+from ringflow.callflow.effects import EndCall, LLMTurn, Say, SetNode
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.events import HangUp
 from tests.engine_flows import HANDLERS, Call, action, agent, build, end, flow, go, table
 
 SPOKEN = (SetNode, Say, LLMTurn, EndCall)

@@ -13,12 +13,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from callflow.compiled import compile_flow
-from callflow.effects import EFFECTS_ADAPTER, Rejected
-from callflow.engine import Engine, Step
-from callflow.events import CallStarted, FunctionCalled, FunctionResult
-from callflow.model import BranchTable, FlowDefinition
-from callflow.state import CallState
+from ringflow.callflow.compiled import compile_flow
+from ringflow.callflow.effects import EFFECTS_ADAPTER, Rejected
+from ringflow.callflow.engine import Engine, Step
+from ringflow.callflow.events import CallStarted, FunctionCalled, FunctionResult
+from ringflow.callflow.model import BranchTable, FlowDefinition
+from ringflow.callflow.state import CallState
 from tests import engine_flows as ef
 
 PROPERTY = settings(

@@ -16,8 +16,8 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
-from activities.extraction import ExtractionInput, Extractor, response_schema
-from callflow.model import ExtractSpec
+from ringflow.activities.extraction import ExtractionInput, Extractor, response_schema
+from ringflow.callflow.model import ExtractSpec
 from ringflow.scripted_llm import ScriptedLLM
 from tests.wfkit import Agent, req, running_worker, start, wait_state
 

@@ -13,8 +13,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from activities.handler_run import HandlerInput, HandlerOutput, HandlerRunner, parse_flow_dirs
-from callflow.model import Flow, FlowDefinition
+from ringflow.activities.handler_run import HandlerInput, HandlerOutput, HandlerRunner, parse_flow_dirs
+from ringflow.callflow.model import Flow, FlowDefinition
 from tests.wfkit import req, running_worker, start, wait_state
 
 GOOD = '''

@@ -12,11 +12,11 @@ from typing import Any, Literal, Optional
 import jsonschema
 import pytest
 
-from callflow.handler_api import FlowManager, function_options
-from callflow.handlers import HandlerModuleError, get_handler, handler_spec, load_module
-from callflow.loader import validate_file
-from callflow.schema import SignatureError, annotation_schema, drop_nulls, handler_schema, to_strict
 from ringflow import NO_RESPONSE, TRANSITION_IN_YAML
+from ringflow.callflow.handler_api import FlowManager, function_options
+from ringflow.callflow.handlers import HandlerModuleError, get_handler, handler_spec, load_module
+from ringflow.callflow.loader import validate_file
+from ringflow.callflow.schema import SignatureError, annotation_schema, drop_nulls, handler_schema, to_strict
 
 
 # --- parameter types -----------------------------------------------------------------------

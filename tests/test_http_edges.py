@@ -18,8 +18,8 @@ from aiohttp import web
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.http_tool import HTTP_TOOL_UNAVAILABLE, HttpTool, HttpToolRequest
-from activities.netguard import BlockedDestination, address_problem, vet_url
+from ringflow.activities.http_tool import HTTP_TOOL_UNAVAILABLE, HttpTool, HttpToolRequest
+from ringflow.activities.netguard import BlockedDestination, address_problem, vet_url
 
 CAP = 16 * 1024
 BOMB_BYTES = 64 * 1024 * 1024

@@ -10,9 +10,9 @@ import pytest_asyncio
 from aiohttp import web
 from temporalio.testing import ActivityEnvironment
 
-from activities.http_tool import HttpTool, HttpToolRequest
-from callflow.effects import RunFunction, ToolResponse
-from callflow.loader import validate_data
+from ringflow.activities.http_tool import HttpTool, HttpToolRequest
+from ringflow.callflow.effects import RunFunction, ToolResponse
+from ringflow.callflow.loader import validate_data
 from tests.engine_flows import Call, agent, end, engine, flow, go, only
 
 TOKEN = "tok-flow-secret"

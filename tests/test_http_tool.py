@@ -17,9 +17,9 @@ from aiohttp import web
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.http_tool import HTTP_TOOL_UNAVAILABLE, HttpTool, HttpToolRequest
-from activities.netguard import BlockedDestination, address_problem, vet_url
-from activities.registry import build_activities
+from ringflow.activities.http_tool import HTTP_TOOL_UNAVAILABLE, HttpTool, HttpToolRequest
+from ringflow.activities.netguard import BlockedDestination, address_problem, vet_url
+from ringflow.activities.registry import build_activities
 from ringflow.settings import Settings
 
 BIG = 64 * 1024

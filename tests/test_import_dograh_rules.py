@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from callflow.importers import FlowImportError, import_flow
-from callflow.loader import validate_data
+from ringflow.callflow.importers import FlowImportError, import_flow
+from ringflow.callflow.loader import validate_data
 from ringflow.cli import app
 
 runner = CliRunner()

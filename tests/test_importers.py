@@ -17,8 +17,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from callflow.importers import SOURCES, FlowImportError, detect_source, import_flow, to_yaml
-from callflow.importers._common import Names, node_id
+from ringflow.callflow.importers import SOURCES, FlowImportError, detect_source, import_flow, to_yaml
+from ringflow.callflow.importers._common import Names, node_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "import"
@@ -42,7 +42,7 @@ def load(name: str) -> Any:
 def assert_valid(flow: dict[str, Any]) -> None:
     """The converted flow passes the real validator (imported here: it may not exist yet)."""
     try:
-        from callflow.loader import validate_data
+        from ringflow.callflow.loader import validate_data
     except ImportError:  # pragma: no cover - the validator lands separately
         return
     report = validate_data(copy.deepcopy(flow))

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 import pytest
 from temporalio.client import Client
 
-from callflow.loader import load_flow
 from ringflow.agent_server import SIP_CALLED, SIP_CALLER, start_inbound
+from ringflow.callflow.loader import load_flow
 from ringflow.settings import Settings
+from ringflow.workflows.client import CallHandle, start_or_attach
 from tests.wfkit import FIXTURES, running_worker
-from workflows.client import CallHandle, start_or_attach
 
 
 @dataclass
@@ -71,7 +71,7 @@ async def test_a_room_named_by_livekit_s_dispatch_rule_gets_a_call_id_of_its_own
     the room (the same every time, as the webhook receiver derives it) and keeps the room."""
     from livekit.protocol.models import Room
 
-    from agents.webhooks import call_id_of
+    from ringflow.agents.webhooks import call_id_of
 
     room = f"call-_+15550199_{uuid.uuid4().hex[:12]}"
     settings = Settings(task_queue=task_queue, inbound_flows={"+15550100": str(FIXTURES / "triage.yaml")})

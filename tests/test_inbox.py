@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from workflows.contract import Tombstone, TurnsEvent
-from workflows.inbox import MAX_HELD_BYTES, Inbox
-from workflows.intake import Refusal, intake, tombstone
+from ringflow.workflows.contract import Tombstone, TurnsEvent
+from ringflow.workflows.inbox import MAX_HELD_BYTES, Inbox
+from ringflow.workflows.intake import Refusal, intake, tombstone
 
 
 def turns_dict(seq: int, text: str = "hi", event_id: str | None = None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callflow.jobs import (
+from ringflow.callflow.jobs import (
     CancelGroup,
     GroupEvent,
     GroupState,
@@ -127,9 +127,9 @@ def test_outcomes() -> None:
 def test_the_engine_starts_a_group_and_routes_on_its_outcome() -> None:
     from pathlib import Path
 
-    from callflow.engine import Engine
-    from callflow.events import CallStarted, FunctionCalled, JobsFinished
-    from callflow.loader import load_flow
+    from ringflow.callflow.engine import Engine
+    from ringflow.callflow.events import CallStarted, FunctionCalled, JobsFinished
+    from ringflow.callflow.loader import load_flow
 
     flow = load_flow(Path(__file__).parent.parent / "examples/flows/order_jobs/flow.yaml")
     engine = Engine(flow)
@@ -160,7 +160,7 @@ def test_the_engine_starts_a_group_and_routes_on_its_outcome() -> None:
 
 
 def test_an_http_job_is_templated_like_an_http_entry() -> None:
-    from callflow.loader import validate_data
+    from ringflow.callflow.loader import validate_data
 
     def flow(url: str) -> dict[str, Any]:
         entry = {

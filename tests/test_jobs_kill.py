@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from callflow.loader import load_flow
+from ringflow.callflow.loader import load_flow
 from ringflow.devstack import DevStack
+from ringflow.workflows.client import start_call
+from ringflow.workflows.contract import CallFunctionRequest, CallFunctionResult, RouteRequest
 from tests.wfkit import running_worker, wait_until, worker_child
-from workflows.client import start_call
-from workflows.contract import CallFunctionRequest, CallFunctionResult, RouteRequest
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "jobs_kill"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agents.jobs import JobsFeed
-from callflow.jobs import ROOM_TOPIC
+from ringflow.agents.jobs import JobsFeed
+from ringflow.callflow.jobs import ROOM_TOPIC
 from ringflow.devstack import DevStack
 from ringflow.scripts import load_script
 from ringflow.simulate import environment, run_script

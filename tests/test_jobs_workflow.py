@@ -10,10 +10,10 @@ from typing import Any
 from aiohttp import web
 from temporalio.client import Client
 
-from callflow.loader import load_flow
+from ringflow.callflow.loader import load_flow
+from ringflow.workflows.client import CallHandle, start_call
+from ringflow.workflows.contract import CallFunctionRequest, CallFunctionResult, CancelRequest, RouteRequest
 from tests.wfkit import Agent, running_worker, wait_until
-from workflows.client import CallHandle, start_call
-from workflows.contract import CallFunctionRequest, CallFunctionResult, CancelRequest, RouteRequest
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "jobs_wf"
 

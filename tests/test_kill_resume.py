@@ -42,19 +42,19 @@ import pytest_asyncio
 from livekit.agents import AgentSession
 from temporalio.client import Client
 
-from activities.persistence import dispose_engines
-from agents.kill_points import Killed, installer
-from agents.runner import AgentRun, attach_agent
-from callflow.engine import Engine
-from callflow.loader import load_flow
-from callflow.model import FlowDefinition
+from ringflow.activities.persistence import dispose_engines
+from ringflow.agents.kill_points import Killed, installer
+from ringflow.agents.runner import AgentRun, attach_agent
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.loader import load_flow
+from ringflow.callflow.model import FlowDefinition
 from ringflow.devstack import DevStack
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import Script, is_flow_file, load_script, said_failures
 from ringflow.simulate import TURN_TIMEOUT_S, SimulationResult, _Killer, _play, environment, run_script
+from ringflow.workflows.client import start_call
+from ringflow.workflows.contract import Snapshot
 from tests.kill_child import KILLPOINT, scripted_session
-from workflows.client import start_call
-from workflows.contract import Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "scripts"

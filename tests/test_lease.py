@@ -12,7 +12,7 @@ import pytest_asyncio
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from agents.lease import AgentLease, LeaseHeld
+from ringflow.agents.lease import AgentLease, LeaseHeld
 
 
 @pytest_asyncio.fixture

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from callflow.effects import LLMTurn, SetNode
-from callflow.events import UserIdle, UserSpoke
-from callflow.loader import validate_data
+from ringflow.callflow.effects import LLMTurn, SetNode
+from ringflow.callflow.events import UserIdle, UserSpoke
+from ringflow.callflow.loader import validate_data
 from tests.engine_flows import Call, agent, end, engine, flow, go, kinds, only
 
 

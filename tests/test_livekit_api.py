@@ -29,8 +29,8 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from activities.dispatch import AgentDispatch, DispatchRequest, DispatchResult
-from agents.livekit_api import (
+from ringflow.activities.dispatch import AgentDispatch, DispatchRequest, DispatchResult
+from ringflow.agents.livekit_api import (
     JobInfo,
     JobMetadataError,
     LiveKitDispatcher,
@@ -40,11 +40,11 @@ from agents.livekit_api import (
     job_metadata,
     parse_job_metadata,
 )
-from agents.livekit_sip import LiveKitTelephony
+from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.settings import Settings
 from ringflow.worker_main import call_services
+from ringflow.workflows import activity_calls
 from tests.livekit_fake import JSON, PROTOBUF, FakeLiveKit
-from workflows import activity_calls
 
 ROOM = "call-room-1"
 

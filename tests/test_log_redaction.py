@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 from temporalio.client import Client
 
-from callflow.errors import safe_reason
+from ringflow.callflow.errors import safe_reason
 from tests.wfkit import running_worker, start
 
 SSN = "123-45-6789"
@@ -43,8 +43,8 @@ def _sdk_drops() -> bool:
     decodes, and drops, a wrong one) rather than the raw payload."""
     import inspect
 
-    from workflows.call import CallWorkflow
-    from workflows.contract import TurnsEvent
+    from ringflow.workflows.call import CallWorkflow
+    from ringflow.workflows.contract import TurnsEvent
 
     handler = getattr(CallWorkflow, "turns", None)  # gone once every signal is taken raw
     return handler is not None and TurnsEvent in inspect.get_annotations(handler, eval_str=True).values()
@@ -66,7 +66,7 @@ def test_safe_reason_names_places_and_kinds_only() -> None:
 
 
 def test_a_bug_in_workflow_code_keeps_its_traceback() -> None:
-    from workflows.log_redaction import RedactPayloadErrors
+    from ringflow.workflows.log_redaction import RedactPayloadErrors
 
     try:
         raise KeyError("node")
@@ -86,7 +86,7 @@ def test_a_bug_in_workflow_code_keeps_its_traceback() -> None:
 def test_the_sdks_drop_line_loses_the_payload_but_names_the_event() -> None:
     """The record the SDK logs when it cannot decode a typed signal's payload (the path of
     any handler still typed), as the filter leaves it."""
-    from workflows.log_redaction import RedactPayloadErrors
+    from ringflow.workflows.log_redaction import RedactPayloadErrors
 
     try:
         try:

@@ -58,7 +58,7 @@ async def test_a_call_logs_json_lines_with_its_id_and_no_transcript(
     scoped = [
         ln
         for ln in lines
-        if ln["logger"].startswith(("agents.", "ringflow.worker"))
+        if ln["logger"].startswith(("ringflow.agents.", "ringflow.worker"))
         or "workflow_id" in ln
         or wf_id in ln["message"]
     ]
@@ -82,7 +82,7 @@ async def test_a_call_logs_json_lines_with_its_id_and_no_transcript(
 
 
 def test_exception_messages_stay_out_but_type_and_stack_are_kept(captured: io.StringIO) -> None:
-    log = logging.getLogger("agents.test")
+    log = logging.getLogger("ringflow.agents.test")
     try:
         raise ValueError("the caller said their PIN is 4711")
     except ValueError:

@@ -27,14 +27,14 @@ import yaml
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from activities.mcp_client import IDEMPOTENCY_META_KEY, list_tools
-from callflow.loader import validate_data, validate_file
-from callflow.mcp_spec import McpServer
-from callflow.model import FlowDefinition
+from ringflow.activities.mcp_client import IDEMPOTENCY_META_KEY, list_tools
+from ringflow.callflow.loader import validate_data, validate_file
+from ringflow.callflow.mcp_spec import McpServer
+from ringflow.callflow.model import FlowDefinition
 from ringflow.scripted_llm import ScriptedLLM
+from ringflow.workflows.call import CallWorkflow
 from tests.agentkit import call, say, text_call
 from tests.wfkit import running_worker, wait_until
-from workflows.call import CallWorkflow
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -301,7 +301,7 @@ async def test_a_servers_pinned_tools_are_bounded_in_size(
     mcp_server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """They travel in the call's input and every snapshot: past the budget, tools are left out."""
-    import activities.mcp_client as client
+    import ringflow.activities.mcp_client as client
 
     monkeypatch.setattr(client, "MAX_SERVER_CHARS", 600)
     listed = await list_tools(McpServer(url=mcp_server.url, timeout_s=5))
@@ -312,7 +312,7 @@ async def test_a_servers_pinned_tools_are_bounded_in_size(
 
 async def test_a_stdio_server_is_listed_and_called(tmp_path: Path) -> None:
     """``command:`` (local development): the server runs as a subprocess per request."""
-    from activities.mcp_client import call_tool
+    from ringflow.activities.mcp_client import call_tool
 
     log = tmp_path / "calls.jsonl"
     server = McpServer(
@@ -447,10 +447,10 @@ def test_flow_validate_mcp_contacts_the_servers_only_when_asked(mcp_server: Serv
 def test_server_descriptions_are_plain_text_not_templates() -> None:
     """A server's description with ``{{...}}`` neither breaks the call's engine nor pulls the
     call's values into the prompt: it is offered as text."""
-    from callflow.engine import Engine
-    from callflow.events import CallStarted
-    from callflow.mcp_spec import McpServerTools, McpTool
-    from callflow.mcp_tools import pinned_definition
+    from ringflow.callflow.engine import Engine
+    from ringflow.callflow.events import CallStarted
+    from ringflow.callflow.mcp_spec import McpServerTools, McpTool
+    from ringflow.callflow.mcp_tools import pinned_definition
 
     definition = crm_flow("https://crm.example/mcp")
     schema = {
@@ -561,8 +561,8 @@ async def test_continue_as_new_keeps_the_pinned_tools_without_listing_again(
 ) -> None:
     """A long call continues as new: the next run carries the pinned definition, offers the
     same tools to a (re)attaching agent and runs them, and never lists the servers again."""
+    from ringflow.workflows.client import start_call
     from tests.wfkit import Agent, offered, req, wait_state
-    from workflows.client import start_call
 
     call = await start_call(
         temporal_client, crm_flow(mcp_server.url), task_queue=task_queue, max_history_events=50
@@ -599,10 +599,10 @@ async def test_continue_as_new_keeps_the_pinned_tools_without_listing_again(
 def test_a_server_tool_with_an_odd_name_is_offered_under_the_entrys_name() -> None:
     """``tool: bad-name`` with ``name: odd``: the LLM sees ``odd``, the server gets ``bad-name``;
     ``tools: all`` leaves such a tool out, with a note."""
-    from callflow.engine import Engine
-    from callflow.events import CallStarted, FunctionCalled
-    from callflow.mcp_spec import McpServerTools, McpTool
-    from callflow.mcp_tools import missing_tools, pinned_definition
+    from ringflow.callflow.engine import Engine
+    from ringflow.callflow.events import CallStarted, FunctionCalled
+    from ringflow.callflow.mcp_spec import McpServerTools, McpTool
+    from ringflow.callflow.mcp_tools import missing_tools, pinned_definition
 
     report = validate_data(
         {

@@ -19,15 +19,15 @@ import pytest
 import pytest_asyncio
 from livekit.agents.telemetry.http_server import HttpServer
 
-from agents.local_dispatch import LOCAL
+from ringflow.agents.local_dispatch import LOCAL
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.settings import Settings
 from ringflow.sim_phone import LINES
 from ringflow.simulate import SimulationResult, run_script
 from ringflow.temporal_setup import connect
+from ringflow.workflows.worker import build_worker, prometheus_runtime
 from tests.wfkit import wait_until
-from workflows.worker import build_worker, prometheus_runtime
 
 SCRIPT = Path(__file__).parents[1] / "examples" / "scripts" / "appointment_reminder_reschedule.yaml"
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)", re.M)

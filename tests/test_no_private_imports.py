@@ -25,7 +25,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # livekit-agents 1.8 has no public setter for an Agent's default interruption (the one it
     # uses for replies it starts itself); set on our Agent subclass, with livekit-agents
     # pinned below 1.9 in pyproject.toml (see FlowAgent.set_interruptible).
-    ("agents.flow_agent", "self._allow_interruptions"): "no public API in livekit-agents 1.8",
+    ("ringflow.agents.flow_agent", "self._allow_interruptions"): "no public API in livekit-agents 1.8",
 }
 
 

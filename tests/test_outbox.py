@@ -29,12 +29,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client
 
-from agents.outbox import Outbox, OutboxClosed, OutboxFull, ReceiverGone, backoff_delay
-from agents.signals import chunks, sendable, workflow_sender
+from ringflow.agents.outbox import Outbox, OutboxClosed, OutboxFull, ReceiverGone, backoff_delay
+from ringflow.agents.signals import chunks, sendable, workflow_sender
 from ringflow.devstack import DevStack
-from tests.wfkit import Agent, running_worker, start, wait_state, wait_until
-from workflows.client import MAX_SIGNAL_BYTES
-from workflows.contract import (
+from ringflow.workflows.client import MAX_SIGNAL_BYTES
+from ringflow.workflows.contract import (
     MAX_ARGS_BYTES,
     MAX_TEXT_CHARS,
     AgentEvent,
@@ -49,6 +48,7 @@ from workflows.contract import (
     encoded_bytes,
     oversized_args,
 )
+from tests.wfkit import Agent, running_worker, start, wait_state, wait_until
 
 OUTAGE_S = float(os.environ.get("RINGFLOW_OUTAGE_S", "3"))
 FAST = {"initial_backoff_s": 0.001, "max_backoff_s": 0.002}

@@ -273,8 +273,8 @@ async def test_a_worker_serves_handlers_from_the_baked_flows_dir(
     flows dir (without RINGFLOW_FLOWS_DIR the same call's handler is not found)."""
     import shutil
 
-    from callflow.loader import load_flow
-    from workflows.client import start_call
+    from ringflow.callflow.loader import load_flow
+    from ringflow.workflows.client import start_call
 
     image_flows = tmp_path / "app" / "flows"
     shutil.copytree(ROOT / "examples" / "flows", image_flows, ignore=shutil.ignore_patterns("__pycache__"))

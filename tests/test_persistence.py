@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 from temporalio.testing import ActivityEnvironment
 
-from activities.persistence import (
+from ringflow.activities.persistence import (
     CallRow,
     CallStore,
     CallTurnRow,
@@ -22,7 +22,7 @@ from activities.persistence import (
     upsert_call,
     upsert_turns,
 )
-from activities.records import CallRecord, TranscriptAppend, TranscriptItem
+from ringflow.activities.records import CallRecord, TranscriptAppend, TranscriptItem
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -169,8 +169,8 @@ def test_a_calls_table_from_before_the_line_columns_gets_them_added(database_url
     added by ``add_missing_columns`` when a worker opens a database created before them."""
     from sqlalchemy import text
 
-    from activities.persistence import add_missing_columns
-    from activities.records import AmdVerdict, SipOutcome
+    from ringflow.activities.persistence import add_missing_columns
+    from ringflow.activities.records import AmdVerdict, SipOutcome
 
     engine = get_engine(database_url)
     with engine.begin() as conn:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from agents.livekit_api import parse_job_metadata
-from callflow.state import CallState
 from ringflow.agent_server import build_server, make_session, prewarm
+from ringflow.agents.livekit_api import parse_job_metadata
+from ringflow.callflow.state import CallState
 from ringflow.settings import Settings
+from ringflow.workflows.contract import Snapshot
 from tests.wfkit import clinic
-from workflows.contract import Snapshot
 
 
 def snapshot() -> Snapshot:

@@ -21,8 +21,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
-from activities.records import CallRecord
-from workflows.call import CallWorkflow
+from ringflow.activities.records import CallRecord
+from ringflow.workflows.call import CallWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))

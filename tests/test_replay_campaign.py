@@ -12,9 +12,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from workflows.call import CallWorkflow
-from workflows.campaign import CampaignWorkflow
-from workflows.campaign_messages import CampaignInput
+from ringflow.workflows.call import CallWorkflow
+from ringflow.workflows.campaign import CampaignWorkflow
+from ringflow.workflows.campaign_messages import CampaignInput
 
 FILES = sorted((Path(__file__).parent / "histories" / "campaign").glob("*.json"))
 

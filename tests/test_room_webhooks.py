@@ -14,11 +14,11 @@ import pytest_asyncio
 from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
-from agents.livekit_api import LiveKitDispatcher
-from agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
+from ringflow.agents.livekit_api import LiveKitDispatcher
+from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
+from ringflow.workflows.client import CallHandle
 from tests.livekit_fake import FakeLiveKit
 from tests.wfkit import running_worker, start, use_services, wait_state, wait_until
-from workflows.client import CallHandle
 
 AGENT = proto_models.ParticipantInfo.AGENT
 SIP = proto_models.ParticipantInfo.SIP
@@ -129,9 +129,9 @@ async def test_turns_still_lingering_in_the_agent_s_outbox_when_the_caller_leave
     ride with its next event (issue 13's coalescing): the workflow waits for the agent's
     hangup, which carries them, before it writes the record. A second call's agent leaves the
     room instead of hanging up: the wait ends there, without a note."""
-    from agents.outbox import Outbox
-    from agents.signals import workflow_sender
-    from workflows.contract import HangupEvent, Turn, TurnsEvent
+    from ringflow.agents.outbox import Outbox
+    from ringflow.agents.signals import workflow_sender
+    from ringflow.workflows.contract import HangupEvent, Turn, TurnsEvent
 
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await live_call(temporal_client, task_queue, lk, "wh-linger")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ringflow.cli import app
 from ringflow.devstack import DevStack
 from ringflow.simulate import environment, run_script
-from workflows.client import CallHandle
+from ringflow.workflows.client import CallHandle
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"
 

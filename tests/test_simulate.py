@@ -32,7 +32,7 @@ async def test_a_killed_agent_is_replaced_through_the_workflow(temporal_server: 
     async with environment(temporal_server.address) as (client, task_queue, llm, _):
         base = await run_script(script, client, task_queue, llm)
         killed = await run_script(script, client, task_queue, llm, kill_at=3, resume="dispatch")
-        from workflows.client import CallHandle
+        from ringflow.workflows.client import CallHandle
 
         state = await CallHandle(client, killed.call_id).state()
     assert killed.kills == 1 and killed.ok

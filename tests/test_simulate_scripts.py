@@ -17,8 +17,8 @@ from ringflow.demo import run_demo
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripts import Expect, ScriptError, check, load_script, said_failures
 from ringflow.simulate import simulate
+from ringflow.workflows.worker import prometheus_runtime
 from tests.wfkit import wait_until
-from workflows.worker import prometheus_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOW = ROOT / "examples" / "flows" / "appointment_reminder" / "flow.yaml"

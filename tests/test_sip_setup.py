@@ -10,8 +10,8 @@ import pytest
 import pytest_asyncio
 from typer.testing import CliRunner
 
-from agents.livekit_api import LiveKitRefused, parse_job_metadata
-from agents.livekit_inbound import LiveKitInbound
+from ringflow.agents.livekit_api import LiveKitRefused, parse_job_metadata
+from ringflow.agents.livekit_inbound import LiveKitInbound
 from ringflow.cli import app
 from tests.livekit_fake import FakeLiveKit
 

@@ -7,8 +7,8 @@ a body, and every header, is still text.
 
 from __future__ import annotations
 
-from callflow.effects import RunFunction
-from callflow.templating import render_json
+from ringflow.callflow.effects import RunFunction
+from ringflow.callflow.templating import render_json
 from tests.engine_flows import Call, agent, end, engine, flow, go, http, only
 
 VARIABLES = {

@@ -8,10 +8,10 @@ import uuid
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
-from callflow.errors import FlowError
+from ringflow.callflow.errors import FlowError
+from ringflow.workflows.call import CallWorkflow
+from ringflow.workflows.contract import MAX_ID_CHARS, CallFunctionRequest, CallInput, Heartbeat
 from tests.wfkit import Agent, clinic, req, running_worker, start, wait_state
-from workflows.call import CallWorkflow
-from workflows.contract import MAX_ID_CHARS, CallFunctionRequest, CallInput, Heartbeat
 
 LONG = "x" * 10_000
 

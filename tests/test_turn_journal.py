@@ -17,14 +17,14 @@ import pytest_asyncio
 from redis.asyncio import Redis
 from temporalio.client import Client
 
-from activities.turn_journal import JournalRead, TurnJournalReader, entries_from, journal_key
-from agents.journal import OutboxJournal
-from agents.outbox import Outbox
+from ringflow.activities.turn_journal import JournalRead, TurnJournalReader, entries_from, journal_key
+from ringflow.agents.journal import OutboxJournal
+from ringflow.agents.outbox import Outbox
 from ringflow.live_transcript import held_turns
 from ringflow.scripted_llm import ScriptedLLM
+from ringflow.workflows.contract import AgentEvent, Turn, TurnsEvent
 from tests.agentkit import TIMEOUT_S, TextCall, say, text_call
 from tests.wfkit import running_worker, wait_until
-from workflows.contract import AgentEvent, Turn, TurnsEvent
 
 REDIS = "redis://127.0.0.1:6379/0"
 USER = "I'd like a table tonight for four, by the window if you have one."

@@ -18,12 +18,12 @@ from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from ringflow.workflows.client import CallHandle
+from ringflow.workflows.worker import all_activities
 from tests.test_worker_shutdown import NO_AGENT
 from tests.upgraded_call import UPGRADE_PATCH, PatchedCallWorkflow, UnpatchedCallWorkflow
 from tests.wfkit import Agent, req, running_worker, settings_for, start, wait_state, wait_until
 from tests.workflow_fingerprint import MANIFEST, fingerprint, patch_ids, read_manifest
-from workflows.client import CallHandle
-from workflows.worker import all_activities
 
 
 def test_workflow_changes_since_the_release_come_with_a_patch() -> None:

@@ -14,9 +14,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from callflow.errors import Issue
-from callflow.loader import MAX_FILE_BYTES, ValidationReport, validate_data, validate_file
-from callflow.model import FlowDefinition
+from ringflow.callflow.errors import Issue
+from ringflow.callflow.loader import MAX_FILE_BYTES, ValidationReport, validate_data, validate_file
+from ringflow.callflow.model import FlowDefinition
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "flows"

@@ -18,8 +18,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from activities.records import CallRecord
-from activities.webhook import (
+from ringflow.activities.records import CallRecord
+from ringflow.activities.webhook import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,

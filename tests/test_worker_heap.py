@@ -16,15 +16,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
-from activities.search_attributes import RINGFLOW_NODE, RINGFLOW_STATUS, RINGFLOW_TRANSITIONS
-from callflow.loader import validate_data
-from callflow.model import FlowDefinition
+from ringflow.activities.search_attributes import RINGFLOW_NODE, RINGFLOW_STATUS, RINGFLOW_TRANSITIONS
+from ringflow.callflow.loader import validate_data
+from ringflow.callflow.model import FlowDefinition
 from ringflow.devstack import free_port
+from ringflow.workflows.call import CallWorkflow
+from ringflow.workflows.client import CallHandle, start_call
+from ringflow.workflows.heap import GC_PAUSE_METRIC, GcPauses
+from ringflow.workflows.worker import build_worker, prometheus_runtime, worker_tuning
 from tests.wfkit import Agent, running_worker, settings_for, wait_state, wait_until
-from workflows.call import CallWorkflow
-from workflows.client import CallHandle, start_call
-from workflows.heap import GC_PAUSE_METRIC, GcPauses
-from workflows.worker import build_worker, prometheus_runtime, worker_tuning
 
 SESSION = pytest.mark.asyncio(loop_scope="session")
 
@@ -185,7 +185,7 @@ async def test_every_transition_writes_the_node_when_refresh_is_zero(
 def test_a_refresh_out_of_range_is_refused() -> None:
     from pydantic import ValidationError
 
-    from workflows.contract import CallInput
+    from ringflow.workflows.contract import CallInput
 
     with pytest.raises(ValidationError, match="visibility_refresh_s"):
         CallInput(call_id="c1", definition=ping_pong(), visibility_refresh_s=-1)

@@ -25,8 +25,8 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 
 from ringflow.devstack import DevStack, free_port
+from ringflow.workflows.client import CallHandle
 from tests.wfkit import Agent, req, start, wait_state, wait_until
-from workflows.client import CallHandle
 
 # No agent drives these calls: the liveness timer must not end one as agent_lost while a
 # busy machine runs the test.

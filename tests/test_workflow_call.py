@@ -7,10 +7,10 @@ import uuid
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
-from activities.persistence import load_call
-from callflow.errors import FlowError
+from ringflow.activities.persistence import load_call
+from ringflow.callflow.errors import FlowError
+from ringflow.workflows.contract import MAX_ARGS_BYTES, Turn, TurnsEvent
 from tests.wfkit import Agent, req, running_worker, start, wait_state
-from workflows.contract import MAX_ARGS_BYTES, Turn, TurnsEvent
 
 
 async def test_happy_path_transition_and_branch_table(
@@ -145,9 +145,9 @@ async def test_missing_required_variable_is_a_clear_error(temporal_client: Clien
 async def test_workflow_refuses_bad_input_without_a_client_check(
     temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
+    from ringflow.workflows.call import CallWorkflow
+    from ringflow.workflows.contract import CallInput
     from tests.wfkit import clinic
-    from workflows.call import CallWorkflow
-    from workflows.contract import CallInput
 
     async with running_worker(temporal_client, task_queue, sqlite_url):
         handle = await temporal_client.start_workflow(

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from temporalio.client import Client
 
-from activities.persistence import load_transcript
+from ringflow.activities.persistence import load_transcript
 from ringflow.devstack import DevStack, free_port
 from tests.wfkit import Agent, req, running_worker, start, wait_state, wait_until
 
@@ -117,7 +117,7 @@ async def test_server_restarted_mid_call_keeps_state(
         temporal_server.stop()
         await temporal_server.start()
         client2 = await connect(temporal_server.address)
-        from workflows.client import CallHandle
+        from ringflow.workflows.client import CallHandle
 
         call2 = CallHandle(client2, call.call_id)
         st = await wait_state(call2, lambda s: s.node == "offer", timeout=60)

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from ringflow.workflows.client import CallHandle
 from tests.hostile import finished, raw, worker_with_hooks
 from tests.wfkit import start
-from workflows.client import CallHandle
 
 SIGNALS = ["events", "transition", "turns", "event", "hangup", "heartbeat", "room_event"]
 UPDATES = ["attach", "call_function"]

@@ -13,11 +13,11 @@ import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from activities.persistence import load_transcript
+from ringflow.activities.persistence import load_transcript
+from ringflow.workflows.contract import CallView, Turn, TurnsEvent
 from tests.hostile import finished, raw, raw_json, task_failures, worker_with_hooks
 from tests.test_workflow_faults import flaky_api
 from tests.wfkit import Agent, clinic, req, start, wait_state
-from workflows.contract import CallView, Turn, TurnsEvent
 
 
 def reasons(state: CallView) -> str:
@@ -321,7 +321,7 @@ async def test_a_start_input_that_is_not_a_call_input_fails_the_workflow_not_its
     workflow task failing forever on decoding; now the workflow fails, saying why."""
     from temporalio.client import WorkflowFailureError
 
-    from workflows.client import CallHandle
+    from ringflow.workflows.client import CallHandle
 
     async with worker_with_hooks(temporal_client, task_queue, sqlite_url):
         for n, payload in enumerate([{"call_id": 5}, raw(b"\x00", "binary/plain")]):

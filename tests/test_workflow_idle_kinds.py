@@ -9,9 +9,9 @@ import time
 
 from temporalio.client import Client
 
+from ringflow.workflows.contract import CallEvent
 from tests.hostile import finished, worker_with_hooks
 from tests.wfkit import Agent, start, wait_state
-from workflows.contract import CallEvent
 
 
 async def test_each_kind_counts_a_bad_kind_is_refused_and_the_third_empty_input_ends_the_call(

@@ -10,8 +10,8 @@ import uuid
 from temporalio.client import Client
 from typer.testing import CliRunner
 
-from activities.persistence import load_call
-from callflow.loader import load_flow
+from ringflow.activities.persistence import load_call
+from ringflow.callflow.loader import load_flow
 from ringflow.cli import app
 from ringflow.devstack import DevStack
 from tests.wfkit import FIXTURES, Agent, offered, running_worker, start, wait_state, wait_until
@@ -109,7 +109,7 @@ async def test_visibility_and_cli(
         )
         assert out.exit_code == 0, out.output
         call_id = out.output.strip().splitlines()[-1]
-        from workflows.client import CallHandle
+        from ringflow.workflows.client import CallHandle
 
         call = CallHandle(temporal_client, call_id)
         await Agent(call).transition("verify", "confirmed")

@@ -15,14 +15,14 @@ from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.persistence import load_call
-from callflow.errors import FlowError
-from callflow.loader import validate_data
-from callflow.model import FlowDefinition
+from ringflow.activities.persistence import load_call
+from ringflow.callflow.errors import FlowError
+from ringflow.callflow.loader import validate_data
+from ringflow.callflow.model import FlowDefinition
+from ringflow.workflows.call import CallWorkflow
+from ringflow.workflows.contract import CallInput
 from tests.test_mcp import serving
 from tests.wfkit import Agent, req, running_worker, start, wait_state
-from workflows.call import CallWorkflow
-from workflows.contract import CallInput
 
 TOKEN = "tok-9f3c-never-in-history"
 

@@ -14,8 +14,8 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from activities.records import CallRecord
-    from workflows.call import CallWorkflow
+    from ringflow.activities.records import CallRecord
+    from ringflow.workflows.call import CallWorkflow
 
 UPGRADE_PATCH = "test-upgrade-settle-timer"
 

@@ -16,15 +16,22 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.dispatch import Dispatcher
-from activities.telephony import Telephony
-from callflow.engine import Engine
-from callflow.loader import load_flow
-from callflow.model import FlowDefinition
+from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.telephony import Telephony
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.loader import load_flow
+from ringflow.callflow.model import FlowDefinition
 from ringflow.settings import Settings
-from workflows.client import CallHandle, start_call
-from workflows.contract import CallFunctionRequest, CallView, Snapshot, TransitionEvent, Turn, TurnsEvent
-from workflows.worker import build_worker
+from ringflow.workflows.client import CallHandle, start_call
+from ringflow.workflows.contract import (
+    CallFunctionRequest,
+    CallView,
+    Snapshot,
+    TransitionEvent,
+    Turn,
+    TurnsEvent,
+)
+from ringflow.workflows.worker import build_worker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wf"
 

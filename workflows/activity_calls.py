@@ -19,20 +19,20 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.extraction import ExtractionInput, ExtractionOutput
-    from activities.handler_run import HandlerInput, HandlerOutput
-    from activities.http_tool import HttpToolRequest
-    from activities.mcp_tools import McpCallRequest, McpCallResult, McpListRequest
-    from activities.telephony import TransferRequest
-    from activities.turn_journal import JournalEntries, JournalRead
-    from activities.webhook import WEBHOOK_RETRY_POLICY
-    from callflow.effects import RunFunction
-    from callflow.events import FunctionResult
-    from callflow.mcp_spec import UNAVAILABLE as MCP_UNAVAILABLE
-    from callflow.mcp_spec import McpServer, McpServerTools
-    from callflow.model import FlowDefinition, Retry
-    from callflow.state import CallState
-    from workflows.contract import (
+    from ringflow.activities.extraction import ExtractionInput, ExtractionOutput
+    from ringflow.activities.handler_run import HandlerInput, HandlerOutput
+    from ringflow.activities.http_tool import HttpToolRequest
+    from ringflow.activities.mcp_tools import McpCallRequest, McpCallResult, McpListRequest
+    from ringflow.activities.telephony import TransferRequest
+    from ringflow.activities.turn_journal import JournalEntries, JournalRead
+    from ringflow.activities.webhook import WEBHOOK_RETRY_POLICY
+    from ringflow.callflow.effects import RunFunction
+    from ringflow.callflow.events import FunctionResult
+    from ringflow.callflow.mcp_spec import UNAVAILABLE as MCP_UNAVAILABLE
+    from ringflow.callflow.mcp_spec import McpServer, McpServerTools
+    from ringflow.callflow.model import FlowDefinition, Retry
+    from ringflow.callflow.state import CallState
+    from ringflow.workflows.contract import (
         CallRecord,
         DispatchRequest,
         DispatchResult,

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from callflow.events import HangUp
-    from workflows import activity_calls as acts
-    from workflows.contract import DispatchRequest
-    from workflows.journal_recovery import recover_journal
+    from ringflow.callflow.events import HangUp
+    from ringflow.workflows import activity_calls as acts
+    from ringflow.workflows.contract import DispatchRequest
+    from ringflow.workflows.journal_recovery import recover_journal
 
 if TYPE_CHECKING:
-    from workflows.call_driver import CallDriver
+    from ringflow.workflows.call_driver import CallDriver
 
 PATCH_UNATTENDED_END = "final-turn-before-any-agent"
 FINAL_TURN_ANY_PATCH = "final-turn-any-end-v1"  # the agent's hangup waited for after any end

@@ -18,18 +18,18 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.jobs import JOB_UPDATE_SIGNAL
-    from callflow.effects import Effect, Extract, Rejected, RunFunction
-    from callflow.engine import Engine
-    from callflow.errors import safe_reason
-    from callflow.events import CallStarted, FunctionCalled
-    from callflow.inputs import undeclared_variables
-    from callflow.state import CallState
-    from workflows import carry as budget
-    from workflows.call_carry import CallCarry
-    from workflows.call_driver import CallDriver, internal_error
-    from workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
-    from workflows.contract import (
+    from ringflow.activities.jobs import JOB_UPDATE_SIGNAL
+    from ringflow.callflow.effects import Effect, Extract, Rejected, RunFunction
+    from ringflow.callflow.engine import Engine
+    from ringflow.callflow.errors import safe_reason
+    from ringflow.callflow.events import CallStarted, FunctionCalled
+    from ringflow.callflow.inputs import undeclared_variables
+    from ringflow.callflow.state import CallState
+    from ringflow.workflows import carry as budget
+    from ringflow.workflows.call_carry import CallCarry
+    from ringflow.workflows.call_driver import CallDriver, internal_error
+    from ringflow.workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
+    from ringflow.workflows.contract import (
         AttachRequest,
         CallFunctionRequest,
         CallFunctionResult,
@@ -45,16 +45,16 @@ with workflow.unsafe.imports_passed_through():
         call_input_problems,
         oversized_args,
     )
-    from workflows.conversation import converse
-    from workflows.device_record import DeviceTools
-    from workflows.inbox import Inbox
-    from workflows.intake import Refusal, intake, intake_one, read_request
-    from workflows.jobs import Jobs
-    from workflows.journal_recovery import recover_journal
-    from workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
-    from workflows.record import call_view
-    from workflows.room_events import RoomEvent, on_room_event
-    from workflows.visibility import Visibility
+    from ringflow.workflows.conversation import converse
+    from ringflow.workflows.device_record import DeviceTools
+    from ringflow.workflows.inbox import Inbox
+    from ringflow.workflows.intake import Refusal, intake, intake_one, read_request
+    from ringflow.workflows.jobs import Jobs
+    from ringflow.workflows.journal_recovery import recover_journal
+    from ringflow.workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
+    from ringflow.workflows.record import call_view
+    from ringflow.workflows.room_events import RoomEvent, on_room_event
+    from ringflow.workflows.visibility import Visibility
 
 REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
 BOUNDED_INPUT_PATCH = "bounded-call-input-text"

@@ -13,10 +13,10 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import activity_calls as acts
-    from workflows import carry as budget
-    from workflows.call_driver import REJECTED_TAIL, CallDriver
-    from workflows.contract import (
+    from ringflow.workflows import activity_calls as acts
+    from ringflow.workflows import carry as budget
+    from ringflow.workflows.call_driver import REJECTED_TAIL, CallDriver
+    from ringflow.workflows.contract import (
         CallRecord,
         Carry,
         TranscriptAppend,
@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
         WebhookDelivery,
         encoded_bytes,
     )
-    from workflows.record import build_record, transcript_items
+    from ringflow.workflows.record import build_record, transcript_items
 
 TRANSCRIPT_TAIL = 50  # the tail carried before can-bytes-v1 (replayed histories only)
 

@@ -19,8 +19,8 @@ from temporalio.workflow import NondeterminismError, ReadOnlyContextError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.extraction import ExtractionInput
-    from callflow.effects import (
+    from ringflow.activities.extraction import ExtractionInput
+    from ringflow.callflow.effects import (
         Effect,
         EndCall,
         Extract,
@@ -30,9 +30,9 @@ with workflow.unsafe.imports_passed_through():
         StartJobs,
         ToolResponse,
     )
-    from callflow.engine import Engine, Step
-    from callflow.errors import safe_reason
-    from callflow.events import (
+    from ringflow.callflow.engine import Engine, Step
+    from ringflow.callflow.errors import safe_reason
+    from ringflow.callflow.events import (
         ExtractionResult,
         FunctionCalled,
         FunctionResult,
@@ -40,9 +40,9 @@ with workflow.unsafe.imports_passed_through():
         MaxDuration,
         UserSpoke,
     )
-    from workflows import activity_calls as acts
-    from workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
-    from workflows.contract import (
+    from ringflow.workflows import activity_calls as acts
+    from ringflow.workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
+    from ringflow.workflows.contract import (
         MAX_ID_CHARS,
         MAX_TEXT_CHARS,
         CallEvent,
@@ -56,10 +56,10 @@ with workflow.unsafe.imports_passed_through():
         TransitionEvent,
         TurnsEvent,
     )
-    from workflows.inbox import Inbox
-    from workflows.intake import Refusal, explain, tombstone
-    from workflows.line_events import PATCH_CANCEL_ON_INTERRUPTION, apply_line_event
-    from workflows.visibility import Visibility
+    from ringflow.workflows.inbox import Inbox
+    from ringflow.workflows.intake import Refusal, explain, tombstone
+    from ringflow.workflows.line_events import PATCH_CANCEL_ON_INTERRUPTION, apply_line_event
+    from ringflow.workflows.visibility import Visibility
 
 REJECTED_TAIL = 50
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from activities.records import AmdVerdict, SipOutcome
-from callflow.state import CallState
-from workflows import carry as budget
-from workflows.contract import CallFunctionResult, Carry, RejectedEvent, Turn
+from ringflow.activities.records import AmdVerdict, SipOutcome
+from ringflow.callflow.state import CallState
+from ringflow.workflows import carry as budget
+from ringflow.workflows.contract import CallFunctionResult, Carry, RejectedEvent, Turn
 
 FN_REMEMBERED = 200  # answers this run keeps by event id (older ones: see carry.carried_results)
 CANCELS_REMEMBERED = 200

@@ -41,14 +41,14 @@ from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from workflows.campaign_base import RETRY
-from workflows.campaign_legacy import LegacyLoop
+from ringflow.workflows.campaign_base import RETRY
+from ringflow.workflows.campaign_legacy import LegacyLoop
 
 with workflow.unsafe.imports_passed_through():
-    from activities.campaign_acts import Attempt, Ended, RoundRequest, RoundResult
-    from activities.campaign_store import Claimed, Outcome, classify
-    from callflow.errors import FlowError
-    from workflows.campaign_messages import CampaignInput, Limits, LimitsChange, LiveCall
+    from ringflow.activities.campaign_acts import Attempt, Ended, RoundRequest, RoundResult
+    from ringflow.activities.campaign_store import Claimed, Outcome, classify
+    from ringflow.callflow.errors import FlowError
+    from ringflow.workflows.campaign_messages import CampaignInput, Limits, LimitsChange, LiveCall
 
 ROUNDS_PATCH = "campaign-rounds-v1"
 HANDOVER_PATCH = "campaign-handover-v1"

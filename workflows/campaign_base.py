@@ -18,14 +18,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.campaign_acts import FinishedRequest
-    from activities.campaign_store import Claimed, Outcome
-    from activities.records import CallRecord
-    from activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
-    from activities.telephony import Dial
-    from workflows.call import CallWorkflow
-    from workflows.campaign_messages import CampaignCarry, CampaignInput, Limits, LiveCall
-    from workflows.client import checked_call_input, workflow_id
+    from ringflow.activities.campaign_acts import FinishedRequest
+    from ringflow.activities.campaign_store import Claimed, Outcome
+    from ringflow.activities.records import CallRecord
+    from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
+    from ringflow.activities.telephony import Dial
+    from ringflow.workflows.call import CallWorkflow
+    from ringflow.workflows.campaign_messages import CampaignCarry, CampaignInput, Limits, LiveCall
+    from ringflow.workflows.client import checked_call_input, workflow_id
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 SHORT = timedelta(seconds=60)

@@ -14,19 +14,19 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from workflows.campaign_base import RETRY, SHORT, CampaignBase
+from ringflow.workflows.campaign_base import RETRY, SHORT, CampaignBase
 
 with workflow.unsafe.imports_passed_through():
-    from activities.campaign_acts import (
+    from ringflow.activities.campaign_acts import (
         ClaimRequest,
         OutcomeRequest,
         OutcomeResult,
         PaceRequest,
         PredialRequest,
     )
-    from activities.campaign_store import Claimed, ClaimResult, Outcome
-    from callflow.errors import FlowError
-    from workflows.campaign_messages import CampaignInput, LiveCall
+    from ringflow.activities.campaign_store import Claimed, ClaimResult, Outcome
+    from ringflow.callflow.errors import FlowError
+    from ringflow.workflows.campaign_messages import CampaignInput, LiveCall
 
 
 class LegacyLoop(CampaignBase):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.campaign_acts import Attempt, Ended
-from activities.campaign_rules import RetryRule, Windows
-from activities.campaign_store import Claimed
-from callflow.model import FlowDefinition
+from ringflow.activities.campaign_acts import Attempt, Ended
+from ringflow.activities.campaign_rules import RetryRule, Windows
+from ringflow.activities.campaign_store import Claimed
+from ringflow.callflow.model import FlowDefinition
 
 CAMPAIGN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$"
 

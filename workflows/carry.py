@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
-from activities.records import TranscriptItem
-from workflows.contract import CallFunctionResult, Turn, encoded_bytes
+from ringflow.activities.records import TranscriptItem
+from ringflow.workflows.contract import CallFunctionResult, Turn, encoded_bytes
 
 TAIL_MAX_TURNS = 50  # turns a run keeps in memory across continue-as-new (for attach, extraction)
 TAIL_MAX_BYTES = 256 * 1024

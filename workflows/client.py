@@ -15,8 +15,8 @@ from typing import Any
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
-from activities.records import call_workflow_id
-from activities.search_attributes import (
+from ringflow.activities.records import call_workflow_id
+from ringflow.activities.search_attributes import (
     RINGFLOW_CAMPAIGN,
     RINGFLOW_DIRECTION,
     RINGFLOW_FLOW,
@@ -24,12 +24,12 @@ from activities.search_attributes import (
     RINGFLOW_STATUS,
     RINGFLOW_TRANSITIONS,
 )
-from activities.telephony import Dial  # noqa: F401  (start_call(..., dial=Dial(to=...)) imports it here)
-from callflow.errors import FlowError, Issue
-from callflow.inputs import resolve_variables, undeclared_variables
-from callflow.model import FlowDefinition
-from callflow.state import CallState
-from workflows.contract import (
+from ringflow.activities.telephony import Dial  # noqa: F401  (start_call(..., dial=Dial(to=...)) imports it here)
+from ringflow.callflow.errors import FlowError, Issue
+from ringflow.callflow.inputs import resolve_variables, undeclared_variables
+from ringflow.callflow.model import FlowDefinition
+from ringflow.callflow.state import CallState
+from ringflow.workflows.contract import (
     MAX_SIGNAL_BYTES,
     MAX_TEXT_CHARS,
     AttachRequest,
@@ -49,7 +49,7 @@ from workflows.contract import (
     call_input_problems,
     encoded_bytes,
 )
-from workflows.room_events import RoomEvent
+from ringflow.workflows.room_events import RoomEvent
 
 __all__ = [
     "MAX_SIGNAL_BYTES",
@@ -247,7 +247,7 @@ class CallHandle:
                 break
         missing = [i for i in range(total) if i not in got]
         if missing and database_url is not None:
-            from activities.persistence import load_transcript
+            from ringflow.activities.persistence import load_transcript
 
             for row in load_transcript(self.call_id, database_url=database_url):
                 if row.idx not in got and row.idx < total:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.records import (
+from ringflow.activities.records import (
     AmdVerdict,
     CallRecord,
     DispatchRequest,
@@ -30,14 +30,14 @@ from activities.records import (
     TranscriptItem,
     WebhookDelivery,
 )
-from activities.records import (
+from ringflow.activities.records import (
     encoded_bytes as encoded_bytes,
 )
-from activities.telephony import Dial
-from callflow.effects import Effect
-from callflow.end_reasons import EndReason
-from callflow.model import FlowDefinition
-from callflow.state import CallState
+from ringflow.activities.telephony import Dial
+from ringflow.callflow.effects import Effect
+from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.model import FlowDefinition
+from ringflow.callflow.state import CallState
 
 __all__ = [  # the records defined in activities/records.py are re-exported: one import for the contract
     "MAX_ARGS_BYTES",

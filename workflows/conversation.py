@@ -10,14 +10,14 @@ import asyncio
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from callflow.effects import Effect
-    from callflow.events import MaxDuration
-    from workflows.agent_presence import agent_lost, final_turn
-    from workflows.call_carry import CallCarry
-    from workflows.call_driver import CallDriver
-    from workflows.contract import CallInput
-    from workflows.dialing import DIAL_PATCH, place_call
-    from workflows.journal_recovery import recover_journal
+    from ringflow.callflow.effects import Effect
+    from ringflow.callflow.events import MaxDuration
+    from ringflow.workflows.agent_presence import agent_lost, final_turn
+    from ringflow.workflows.call_carry import CallCarry
+    from ringflow.workflows.call_driver import CallDriver
+    from ringflow.workflows.contract import CallInput
+    from ringflow.workflows.dialing import DIAL_PATCH, place_call
+    from ringflow.workflows.journal_recovery import recover_journal
 
 REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signal's task
 LATE_TIMER_S = 5.0

@@ -13,8 +13,8 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.call_driver import CallDriver
-    from workflows.contract import (
+    from ringflow.workflows.call_driver import CallDriver
+    from ringflow.workflows.contract import (
         MAX_ARGS_BYTES,
         MAX_TEXT_CHARS,
         CallFunctionResult,

@@ -21,8 +21,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.records import SipOutcome
-    from activities.telephony import (
+    from ringflow.activities.records import SipOutcome
+    from ringflow.activities.telephony import (
         DEFAULT_RINGING_TIMEOUT_S,
         DialRequest,
         DialResult,
@@ -30,11 +30,11 @@ with workflow.unsafe.imports_passed_through():
         PrepareResult,
         sip_identity,
     )
-    from callflow.events import HangUp
-    from workflows.contract import Turn
+    from ringflow.callflow.events import HangUp
+    from ringflow.workflows.contract import Turn
 
 if TYPE_CHECKING:
-    from workflows.call_driver import CallDriver
+    from ringflow.workflows.call_driver import CallDriver
 
 DIAL_PATCH = "sip-dial-v1"
 _RETRY = RetryPolicy(

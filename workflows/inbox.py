@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 
-from workflows.contract import InboxEvent, Tombstone, encoded_bytes
+from ringflow.workflows.contract import InboxEvent, Tombstone, encoded_bytes
 
 SEEN_WINDOW = 4096
 MAX_HELD = 500

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from workflows.contract import (
+from ringflow.workflows.contract import (
     MAX_BATCH,
     MAX_SEQ,
     AgentEvent,

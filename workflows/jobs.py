@@ -29,11 +29,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from activities.http_tool import HttpToolRequest
-    from activities.jobs import TIMED_OUT, JobInput, JobOutput
-    from callflow.effects import JobRun, StartJobs
-    from callflow.events import JobsFinished
-    from callflow.jobs import (
+    from ringflow.activities.http_tool import HttpToolRequest
+    from ringflow.activities.jobs import TIMED_OUT, JobInput, JobOutput
+    from ringflow.callflow.effects import JobRun, StartJobs
+    from ringflow.callflow.events import JobsFinished
+    from ringflow.callflow.jobs import (
         CancelGroup,
         GroupEvent,
         GroupState,
@@ -46,9 +46,9 @@ with workflow.unsafe.imports_passed_through():
         group_result,
         new_group,
     )
-    from workflows import activity_calls as acts
-    from workflows.call_driver import CallDriver
-    from workflows.contract import (
+    from ringflow.workflows import activity_calls as acts
+    from ringflow.workflows.call_driver import CallDriver
+    from ringflow.workflows.contract import (
         MAX_TEXT_CHARS,
         CallFunctionResult,
         CancelRequest,

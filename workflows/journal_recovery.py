@@ -25,11 +25,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.turn_journal import JournalRead
-    from workflows import activity_calls as acts
+    from ringflow.activities.turn_journal import JournalRead
+    from ringflow.workflows import activity_calls as acts
 
 if TYPE_CHECKING:
-    from workflows.call_driver import CallDriver
+    from ringflow.workflows.call_driver import CallDriver
 
 JOURNAL_PATCH = "turn-journal-v1"
 

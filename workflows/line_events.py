@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.records import AmdVerdict, amd_result
-    from callflow.effects import Rejected
-    from callflow.events import DtmfEntered, MachineAnswered, UserIdle, UserSpoke
-    from workflows.contract import CallEvent, Turn
+    from ringflow.activities.records import AmdVerdict, amd_result
+    from ringflow.callflow.effects import Rejected
+    from ringflow.callflow.events import DtmfEntered, MachineAnswered, UserIdle, UserSpoke
+    from ringflow.workflows.contract import CallEvent, Turn
 
 if TYPE_CHECKING:
-    from workflows.call_driver import CallDriver
+    from ringflow.workflows.call_driver import CallDriver
 
 DTMF_PATCH = "dtmf-keys-v1"  # before it, a dtmf event was only carried, not applied
 PATCH_CANCEL_ON_INTERRUPTION = "cancel-on-interruption"

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from callflow.errors import safe_reason
+from ringflow.callflow.errors import safe_reason
 
 SDK_WORKFLOW_LOGGER = "temporalio.worker._workflow_instance"
 

@@ -15,12 +15,12 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.mcp_tools import McpListRequest
-    from callflow.engine import Engine
-    from callflow.mcp_spec import McpServerTools, used_servers
-    from callflow.mcp_tools import missing_tools, pinned_definition
-    from workflows import activity_calls as acts
-    from workflows.contract import CallInput
+    from ringflow.activities.mcp_tools import McpListRequest
+    from ringflow.callflow.engine import Engine
+    from ringflow.callflow.mcp_spec import McpServerTools, used_servers
+    from ringflow.callflow.mcp_tools import missing_tools, pinned_definition
+    from ringflow.workflows import activity_calls as acts
+    from ringflow.workflows.contract import CallInput
 
 PIN_PATCH = "mcp-pin-tools"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from activities.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem, call_workflow_id
-from callflow.state import CallState
-from workflows.call_parts import CallProgress
-from workflows.contract import CallInput, CallView, Turn
-from workflows.inbox import Inbox
+from ringflow.activities.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem, call_workflow_id
+from ringflow.callflow.state import CallState
+from ringflow.workflows.call_parts import CallProgress
+from ringflow.workflows.contract import CallInput, CallView, Turn
+from ringflow.workflows.inbox import Inbox
 
 
 def _ts(t: float | None) -> datetime | None:

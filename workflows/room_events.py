@@ -26,10 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from callflow.events import HangUp
+    from ringflow.callflow.events import HangUp
 
 if TYPE_CHECKING:
-    from workflows.call_driver import CallDriver
+    from ringflow.workflows.call_driver import CallDriver
 
 SEEN_MAX = 200
 

@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey
 
 with workflow.unsafe.imports_passed_through():
-    from activities.search_attributes import (
+    from ringflow.activities.search_attributes import (
         RINGFLOW_CAMPAIGN,
         RINGFLOW_DIRECTION,
         RINGFLOW_DISPOSITION,
@@ -30,9 +30,9 @@ with workflow.unsafe.imports_passed_through():
         RINGFLOW_STATUS,
         RINGFLOW_TRANSITIONS,
     )
-    from callflow.dispositions import declared_dispositions, public_disposition
-    from callflow.state import CallState
-    from workflows.contract import CallInput
+    from ringflow.callflow.dispositions import declared_dispositions, public_disposition
+    from ringflow.callflow.state import CallState
+    from ringflow.workflows.contract import CallInput
 
 PUBLIC_DISPOSITION_PATCH = "public-disposition"
 LAZY_NODE_PATCH = "visibility-lazy-node-v1"

@@ -20,19 +20,19 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.campaign_acts import CampaignActivities
-from activities.dispatch import Dispatcher
-from activities.handler_run import HandlerRunner
-from activities.jobs import JobRunner
-from activities.mcp_tools import mcp_call_tool, mcp_list_tools
-from activities.observability import ActivityLogInterceptor
-from activities.registry import build_activities
-from activities.telephony import Telephony
-from activities.turn_journal import TurnJournalReader
-from workflows import log_redaction
-from workflows.call import CallWorkflow
-from workflows.campaign import CampaignWorkflow
-from workflows.heap import GC_PAUSE_BUCKETS, GC_PAUSE_METRIC, settle_heap
+from ringflow.activities.campaign_acts import CampaignActivities
+from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.handler_run import HandlerRunner
+from ringflow.activities.jobs import JobRunner
+from ringflow.activities.mcp_tools import mcp_call_tool, mcp_list_tools
+from ringflow.activities.observability import ActivityLogInterceptor
+from ringflow.activities.registry import build_activities
+from ringflow.activities.telephony import Telephony
+from ringflow.activities.turn_journal import TurnJournalReader
+from ringflow.workflows import log_redaction
+from ringflow.workflows.call import CallWorkflow
+from ringflow.workflows.campaign import CampaignWorkflow
+from ringflow.workflows.heap import GC_PAUSE_BUCKETS, GC_PAUSE_METRIC, settle_heap
 
 
 def all_activities(
@@ -101,7 +101,9 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     (ringflow.tracing), opens spans inside the workflow with the real module.
     """
     return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("opentelemetry", "workflows")
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(
+            "opentelemetry", "ringflow.workflows"
+        )
     )
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from callflow.importers._common import FlowImportError, ImportResult, flow_name
-from callflow.importers._yaml import to_yaml
-from callflow.importers.dograh import import_dograh
-from callflow.importers.pipecat_editor import import_pipecat_editor
-from callflow.importers.pipecat_legacy import import_pipecat_legacy
-from callflow.loader import MAX_FILE_BYTES, check_bounds
+from ringflow.callflow.importers._common import FlowImportError, ImportResult, flow_name
+from ringflow.callflow.importers._yaml import to_yaml
+from ringflow.callflow.importers.dograh import import_dograh
+from ringflow.callflow.importers.pipecat_editor import import_pipecat_editor
+from ringflow.callflow.importers.pipecat_legacy import import_pipecat_legacy
+from ringflow.callflow.loader import MAX_FILE_BYTES, check_bounds
 
 SOURCES = ("dograh", "pipecat", "pipecat-legacy")
 # What each source is called when telling the user which format was detected; the

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from callflow.errors import Issue, join_path
+from ringflow.callflow.errors import Issue, join_path
 
 DocPath = tuple[str | int, ...]  # where in the imported document: its keys and list indices
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from callflow.importers._common import DocPath, ImportResult, Names, Warnings
-from callflow.importers._templates import TemplateFixer
+from ringflow.callflow.importers._common import DocPath, ImportResult, Names, Warnings
+from ringflow.callflow.importers._templates import TemplateFixer
 
 FLOW_KEYS = (
     "flow",

@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 
-from callflow.importers._common import DocPath, Warnings, function_name, label, text, var_type
+from ringflow.callflow.importers._common import DocPath, Warnings, function_name, label, text, var_type
 
 CONTEXT = {"append": "append", "reset": "reset", "reset_with_summary": "reset_with_summary"}
 _ACTION_NOTES = {"function": "its handler code is not carried"}

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from callflow.importers._common import DocPath, Warnings
-from callflow.templating import BUILTINS, TemplateSyntaxError, compile_template
+from ringflow.callflow.importers._common import DocPath, Warnings
+from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_template
 
 _PLACEHOLDER = re.compile(r"\{\{\s*(.*?)\s*\}\}", re.S)
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")

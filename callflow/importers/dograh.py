@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from callflow.errors import Issue
-from callflow.importers._common import (
+from ringflow.callflow.errors import Issue
+from ringflow.callflow.importers._common import (
     DocPath,
     FlowImportError,
     ImportResult,
@@ -29,8 +29,8 @@ from callflow.importers._common import (
     variables_from_defaults,
     wrong_type,
 )
-from callflow.importers._finish import FlowDraft, finish
-from callflow.importers.dograh_rules import dograh_rule_breaks
+from ringflow.callflow.importers._finish import FlowDraft, finish
+from ringflow.callflow.importers.dograh_rules import dograh_rule_breaks
 
 CONVERSATION = {"startCall": "agent", "agentNode": "agent", "endCall": "end"}
 NOT_CARRIED = {

@@ -17,8 +17,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from callflow.errors import Issue, join_path
-from callflow.importers._common import DocPath, label, text
+from ringflow.callflow.errors import Issue, join_path
+from ringflow.callflow.importers._common import DocPath, label, text
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from callflow.importers._common import (
+from ringflow.callflow.importers._common import (
     DocPath,
     FlowImportError,
     ImportResult,
@@ -25,8 +25,8 @@ from callflow.importers._common import (
     variables_from_defaults,
     wrong_type,
 )
-from callflow.importers._finish import FlowDraft, finish
-from callflow.importers._pipecat import (
+from ringflow.callflow.importers._finish import FlowDraft, finish
+from ringflow.callflow.importers._pipecat import (
     build_function,
     context_strategy,
     convert_actions,

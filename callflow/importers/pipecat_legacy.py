@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from callflow.importers._common import (
+from ringflow.callflow.importers._common import (
     DocPath,
     FlowImportError,
     ImportResult,
@@ -27,8 +27,8 @@ from callflow.importers._common import (
     label,
     node_id,
 )
-from callflow.importers._finish import FlowDraft, finish
-from callflow.importers._pipecat import (
+from ringflow.callflow.importers._finish import FlowDraft, finish
+from ringflow.callflow.importers._pipecat import (
     build_function,
     context_strategy,
     convert_actions,
