@@ -252,7 +252,7 @@ class LiveKitTelephony:
         a consult room (``<room>-consult``), an agent job there tells them ``announce``, then
         they are moved into the caller's room (MoveParticipant, which only LiveKit Cloud serves:
         on the open-source server the move fails, the person is hung up and the caller goes to
-        the entry's fallback; see the README). Each step is found done on a
+        the entry's fallback; see docs/operating.md, "Transfers"). Each step is found done on a
         retry (the person already in the caller's room, or ringing or answered in the consult
         room, the announcer already dispatched), so nobody is dialed or moved twice."""
         consult, identity = f"{req.room}-consult", f"transfer-{req.call_id}"

@@ -1,5 +1,6 @@
 """What the load bench reads (imported by bench/load.py; not a bench): lags and counts
-from the calls' histories, and the CPU and memory of the processes under load.
+from the calls' histories, the CPU and memory of the processes under load, and whether
+the server has settled before a step.
 
 Lag runs from an event's ``at`` (stamped when the agent queued it) to the completion of the
 workflow task that applied it (the first task started after its signal).
@@ -7,13 +8,14 @@ workflow task that applied it (the first task started after its signal).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
 import psutil
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
 STATE_KINDS = {"transition", "event", "hangup"}  # state-changing events; the rest are turns
 
@@ -121,3 +123,41 @@ class Meter:
     def stop(self) -> tuple[float, float]:
         cpu = (self._cpu() - self.c0) / max(1e-9, time.monotonic() - self.t0) * 100
         return round(cpu, 1), round(self.proc.memory_info().rss / 2**20, 1)
+
+
+async def settle(
+    client: Client,
+    queues: list[str],
+    pids: dict[str, int],
+    cpu_pct: float,
+    timeout_s: float,
+    sample_s: float = 1.0,
+    quiet_samples: int = 3,
+) -> dict[str, Any]:
+    """Wait until the previous step has drained, measured, not slept: no workflow open on
+    the bench's task queues (as the server's visibility sees it) and every process in
+    ``pids`` under ``cpu_pct`` of one core, for ``quiet_samples`` samples in a row.
+
+    Without it a step measured the server still working off the step before: the raw
+    design's first step, run right after Ringflow's heaviest, gave a p99 of seconds.
+    Gives up after ``timeout_s`` and says so (``settled`` false), with what it last saw.
+    """
+    start = time.monotonic()
+    query = f'ExecutionStatus="Running" AND ({" OR ".join(f"TaskQueue={q!r}" for q in queues)})'
+    quiet = 0
+    while True:
+        meters = {name: Meter(pid) for name, pid in pids.items()}
+        for m in meters.values():
+            m.start()
+        await asyncio.sleep(sample_s)
+        cpu = {name: m.stop()[0] for name, m in meters.items()}
+        still_open = (await client.count_workflows(query)).count
+        quiet = quiet + 1 if still_open == 0 and max(cpu.values()) <= cpu_pct else 0
+        waited = time.monotonic() - start
+        if quiet >= quiet_samples or waited >= timeout_s:
+            return {
+                "settled": quiet >= quiet_samples,
+                "waited_s": round(waited, 1),
+                "open_workflows": still_open,
+                **{f"{name}_cpu_pct": c for name, c in cpu.items()},
+            }

@@ -8,6 +8,11 @@ in four, a transition. Ringflow's calls go through the agent's real ``Outbox`` a
 ``workflow_sender`` with the agent's settings (coalescing, ``agents/runner.py``); the
 baseline sends every event as its own signal into a workflow that appends it to a list
 (``LoadBaseline``), the raw-signal design. Each side ramps until its p99 passes 300 ms.
+The two sides alternate step by step (Ringflow's N, then the raw design's N), and every
+step waits first until the server has settled (``_load_measure.settle``): no call of the
+step before still open, and the server and both workers back near idle, measured
+(``RINGFLOW_LOAD_SETTLE_CPU_PCT`` of one core, default 10). Each step reports how long it
+waited and the machine's speed probed just before it (``_report.cpu_probe``).
 
 Lag is read from the histories: from an event's ``at`` (stamped when the agent queued it)
 to the completion of the workflow task that applied it (the first task started after its
@@ -46,8 +51,8 @@ os.environ["RINGFLOW_ENCRYPTION"] = "0"
 import psutil
 from _gcwatch import scrape, window
 from _load_calls import AGENT, PERIOD_S, STAGGER_S, RawCall, RingflowCall, drive
-from _load_measure import Meter, read_histories
-from _report import claim_stdout, emit, percentile
+from _load_measure import Meter, read_histories, settle
+from _report import claim_stdout, cpu_probe, emit, percentile
 from _stack import ROOT, bench_stack
 from temporalio.client import Client
 
@@ -70,6 +75,10 @@ WINDOW_S = float(os.environ.get("RINGFLOW_LOAD_WINDOW_S", 10.0 if SHORT else 40.
 SAMPLE = 10 if SHORT else 200  # histories read per step and side (40 gave ~100 lags: p99 was the max)
 TARGET_MS = 300.0
 RESULT_WAITS = 400  # calls whose end is awaited at once (long polls; the server caps them)
+# Settled before a step: every process under load below this (percent of one core) for 3 s
+# in a row and no call open; a step starts anyway after SETTLE_TIMEOUT_S, and says so.
+SETTLE_CPU_PCT = float(os.environ.get("RINGFLOW_LOAD_SETTLE_CPU_PCT", 10.0))
+SETTLE_TIMEOUT_S = 300.0
 # How long the node may trail the call in search attributes (workflows/visibility.py);
 # unset: the call input's default.
 _REFRESH = os.environ.get("RINGFLOW_LOAD_VISIBILITY_REFRESH_S")
@@ -84,6 +93,10 @@ WORKER_METRICS: list[str] = []  # the Ringflow worker's Prometheus endpoint, onc
 REDIS_URL = os.environ.get("RINGFLOW_REDIS_URL", "redis://127.0.0.1:6379/0")
 JOURNAL_REDIS: list[Any] = []  # the one client, made on the running loop
 FLOW = Path("bench/flows/bench.yaml")
+
+
+def _handle(c: RingflowCall | RawCall) -> Any:
+    return c.handle if isinstance(c, RawCall) else c.call.handle
 
 
 async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Meter]) -> dict[str, Any]:
@@ -147,6 +160,9 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
     # limit (1,250 of them failed 46 calls with "namespace concurrent poller limit exceeded").
     waits = asyncio.Semaphore(RESULT_WAITS)
     ok = await asyncio.gather(*(c.finish(waits) for c in calls), return_exceptions=True)
+    # a call whose end raised may still be open: end it, or the next step never settles
+    raised = [_handle(c) for c, x in zip(calls, ok, strict=True) if isinstance(x, BaseException)]
+    await asyncio.gather(*(h.terminate("bench step over") for h in raised), return_exceptions=True)
     why: dict[str, int] = {}  # what went wrong, by kind (an exception by its type)
     for x in ok:
         if x is not None:
@@ -154,7 +170,7 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
             why[kind] = why.get(kind, 0) + 1
     wrong = sum(why.values())
     sample = calls[:: max(1, len(calls) // SAMPLE)][:SAMPLE]
-    handles = [c.handle if isinstance(c, RawCall) else c.call.handle for c in sample]
+    handles = [_handle(c) for c in sample]
     h = await read_histories(handles, t0, t1)
     scale, span = n / len(sample), t1 - t0
     lags = h["state"] + ([] if not raw else h["turns"])  # the raw design: every signal the same
@@ -186,15 +202,30 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
     }
 
 
-async def ramp(client: Client, raw: bool, tq: str, meters: dict[str, Meter]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for n in RAW_STEPS if raw else STEPS:
-        res = await step(client, n, raw, tq, meters)
-        print(json.dumps({"side": "raw" if raw else "ringflow", **res}), file=sys.stderr, flush=True)
-        out.append(res)
-        if res["p99"] is None or res["p99"] > TARGET_MS or res["wrong"]:
-            break
-    return out
+class Side:
+    """One side of the comparison: its steps, task queue, meters and results so far."""
+
+    def __init__(self, name: str, steps: list[int], tq: str, meters: dict[str, Meter]) -> None:
+        self.name, self.steps, self.tq, self.meters = name, steps, tq, meters
+        self.results: list[dict[str, Any]] = []
+        self.done = False
+
+
+async def ramps(client: Client, sides: list[Side], pids: dict[str, int]) -> None:
+    """Both ramps, alternating step by step, each step after the server settled; a side
+    stops at its first step past the target (or with a call ended wrongly)."""
+    for i in range(max(len(side.steps) for side in sides)):
+        for side in sides:
+            if side.done or i >= len(side.steps):
+                continue
+            quiet = await settle(client, [s.tq for s in sides], pids, SETTLE_CPU_PCT, SETTLE_TIMEOUT_S)
+            speed = cpu_probe()  # in this process, while the server is quiet
+            res = await step(client, side.steps[i], side.name == "raw", side.tq, side.meters)
+            res.update(settle=quiet, **speed)
+            print(json.dumps({"side": side.name, **res}), file=sys.stderr, flush=True)
+            side.results.append(res)
+            if res["p99"] is None or res["p99"] > TARGET_MS or res["wrong"]:
+                side.done = True
 
 
 def held(results: list[dict[str, Any]]) -> int:
@@ -258,10 +289,11 @@ async def run() -> list[dict[str, Any]]:
                 ]
                 if redis_pids:
                     meters["redis"] = Meter(redis_pids[0])
-            ours = await ramp(bs.client, False, tq, meters)
-            theirs = await ramp(
-                bs.client, True, f"{tq}-raw", {"server": server, "worker": Meter(baseline.pid), "driver": me}
-            )
+            raw_meters = {"server": server, "worker": Meter(baseline.pid), "driver": me}
+            sides = [Side("ringflow", STEPS, tq, meters), Side("raw", RAW_STEPS, f"{tq}-raw", raw_meters)]
+            pids = {"server": server.proc.pid, "worker": worker.pid, "raw_worker": baseline.pid}
+            await ramps(bs.client, sides, pids)
+            ours, theirs = sides[0].results, sides[1].results
         finally:
             for proc in (worker, baseline):
                 proc.terminate()
@@ -283,6 +315,8 @@ async def run() -> list[dict[str, Any]]:
             "heartbeat_s": AGENT.heartbeat_s,
             "journal": bool(JOURNAL_REDIS),
             "worker_tuning": TUNING or "SDK defaults",
+            "order": "alternating, each step after the server settled",
+            "settle_cpu_pct": SETTLE_CPU_PCT,
         }
     ]
     raw_at = {r["n"]: r for r in theirs}

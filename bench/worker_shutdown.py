@@ -14,7 +14,6 @@ The baseline of both is the same update on a call whose worker is alive.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -114,7 +113,7 @@ async def round_(bs, stop: signal.Signals, log: Path) -> tuple[list[int], list[i
 
 
 async def main() -> None:
-    from _report import metric
+    from _report import emit, metric
 
     os.environ.setdefault("RINGFLOW_CODEC_KEYS", f"bench:{generate_key()}")
     async with bench_stack() as bs:
@@ -122,16 +121,12 @@ async def main() -> None:
         term, steady_1 = await round_(bs, signal.SIGTERM, log)
         kill, steady_2 = await round_(bs, signal.SIGKILL, log)
     steady = steady_1 + steady_2
-    print(
-        json.dumps(
-            {
-                "bench": "worker_shutdown",
-                "metrics": [
-                    metric("next_update_after_sigterm", term, steady, unit="ms"),
-                    metric("next_update_after_sigkill", kill, steady, unit="ms"),
-                ],
-            }
-        )
+    emit(
+        "worker_shutdown",
+        [
+            metric("next_update_after_sigterm", term, steady, unit="ms"),
+            metric("next_update_after_sigkill", kill, steady, unit="ms"),
+        ],
     )
 
 

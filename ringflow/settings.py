@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     # `ringflow worker` on SIGTERM: how long running activities may finish before they are
     # cancelled. Keep it below the pod's terminationGracePeriodSeconds.
     graceful_shutdown_s: float = Field(default=20.0, ge=0)
-    # Worker tuning (README, "Worker tuning", measured with bench/load.py): the sticky cache
+    # Worker tuning (docs/performance.md, "Worker tuning", measured with bench/load.py): the sticky cache
     # holds each live call's workflow between its tasks (a call evicted from it is replayed
     # from its whole history on its next signal), workflow-task slots and pollers. None: the
     # Temporal SDK's default (1000 cached, 100 slots, 5 pollers).
@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     # Whether `ringflow worker` runs workflows in Temporal's sandbox (workflows/worker.py,
     # workflow_runner). On while developing and in the test suite, where it catches a
     # non-deterministic call in workflow code; off in the deployed worker, where it cost a
-    # fifth of the worker's CPU per workflow task (bench/load.py, README "Worker tuning").
+    # fifth of the worker's CPU per workflow task (bench/load.py, docs/performance.md "Worker tuning").
     worker_sandbox: bool = True
 
     # The realtime agent (`ringflow agent`): LiveKit keeps its conventional variable names.

@@ -1,6 +1,6 @@
 """Safe upgrades of running calls: the patching rule, checked, and a live call crossing a deploy.
 
-Ringflow upgrades by patching (see README, "Rolling out a change"): a deploy replays every
+Ringflow upgrades by patching (see docs/deploying.md, "Rolling out a change"): a deploy replays every
 running call on the new code, so behaviour changes in ``workflows/`` are guarded by
 ``workflow.patched``. The rule is checked three ways: the replay tests replay the last
 release's recorded calls (``tests/test_replay.py``); the test below fails when the

@@ -1,5 +1,5 @@
-"""A receiver built on the ``standardwebhooks`` package, as the README tells operators to
-build one, accepts Ringflow's deliveries and refuses replays of them."""
+"""A receiver built on the ``standardwebhooks`` package, as docs/operating.md tells
+operators to build one, accepts Ringflow's deliveries and refuses replays of them."""
 
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 def worker_tuning(config: Any) -> dict[str, Any]:
     """The worker's sticky cache, workflow-task slots, pollers and sandbox, from settings
-    (measured with bench/load.py: README, "Worker tuning"); unset ones keep the SDK's
+    (measured with bench/load.py: docs/performance.md, "Worker tuning"); unset ones keep the SDK's
     defaults."""
     out: dict[str, Any] = {}
     if (cache := getattr(config, "worker_max_cached_workflows", None)) is not None:
