@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
 COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: setup test lint run bench bench-load bench-campaign clean lock
+.PHONY: setup test lint run bench bench-load bench-campaign histories clean lock
 
 setup: $(STAMP)
 
@@ -47,6 +47,16 @@ bench-load: setup  # the full capacity ramp of bench/load.py (many minutes)
 
 bench-campaign: setup  # bench/campaign.py at full size: 10,000 contacts at 4 cps (80+ minutes)
 	$(BIN)/python bench/campaign.py
+
+# A release's baseline (docs/versioning.md): re-record every saved history the replay tests
+# read (tests/histories/: the calls, then the campaign) on today's workflow code, then the
+# release record tests/workflow_release.json (version, code fingerprint, patch registry).
+# Run it only once no call or campaign started on the previous release can still be running.
+histories: setup
+	rm -f tests/histories/*.json
+	$(BIN)/python tests/make_histories.py --force
+	$(BIN)/python tests/make_campaign_history.py
+	$(BIN)/python tests/workflow_fingerprint.py --record
 
 clean:
 	rm -rf $(VENV) .ringflow .pytest_cache

@@ -1,19 +1,18 @@
-"""The campaign workflow's activities: claiming contacts, pacing, the last check before a
-dial, outcomes, following a call across continue-as-new, the campaign-finished webhook.
+"""The campaign workflow's activities: rounds (outcomes, claiming contacts, pacing, the last
+checks before a dial), following calls across continue-as-new, the counts and the
+campaign-finished webhook.
 
 A campaign's history is what bounds how many contacts one run holds, so the work is done in
 rounds (``campaign_round``): one activity records the outcomes of the calls that ended
 since the last round, gives back attempts the workflow did not dial, claims the next batch
 of due contacts, paces each on the trunk and makes the last checks; the workflow then
 starts the batch's calls (with ``lead_s``: the round comes back that long before its first
-slot, each call with its slot, and the call's dial waits for it). The per-attempt
-activities before it stay registered for campaigns started on the earlier code (their
-histories replay through them).
+slot, each call with its slot, and the call's dial waits for it).
 
 Pacing is one limiter per trunk in Redis, shared by every campaign and worker using the
 trunk: each attempt reserves the next free slot (``1/cps`` after the trunk's last one,
-reserved atomically by a Lua script on Redis' own clock) and waits for it. A campaign
-needs Redis; without it the pacing activity fails saying so, and the campaign pauses.
+reserved atomically by a Lua script on Redis' own clock) and its dial waits for it. A
+campaign needs Redis; without it the round fails saying so, and the campaign pauses.
 """
 
 from __future__ import annotations
@@ -42,57 +41,19 @@ from ringflow.activities.webhook import (
     sign,
 )
 
-# Reserve the trunk's next slot: max(now, last + interval); returns how long to wait (ms).
-_RESERVE = """
+# Reserve the trunk's next slot, max(now, last + interval): returns the slot (ms on Redis'
+# clock) and how long to wait for it (ms).
+_RESERVE_AT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
 local slot = math.max(now, last + tonumber(ARGV[1]))
 redis.call('SET', KEYS[1], slot, 'PX', slot - now + 60000)
-return slot - now
+return {slot, slot - now}
 """
-# The same, returning the slot itself (ms on Redis' clock) and how long to wait for it (ms).
-_RESERVE_AT = _RESERVE.replace("return slot - now", "return {slot, slot - now}")
 REDIS_REQUIRED = (
     "campaign pacing needs Redis (one limiter per trunk, shared by every campaign): set RINGFLOW_REDIS_URL"
 )
-
-
-class ClaimRequest(BaseModel):
-    campaign_id: str
-    claim_key: str
-    limit: int = Field(ge=1)
-    windows: Windows
-    max_attempts: int
-
-
-class PredialRequest(BaseModel):
-    campaign_id: str
-    idx: int
-    attempt: int
-    windows: Windows
-
-
-class PaceRequest(PredialRequest):
-    """Wait for the attempt's slot on the trunk, then the last checks (:func:`store.predial`)."""
-
-    trunk: str
-    cps: float = Field(gt=0)
-
-
-class OutcomeRequest(BaseModel):
-    campaign_id: str
-    idx: int
-    attempt: int
-    outcome: store.Outcome
-    retry: dict[str, RetryRule]
-    max_attempts: int
-    time_scale: float = 1.0
-
-
-class OutcomeResult(BaseModel):
-    state: str
-    next_at: float | None = None
 
 
 class Attempt(BaseModel):
@@ -119,10 +80,9 @@ class RoundRequest(BaseModel):
     release: list[Attempt] = []
     retry: dict[str, RetryRule] = {}
     time_scale: float = 1.0
-    # Set (campaign-slots-v1): the round returns ``lead_s`` before its first slot, each call
-    # with its slot, and the dial waits for it (``Dial.not_before``); unset: the round waits
-    # for each slot itself and the workflow dials when it returns.
-    lead_s: float | None = Field(None, ge=0, le=15)
+    # The round returns ``lead_s`` before its first slot, each call with its slot, and the
+    # dial waits for it (``Dial.not_before``).
+    lead_s: float = Field(ge=0, le=15)
 
 
 class RoundResult(BaseModel):
@@ -152,11 +112,6 @@ async def _sleep_until(at: float) -> None:
         activity.heartbeat()
 
 
-async def reserve_slot(redis: Redis, trunk: str, cps: float) -> float:
-    """Seconds until this attempt's slot on the trunk."""
-    return int(await redis.eval(_RESERVE, 1, pacer_key(trunk), max(1, round(1000 / cps)))) / 1000.0
-
-
 async def reserve_slot_at(redis: Redis, trunk: str, cps: float) -> tuple[float, float]:
     """This attempt's slot on the trunk (epoch seconds, Redis' clock) and the seconds until it."""
     slot, wait = await redis.eval(_RESERVE_AT, 1, pacer_key(trunk), max(1, round(1000 / cps)))
@@ -183,11 +138,6 @@ class CampaignActivities:
         return [
             self.campaign_round,
             self.campaign_await_calls,
-            self.campaign_claim,
-            self.campaign_pace,
-            self.campaign_release,
-            self.campaign_outcome,
-            self.campaign_await_call,
             self.campaign_counts,
             self.campaign_finished,
         ]
@@ -211,29 +161,19 @@ class CampaignActivities:
             assert redis is not None
             # The batch's slots are reserved together, so a round that follows this one
             # while it waits reserves the slots right after them: the pace stays even.
+            # Back ``lead_s`` before the first slot: the calls start ahead and each dial
+            # waits for its slot, so neither the workflow's tasks nor a continue-as-new
+            # shorter than the lead delay a dial. The last checks run now, for the slot's
+            # time (the window), and the attempt row gets its slot as its dial time.
             start = time.monotonic()
-            if req.lead_s is None:
-                waits = [await reserve_slot(redis, req.trunk, req.cps) for _ in claim.claimed]
-                for c, wait in zip(claim.claimed, waits, strict=True):
-                    await _sleep_until(start + wait)
-                    verdict = await self._predial(req, c, time.time())
-                    if verdict == "go":
-                        ready.append(c)
-                    else:
-                        skipped[verdict] += 1
-            else:
-                # Back ``lead_s`` before the first slot: the calls start ahead and each dial
-                # waits for its slot, so neither the workflow's tasks nor a continue-as-new
-                # shorter than the lead delay a dial. The last checks run now, for the slot's
-                # time (the window), and the attempt row gets its slot as its dial time.
-                slots = [await reserve_slot_at(redis, req.trunk, req.cps) for _ in claim.claimed]
-                await _sleep_until(start + slots[0][1] - req.lead_s)
-                for c, (slot, _) in zip(claim.claimed, slots, strict=True):
-                    verdict = await self._predial(req, c, slot)
-                    if verdict == "go":
-                        ready.append(c.model_copy(update={"slot": slot}))
-                    else:
-                        skipped[verdict] += 1
+            slots = [await reserve_slot_at(redis, req.trunk, req.cps) for _ in claim.claimed]
+            await _sleep_until(start + slots[0][1] - req.lead_s)
+            for c, (slot, _) in zip(claim.claimed, slots, strict=True):
+                verdict = await self._predial(req, c, slot)
+                if verdict == "go":
+                    ready.append(c.model_copy(update={"slot": slot}))
+                else:
+                    skipped[verdict] += 1
         return RoundResult(
             ready=ready,
             skipped=dict(skipped),
@@ -308,56 +248,6 @@ class CampaignActivities:
         return await asyncio.to_thread(
             store.claim, self.database_url, campaign_id, key, limit, windows, max_attempts, time.time()
         )
-
-    @activity.defn(name="campaign_claim")
-    async def campaign_claim(self, req: ClaimRequest) -> store.ClaimResult:
-        return await self._claim(req.campaign_id, req.claim_key, req.limit, req.windows, req.max_attempts)
-
-    @activity.defn(name="campaign_pace")
-    async def campaign_pace(self, req: PaceRequest) -> str:
-        """``go`` once the attempt's slot has come and the contact may still be called, else
-        why not (``dnc``, ``window``). One activity, so the checks run right before the dial
-        (and the history keeps one activity per attempt for both)."""
-        left = await reserve_slot(self._pacer(), req.trunk, req.cps)
-        while left > 0:  # heartbeats let a lost worker's reservation be noticed and retried
-            await asyncio.sleep(min(left, 5.0))
-            left -= 5.0
-            activity.heartbeat()
-        return await asyncio.to_thread(
-            store.predial, self.database_url, req.campaign_id, req.idx, req.attempt, req.windows, time.time()
-        )
-
-    @activity.defn(name="campaign_release")
-    async def campaign_release(self, req: PredialRequest) -> None:
-        await asyncio.to_thread(
-            store.release, self.database_url, req.campaign_id, req.idx, req.attempt, time.time()
-        )
-
-    @activity.defn(name="campaign_outcome")
-    async def campaign_outcome(self, req: OutcomeRequest) -> OutcomeResult:
-        state, next_at = await asyncio.to_thread(
-            store.record_outcome,
-            self.database_url,
-            req.campaign_id,
-            req.idx,
-            req.attempt,
-            req.outcome,
-            req.retry,
-            req.max_attempts,
-            req.time_scale,
-            time.time(),
-        )
-        return OutcomeResult(state=state, next_at=next_at)
-
-    @activity.defn(name="campaign_await_call")
-    async def campaign_await_call(self, call_id: str) -> store.Outcome:
-        """A call started by an earlier run of the campaign (before continue-as-new): its end."""
-        task = asyncio.ensure_future(self._outcome(call_id))
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=10.0)
-            if done:
-                return task.result()
-            activity.heartbeat()
 
     @activity.defn(name="campaign_counts")
     async def campaign_counts(self, campaign_id: str) -> dict[str, dict[str, int]]:

@@ -3,16 +3,12 @@
 A small campaign on a private dev server, every call a real child CallWorkflow dialed against
 the LiveKit fake, with outcomes that exercise each branch (reached, busy retried, no answer,
 voicemail, do-not-call mid-campaign) and ``max_history_events`` low enough that it continues
-as new while calls are live; every run's history is saved. Payloads are not encrypted (the
-pydantic converter alone), so the replay test needs no key. Re-record at a release:
+as new while calls are live; every run's history is saved as ``campaign_run<N>.json`` (the
+old files go first). Payloads are not encrypted (the pydantic converter alone), so the
+replay test needs no key. Re-recorded at a release, with the call histories, by
+``make histories`` (see ``tests/make_histories.py``); alone:
 
     .venv/bin/python tests/make_campaign_history.py
-
-It records ``campaign_slots_run<N>.json`` (the rounds loop with ``campaign-slots-v1``: each
-call's dial waits for its slot). ``campaign_rounds_run<N>.json`` were recorded on the rounds
-before that patch, ``campaign_run1.json`` and ``campaign_run2.json`` on the first loop (one
-activity per attempt step), before ``campaign-rounds-v1``; they stay, so campaigns started
-on that code still replay.
 """
 
 from __future__ import annotations
@@ -44,6 +40,7 @@ from tests.campaignkit import REDIS, contacts, stand_in_agent  # noqa: E402
 from tests.wfkit import clinic  # noqa: E402
 
 OUT = ROOT / "tests" / "histories" / "campaign"
+IDENTITY = "make-histories"  # fixed, so no host name lands in the files
 
 
 async def record() -> None:
@@ -61,7 +58,10 @@ async def record() -> None:
                 lk.set_answer(people[1], "busy")
                 lk.set_answer(people[2], "no_answer")
                 client = await Client.connect(
-                    stack.address, namespace=stack.namespace, data_converter=pydantic_data_converter
+                    stack.address,
+                    namespace=stack.namespace,
+                    identity=IDENTITY,
+                    data_converter=pydantic_data_converter,
                 )
                 await register_search_attributes(client, stack.namespace)
                 db = f"sqlite:///{Path(tmp) / 'ringflow.db'}"
@@ -79,7 +79,9 @@ async def record() -> None:
                     },
                 )
                 async with (
-                    build_worker(client, settings, task_queue="histories", telephony=phone),
+                    build_worker(
+                        client, settings, task_queue="histories", telephony=phone, identity=IDENTITY
+                    ),
                     stand_in_agent(client, lk, {people[3]: "voicemail"}),
                 ):
                     handle = await start_campaign(
@@ -88,10 +90,12 @@ async def record() -> None:
                     store.add_dnc(db, [people[7]], now=0)
                     await handle.result()
                 OUT.mkdir(parents=True, exist_ok=True)
+                for old in OUT.glob("*.json"):
+                    old.unlink()
                 runs = [wf async for wf in client.list_workflows("WorkflowId = 'campaign-history'")]
                 for n, wf in enumerate(sorted(runs, key=lambda w: w.start_time), 1):
                     history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-                    path = OUT / f"campaign_slots_run{n}.json"
+                    path = OUT / f"campaign_run{n}.json"
                     path.write_text(history.to_json() + "\n")
                     print(f"{path.relative_to(ROOT)}: {len(history.events)} events")
         finally:

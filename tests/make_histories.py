@@ -8,12 +8,15 @@ that a change to ``workflows/`` (or to the engine it runs) still replays calls t
 were started before the change, i.e. that deploying it will not break calls in flight.
 
 So do NOT regenerate a history to make a failing replay test pass: the failure is the
-finding. Make the change compatible (``workflow.patched``) or version the workflow.
-Regenerate only when the change is deliberate and no old call can still be running
-(before the first release, or after draining), and add new scenarios freely:
+finding. Make the change compatible (``workflow.patched`` with an id registered in
+``workflows/patches.py``, see ``docs/versioning.md``). Regenerate only at a release, once no
+call started on the previous one can still be running (``tests/histories/`` is then the new
+release's baseline), and add new scenarios freely:
 
+    make histories                                      # a release: every call and campaign
+                                                        # history, then the release record
     .venv/bin/python tests/make_histories.py            # writes only missing files
-    .venv/bin/python tests/make_histories.py --force    # rewrites every file
+    .venv/bin/python tests/make_histories.py --force    # rewrites every call history
     .venv/bin/python tests/make_histories.py --only lead_hangup
 
 Everything in a history is fictional: names, years of birth, phone-free inputs. The
@@ -246,8 +249,8 @@ async def lead_hangup(client: Client, tq: str) -> Handles:
 
 
 async def lead_trailing_node(client: Client, tq: str) -> Handles:
-    """Patched visibility-lazy-node-v1: an attached call's transitions leave the node and
-    transition count in search attributes for a later task; the hangup writes them."""
+    """The trailing node: an attached call's transitions leave the node and transition
+    count in search attributes for a later task; the hangup writes them."""
     d = flow("lead_qualification")
     call = await start_call(
         client, d, task_queue=tq, call_id="hist-lead-trailing-node", variables={"campaign": "webinar"}
@@ -556,7 +559,7 @@ async def crm_mcp_tools(client: Client, tq: str) -> Handles:
 
 
 async def kiosk_empty_inputs(client: Client, tq: str) -> Handles:
-    """Empty inputs of every kind (the ``idle-kind-v1`` patch) on a push-to-talk kiosk that
+    """Empty inputs of every kind (``UserIdle.kind``) on a push-to-talk kiosk that
     waits instead of hanging up: an empty press, speech with no words, a kind that is not
     one (refused), silences past the give-up mark (no end), then the guest speaks and a
     handler checks them in."""
@@ -683,12 +686,6 @@ def main() -> None:
     args = parser.parse_args()
     os.chdir(ROOT)  # flow sources, and so handler modules, are found relative to the repository
     asyncio.run(record_all(Options(force=args.force, only=args.only)))
-    if args.force and not args.only:  # a release's recording: the upgrade rule's new baseline
-        import tomllib
-
-        from tests.workflow_fingerprint import write_manifest
-
-        write_manifest(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 
 
 if __name__ == "__main__":

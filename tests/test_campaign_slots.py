@@ -1,4 +1,4 @@
-"""Each attempt's dial keeps its slot on the trunk (``campaign-slots-v1``): a round comes back
+"""Each attempt's dial keeps its slot on the trunk: a round comes back
 ``LEAD_S`` before its first slot, the calls start then, and each call's dial waits for its
 slot (``Dial.not_before``), so neither the round's batching nor a continue-as-new moves a dial.
 Real workflows, real Redis pacing, calls dialed against the LiveKit fake."""

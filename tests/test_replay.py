@@ -4,8 +4,9 @@ Temporal rebuilds a workflow's state by re-running its code against the recorded
 history; if a change to ``workflows/`` (or to the engine) makes the code issue other
 commands than it recorded, every call still running when the worker is upgraded gets
 stuck. These tests catch that before a deploy. The histories come from real calls
-(``tests/make_histories.py``); when one fails here, fix the code (``workflow.patched``)
-rather than regenerating the file. No server is needed: replay runs in-process.
+(``tests/make_histories.py``); when one fails here, fix the code (``workflow.patched`` with
+an id registered in ``workflows/patches.py``) rather than regenerating the file. No server
+is needed: replay runs in-process.
 """
 
 from __future__ import annotations

@@ -21,8 +21,6 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from ringflow.workflows.call_driver import CallDriver
 
-PATCH_UNATTENDED_END = "final-turn-before-any-agent"
-FINAL_TURN_ANY_PATCH = "final-turn-any-end-v1"  # the agent's hangup waited for after any end
 AGENT_END_GRACE_S = 10.0
 
 
@@ -36,8 +34,7 @@ async def final_turn(wf: CallDriver) -> None:
     if wf.call.flow_state.end_reason != "completed":
         await agent_catches_up(wf)
         return
-    unattended = wf.call.status == "dialing" and workflow.patched(PATCH_UNATTENDED_END)
-    if wf.call.agent_id is None and not unattended:
+    if wf.call.agent_id is None and wf.call.status != "dialing":
         return
     try:
         await workflow.wait_condition(
@@ -59,7 +56,6 @@ async def agent_catches_up(wf: CallDriver) -> None:
         or wf.call.agent_id is None
         or wf.agent_left
         or wf.call.flow_state.end_reason in ("agent_lost", "error")
-        or not workflow.patched(FINAL_TURN_ANY_PATCH)
     ):
         return
     try:

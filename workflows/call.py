@@ -51,14 +51,11 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.intake import Refusal, intake, intake_one, read_request
     from ringflow.workflows.jobs import Jobs
     from ringflow.workflows.journal_recovery import recover_journal
-    from ringflow.workflows.mcp_pin import PIN_PATCH, needs_pin, pin_tools
+    from ringflow.workflows.mcp_pin import needs_pin, pin_tools
     from ringflow.workflows.record import call_view
     from ringflow.workflows.room_events import RoomEvent, on_room_event
     from ringflow.workflows.visibility import Visibility
 
-REFUSE_UNDECLARED_PATCH = "refuse-undeclared-variables"
-BOUNDED_INPUT_PATCH = "bounded-call-input-text"
-MALFORMED_UPDATE_PATCH = "malformed-update-recorded-v1"
 NO_PAYLOAD = RawValue(Payload())  # an update sent with no payload (the handlers' default)
 M = TypeVar("M", bound=BaseModel)
 
@@ -153,20 +150,20 @@ class CallWorkflow:
                 non_retryable=True,
             )
         undeclared = undeclared_variables(inp.definition.flow, inp.variables) if inp.carry is None else []
-        if undeclared and workflow.patched(REFUSE_UNDECLARED_PATCH):  # a client that skipped the check
+        if undeclared:  # a client that skipped the check
             raise ApplicationError(
                 f"call {inp.call_id} cannot start: " + "; ".join(str(i) for i in undeclared[:10]),
                 type="InvalidCallInput",
                 non_retryable=True,
             )
         too_long = call_input_problems(inp) if inp.carry is None else []
-        if too_long and workflow.patched(BOUNDED_INPUT_PATCH):
+        if too_long:
             raise ApplicationError(
                 f"call {inp.call_id} cannot start: " + "; ".join(too_long),
                 type="InvalidCallInput",
                 non_retryable=True,
             )
-        if not self.tools_ready and workflow.patched(PIN_PATCH):
+        if not self.tools_ready:
             await pin_tools(self.d)
         self.tools_ready = True
         try:
@@ -333,8 +330,7 @@ class CallWorkflow:
     def request(self, name: str, raw: RawValue, model: type[M]) -> M:
         got = self.read(name, raw, model)
         if isinstance(got, Refusal):
-            if workflow.patched(MALFORMED_UPDATE_PATCH):
-                self.d.record_rejected(got.event_id, got.reason)
+            self.d.record_rejected(got.event_id, got.reason)
             raise ApplicationError(got.reason, type="MalformedRequest", non_retryable=True)
         return got
 

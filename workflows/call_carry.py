@@ -26,8 +26,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from ringflow.workflows.record import build_record, transcript_items
 
-TRANSCRIPT_TAIL = 50  # the tail carried before can-bytes-v1 (replayed histories only)
-
 
 class CallCarry:
     """Continue-as-new and finish, on the call the driver holds."""
@@ -46,16 +44,12 @@ class CallCarry:
 
     async def continue_as_new(self) -> None:
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self.d.tasks)
-        bounded = workflow.patched("can-bytes-v1")
         turns = self.d.transcript.turns
-        if bounded:
-            cut = budget.tail_start(turns)
-        else:
-            cut = max(0, len(turns) - TRANSCRIPT_TAIL)
+        cut = budget.tail_start(turns)
         await self.store_transcript(turns[:cut], self.d.transcript.base)
         tail = turns[cut:]
         next_seq, seen, held = self.d.inbox.carry()
-        fn_results, fn_done = self.d.functions.for_next_run(bounded)
+        fn_results, fn_done = self.d.functions.for_next_run()
         carry = Carry(
             state=self.d.call.flow_state,
             status=self.d.call.status,
@@ -75,12 +69,12 @@ class CallCarry:
             hangup_seen=self.d.call.hangup_seen,
             fn_results=fn_results,
             fn_done=fn_done,
-            held_since=self.d.inbox.held_since if bounded else None,
+            held_since=self.d.inbox.held_since,
             sip=self.d.call.sip,
             amd=self.d.call.amd,
         )
         nxt = self.d.inp.model_copy(update={"carry": carry})
-        if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
+        if encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
             # The flow's own size (definition, variables, handler state) leaves no room: end the
             # call cleanly instead of ordering a continue-as-new the server would refuse.
             self.d.fail_call(f"the call's state is {encoded_bytes(nxt)} bytes, too large to carry on")
@@ -106,9 +100,7 @@ class CallCarry:
         # The whole transcript goes to the database when the record could not carry it inline
         # (the head of a continued-as-new call is there already; a long one would not fit a
         # payload): the record then holds none and every reader takes the stored one.
-        in_db = (
-            self.d.transcript.base > 0 or self.d.transcript.bytes > budget.RECORD_MAX_BYTES
-        ) and workflow.patched("whole-transcript-v1")
+        in_db = self.d.transcript.base > 0 or self.d.transcript.bytes > budget.RECORD_MAX_BYTES
         if in_db:
             await self.store_transcript(self.d.transcript.turns, self.d.transcript.base)
         record = build_record(

@@ -58,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from ringflow.workflows.inbox import Inbox
     from ringflow.workflows.intake import Refusal, explain, tombstone
-    from ringflow.workflows.line_events import PATCH_CANCEL_ON_INTERRUPTION, apply_line_event
+    from ringflow.workflows.line_events import apply_line_event
     from ringflow.workflows.visibility import Visibility
 
 REJECTED_TAIL = 50
@@ -322,7 +322,7 @@ class CallDriver:
         de-duplicates on names the agent's event, which is answered once across retries and
         continue-as-new, never the run counter."""
         key = f"{self.inp.call_id}:{event_id}"
-        if not run.cancel_on_interruption or not workflow.patched(PATCH_CANCEL_ON_INTERRUPTION):
+        if not run.cancel_on_interruption:
             return await acts.run_function(
                 run,
                 self.inp.definition,

@@ -139,9 +139,9 @@ class FunctionCalls:
         if event_id not in self.results and len(self.cancel_requested) < CANCELS_REMEMBERED:
             self.cancel_requested.add(event_id)
 
-    def for_next_run(self, bounded: bool) -> tuple[dict[str, CallFunctionResult], list[str]]:
-        """What the next run remembers (nothing before ``can-bytes-v1``)."""
-        return budget.carried_results(self.results, sorted(self.done)) if bounded else ({}, [])
+    def for_next_run(self) -> tuple[dict[str, CallFunctionResult], list[str]]:
+        """What the next run remembers: the results it may be asked again, within the budget."""
+        return budget.carried_results(self.results, sorted(self.done))
 
 
 class Liveness:

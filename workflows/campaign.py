@@ -10,24 +10,24 @@ call (:func:`workflows.client.checked_call_input`: same input and search attribu
 ``RingflowCampaign``). Up to three rounds are in flight, each reserving the slots
 right after the one before, so the pace has no gaps; a round holds about a second of the pace
 (``cps`` attempts), which is what keeps the history short: the events per attempt are
-mostly the child's own (started, completed) and the workflow tasks they cause. Since
-``campaign-slots-v1`` a round comes back ``LEAD_S`` before its first slot (its last checks
-made then, for the slot's time) and each call carries its slot (``Dial.not_before``): the
-call starts ahead, its room and agent get ready, and its dial waits for the slot. So the
-dials keep the pace whatever the workflow's own latency shorter than the lead (a round's
-calls no longer start together at its last slot, and a continue-as-new leaves no gap); a
-pause or cancel stops the calls not started yet, the ones started (their slot within
-about ``LEAD_S``) still dial. A retry's
-due time is a guess the workflow makes from the rules (no timer per contact, no activity
-per outcome); the round that runs then records it and claims what is due.
+mostly the child's own (started, completed) and the workflow tasks they cause. A round comes
+back ``LEAD_S`` before its first slot (its last checks made then, for the slot's time) and
+each call carries its slot (``Dial.not_before``): the call starts ahead, its room and agent
+get ready, and its dial waits for the slot. So the dials keep the pace whatever the
+workflow's own latency shorter than the lead (a continue-as-new leaves no gap); a pause or
+cancel stops the calls not started yet, the ones started (their slot within about
+``LEAD_S``) still dial. A retry's due time is a guess the workflow makes from the rules (no
+timer per contact, no activity per outcome); the round that runs then records it and claims
+what is due. The child calls themselves are ``workflows/campaign_calls.py``.
 
 A child outlives a cancelled campaign (``ParentClosePolicy.ABANDON``): cancelling stops new
 dials and never cuts a live call. The call id is ``<campaign>-<contact>-<attempt>``,
 written in the attempt row before the dial: Temporal starts a child id once, so no attempt
 is ever dialed twice, whatever restarts. Past ``max_history_events`` the campaign continues
-as new, carrying the live calls (followed together by one activity in the next run) and the
-outcomes not recorded yet. Campaigns started before rounds existed finish on the loop they
-started with (``workflows/campaign_legacy.py``, no ``campaign-rounds-v1`` marker).
+as new, carrying the live calls (followed together by one activity in the next run), the
+outcomes not recorded yet and the calls whose start was not confirmed (the next run starts
+them again under the same ids: a child whose parent run closed before the server started it
+is never started, one that did start is followed).
 """
 
 from __future__ import annotations
@@ -39,21 +39,25 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import WorkflowAlreadyStartedError
-
-from ringflow.workflows.campaign_base import RETRY
-from ringflow.workflows.campaign_legacy import LegacyLoop
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.campaign_acts import Attempt, Ended, RoundRequest, RoundResult
+    from ringflow.activities.campaign_acts import Attempt, Ended, FinishedRequest, RoundRequest, RoundResult
     from ringflow.activities.campaign_store import Claimed, Outcome, classify
+    from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
     from ringflow.callflow.errors import FlowError
-    from ringflow.workflows.campaign_messages import CampaignInput, Limits, LimitsChange, LiveCall
+    from ringflow.workflows.campaign_calls import RETRY, call_input, next_ended, outcome_of, start_call
+    from ringflow.workflows.campaign_messages import (
+        CampaignCarry,
+        CampaignInput,
+        Limits,
+        LimitsChange,
+        LiveCall,
+    )
 
-ROUNDS_PATCH = "campaign-rounds-v1"
-HANDOVER_PATCH = "campaign-handover-v1"
-SLOTS_PATCH = "campaign-slots-v1"
-LEAD_S = 3.0  # calls start this long before their slot, and their dial waits for it (slots)
+SHORT = timedelta(seconds=60)
+LEAD_S = 3.0  # calls start this long before their slot, and their dial waits for it
 LOOKAHEAD = 3  # rounds in flight at most (a slow workflow task between rounds leaves no gap)
 ROUND_S = 1.0  # a round claims about this many seconds of the pace
 MAX_BATCH = 100
@@ -69,26 +73,38 @@ def _earliest(*times: float | None) -> float | None:
 
 
 @workflow.defn(name="CampaignWorkflow")
-class CampaignWorkflow(LegacyLoop):
+class CampaignWorkflow:
     @workflow.init
     def __init__(self, inp: CampaignInput) -> None:
-        super().__init__(inp)
+        self.inp = inp
+        c = inp.carry or CampaignCarry(limits=inp.limits)
+        self.limits: Limits = c.limits
+        self.claims = c.claims
+        self.carried = list(c.live)
+        self.live: dict[str, LiveCall] = {lc.call_id: lc for lc in c.live}
+        self.stats: dict[str, int] = dict(c.stats)
+        self.recent: list[float] = list(c.recent)
+        self.paused = c.paused
+        self.pause_reason = c.pause_reason
+        self.cancelled = c.cancelled
+        self.runs = c.runs
+        self.events_before = c.events_before
+        self.pending = list(c.pending)  # calls ended, not recorded yet
+        self.release = list(c.release)  # attempts claimed but not dialed, to give back
+        self.to_start = list(c.to_start)  # calls to start (again): see run
+        self.unconfirmed: dict[str, Claimed] = {}  # calls started, the start not confirmed yet
+        self.starting = 0  # claimed attempts not yet dialed (pacing, last checks)
+        self.rounds = 0  # round activities in flight
+        self.next_due: float | None = None
+        self.wake = False
+        self.shown: str | None = None
         self.returned = 0  # rounds returned so far (this run)
         self.in_flight: list[int] = []  # each round in flight: ``returned`` when it began
         self.retry_log: list[tuple[int, float]] = []  # (round number, earliest retry it set)
         self.timer_at: float | None = None
-        self.handover = False  # continuing as new: a round's calls go to the next run
-        self.slotted = False  # campaign-slots-v1: each call's dial waits for its slot
 
     @workflow.run
     async def run(self, inp: CampaignInput) -> dict[str, Any]:
-        if not workflow.patched(ROUNDS_PATCH):
-            return await self.run_legacy(inp)
-        # Rounds come back LEAD_S before their first slot and each call's dial waits for its
-        # slot (Dial.not_before): the dials keep the pace across the workflow's own pauses
-        # (a round's task, a continue-as-new) shorter than the lead. Before: a round came back
-        # at its last slot and its calls started together, late by the workflow's latency.
-        self.slotted = workflow.patched(SLOTS_PATCH)
         if self.carried:
             self.spawn(self.follow_all(self.carried))
         for c in self.to_start:  # passed their checks in the last run: dial them first
@@ -106,15 +122,11 @@ class CampaignWorkflow(LegacyLoop):
                 await workflow.wait_condition(lambda: not self.paused or self.cancelled or self.wake)
                 continue
             if self.should_continue_as_new():
-                if workflow.patched(HANDOVER_PATCH):
-                    # Not waiting for the calls' starts to be confirmed (seconds on a loaded
-                    # server, with no dials meanwhile): the next run starts those again, under
-                    # the same id, so each still starts once (a child whose parent run closed
-                    # before the server started it is not started).
-                    self.handover = True
-                    await workflow.wait_condition(lambda: not self.rounds)
-                else:
-                    await workflow.wait_condition(lambda: not self.rounds and not self.starting)
+                # Not waiting for the calls' starts to be confirmed (seconds on a loaded
+                # server, with no dials meanwhile): the next run starts those again, under
+                # the same id, so each still starts once (a child whose parent run closed
+                # before the server started it is not started).
+                await workflow.wait_condition(lambda: not self.rounds)
                 workflow.continue_as_new(self.carry())
             free = self.limits.max_concurrent - len(self.live) - self.starting
             due = self.next_due is not None and self.next_due <= workflow.now().timestamp()
@@ -170,7 +182,7 @@ class CampaignWorkflow(LegacyLoop):
             release=release,
             retry=self.inp.retry,
             time_scale=self.inp.time_scale,
-            lead_s=LEAD_S if self.slotted else None,
+            lead_s=LEAD_S,
         )
         try:
             res: RoundResult = await workflow.execute_activity(
@@ -207,12 +219,7 @@ class CampaignWorkflow(LegacyLoop):
             if self.paused or self.cancelled:  # paused while the round waited: not dialed
                 self.release.append(Attempt(idx=c.idx, attempt=c.attempt))
                 self.starting -= 1
-            elif self.handover and not self.slotted:
-                # Slotted, they start now, for their slot: the ones not confirmed at the
-                # continue-as-new are started again by the next run (``carry``).
-                self.to_start.append(c)
-                self.starting -= 1
-            else:
+            else:  # started now, for their slot (those not confirmed by a continue-as-new: ``carry``)
                 self.spawn(self.call(c))
         self.wake = True
 
@@ -220,13 +227,18 @@ class CampaignWorkflow(LegacyLoop):
         lc = LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
         try:
             try:
-                call_inp, attrs = self.call_input(c)
+                call_inp, attrs = call_input(self.inp, c)
             except FlowError as exc:  # a contact's variables the flow refuses: that contact fails
                 self.ended(lc, Outcome(end_reason="invalid_contact", disposition=str(exc)[:200]))
                 return
             self.unconfirmed[c.call_id] = c
+            self.live[c.call_id] = lc
+            if not again:  # again: a start an earlier run made without seeing it confirmed, counted there
+                self.count("dialed")
+                now = workflow.now().timestamp()
+                self.recent = [t for t in self.recent if t > now - 60.0] + [now]
             try:
-                handle = await self.start_call(c, call_inp, attrs, again)
+                handle = await start_call(self.inp, c, call_inp, attrs)
             except WorkflowAlreadyStartedError:  # this attempt's call exists: follow it, never dial again
                 self.spawn(self.follow_all([lc]))
                 return
@@ -234,8 +246,7 @@ class CampaignWorkflow(LegacyLoop):
             self.unconfirmed.pop(c.call_id, None)
             self.starting -= 1
             self.wake = True
-        outcome = await self.outcome_of(handle)
-        self.ended(lc, outcome)
+        self.ended(lc, await outcome_of(handle))
 
     def ended(self, lc: LiveCall, outcome: Outcome) -> None:
         """Kept for the next round to record; a retryable outcome makes a round due when its
@@ -254,15 +265,7 @@ class CampaignWorkflow(LegacyLoop):
         """Calls an earlier run started: one activity waits for the next of them to end."""
         left = {lc.call_id: lc for lc in calls}
         while left:
-            got = await workflow.execute_activity(
-                "campaign_await_calls",
-                list(left),
-                result_type=dict[str, Outcome],
-                start_to_close_timeout=timedelta(days=1),
-                heartbeat_timeout=timedelta(seconds=60),
-                retry_policy=RETRY,
-            )
-            for call_id, outcome in got.items():
+            for call_id, outcome in (await next_ended(list(left))).items():
                 if (lc := left.pop(call_id, None)) is not None:
                     self.ended(lc, outcome)
 
@@ -282,6 +285,102 @@ class CampaignWorkflow(LegacyLoop):
         if self.timer_at == at:
             self.timer_at = None
         self.wake = True
+
+    # --- the end ------------------------------------------------------------------------
+    async def finish(self, status: str) -> dict[str, Any]:
+        inp = self.inp
+        counts = await workflow.execute_activity(
+            "campaign_counts",
+            inp.campaign_id,
+            result_type=dict,
+            start_to_close_timeout=SHORT,
+            retry_policy=RETRY,
+        )
+        self.show(status)
+        try:
+            await workflow.execute_activity(
+                "campaign_finished",
+                FinishedRequest(
+                    campaign_id=inp.campaign_id, flow=self.flow(), status=status, stats=self.stats
+                ),
+                result_type=str,
+                start_to_close_timeout=SHORT,
+                retry_policy=RetryPolicy(maximum_interval=timedelta(minutes=5), maximum_attempts=20),
+            )
+        except Exception as exc:
+            workflow.logger.warning("campaign webhook not delivered: %s", str(exc)[:200])
+        return {"campaign_id": inp.campaign_id, "status": status, "stats": self.stats, **counts}
+
+    # --- helpers ------------------------------------------------------------------------
+    def hold(self, reason: str) -> None:
+        """Pause as an operator would; the workflow pauses itself this way when pacing fails
+        (an update method is not meant to be called as a plain one)."""
+        if not self.cancelled:
+            self.paused = True
+            self.pause_reason = reason[:300]
+            self.show()
+
+    def status(self) -> str:
+        if self.cancelled:
+            return "cancelling" if (self.live or self.starting or self.rounds) else "cancelled"
+        return "paused" if self.paused else "running"
+
+    def flow(self) -> str:
+        return self.inp.definition.flow.flow
+
+    def count(self, name: str, n: int = 1) -> None:
+        if n:
+            self.stats[name] = self.stats.get(name, 0) + n
+
+    def show(self, status: str | None = None) -> None:
+        """Search attributes (campaign, status, flow) only when the status changed: each is an event."""
+        status = status or self.status()
+        if status == self.shown:
+            return
+        workflow.upsert_search_attributes(
+            [
+                RINGFLOW_CAMPAIGN.value_set(self.inp.campaign_id),
+                RINGFLOW_STATUS.value_set(status),
+                RINGFLOW_FLOW.value_set(self.flow()),
+            ]
+        )
+        self.shown = status
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.get_event_loop().create_task(coro)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            if isinstance(exc, ApplicationError | workflow.NondeterminismError):
+                raise exc
+            workflow.logger.error("campaign task failed: %s", str(exc)[:300])
+
+    def should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() > self.inp.max_history_events
+        )
+
+    def carry(self) -> CampaignInput:
+        carry = CampaignCarry(
+            claims=self.claims,
+            live=[lc for lc in self.live.values() if lc.call_id not in self.unconfirmed],
+            stats=self.stats,
+            recent=self.recent,
+            paused=self.paused,
+            pause_reason=self.pause_reason,
+            cancelled=self.cancelled,
+            limits=self.limits,
+            runs=self.runs + 1,
+            events_before=self.events_before + workflow.info().get_current_history_length(),
+            pending=self.pending,
+            release=self.release,
+            to_start=self.to_start + list(self.unconfirmed.values()),
+        )
+        return self.inp.model_copy(update={"carry": carry})
 
     # --- control ------------------------------------------------------------------------
     @workflow.update

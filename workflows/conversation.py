@@ -16,16 +16,15 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.call_carry import CallCarry
     from ringflow.workflows.call_driver import CallDriver
     from ringflow.workflows.contract import CallInput
-    from ringflow.workflows.dialing import DIAL_PATCH, place_call
+    from ringflow.workflows.dialing import place_call
     from ringflow.workflows.journal_recovery import recover_journal
 
-REARM_PATCH = "liveness-rearm-v1"  # the liveness timer moved later from a signal's task
 LATE_TIMER_S = 5.0
 
 
 async def converse(d: CallDriver, carry: CallCarry, inp: CallInput, startup: list[Effect]) -> None:
     d.apply_effects(startup)
-    if inp.dial is not None and inp.carry is None and workflow.patched(DIAL_PATCH):
+    if inp.dial is not None and inp.carry is None:
         d.spawn(place_call(d))
     d.vis.sync(d.call.flow_state, d.call.status)
     settings = inp.definition.flow.settings
@@ -36,15 +35,14 @@ async def converse(d: CallDriver, carry: CallCarry, inp: CallInput, startup: lis
     # event, so the timer may fire early; the checks below then find nothing due and re-arm.
     timer: asyncio.Task[None] | None = None
     timer_at = 0.0
-    rearm = workflow.patched(REARM_PATCH)
     while not d.call.flow_state.ended:
         now = workflow.now().timestamp()
         due = deadline
         if d.call.status == "live":
             due = min(due, d.liveness.due)
-        if d.inbox.held_since is not None and workflow.patched("gap-timer-v1"):
+        if d.inbox.held_since is not None:
             due = min(due, d.inbox.held_since + inp.gap_wait_s)  # see Inbox.skip_gap
-        if rearm and timer is not None and not timer.done() and d.rearm_due(timer_at, deadline):
+        if timer is not None and not timer.done() and d.rearm_due(timer_at, deadline):
             timer.cancel()
             timer = None
         if timer is None or timer.done() or due < timer_at:
@@ -54,7 +52,7 @@ async def converse(d: CallDriver, carry: CallCarry, inp: CallInput, startup: lis
             timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
 
         def woken(t: asyncio.Task[None] = timer, at: float = timer_at) -> bool:  # bound now
-            return d.wake or d.call.flow_state.ended or t.done() or (rearm and d.rearm_due(at, deadline))
+            return d.wake or d.call.flow_state.ended or t.done() or d.rearm_due(at, deadline)
 
         await workflow.wait_condition(woken)
         d.wake = False

@@ -23,8 +23,6 @@ with workflow.unsafe.imports_passed_through():
         encoded_bytes,
     )
 
-DEVICE_RECORD_PATCH = "device-tool-record-v1"
-
 
 class DeviceTools:
     """The workflow's ``function_answer`` query and ``record_device_tool`` update, on the
@@ -45,7 +43,6 @@ class DeviceTools:
         await self.d.caught_up(rec.after_seq)
         if rec.event_id in results:  # recorded while this one waited
             return results[rec.event_id]
-        workflow.patched(DEVICE_RECORD_PATCH)
         entry: dict[str, Any] = {"device_tool": rec.name, "args": rec.args}
         entry["error" if rec.error else "result"] = rec.result
         at = rec.at or workflow.now().timestamp()

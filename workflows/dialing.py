@@ -36,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from ringflow.workflows.call_driver import CallDriver
 
-DIAL_PATCH = "sip-dial-v1"
 _RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5
 )

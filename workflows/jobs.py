@@ -57,7 +57,6 @@ with workflow.unsafe.imports_passed_through():
         encoded_bytes,
     )
 
-JOBS_PATCH = "job-groups-v1"
 LOG_MAX = 400  # envelopes kept for the agent to read; older ones are in the transcript
 FEED_MAX = 100  # envelopes in one query answer
 UPDATE_MAX_BYTES = 8_000  # one progress report's data
@@ -100,7 +99,7 @@ class Jobs:
 
     def start_jobs(self, eff: StartJobs) -> None:
         book = self.job_groups
-        if eff.group_id in book.groups or not workflow.patched(JOBS_PATCH):
+        if eff.group_id in book.groups:
             return
         group, started = new_group(
             eff.group_id, eff.node, eff.name, [j.name for j in eff.jobs], eff.cancel_on_error

@@ -13,8 +13,7 @@ a replay of something already applied a no-op. It reads at three moments:
   good, the max-duration backstop): before the record is built, so it has every turn.
 
 Without Redis on the worker, or with a journal that cannot be read, nothing is recovered
-and the call goes on: a note says so. Deterministic workflow code; patched
-``turn-journal-v1`` so histories from before it replay.
+and the call goes on: a note says so. Deterministic workflow code.
 """
 
 from __future__ import annotations
@@ -31,12 +30,10 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from ringflow.workflows.call_driver import CallDriver
 
-JOURNAL_PATCH = "turn-journal-v1"
-
 
 async def recover_journal(d: CallDriver, why: str) -> int:
     """Apply what the last agent journaled and the workflow lacks; how many events that was."""
-    if d.call.agent_id is None or not workflow.patched(JOURNAL_PATCH):
+    if d.call.agent_id is None:
         return 0
     try:
         found = await acts.read_turn_journal(JournalRead(call_id=d.inp.call_id, next_seq=d.inbox.next_seq))

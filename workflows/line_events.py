@@ -21,23 +21,18 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from ringflow.workflows.call_driver import CallDriver
 
-DTMF_PATCH = "dtmf-keys-v1"  # before it, a dtmf event was only carried, not applied
-PATCH_CANCEL_ON_INTERRUPTION = "cancel-on-interruption"
-IDLE_KIND_PATCH = "idle-kind-v1"  # before it, every user_idle was a silence
-
 
 def apply_line_event(wf: CallDriver, ev: CallEvent) -> None:
     at, event_id, data = ev.at, ev.event_id, ev.data
     if ev.kind == "user_idle":
         empty = data.get("kind")
         # an unknown kind raises ValidationError: recorded as rejected by apply_ready
-        kinded = empty is not None and workflow.patched(IDLE_KIND_PATCH)
-        wf.step(UserIdle(at=at, kind=empty) if kinded else UserIdle(at=at))
+        wf.step(UserIdle(at=at) if empty is None else UserIdle(at=at, kind=empty))
     elif ev.kind == "user_spoke":
         wf.step(UserSpoke(at=at))
     elif ev.kind == "agent_detached":
         wf.record_rejected(event_id, "note: agent detached")
-    elif ev.kind == "dtmf" and workflow.patched(DTMF_PATCH):
+    elif ev.kind == "dtmf":
         keys_pressed(wf, data, at, event_id)
     elif ev.kind == "interruption":
         interrupted(wf, event_id, data.get("cancel"))
@@ -81,7 +76,7 @@ def interrupted(wf: CallDriver, event_id: str | None, target: Any) -> None:
     if handle is None:
         wf.functions.ask_cancel(target)
         return
-    if workflow.patched(PATCH_CANCEL_ON_INTERRUPTION) and not handle.done():
+    if not handle.done():
         handle.cancel()
         wf.record_rejected(event_id, f"note: function call {target} cancelled: the caller interrupted")
 

@@ -22,8 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows import activity_calls as acts
     from ringflow.workflows.contract import CallInput
 
-PIN_PATCH = "mcp-pin-tools"
-
 
 def needs_pin(inp: CallInput) -> bool:
     """A call whose flow uses MCP servers and whose tools are not pinned yet (a first run)."""

@@ -34,8 +34,6 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.state import CallState
     from ringflow.workflows.contract import CallInput
 
-PUBLIC_DISPOSITION_PATCH = "public-disposition"
-LAZY_NODE_PATCH = "visibility-lazy-node-v1"
 TRAILING = frozenset({"node", "transitions"})  # may trail the call (see above)
 
 
@@ -96,12 +94,11 @@ class Visibility:
 
     def trails(self, changed: list[str], now: float) -> bool:
         """Whether this upsert may wait: only trailing keys changed, since the last upsert
-        less than ``visibility_refresh_s`` ago. Histories from before upserted each change."""
+        less than ``visibility_refresh_s`` ago."""
         return (
             bool(self.last)
             and TRAILING.issuperset(changed)
             and now - self.upserted_at < self.inp.visibility_refresh_s
-            and workflow.patched(LAZY_NODE_PATCH)
         )
 
     def count_transition(self) -> None:
@@ -118,12 +115,8 @@ class Visibility:
         )
 
     def disposition(self, value: str | None) -> str:
-        """What may be shown of a disposition (see ``callflow.dispositions``). Histories
-        from before the filter showed the value itself; they replay as they ran."""
-        shown = public_disposition(value, self.declared)
-        if shown != (value or "") and not workflow.patched(PUBLIC_DISPOSITION_PATCH):
-            return value or ""
-        return shown
+        """What may be shown of a disposition (see ``callflow.dispositions``)."""
+        return public_disposition(value, self.declared)
 
     def observe_lag(self, at: float | None) -> None:
         if at is not None:
