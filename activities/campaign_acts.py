@@ -33,7 +33,6 @@ from temporalio.exceptions import ApplicationError
 
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule, Windows
-from ringflow.activities.records import call_workflow_id
 from ringflow.activities.webhook import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -41,6 +40,7 @@ from ringflow.activities.webhook import (
     TIMESTAMP_HEADER,
     sign,
 )
+from ringflow.contract.call import call_workflow_id
 
 # Reserve the trunk's next slot: max(now, last + interval); returns how long to wait (ms).
 _RESERVE = """

@@ -45,7 +45,13 @@ from ringflow.workflows.campaign_base import RETRY
 from ringflow.workflows.campaign_legacy import LegacyLoop
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.campaign_acts import Attempt, Ended, RoundRequest, RoundResult
+    from ringflow.activities.campaign_acts import (
+        Attempt,
+        CampaignActivities,
+        Ended,
+        RoundRequest,
+        RoundResult,
+    )
     from ringflow.activities.campaign_store import Claimed, Outcome, classify
     from ringflow.callflow.errors import FlowError
     from ringflow.workflows.campaign_messages import CampaignInput, Limits, LimitsChange, LiveCall
@@ -173,10 +179,9 @@ class CampaignWorkflow(LegacyLoop):
             lead_s=LEAD_S if self.slotted else None,
         )
         try:
-            res: RoundResult = await workflow.execute_activity(
-                "campaign_round",
+            res: RoundResult = await workflow.execute_activity_method(
+                CampaignActivities.campaign_round,
                 req,
-                result_type=RoundResult,
                 start_to_close_timeout=timedelta(hours=2),
                 heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RETRY,
@@ -254,10 +259,9 @@ class CampaignWorkflow(LegacyLoop):
         """Calls an earlier run started: one activity waits for the next of them to end."""
         left = {lc.call_id: lc for lc in calls}
         while left:
-            got = await workflow.execute_activity(
-                "campaign_await_calls",
+            got = await workflow.execute_activity_method(
+                CampaignActivities.campaign_await_calls,
                 list(left),
-                result_type=dict[str, Outcome],
                 start_to_close_timeout=timedelta(days=1),
                 heartbeat_timeout=timedelta(seconds=60),
                 retry_policy=RETRY,

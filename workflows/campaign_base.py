@@ -20,9 +20,9 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from ringflow.activities.campaign_acts import FinishedRequest
     from ringflow.activities.campaign_store import Claimed, Outcome
-    from ringflow.activities.records import CallRecord
     from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
-    from ringflow.activities.telephony import Dial
+    from ringflow.contract.dial import Dial
+    from ringflow.contract.records import CallRecord
     from ringflow.workflows.call import CallWorkflow
     from ringflow.workflows.campaign_messages import CampaignCarry, CampaignInput, Limits, LiveCall
     from ringflow.workflows.client import checked_call_input, workflow_id
