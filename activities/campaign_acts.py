@@ -32,7 +32,6 @@ from temporalio.exceptions import ApplicationError
 
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule, Windows
-from ringflow.activities.records import call_workflow_id
 from ringflow.activities.webhook import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -40,6 +39,7 @@ from ringflow.activities.webhook import (
     TIMESTAMP_HEADER,
     sign,
 )
+from ringflow.contract.call import call_workflow_id
 
 # Reserve the trunk's next slot, max(now, last + interval): returns the slot (ms on Redis'
 # clock) and how long to wait for it (ms).

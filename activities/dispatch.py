@@ -13,7 +13,7 @@ from typing import Protocol
 
 from temporalio import activity
 
-from ringflow.activities.records import DispatchRequest, DispatchResult
+from ringflow.contract.dial import DispatchRequest, DispatchResult
 
 
 class Dispatcher(Protocol):

@@ -29,10 +29,10 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from ringflow.activities.metrics import timed
-from ringflow.activities.records import encoded_bytes
 from ringflow.callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager
 from ringflow.callflow.handlers import HandlerModuleError, get_handler, load_module
 from ringflow.callflow.schema import SignatureError, handler_schema
+from ringflow.contract.wire import encoded_bytes
 
 log = logging.getLogger(__name__)
 MAX_RESULT_BYTES = 256 * 1024

@@ -18,8 +18,8 @@ from temporalio.exceptions import ApplicationError
 from ringflow.activities.call_definition import call_definition
 from ringflow.activities.mcp_client import call_tool, list_tools
 from ringflow.activities.metrics import timed
-from ringflow.activities.records import encoded_bytes
 from ringflow.callflow.mcp_spec import McpServer, McpServerTools
+from ringflow.contract.wire import encoded_bytes
 
 MCP_UNAVAILABLE = "McpUnavailable"
 MAX_RESULT_BYTES = 64_000

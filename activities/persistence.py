@@ -23,7 +23,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Field, SQLModel, create_engine
 from temporalio import activity
 
-from ringflow.activities.records import CallRecord, TranscriptAppend, TranscriptItem
+from ringflow.contract.records import CallRecord, TranscriptAppend, TranscriptItem
 
 JsonType = JSON().with_variant(JSONB(), "postgresql")
 

@@ -30,7 +30,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
-from ringflow.activities.records import WebhookDelivery
+from ringflow.contract.records import WebhookDelivery
 
 SIGNATURE_HEADER = "webhook-signature"
 DELIVERY_HEADER = "webhook-id"

@@ -12,14 +12,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ringflow.workflows.contract import CallEvent
+from ringflow.agents.controller import FlowController
+from ringflow.agents.runner import AgentRun
+from ringflow.contract.events import CallEvent
 
 log = logging.getLogger(__name__)
 MACHINE = ("machine-vm", "machine-unavailable")  # what goes to voicemail (an IVR is talked to)
 
 
 def report_verdict(
-    controller: Any,
+    controller: FlowController,
     category: str,
     *,
     reason: str | None = None,
@@ -41,7 +43,7 @@ def report_verdict(
     )
 
 
-async def detect_machine(run: Any) -> None:
+async def detect_machine(run: AgentRun) -> None:
     """livekit-agents' detection on the callee's first words; its verdict recorded, a
     machine sent to voicemail."""
     from livekit.agents.voice.amd import AMD

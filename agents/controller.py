@@ -47,18 +47,10 @@ from ringflow.callflow.events import (
 )
 from ringflow.callflow.jobs import CANCEL_TOOL
 from ringflow.callflow.state import CallState
+from ringflow.contract.events import CallEvent, HangupEvent, Heartbeat, Turn, TurnsEvent
+from ringflow.contract.updates import CallFunctionRequest, Snapshot
+from ringflow.contract.wire import MAX_TEXT_CHARS, oversized_args
 from ringflow.workflows.client import CallHandle
-from ringflow.workflows.contract import (
-    MAX_TEXT_CHARS,
-    CallEvent,
-    CallFunctionRequest,
-    HangupEvent,
-    Heartbeat,
-    Snapshot,
-    Turn,
-    TurnsEvent,
-    oversized_args,
-)
 
 __all__ = ["WRAP_UP", "AgentStopped", "FlowController", "SessionPort", "ToolOutcome", "call_locally"]
 log = logging.getLogger(__name__)

@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import jsonschema
 
-from ringflow.agents.hot_path import ToolOutcome
+from ringflow.agents.hot_path import SessionPort, ToolOutcome
+from ringflow.agents.outbox import Outbox
 from ringflow.callflow.compiled import closed
 from ringflow.callflow.effects import SetNode, ToolSpec
+from ringflow.callflow.engine import Engine
 from ringflow.callflow.mcp_spec import MAX_ERROR_CHARS, UNAVAILABLE, McpTool
 from ringflow.callflow.mcp_tools import usable_tool
 from ringflow.callflow.schema import drop_nulls, to_strict
-from ringflow.workflows.contract import CallFunctionResult, DeviceToolRecord
+from ringflow.callflow.state import CallState
+from ringflow.contract.updates import CallFunctionResult, DeviceToolRecord
+from ringflow.workflows.client import CallHandle
 
 log = logging.getLogger(__name__)
 TOOLS_ATTRIBUTE = "ringflow.tools"
@@ -171,14 +176,40 @@ def with_device_tools(eff: SetNode, device: DeviceTools | None, setting: bool | 
 
 
 # --- the controller's side (kept here so agents/controller.py only calls in) -----------------
-def offer(controller: Any, eff: SetNode) -> SetNode:
+class DeviceUser(Protocol):
+    """What the functions below use of the controller (``agents/controller.FlowController``,
+    which calls into this module: a Protocol, so the import runs one way)."""
+
+    call: CallHandle
+    engine: Engine
+    state: CallState
+    seq: int
+    turn_key: str
+    step_no: int
+    clock: Callable[[], float]
+    outbox: Outbox
+    port: SessionPort | None
+    device: DeviceTools | None
+
+    def on_turn(
+        self,
+        role: str,
+        text: str,
+        *,
+        interrupted: bool = False,
+        started_at: float | None = None,
+        ended_at: float | None = None,
+    ) -> None: ...
+
+
+def offer(controller: DeviceUser, eff: SetNode) -> SetNode:
     """``eff`` with the device tools its node offers, for the port to show the LLM."""
     cnode = controller.engine.flow.nodes.get(eff.node)
     setting = cnode.node.device_tools if cnode is not None else False
     return with_device_tools(eff, controller.device, setting)
 
 
-def serves(controller: Any, node: str | None, name: str) -> bool:
+def serves(controller: DeviceUser, node: str | None, name: str) -> bool:
     """Whether the LLM's call of ``name`` on ``node`` is one of the device's tools."""
     device: DeviceTools | None = controller.device
     if device is None or node is None or name not in device.tools:
@@ -189,7 +220,7 @@ def serves(controller: Any, node: str | None, name: str) -> bool:
     return any(t.name == name for t in device.offered(cnode.node.device_tools, set(cnode.functions)))
 
 
-def falls_back(controller: Any, node: str | None, name: str, out: ToolOutcome) -> bool:
+def falls_back(controller: DeviceUser, node: str | None, name: str, out: ToolOutcome) -> bool:
     """Whether a flow function's failed run should go to the device instead: an MCP server
     tool whose server could not be reached, on a node that offers the device's tool of that
     name (the device's tool is the fallback of the server's)."""
@@ -204,7 +235,7 @@ def falls_back(controller: Any, node: str | None, name: str, out: ToolOutcome) -
     return setting is True or (isinstance(setting, list) and name in setting)
 
 
-async def call_device_tool(controller: Any, name: str, args: dict[str, Any]) -> ToolOutcome:
+async def call_device_tool(controller: DeviceUser, name: str, args: dict[str, Any]) -> ToolOutcome:
     """Call the device and record the call and its answer in the workflow, as a function's
     (``workflows/device_record.py``): a turn replayed by a resumed agent is answered from
     that record, and the device is not asked again. Recording is awaited: the answer
@@ -218,8 +249,11 @@ async def call_device_tool(controller: Any, name: str, args: dict[str, Any]) -> 
         known = None
     if known is not None:
         return ToolOutcome(known.get("result"), run_llm=True, error=bool(known.get("error")))
+    device = controller.device
+    if device is None:  # it left the room since ``serves`` chose it
+        return ToolOutcome({"status": "error", "error": f"the device offering '{name}' has left"}, True, True)
     key = f"{controller.call.call_id}:{controller.turn_key}:{controller.step_no}"
-    out = await controller.device.call(name, args, key)
+    out = await device.call(name, args, key)
     record = DeviceToolRecord(
         event_id=eid,
         node=controller.state.node or "",
@@ -241,7 +275,7 @@ async def call_device_tool(controller: Any, name: str, args: dict[str, Any]) -> 
     return out
 
 
-async def use_device(controller: Any, device: DeviceTools | None) -> None:
+async def use_device(controller: DeviceUser, device: DeviceTools | None) -> None:
     """The caller's device (re)advertised its tools: offer them on the current node now."""
     controller.device = device
     port = controller.port

@@ -17,18 +17,16 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from ringflow.agents.device_tools import DeviceUser, offer
 from ringflow.agents.hot_path import ToolOutcome
-from ringflow.callflow.effects import EFFECTS_ADAPTER, SetNode, ToolSpec
+from ringflow.callflow.effects import EFFECTS_ADAPTER, Effect, SetNode, ToolSpec
 from ringflow.callflow.jobs import CANCEL_TOOL, ROOM_TOPIC, describe
-from ringflow.workflows.contract import CallFunctionResult, CancelRequest, RouteRequest
-
-if TYPE_CHECKING:
-    from ringflow.agents.controller import FlowController
+from ringflow.contract.updates import CallFunctionResult, CancelRequest, RouteRequest
 
 log = logging.getLogger(__name__)
 POLL_S = 0.25  # while a group runs or waits to be routed
@@ -44,20 +42,37 @@ CANCEL_SPEC = ToolSpec(
 )
 
 
-def has_jobs(controller: FlowController) -> bool:
+class JobsUser(DeviceUser, Protocol):
+    """What the feed uses of the controller (``agents/controller.FlowController``, which
+    owns a feed: a Protocol, so the import runs one way). A device's tools are offered
+    beside ``cancel_jobs``, hence everything the device tools use too."""
+
+    jobs: JobsFeed | None
+
+    @property
+    def dead(self) -> bool: ...
+    @property
+    def ended(self) -> bool: ...
+    @property
+    def node(self) -> str | None: ...
+    def current_tools(self) -> SetNode | None: ...
+    async def apply(self, effects: list[Effect]) -> None: ...
+
+
+def has_jobs(controller: JobsUser) -> bool:
     return any(f.kind == "jobs" for n in controller.engine.flow.nodes.values() for f in n.functions.values())
 
 
-def offer_cancel(controller: FlowController, eff: SetNode) -> SetNode:
+def offer_cancel(controller: JobsUser, eff: SetNode) -> SetNode:
     """The node's tools plus ``cancel_jobs`` while a cancellable group runs."""
-    feed = getattr(controller, "jobs", None)
+    feed = controller.jobs
     if feed is None or not feed.cancellable or any(t.name == CANCEL_TOOL for t in eff.tools):
         return eff
     return eff.model_copy(update={"tools": [*eff.tools, CANCEL_SPEC]})
 
 
 class JobsFeed:
-    def __init__(self, controller: FlowController) -> None:
+    def __init__(self, controller: JobsUser) -> None:
         self.ctrl = controller
         self.cursor = -1
         self.running: list[str] = []
@@ -177,8 +192,6 @@ class JobsFeed:
         update = getattr(port, "update_tools", None)
         if update is None or node is None:
             return
-        from ringflow.agents.device_tools import offer  # beside the device's own tools
-
         await update(offer_cancel(self.ctrl, offer(self.ctrl, node)).tools)
 
     async def cancel(self, reason: str = "llm") -> ToolOutcome:

@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ringflow.activities.turn_journal import JOURNAL_TTL_S, encode_event, journal_key
 from ringflow.agents.signals import built
+from ringflow.contract.journal import JOURNAL_TTL_S, encode_event, journal_key
 
 log = logging.getLogger(__name__)
 

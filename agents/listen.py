@@ -21,6 +21,7 @@ import contextlib
 import logging
 from typing import Any
 
+from ringflow.agents.controller import FlowController
 from ringflow.callflow.model import ListenMode
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class PushToTalk:
     opens a turn, ``end`` commits it (the reply follows, or an ``empty_turn`` when nothing
     was said), ``cancel`` drops it."""
 
-    def __init__(self, session: Any, controller: Any, port: Any) -> None:
+    def __init__(self, session: Any, controller: FlowController, port: Any) -> None:
         self.session = session
         self.controller = controller
         self.port = port
@@ -122,7 +123,7 @@ class EmptySpeechWatch:
     """Speech with no words: the caller spoke (``speaking`` then ``listening``) and no user
     turn came within the grace period. Not on ``manual`` nodes, where ``end`` decides."""
 
-    def __init__(self, controller: Any, agent: Any, grace_s: float = EMPTY_SPEECH_GRACE_S) -> None:
+    def __init__(self, controller: FlowController, agent: Any, grace_s: float = EMPTY_SPEECH_GRACE_S) -> None:
         self.controller = controller
         self.agent = agent
         self.grace_s = grace_s

@@ -45,7 +45,7 @@ from livekit.api import (
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ringflow.activities.dispatch import DispatchRequest, DispatchResult
-from ringflow.activities.telephony import MAX_ANNOUNCE_CHARS
+from ringflow.contract.dial import MAX_ANNOUNCE_CHARS
 
 DEFAULT_AGENT_NAME = "ringflow"
 DEFAULT_TIMEOUT_S = 5.0

@@ -14,7 +14,7 @@ from typing import Any
 
 from livekit import rtc
 
-from ringflow.agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, use_device
+from ringflow.agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, DeviceUser, use_device
 
 
 class LiveKitDeviceLink:
@@ -36,7 +36,7 @@ def is_device(participant: Any) -> bool:
     return getattr(participant, "kind", None) == rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD
 
 
-def watch_device(room: rtc.Room, controller: Any) -> None:
+def watch_device(room: rtc.Room, controller: DeviceUser) -> None:
     """Offer the tools of the caller's device on nodes with ``device_tools``, as they come."""
     tasks: set[asyncio.Task[None]] = set()
 

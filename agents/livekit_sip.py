@@ -35,18 +35,7 @@ from livekit.api import (
     TransferSIPParticipantRequest,
 )
 
-from ringflow.activities.telephony import (
-    DEFAULT_RINGING_TIMEOUT_S,
-    Dial,
-    DialRequest,
-    DialResult,
-    PrepareRequest,
-    PrepareResult,
-    TransferRequest,
-    mark_dialed,
-    outcome_of,
-    sip_identity,
-)
+from ringflow.activities.telephony import mark_dialed
 from ringflow.agents.livekit_api import (
     DEFAULT_AGENT_NAME,
     DEFAULT_TIMEOUT_S,
@@ -56,6 +45,17 @@ from ringflow.agents.livekit_api import (
     _describe,
     _is_transient,
     close_room,
+)
+from ringflow.contract.dial import (
+    DEFAULT_RINGING_TIMEOUT_S,
+    Dial,
+    DialRequest,
+    DialResult,
+    PrepareRequest,
+    PrepareResult,
+    TransferRequest,
+    outcome_of,
+    sip_identity,
 )
 
 ANSWERED_BY = "ringflow.fake/answered_by"  # set by the test fake only; real AMD is the agent's

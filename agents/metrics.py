@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import Counter, Gauge, Histogram
 
-if TYPE_CHECKING:
-    from ringflow.agents.runner import AgentRun
+from ringflow.agents.outbox import Outbox
 
 REFRESH_S = 1.0
 FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -65,7 +64,27 @@ EVENTS_DROPPED = Counter(
     ["type"],
 )
 
-_runs: weakref.WeakValueDictionary[int, AgentRun] = weakref.WeakValueDictionary()  # AgentRun is unhashable
+
+class ServedCall(Protocol):
+    """What the gauges read of a call's controller."""
+
+    @property
+    def dead(self) -> bool: ...
+    @property
+    def ended(self) -> bool: ...
+
+
+class ServedRun(Protocol):
+    """What the gauges read of a run (``agents/runner.AgentRun``, which imports this module:
+    a Protocol, so the import runs one way)."""
+
+    @property
+    def controller(self) -> ServedCall: ...
+    @property
+    def outbox(self) -> Outbox: ...
+
+
+_runs: weakref.WeakValueDictionary[int, ServedRun] = weakref.WeakValueDictionary()  # AgentRun is unhashable
 _refresher: asyncio.Task[None] | None = None
 
 
@@ -79,7 +98,7 @@ def observe_tool_call(
             TRANSITION_SECONDS.labels(flow).observe(seconds)
 
 
-def track(run: AgentRun) -> None:
+def track(run: ServedRun) -> None:
     """Count this run in the gauges while it serves its call."""
     global _refresher
     _runs[id(run)] = run

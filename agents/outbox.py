@@ -66,7 +66,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from ringflow.agents.outbox_parts import (
+from ringflow.agents.delivery import (
     Journal,
     OutboxClosed,
     OutboxFull,
@@ -75,7 +75,8 @@ from ringflow.agents.outbox_parts import (
     backoff_delay,
     cancelling,
 )
-from ringflow.workflows.contract import MAX_BATCH, AgentEvent, Heartbeat, TurnsEvent
+from ringflow.contract.events import AgentEvent, Heartbeat, TurnsEvent
+from ringflow.contract.wire import MAX_BATCH
 
 __all__ = ["Journal", "Outbox", "OutboxClosed", "OutboxFull", "ReceiverGone", "Send", "backoff_delay"]
 

@@ -33,8 +33,9 @@ from ringflow.agents.outbox import Outbox, ReceiverGone
 from ringflow.agents.signals import workflow_sender
 from ringflow.callflow.effects import Effect, EndCall, SetNode
 from ringflow.callflow.jobs import JOBS_PREFIX
+from ringflow.contract.events import Turn
+from ringflow.contract.updates import Snapshot
 from ringflow.workflows.client import CallHandle, workflow_id
-from ringflow.workflows.contract import Snapshot, Turn
 
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("ringflow.agent")

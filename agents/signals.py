@@ -16,8 +16,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ringflow.agents.metrics import EVENTS_DROPPED
 from ringflow.agents.outbox import ReceiverGone, Send
+from ringflow.contract.events import AgentEvent, CallEvent, EventBatch, TransitionEvent
+from ringflow.contract.wire import encoded_bytes
 from ringflow.workflows.client import MAX_SIGNAL_BYTES, CallHandle
-from ringflow.workflows.contract import AgentEvent, CallEvent, EventBatch, TransitionEvent, encoded_bytes
 
 log = logging.getLogger(__name__)
 _BATCH_OVERHEAD = encoded_bytes(EventBatch(events=[]))

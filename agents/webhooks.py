@@ -32,8 +32,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ringflow.agents.lease import AgentLease
 from ringflow.agents.livekit_api import call_id_for_room
+from ringflow.contract.room import RoomEvent
 from ringflow.workflows.client import CallHandle
-from ringflow.workflows.room_events import RoomEvent
 
 log = logging.getLogger(__name__)
 WEBHOOK_PATH = "/livekit/webhook"

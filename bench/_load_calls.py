@@ -21,9 +21,9 @@ from ringflow.agents.journal import OutboxJournal
 from ringflow.agents.outbox import Outbox, OutboxClosed, OutboxFull
 from ringflow.agents.runner import LINGER_S
 from ringflow.agents.signals import DeferredTransition, workflow_sender
+from ringflow.contract.events import HangupEvent, Heartbeat, Turn, TurnsEvent
 from ringflow.settings import get_settings
 from ringflow.workflows.client import CallHandle
-from ringflow.workflows.contract import HangupEvent, Heartbeat, Turn, TurnsEvent
 
 PERIOD_S = 5.0  # a heartbeat, and a user turn, a reply and maybe a transition, every ~5 s
 # The agent's heartbeat as its settings make it: 5 s, or the 20 s backstop once LiveKit's

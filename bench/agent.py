@@ -67,10 +67,11 @@ from ringflow.callflow.engine import Engine
 from ringflow.callflow.events import CallStarted
 from ringflow.callflow.loader import load_flow, validate_data
 from ringflow.callflow.state import CallState
+from ringflow.contract.events import AgentEvent
+from ringflow.contract.updates import Snapshot
 from ringflow.scripted_llm import LANE_HEADER
 from ringflow.simulate import environment
 from ringflow.workflows.client import start_call
-from ringflow.workflows.contract import AgentEvent, Snapshot
 
 FLOW = Path("bench/flows/bench.yaml")  # relative to ROOT, where the worker imports handlers from
 HOT_N = 20_000

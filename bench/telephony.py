@@ -44,12 +44,12 @@ from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
 from ringflow.activities.persistence import dispose_engines
-from ringflow.activities.telephony import Dial
 from ringflow.agents.livekit_api import LiveKitDispatcher
 from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
 from ringflow.callflow.loader import load_flow
+from ringflow.contract.dial import Dial
 from ringflow.livekit_fake import FakeLiveKit
 from ringflow.simulate import environment
 from ringflow.workflows.client import CallHandle, start_call

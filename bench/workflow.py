@@ -43,15 +43,10 @@ from temporalio.worker import Worker
 
 from ringflow.activities.persistence import dispose_engines
 from ringflow.callflow.loader import load_flow
+from ringflow.contract.events import EventBatch, TransitionEvent, Turn, TurnsEvent
+from ringflow.contract.updates import CallFunctionRequest
 from ringflow.settings import Settings
 from ringflow.workflows.client import CallHandle, start_call
-from ringflow.workflows.contract import (
-    CallFunctionRequest,
-    EventBatch,
-    TransitionEvent,
-    Turn,
-    TurnsEvent,
-)
 from ringflow.workflows.worker import build_worker
 
 FLOW = Path("bench/flows/bench.yaml")  # relative to ROOT, where the worker runs handlers from

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ringflow.callflow.errors import did_you_mean
 from ringflow.callflow.jobs import CANCEL_TOOL, OUTCOMES
 from ringflow.callflow.model import BranchTable, FunctionEntry, HttpSpec
 from ringflow.callflow.templating import strings_in
+from ringflow.callflow.validate_checker import Checker
 
 
-def check_jobs_entry(checker: Any, path: str, fn: FunctionEntry, is_run: bool) -> None:
+def check_jobs_entry(checker: Checker, path: str, fn: FunctionEntry, is_run: bool) -> None:
     """A group: described for the LLM, each job a documented handler whose required
     arguments are given (by the LLM through the entry's ``parameters``, or by ``args``),
     routed on ``outcome`` alone."""
@@ -69,7 +68,7 @@ def check_jobs_entry(checker: Any, path: str, fn: FunctionEntry, is_run: bool) -
                 )
 
 
-def _check_http_job(checker: Any, where: str, http: HttpSpec, args: set[str]) -> None:
+def _check_http_job(checker: Checker, where: str, http: HttpSpec, args: set[str]) -> None:
     """An HTTP job's request: templated like an HTTP entry's, with the group's arguments
     and the job's own ``args`` beside the call's values."""
     checker.check_template(f"{where}.http.url", http.url, args, url=True)

@@ -4,18 +4,18 @@ is contacted here; ``ringflow flow validate --mcp`` does that, see ``activities/
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ringflow.callflow.errors import did_you_mean
 from ringflow.callflow.mcp_spec import all_entries
 from ringflow.callflow.model import FUNCTION_NAME_PATTERN, Flow, FunctionEntry
+from ringflow.callflow.validate_checker import Checker
 
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _FUNCTION_NAME = re.compile(FUNCTION_NAME_PATTERN)
 _BAD_HEADER = re.compile(r"[\r\n\x00]")
 
 
-def check_mcp_entry(checker: Any, path: str, fn: FunctionEntry) -> None:
+def check_mcp_entry(checker: Checker, path: str, fn: FunctionEntry) -> None:
     """An ``mcp`` entry: a declared server, its schema from the server, names fit for the LLM."""
     ref = fn.mcp
     assert ref is not None
@@ -53,7 +53,7 @@ def check_mcp_entry(checker: Any, path: str, fn: FunctionEntry) -> None:
             checker.err(where, f"'{name}' is listed twice")
 
 
-def check_mcp_flow(checker: Any, flow: Flow) -> None:
+def check_mcp_flow(checker: Checker, flow: Flow) -> None:
     """Declared servers (names, transport, headers, use) and nodes' ``device_tools``."""
     used = {fn.mcp.server for fn in all_entries(flow) if fn.mcp is not None}
     for name, server in flow.mcp_servers.items():

@@ -1,6 +1,8 @@
 """Ringflow: a durable conversation backend for AI phone calls.
 
-Handler modules import their API from here, as they would from Pipecat Flows.
+Handler modules import their API from here, as they would from Pipecat Flows. Every
+``ringflow.*`` import runs this module first (the contract's, inside the workflow sandbox
+and the agent, too), so it imports the pure domain alone (``tests/test_import_graph.py``).
 """
 
 from ringflow.callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager, function_options

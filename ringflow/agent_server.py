@@ -31,11 +31,11 @@ from ringflow.agents.livekit_sip import ANNOUNCED
 from ringflow.agents.runner import attach_agent
 from ringflow.callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
+from ringflow.contract.updates import Snapshot
 from ringflow.logs import install_record_factory
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import start_or_attach
-from ringflow.workflows.contract import Snapshot
 
 log = logging.getLogger(__name__)
 SIP_CALLER = "sip.phoneNumber"

@@ -31,6 +31,7 @@ from ringflow.activities.campaign_rules import RuleError, in_window
 from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.callflow.model import FlowDefinition
 from ringflow.campaigns import start_campaign
+from ringflow.contract.events import Turn, TurnsEvent
 from ringflow.devstack import DevStack, free_port
 from ringflow.livekit_fake import FakeLiveKit
 from ringflow.scripted_llm import ScriptedLLM
@@ -38,7 +39,6 @@ from ringflow.settings import Settings
 from ringflow.temporal_setup import connect, register_search_attributes
 from ringflow.workflows.campaign_messages import CampaignInput
 from ringflow.workflows.client import CallHandle
-from ringflow.workflows.contract import Turn, TurnsEvent
 from ringflow.workflows.worker import build_worker
 
 KINDS = ("human", "no_answer", "busy", "voicemail", "failed")

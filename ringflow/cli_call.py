@@ -12,99 +12,23 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from ringflow.activities import search_attributes as attrs
-from ringflow.activities.records import CALL_WORKFLOW_PREFIX
-from ringflow.callflow.errors import FlowError, did_you_mean
-from ringflow.callflow.inputs import coerce_cli_value, resolve_variables
+from ringflow.callflow.errors import FlowError
+from ringflow.callflow.inputs import resolve_variables
 from ringflow.callflow.loader import load_flow
-from ringflow.callflow.model import FlowDefinition
-from ringflow.cli_run import START_TEMPORAL_HINT, run_async
-from ringflow.codec import CodecKeyError, require_keyring
+from ringflow.cli_run import run_async
+from ringflow.cli_temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
+from ringflow.contract.call import CALL_WORKFLOW_PREFIX, CallView
+from ringflow.contract.records import CallRecord
 from ringflow.live_transcript import held_turns
 from ringflow.logs import configure_logging
-from ringflow.settings import Settings, get_settings
-from ringflow.temporal_setup import connect
-from ringflow.workflows.client import CallHandle, start_call, workflow_id
-from ringflow.workflows.contract import CallRecord, CallView
+from ringflow.settings import get_settings
+from ringflow.workflows.client import CallHandle, workflow_id
 
 call_app = typer.Typer(help="Start, list, inspect and hang up calls.", no_args_is_help=True)
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
-async def _client(settings: Settings) -> Client:
-    try:
-        return await asyncio.wait_for(connect(settings.temporal_address, settings.temporal_namespace), 10)
-    except CodecKeyError as exc:
-        raise _fail(str(exc)) from None
-    except (RPCError, RuntimeError, TimeoutError, OSError) as exc:
-        raise _fail(
-            f"cannot reach Temporal at {settings.temporal_address}: {exc or 'timed out'}; "
-            f"{START_TEMPORAL_HINT}"
-        ) from None
-
-
-def _start_call(settings: Any, definition: Any, **call: Any) -> str:
-    """Start a call's workflow (``call start`` and ``call dial``) and give back its id,
-    turning a refused flow or a refusing server into a clear error."""
-
-    async def go() -> str:  # the id, not the handle: a handle would keep the client alive
-        client = await _client(settings)
-        handle = await start_call(
-            client,
-            definition,
-            task_queue=settings.task_queue,
-            agent_timeout_s=settings.call_agent_timeout_s,
-            **call,
-        )
-        return handle.call_id
-
-    try:
-        return run_async(go)
-    except FlowError as exc:
-        raise _fail("; ".join(str(e) for e in exc.errors)) from None
-    except RPCError as exc:
-        raise _fail(f"Temporal refused the call: {exc}") from None
-
-
-def _check_vars(flow: Path, definition: FlowDefinition, variables: dict[str, Any]) -> None:
-    """Before connecting: a misspelt ``--var`` would otherwise start a call whose template
-    falls back silently, and a missing one would cost a round trip to learn it."""
-    declared = definition.flow.variables
-    errors = [
-        f"--var {name}: the flow declares no variable '{name}'{did_you_mean(name, declared)}"
-        for name in variables
-        if name not in declared
-    ]
-    errors += [str(issue) for issue in resolve_variables(definition.flow, variables)[1]]
-    if errors:
-        for e in errors:
-            typer.echo(f"{flow}: error: {e}", err=True)
-        raise typer.Exit(1)
-
-
-def _require_keys(settings: Settings) -> None:
-    """Processes that write call data into Temporal refuse to do so in clear by accident."""
-    try:
-        require_keyring(settings)
-    except CodecKeyError as exc:
-        raise _fail(str(exc), 2) from None
-
-
-def _parse_vars(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise _fail(f"--var takes NAME=VALUE, got {pair!r}", 2)
-        out[key.strip()] = coerce_cli_value(value)
-    return out
 
 
 @call_app.command()
@@ -121,19 +45,19 @@ def start(
     try:
         definition = load_flow(flow)
     except FileNotFoundError as exc:
-        raise _fail(str(exc), 2) from None
+        raise fail(str(exc), 2) from None
     except FlowError as exc:
         for e in exc.errors:
             typer.echo(f"{flow}: error: {e}", err=True)
         raise typer.Exit(1) from None
     if direction not in ("outbound", "inbound"):
-        raise _fail("--direction must be outbound or inbound", 2)
-    variables = _parse_vars(var)
-    _check_vars(flow, definition, variables)
+        raise fail("--direction must be outbound or inbound", 2)
+    variables = parse_vars(var)
+    check_vars(flow, definition, variables)
     settings = get_settings()
-    _require_keys(settings)
+    require_keys(settings)
 
-    started = _start_call(
+    started = start_flow_call(
         settings,
         definition,
         call_id=call_id,
@@ -185,12 +109,12 @@ def list_cmd(
 ) -> None:
     """List calls through Temporal visibility (search attributes)."""
     if status and status not in ("dialing", "live", "ended"):
-        raise _fail("--status must be dialing, live or ended", 2)
+        raise fail("--status must be dialing, live or ended", 2)
     settings = get_settings()
     query = visibility_query(status, node, flow)
 
     async def go() -> list[dict[str, Any]]:
-        client = await _client(settings)
+        client = await temporal_client(settings)
         rows = []
         async for wf in client.list_workflows(query, limit=limit):
             sa = wf.typed_search_attributes
@@ -234,7 +158,7 @@ def show(
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
 
     async def go() -> tuple[CallView | CallRecord, list[dict[str, Any]]]:
-        client = await _client(settings)
+        client = await temporal_client(settings)
         call = CallHandle(client, call_id)
         try:
             if (closed := await _closed_call(call, settings.database_url)) is not None:
@@ -243,9 +167,9 @@ def show(
             transcript = [t.model_dump() for t in await call.transcript(settings.database_url)]
             transcript += await held_turns(settings.redis_url, call_id, state.next_seq)
         except RPCError as exc:
-            raise _fail(f"call {call_id}: {exc.message}") from None
+            raise fail(f"call {call_id}: {exc.message}") from None
         except TimeoutError:
-            raise _fail(
+            raise fail(
                 f"call {call_id}: no worker answered the query (is `ringflow worker` running?)"
             ) from None
         return state, transcript
@@ -312,11 +236,11 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
 
     async def go() -> None:
-        client = await _client(settings)
+        client = await temporal_client(settings)
         try:
             await CallHandle(client, call_id).hangup("user_hangup")
         except RPCError as exc:
-            raise _fail(f"call {call_id}: {exc.message}") from None
+            raise fail(f"call {call_id}: {exc.message}") from None
 
     run_async(go)
     typer.echo(f"hangup sent to call {call_id}")
@@ -333,15 +257,18 @@ def worker() -> None:
     """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics.
 
     SIGTERM and SIGINT shut it down gracefully (see ``run_worker_forever``)."""
+    from ringflow.webhook_relay import relay_problem
     from ringflow.worker_main import call_services, serve
 
     settings = get_settings()
-    _require_keys(settings)
+    require_keys(settings)
     configure_logging(settings.log_level, settings.log_format)
     try:
         services = call_services(settings)  # a LiveKit dispatcher missing LIVEKIT_* fails here
     except ValueError as err:
-        raise _fail(str(err), 2) from None
+        raise fail(str(err), 2) from None
+    if settings.livekit_webhook_port and (problem := relay_problem(settings)) is not None:
+        raise fail(f"RINGFLOW_LIVEKIT_WEBHOOK_PORT is set: {problem}", 2)
     try:
         run_async(lambda: serve(settings, services))
     except KeyboardInterrupt:
@@ -366,7 +293,7 @@ def simulate(
     from ringflow.simulate import simulate as run
 
     if real_llm and not get_settings().openai_api_key:
-        raise _fail("--real-llm needs OPENAI_API_KEY", 2)
+        raise fail("--real-llm needs OPENAI_API_KEY", 2)
     runnable: list[Path] = []
     for path in scripts:
         if is_flow_file(path):  # a glob over a folder also picks up the flows the scripts use
@@ -377,13 +304,13 @@ def simulate(
             script, flow = load_script(path)
             issues = resolve_variables(load_flow(flow).flow, script.variables)[1]
             if issues:  # as `call start` says it, before anything runs
-                raise _fail(f"{path}: " + "; ".join(str(i) for i in issues), 2)
+                raise fail(f"{path}: " + "; ".join(str(i) for i in issues), 2)
         except ScriptError as exc:
-            raise _fail(str(exc), 2) from None
+            raise fail(str(exc), 2) from None
         except FileNotFoundError as exc:
-            raise _fail(f"{path}: {exc}", 2) from None
+            raise fail(f"{path}: {exc}", 2) from None
         except FlowError as exc:
-            raise _fail(f"{path}: flow is invalid: {exc}", 1) from None
+            raise fail(f"{path}: flow is invalid: {exc}", 1) from None
     sim_settings = get_settings()
     configure_logging(
         sim_settings.log_level if "log_level" in sim_settings.model_fields_set else "WARNING",

@@ -26,9 +26,9 @@ from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule, RuleError, Windows, parse_retry, parse_windows
 from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
 from ringflow.campaigns import ContactsError, campaign_handle, load_contacts, load_dnc, start_campaign
-from ringflow.cli_call import _client, _fail, _require_keys
 from ringflow.cli_run import run_async
 from ringflow.cli_sip import _load
+from ringflow.cli_temporal import fail, require_keys, temporal_client
 from ringflow.settings import Settings, get_settings
 from ringflow.workflows.campaign import campaign_workflow_id
 from ringflow.workflows.campaign_messages import CampaignInput, Limits, LimitsChange
@@ -43,14 +43,14 @@ def rules(window: list[str], skip_date: list[str], retry: list[str]) -> tuple[Wi
         windows = parse_windows(window, skip_date)
         retries = dict(parse_retry(r) for r in retry)
     except RuleError as exc:
-        raise _fail(str(exc), 2) from None
+        raise fail(str(exc), 2) from None
     return windows, retries
 
 
 def check_redis(settings: Settings) -> None:
     """Pacing is one limiter per trunk in Redis, shared by every campaign: no Redis, no campaign."""
     if not settings.redis_url:
-        raise _fail(
+        raise fail(
             "campaigns need Redis for pacing (one limiter per trunk, shared by every campaign "
             "and worker): set RINGFLOW_REDIS_URL, e.g. redis://127.0.0.1:6379/0",
             2,
@@ -61,7 +61,7 @@ def check_redis(settings: Settings) -> None:
     try:
         Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
     except (RedisError, OSError, ValueError) as exc:
-        raise _fail(
+        raise fail(
             f"Redis at RINGFLOW_REDIS_URL does not answer ({type(exc).__name__}): campaigns need it "
             "for pacing",
             2,
@@ -95,11 +95,11 @@ def start(
 ) -> None:
     """Store CONTACTS and start the campaign's workflow; the last line printed is its id."""
     settings = get_settings()
-    _require_keys(settings)
+    require_keys(settings)
     windows, retries = rules(window, skip_date, retry)
     trunk = trunk or settings.sip_trunk_id
     if not trunk:
-        raise _fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
+        raise fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
     definition = _load(flow)
     try:
         people = load_contacts(contacts, definition, default_tz)
@@ -116,15 +116,15 @@ def start(
             agent_timeout_s=settings.call_agent_timeout_s,
         )
     except ContactsError as exc:
-        raise _fail(str(exc), 2) from None
+        raise fail(str(exc), 2) from None
     except ValidationError as exc:
-        raise _fail(
+        raise fail(
             "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     check_redis(settings)
 
     async def go() -> None:
-        client = await _client(settings)
+        client = await temporal_client(settings)
         await start_campaign(
             client,
             inp,
@@ -137,7 +137,7 @@ def start(
     try:
         run_async(go)
     except RPCError as exc:
-        raise _fail(f"Temporal refused the campaign: {exc}") from None
+        raise fail(f"Temporal refused the campaign: {exc}") from None
     if json_out:
         typer.echo(
             json.dumps(
@@ -158,12 +158,12 @@ def start(
 
 
 async def _progress(settings: Settings, campaign_id: str) -> dict[str, Any]:
-    client = await _client(settings)
+    client = await temporal_client(settings)
     handle = campaign_handle(client, campaign_id)
     try:
         desc = await handle.describe()
     except RPCError:
-        raise _fail(f"no campaign '{campaign_id}'") from None
+        raise fail(f"no campaign '{campaign_id}'") from None
     out: dict[str, Any] = {"campaign_id": campaign_id, "workflow": desc.status.name if desc.status else None}
     if desc.status == WorkflowExecutionStatus.RUNNING:
         out.update(await handle.query("progress"))
@@ -214,14 +214,14 @@ def _control(name: str, campaign_id: str, arg: Any = None) -> Any:
     settings = get_settings()
 
     async def go() -> Any:
-        client = await _client(settings)
+        client = await temporal_client(settings)
         handle = campaign_handle(client, campaign_id)
         try:
             if arg is None:
                 return await handle.execute_update(name)
             return await handle.execute_update(name, arg)
         except RPCError as exc:
-            raise _fail(f"campaign '{campaign_id}': {exc.message}") from None
+            raise fail(f"campaign '{campaign_id}': {exc.message}") from None
 
     return run_async(go)
 
@@ -267,7 +267,7 @@ def limits(
     try:
         change = LimitsChange(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts)
     except ValidationError as exc:
-        raise _fail(
+        raise fail(
             "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     _say(json_out, campaign_id, _control("set_limits", campaign_id, change))
@@ -281,7 +281,7 @@ def list_campaigns(
     settings = get_settings()
 
     async def go() -> list[dict[str, Any]]:
-        client = await _client(settings)
+        client = await temporal_client(settings)
         out = []
         async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=limit):
             attrs = wf.typed_search_attributes
@@ -313,7 +313,7 @@ def report(
     """One row per contact: attempts, final state and outcome, disposition, extracted variables."""
     rows = store.report(get_settings().database_url, campaign_id)
     if not rows:
-        raise _fail(f"no contacts for campaign '{campaign_id}'")
+        raise fail(f"no contacts for campaign '{campaign_id}'")
     if json_out:
         typer.echo(json.dumps(rows))
         return
@@ -380,9 +380,9 @@ def simulate(
             time_scale=time_scale,
         )
     except (ContactsError, RuleError) as exc:
-        raise _fail(str(exc), 2) from None
+        raise fail(str(exc), 2) from None
     except ValidationError as exc:
-        raise _fail(
+        raise fail(
             "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     check_redis(settings)

@@ -16,11 +16,11 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from ringflow.activities.telephony import Dial
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.loader import load_flow
-from ringflow.cli_call import _check_vars, _client, _fail, _parse_vars, _require_keys, _start_call
 from ringflow.cli_run import run_async
+from ringflow.cli_temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
+from ringflow.contract.dial import Dial
 from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
 from ringflow.workflows.client import workflow_id
@@ -49,7 +49,7 @@ def dial(
     """Place a phone call running FLOW: the workflow creates the room, dispatches the agent and
     dials through LiveKit SIP; the last line printed is the call id."""
     settings = get_settings()
-    _require_keys(settings)  # the call's number and variables go into Temporal
+    require_keys(settings)  # the call's number and variables go into Temporal
     try:
         target = Dial(
             to=to,
@@ -58,16 +58,16 @@ def dial(
             ringing_timeout_s=settings.sip_ringing_timeout_s if ringing_timeout is None else ringing_timeout,
         )
     except ValidationError as exc:
-        raise _fail(
+        raise fail(
             "; ".join(f"{OPTION.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     if not target.trunk_id:
-        raise _fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
+        raise fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
     definition = _load(flow)
-    variables = _parse_vars(var)
-    _check_vars(flow, definition, variables)  # as `call start` does, before connecting
+    variables = parse_vars(var)
+    check_vars(flow, definition, variables)  # as `call start` does, before connecting
 
-    started = _start_call(
+    started = start_flow_call(
         settings, definition, call_id=call_id, variables=variables, campaign_id=campaign, dial=target
     )
     if json_out:
@@ -94,35 +94,11 @@ def _load(flow: Path) -> Any:
     try:
         return load_flow(flow)
     except FileNotFoundError as exc:
-        raise _fail(str(exc), 2) from None
+        raise fail(str(exc), 2) from None
     except FlowError as exc:
         for e in exc.errors:
             typer.echo(f"{flow}: error: {e}", err=True)
         raise typer.Exit(1) from None
-
-
-async def start_relay(settings: Any, client: Any, host: str, port: int) -> Any:
-    """The LiveKit webhook receiver on ``host:port`` (``ringflow webhooks``, or inside
-    ``ringflow worker`` when ``RINGFLOW_LIVEKIT_WEBHOOK_PORT`` is set); returns its runner."""
-    from ringflow.agents.webhooks import WebhookRelay, serve
-
-    if not settings.livekit_api_key or not settings.livekit_api_secret:
-        raise _fail(
-            "the LiveKit webhook receiver needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify "
-            "signatures)",
-            2,
-        )
-    lease = None
-    if settings.redis_url:
-        from redis.asyncio import Redis
-
-        from ringflow.agents.lease import AgentLease
-
-        lease = AgentLease(Redis.from_url(settings.redis_url), ttl_s=settings.call_agent_timeout_s)
-    relay = WebhookRelay(
-        client, settings.livekit_api_key, settings.livekit_api_secret.get_secret_value(), lease=lease
-    )
-    return await serve(relay, host, port)
 
 
 def webhooks(
@@ -132,16 +108,15 @@ def webhooks(
     """Receive LiveKit's webhooks (POST /livekit/webhook) and relay them to the calls' workflows:
     a lost agent is replaced at once, a caller who hangs up ends the call."""
     from ringflow.agents.webhooks import WEBHOOK_PATH
+    from ringflow.webhook_relay import start_relay
 
     settings = get_settings()
     if not settings.livekit_api_key or not settings.livekit_api_secret:
-        raise _fail(
-            "ringflow webhooks needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify signatures)", 2
-        )
+        raise fail("ringflow webhooks needs LIVEKIT_API_KEY and LIVEKIT_API_SECRET (to verify signatures)", 2)
     configure_logging(settings.log_level, settings.log_format)
 
     async def go() -> None:
-        client = await _client(settings)
+        client = await temporal_client(settings)
         runner = await start_relay(settings, client, host, port)
         typer.echo(f"LiveKit webhooks on http://{host}:{port}{WEBHOOK_PATH}", err=True)
         try:
@@ -154,7 +129,7 @@ def webhooks(
     except KeyboardInterrupt:
         pass
     except OSError as exc:
-        raise _fail(f"cannot listen on {host}:{port}: {exc}") from None
+        raise fail(f"cannot listen on {host}:{port}: {exc}") from None
 
 
 sip_app = typer.Typer(help="Inbound numbers on LiveKit SIP: trunks and dispatch rules.", no_args_is_help=True)
@@ -172,7 +147,7 @@ def _inbound(settings: Any) -> Any:
             agent_name=settings.agent_name,
         )
     except ValueError as exc:
-        raise _fail(str(exc), 2) from None
+        raise fail(str(exc), 2) from None
 
 
 def _livekit_call(coro: Any) -> Any:
@@ -181,7 +156,7 @@ def _livekit_call(coro: Any) -> Any:
     try:
         return asyncio.run(coro)
     except LiveKitError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @sip_app.command()
@@ -194,7 +169,7 @@ def setup(
     """Create or update (idempotently) the inbound trunk and the dispatch rule that sends the
     number's calls to the Ringflow agent with FLOW."""
     if not _NUMBER.match(number):
-        raise _fail(f"--number: expected digits with an optional leading +, got {number!r}", 2)
+        raise fail(f"--number: expected digits with an optional leading +, got {number!r}", 2)
     if Path(flow).exists():
         _load(Path(flow))  # a flow with errors is refused here, not at the first call
     else:

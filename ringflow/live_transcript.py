@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ringflow.activities.turn_journal import entries_from, journal_key
-from ringflow.workflows.contract import TurnsEvent
+from ringflow.contract.events import TurnsEvent
+from ringflow.contract.journal import entries_from, journal_key
 
 
 async def held_turns(redis_url: str | None, call_id: str, next_seq: int) -> list[dict[str, Any]]:

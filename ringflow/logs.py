@@ -23,8 +23,8 @@ from typing import IO, Any
 
 from temporalio import activity
 
-from ringflow.activities.records import call_id_of
 from ringflow.agents.logcontext import call_fields
+from ringflow.contract.call import call_id_of
 
 CALL_FIELDS = ("call_id", "workflow_id", "node")
 _STD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}

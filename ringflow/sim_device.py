@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ringflow.agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, use_device
+from ringflow.agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, DeviceUser, use_device
 
 
 class ScriptDevice(BaseModel):
@@ -45,6 +45,6 @@ class ScriptedDeviceLink:
             {"content": [{"type": "text", "text": json.dumps(answer)}], "structuredContent": answer}
         )
 
-    async def join(self, controller: Any) -> None:
+    async def join(self, controller: DeviceUser) -> None:
         """The device is in the room when the agent attaches: its tools are offered now."""
         await use_device(controller, await DeviceTools.discover(self))

@@ -23,19 +23,18 @@ from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
-from ringflow.activities.telephony import (
-    Dial,
-    DialRequest,
-    DialResult,
-    NoTelephony,
-    PrepareRequest,
-    PrepareResult,
-    Telephony,
-    TransferRequest,
-)
+from ringflow.activities.telephony import NoTelephony, Telephony
 from ringflow.agents.livekit_inbound import ROOM_PREFIX
 from ringflow.agents.livekit_sip import ANNOUNCED, LiveKitTelephony
 from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
+from ringflow.contract.dial import (
+    Dial,
+    DialRequest,
+    DialResult,
+    PrepareRequest,
+    PrepareResult,
+    TransferRequest,
+)
 from ringflow.livekit_fake import FakeLiveKit
 from ringflow.workflows.client import CallHandle
 

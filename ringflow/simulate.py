@@ -47,6 +47,7 @@ from ringflow.agents.local_dispatch import LOCAL
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.loader import load_flow
+from ringflow.contract.updates import Snapshot
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import ScriptError, check, load_script
@@ -56,7 +57,6 @@ from ringflow.sim_jobs import ScriptedJobs, after_turn
 from ringflow.sim_phone import LINES, PhoneLine, answered, inbound_room, phone_line
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import CallHandle, start_call, workflow_id
-from ringflow.workflows.contract import Snapshot
 from ringflow.workflows.worker import build_worker
 
 log = logging.getLogger(__name__)

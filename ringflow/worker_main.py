@@ -92,8 +92,8 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
             extra={"event": "worker_started"},
         )
         relay = None
-        if settings.livekit_webhook_port:  # LiveKit's webhooks, mounted in the worker (ringflow/cli_sip.py)
-            from ringflow.cli_sip import start_relay
+        if settings.livekit_webhook_port:  # LiveKit's webhooks, received in the worker too
+            from ringflow.webhook_relay import start_relay
 
             relay = await start_relay(settings, client, settings.metrics_host, settings.livekit_webhook_port)
         try:

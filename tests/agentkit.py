@@ -24,14 +24,15 @@ from livekit.agents import llm as lk_llm
 from livekit.plugins import openai as lk_openai
 from temporalio.client import Client
 
-from ringflow.activities.records import CallRecord
 from ringflow.agents.controller import FlowController
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
+from ringflow.contract.call import CallView
+from ringflow.contract.records import CallRecord
+from ringflow.contract.updates import Snapshot
 from ringflow.scripted_llm import LANE_HEADER, Lane, RecordedRequest, ScriptedLLM
 from ringflow.workflows.client import CallHandle, start_call
-from ringflow.workflows.contract import CallView, Snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agent"
 # Every wait in these tests: a bound for a hung test, not a speed requirement. Each wait

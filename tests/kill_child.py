@@ -36,11 +36,11 @@ from livekit.plugins import openai as lk_openai
 from ringflow.agents.kill_points import installer
 from ringflow.agents.runner import attach_agent
 from ringflow.callflow.loader import load_flow
+from ringflow.contract.updates import Snapshot
 from ringflow.scripted_llm import LANE_HEADER
 from ringflow.scripts import load_script
 from ringflow.simulate import TURN_TIMEOUT_S, _play
 from ringflow.temporal_setup import connect
-from ringflow.workflows.contract import Snapshot
 
 KILLPOINT = "KILLPOINT"
 

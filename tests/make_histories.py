@@ -49,21 +49,14 @@ from ringflow.activities.persistence import dispose_engines  # noqa: E402
 from ringflow.callflow.engine import Engine  # noqa: E402
 from ringflow.callflow.loader import load_flow  # noqa: E402
 from ringflow.callflow.model import FlowDefinition  # noqa: E402
+from ringflow.contract.call import CallView  # noqa: E402
+from ringflow.contract.events import CallEvent, EventBatch, TransitionEvent, Turn, TurnsEvent  # noqa: E402
+from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.scripted_llm import ScriptedLLM  # noqa: E402
 from ringflow.settings import Settings  # noqa: E402
 from ringflow.sim_phone import LINES  # noqa: E402
 from ringflow.workflows.client import CallHandle, start_call  # noqa: E402
-from ringflow.workflows.contract import (  # noqa: E402
-    CallEvent,
-    CallFunctionRequest,
-    CallFunctionResult,
-    CallView,
-    EventBatch,
-    TransitionEvent,
-    Turn,
-    TurnsEvent,
-)
 from ringflow.workflows.worker import build_worker  # noqa: E402
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -362,8 +355,8 @@ async def phone_calls(client: Client, tq: str) -> Handles:
 async def _phone_calls(client: Client, tq: str, lk: Any) -> Handles:
     from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
 
-    from ringflow.activities.telephony import Dial
-    from ringflow.workflows.room_events import RoomEvent
+    from ringflow.contract.dial import Dial
+    from ringflow.contract.room import RoomEvent
 
     dialed = await start_call(
         client,

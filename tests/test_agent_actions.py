@@ -24,8 +24,8 @@ from temporalio.client import Client
 from ringflow.callflow.handlers import load_module
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
+from ringflow.contract.call import CallView
 from ringflow.scripted_llm import ScriptedLLM
-from ringflow.workflows.contract import CallView
 from tests.agentkit import FIXTURES, TIMEOUT_S, TextCall, call, desk, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until
 

@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule
-from ringflow.activities.telephony import Dial
+from ringflow.contract.dial import Dial
 from ringflow.devstack import DevStack
 from ringflow.workflows.campaign_messages import CampaignCarry
 from ringflow.workflows.client import CallHandle, start_call

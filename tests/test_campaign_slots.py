@@ -14,7 +14,8 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from ringflow.activities import campaign_store as store
-from ringflow.activities.telephony import Dial, DialRequest, DialResult, TelephonyActivities
+from ringflow.activities.telephony import TelephonyActivities
+from ringflow.contract.dial import Dial, DialRequest, DialResult
 from ringflow.workflows.client import workflow_id
 from tests.campaignkit import campaign_input, campaign_line, contacts, new_id, run_campaign
 from tests.wfkit import wait_until

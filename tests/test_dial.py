@@ -13,8 +13,8 @@ import pytest_asyncio
 from livekit.protocol import models as proto_models
 from temporalio.client import Client
 
-from ringflow.activities.telephony import Dial, sip_identity
 from ringflow.agents.livekit_sip import LiveKitTelephony
+from ringflow.contract.dial import Dial, sip_identity
 from ringflow.workflows.client import CallHandle
 from tests.livekit_fake import FakeLiveKit
 from tests.wfkit import running_worker, start, use_services, wait_state

@@ -15,8 +15,8 @@ import pytest
 from ringflow.callflow.engine import Engine
 from ringflow.callflow.events import ExtractionResult, HangUp
 from ringflow.callflow.state import CallState
-from ringflow.workflows.call_parts import CallProgress
-from ringflow.workflows.contract import CallInput
+from ringflow.contract.call import CallInput
+from ringflow.workflows.call_progress import CallProgress
 from ringflow.workflows.inbox import Inbox
 from ringflow.workflows.record import build_record, call_view
 from tests.engine_flows import Call, agent, build, end, flow, go

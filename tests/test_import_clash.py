@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -43,7 +44,15 @@ def _run(
 def clash_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv holding Ringflow's wheel, openai-agents and llama-index-workflows."""
     tmp = tmp_path_factory.mktemp("clash")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)])
+    # Built from a copy: setuptools keeps a build/ folder in the source tree, whose stale
+    # modules a later build would ship.
+    src = tmp / "src"
+    for name in ("pyproject.toml", "README.md"):
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, src / name)
+    for name in ("ringflow", "callflow", "workflows", "activities", "agents"):
+        shutil.copytree(ROOT / name, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(src)])
     [wheel] = (tmp / "dist").glob("ringflow-*.whl")
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ringflow.workflows.contract import Tombstone, TurnsEvent
+from ringflow.contract.events import Tombstone, TurnsEvent
 from ringflow.workflows.inbox import MAX_HELD_BYTES, Inbox
 from ringflow.workflows.intake import Refusal, intake, tombstone
 
@@ -54,7 +54,7 @@ def test_long_event_ids_are_remembered_by_digest_across_a_carry() -> None:
     long_id = "x" * 120
     inbox = Inbox()
     assert len(inbox.accept(turns(1, event_id=long_id))[0]) == 1
-    next_seq, seen, held = inbox.carry()
+    next_seq, seen, held = inbox.handed_on()
     assert all(len(s) <= 48 for s in seen)
     again = Inbox(next_seq, seen, held)
     assert again.accept(turns(5, event_id=long_id)) == ([], None)  # held: a new seq

@@ -12,9 +12,9 @@ import pytest
 from temporalio.client import Client
 
 from ringflow.callflow.loader import load_flow
+from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult, RouteRequest
 from ringflow.devstack import DevStack
 from ringflow.workflows.client import start_call
-from ringflow.workflows.contract import CallFunctionRequest, CallFunctionResult, RouteRequest
 from tests.wfkit import running_worker, wait_until, worker_child
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "jobs_kill"

@@ -11,8 +11,8 @@ from aiohttp import web
 from temporalio.client import Client
 
 from ringflow.callflow.loader import load_flow
+from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult, CancelRequest, RouteRequest
 from ringflow.workflows.client import CallHandle, start_call
-from ringflow.workflows.contract import CallFunctionRequest, CallFunctionResult, CancelRequest, RouteRequest
 from tests.wfkit import Agent, running_worker, wait_until
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "jobs_wf"

@@ -48,12 +48,12 @@ from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.engine import Engine
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
+from ringflow.contract.updates import Snapshot
 from ringflow.devstack import DevStack
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import Script, is_flow_file, load_script, said_failures
 from ringflow.simulate import TURN_TIMEOUT_S, SimulationResult, _Killer, _play, environment, run_script
 from ringflow.workflows.client import start_call
-from ringflow.workflows.contract import Snapshot
 from tests.kill_child import KILLPOINT, scripted_session
 
 ROOT = Path(__file__).resolve().parent.parent

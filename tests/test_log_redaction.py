@@ -43,8 +43,8 @@ def _sdk_drops() -> bool:
     decodes, and drops, a wrong one) rather than the raw payload."""
     import inspect
 
+    from ringflow.contract.events import TurnsEvent
     from ringflow.workflows.call import CallWorkflow
-    from ringflow.workflows.contract import TurnsEvent
 
     handler = getattr(CallWorkflow, "turns", None)  # gone once every signal is taken raw
     return handler is not None and TurnsEvent in inspect.get_annotations(handler, eval_str=True).values()

@@ -31,23 +31,20 @@ from temporalio.client import Client
 
 from ringflow.agents.outbox import Outbox, OutboxClosed, OutboxFull, ReceiverGone, backoff_delay
 from ringflow.agents.signals import chunks, sendable, workflow_sender
-from ringflow.devstack import DevStack
-from ringflow.workflows.client import MAX_SIGNAL_BYTES
-from ringflow.workflows.contract import (
-    MAX_ARGS_BYTES,
-    MAX_TEXT_CHARS,
+from ringflow.contract.call import CallView
+from ringflow.contract.events import (
     AgentEvent,
     CallEvent,
-    CallView,
     EventBatch,
     HangupEvent,
     Heartbeat,
     TransitionEvent,
     Turn,
     TurnsEvent,
-    encoded_bytes,
-    oversized_args,
 )
+from ringflow.contract.wire import MAX_ARGS_BYTES, MAX_TEXT_CHARS, encoded_bytes, oversized_args
+from ringflow.devstack import DevStack
+from ringflow.workflows.client import MAX_SIGNAL_BYTES
 from tests.wfkit import Agent, running_worker, start, wait_state, wait_until
 
 OUTAGE_S = float(os.environ.get("RINGFLOW_OUTAGE_S", "3"))

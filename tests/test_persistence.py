@@ -22,7 +22,7 @@ from ringflow.activities.persistence import (
     upsert_call,
     upsert_turns,
 )
-from ringflow.activities.records import CallRecord, TranscriptAppend, TranscriptItem
+from ringflow.contract.records import CallRecord, TranscriptAppend, TranscriptItem
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -170,7 +170,7 @@ def test_a_calls_table_from_before_the_line_columns_gets_them_added(database_url
     from sqlalchemy import text
 
     from ringflow.activities.persistence import add_missing_columns
-    from ringflow.activities.records import AmdVerdict, SipOutcome
+    from ringflow.contract.records import AmdVerdict, SipOutcome
 
     engine = get_engine(database_url)
     with engine.begin() as conn:

@@ -8,8 +8,8 @@ from typing import Any
 from ringflow.agent_server import build_server, make_session, prewarm
 from ringflow.agents.livekit_api import parse_job_metadata
 from ringflow.callflow.state import CallState
+from ringflow.contract.updates import Snapshot
 from ringflow.settings import Settings
-from ringflow.workflows.contract import Snapshot
 from tests.wfkit import clinic
 
 

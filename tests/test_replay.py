@@ -22,7 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.workflow import NondeterminismError
 
-from ringflow.activities.records import CallRecord
+from ringflow.contract.records import CallRecord
 from ringflow.workflows.call import CallWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"

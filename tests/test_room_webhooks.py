@@ -131,7 +131,7 @@ async def test_turns_still_lingering_in_the_agent_s_outbox_when_the_caller_leave
     room instead of hanging up: the wait ends there, without a note."""
     from ringflow.agents.outbox import Outbox
     from ringflow.agents.signals import workflow_sender
-    from ringflow.workflows.contract import HangupEvent, Turn, TurnsEvent
+    from ringflow.contract.events import HangupEvent, Turn, TurnsEvent
 
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await live_call(temporal_client, task_queue, lk, "wh-linger")

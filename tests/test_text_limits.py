@@ -9,8 +9,11 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
 from ringflow.callflow.errors import FlowError
+from ringflow.contract.call import CallInput
+from ringflow.contract.events import Heartbeat
+from ringflow.contract.updates import CallFunctionRequest
+from ringflow.contract.wire import MAX_ID_CHARS
 from ringflow.workflows.call import CallWorkflow
-from ringflow.workflows.contract import MAX_ID_CHARS, CallFunctionRequest, CallInput, Heartbeat
 from tests.wfkit import Agent, clinic, req, running_worker, start, wait_state
 
 LONG = "x" * 10_000

@@ -17,12 +17,13 @@ import pytest_asyncio
 from redis.asyncio import Redis
 from temporalio.client import Client
 
-from ringflow.activities.turn_journal import JournalRead, TurnJournalReader, entries_from, journal_key
+from ringflow.activities.turn_journal import TurnJournalReader
 from ringflow.agents.journal import OutboxJournal
 from ringflow.agents.outbox import Outbox
+from ringflow.contract.events import AgentEvent, Turn, TurnsEvent
+from ringflow.contract.journal import JournalRead, entries_from, journal_key
 from ringflow.live_transcript import held_turns
 from ringflow.scripted_llm import ScriptedLLM
-from ringflow.workflows.contract import AgentEvent, Turn, TurnsEvent
 from tests.agentkit import TIMEOUT_S, TextCall, say, text_call
 from tests.wfkit import running_worker, wait_until
 

@@ -18,7 +18,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from ringflow.activities.records import CallRecord
 from ringflow.activities.webhook import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
@@ -32,6 +31,7 @@ from ringflow.activities.webhook import (
     sign,
     verify_signature,
 )
+from ringflow.contract.records import CallRecord
 
 SECRET = "whsec-test"
 SENT_AT = datetime(2025, 3, 1, 12, 5, tzinfo=UTC)

@@ -16,8 +16,8 @@ from aiohttp import web
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from temporalio.testing import ActivityEnvironment
 
-from ringflow.activities.records import CallRecord
 from ringflow.activities.webhook import DELIVERY_HEADER, TIMESTAMP_HEADER, WebhookDelivery, WebhookSender
+from ringflow.contract.records import CallRecord
 
 SECRET = "whsec_" + base64.b64encode(os.urandom(24)).decode()
 

@@ -185,7 +185,7 @@ async def test_every_transition_writes_the_node_when_refresh_is_zero(
 def test_a_refresh_out_of_range_is_refused() -> None:
     from pydantic import ValidationError
 
-    from ringflow.workflows.contract import CallInput
+    from ringflow.contract.call import CallInput
 
     with pytest.raises(ValidationError, match="visibility_refresh_s"):
         CallInput(call_id="c1", definition=ping_pong(), visibility_refresh_s=-1)

@@ -9,7 +9,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 
 from ringflow.activities.persistence import load_call
 from ringflow.callflow.errors import FlowError
-from ringflow.workflows.contract import MAX_ARGS_BYTES, Turn, TurnsEvent
+from ringflow.contract.events import Turn, TurnsEvent
+from ringflow.contract.wire import MAX_ARGS_BYTES
 from tests.wfkit import Agent, req, running_worker, start, wait_state
 
 
@@ -145,8 +146,8 @@ async def test_missing_required_variable_is_a_clear_error(temporal_client: Clien
 async def test_workflow_refuses_bad_input_without_a_client_check(
     temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
+    from ringflow.contract.call import CallInput
     from ringflow.workflows.call import CallWorkflow
-    from ringflow.workflows.contract import CallInput
     from tests.wfkit import clinic
 
     async with running_worker(temporal_client, task_queue, sqlite_url):

@@ -14,7 +14,8 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from ringflow.activities.persistence import load_transcript
-from ringflow.workflows.contract import CallView, Turn, TurnsEvent
+from ringflow.contract.call import CallView
+from ringflow.contract.events import Turn, TurnsEvent
 from tests.hostile import finished, raw, raw_json, task_failures, worker_with_hooks
 from tests.test_workflow_faults import flaky_api
 from tests.wfkit import Agent, clinic, req, start, wait_state

@@ -9,7 +9,7 @@ import time
 
 from temporalio.client import Client
 
-from ringflow.workflows.contract import CallEvent
+from ringflow.contract.events import CallEvent
 from tests.hostile import finished, worker_with_hooks
 from tests.wfkit import Agent, start, wait_state
 

@@ -19,8 +19,8 @@ from ringflow.activities.persistence import load_call
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.model import FlowDefinition
+from ringflow.contract.call import CallInput
 from ringflow.workflows.call import CallWorkflow
-from ringflow.workflows.contract import CallInput
 from tests.test_mcp import serving
 from tests.wfkit import Agent, req, running_worker, start, wait_state
 

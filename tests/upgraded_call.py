@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.records import CallRecord
+    from ringflow.contract.records import CallRecord
     from ringflow.workflows.call import CallWorkflow
 
 UPGRADE_PATCH = "test-upgrade-settle-timer"

@@ -21,16 +21,11 @@ from ringflow.activities.telephony import Telephony
 from ringflow.callflow.engine import Engine
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
+from ringflow.contract.call import CallView
+from ringflow.contract.events import TransitionEvent, Turn, TurnsEvent
+from ringflow.contract.updates import CallFunctionRequest, Snapshot
 from ringflow.settings import Settings
 from ringflow.workflows.client import CallHandle, start_call
-from ringflow.workflows.contract import (
-    CallFunctionRequest,
-    CallView,
-    Snapshot,
-    TransitionEvent,
-    Turn,
-    TurnsEvent,
-)
 from ringflow.workflows.worker import build_worker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "wf"

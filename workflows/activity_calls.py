@@ -10,7 +10,7 @@ mid-run and can retry for longer than a workflow task.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,27 +18,34 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError
 
+# The activities are called by reference (their registered names are in the histories, and
+# stay as ``@activity.defn(name=...)`` gives them); their modules' I/O clients are loaded
+# once, outside the sandbox.
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.extraction import ExtractionInput, ExtractionOutput
-    from ringflow.activities.handler_run import HandlerInput, HandlerOutput
-    from ringflow.activities.http_tool import HttpToolRequest
-    from ringflow.activities.mcp_tools import McpCallRequest, McpCallResult, McpListRequest
-    from ringflow.activities.telephony import TransferRequest
-    from ringflow.activities.turn_journal import JournalEntries, JournalRead
-    from ringflow.activities.webhook import WEBHOOK_RETRY_POLICY
+    from ringflow.activities.dispatch import AgentDispatch
+    from ringflow.activities.extraction import ExtractionInput, ExtractionOutput, Extractor
+    from ringflow.activities.handler_run import HandlerInput, HandlerOutput, HandlerRunner
+    from ringflow.activities.http_tool import HttpTool, HttpToolRequest
+    from ringflow.activities.mcp_tools import (
+        McpCallRequest,
+        McpCallResult,
+        McpListRequest,
+        mcp_call_tool,
+        mcp_list_tools,
+    )
+    from ringflow.activities.persistence import CallStore
+    from ringflow.activities.telephony import TelephonyActivities
+    from ringflow.activities.turn_journal import TurnJournalReader
+    from ringflow.activities.webhook import WEBHOOK_RETRY_POLICY, WebhookSender
     from ringflow.callflow.effects import RunFunction
     from ringflow.callflow.events import FunctionResult
     from ringflow.callflow.mcp_spec import UNAVAILABLE as MCP_UNAVAILABLE
     from ringflow.callflow.mcp_spec import McpServer, McpServerTools
     from ringflow.callflow.model import FlowDefinition, Retry
     from ringflow.callflow.state import CallState
-    from ringflow.workflows.contract import (
-        CallRecord,
-        DispatchRequest,
-        DispatchResult,
-        TranscriptAppend,
-        WebhookDelivery,
-    )
+    from ringflow.contract.dial import DispatchRequest, DispatchResult, TransferRequest
+    from ringflow.contract.journal import JournalEntries, JournalRead
+    from ringflow.contract.records import CallRecord, TranscriptAppend, WebhookDelivery
 
 LOCAL_MAX_TIMEOUT_S = 10.0
 HEARTBEAT_TIMEOUT_S = 2.0  # a cancellable handler heartbeats (activities/handler_run.py)
@@ -56,9 +63,8 @@ def retry_policy(r: Retry | None) -> RetryPolicy:
 
 
 async def _execute(
-    name: str,
+    activity: Callable[..., Awaitable[Any]],
     arg: Any,
-    result_type: type,
     timeout_s: float,
     retry: RetryPolicy,
     on_start: Callable[[asyncio.Task[Any]], None] | None = None,
@@ -72,18 +78,16 @@ async def _execute(
     handle: asyncio.Task[Any]
     if timeout_s <= LOCAL_MAX_TIMEOUT_S and on_start is None:
         handle = workflow.start_local_activity(
-            name,
-            arg,
-            result_type=result_type,
+            activity,
+            args=[arg],
             start_to_close_timeout=timedelta(seconds=timeout_s + 1),
             schedule_to_close_timeout=timedelta(seconds=(timeout_s + 1) * 4),
             retry_policy=retry,
         )
     else:
         handle = workflow.start_activity(
-            name,
-            arg,
-            result_type=result_type,
+            activity,
+            args=[arg],
             start_to_close_timeout=timedelta(seconds=timeout_s + 1),
             retry_policy=retry,
             heartbeat_timeout=timedelta(seconds=HEARTBEAT_TIMEOUT_S) if on_start is not None else None,
@@ -133,7 +137,7 @@ async def run_function(
                 timeout_s=eff.timeout_s,
                 idempotency_key=key,
             )
-            out = await _execute("http_tool", req, dict, eff.timeout_s, retry_policy(eff.retry), on_start)
+            out = await _execute(HttpTool.http_tool, req, eff.timeout_s, retry_policy(eff.retry), on_start)
             return FunctionResult(run_id=eff.run_id, result=out)
         inp = HandlerInput(
             call_id=state.call_id,
@@ -147,7 +151,7 @@ async def run_function(
             timeout_s=eff.timeout_s,
         )
         hout: HandlerOutput = await _execute(
-            "run_handler", inp, HandlerOutput, eff.timeout_s, retry_policy(eff.retry), on_start
+            HandlerRunner.run_handler, inp, eff.timeout_s, retry_policy(eff.retry), on_start
         )
         merged = None
         if hout.error is None:
@@ -178,9 +182,7 @@ async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: Cal
         args=eff.args,
     )
     try:
-        out: McpCallResult = await _execute(
-            "mcp_call_tool", req, McpCallResult, eff.timeout_s, retry_policy(eff.retry)
-        )
+        out: McpCallResult = await _execute(mcp_call_tool, req, eff.timeout_s, retry_policy(eff.retry))
     except Exception as exc:  # after retries
         cause = getattr(exc, "cause", None) or exc
         return FunctionResult(run_id=eff.run_id, error=f"{MCP_UNAVAILABLE}: {cause}")
@@ -194,9 +196,8 @@ async def list_mcp_tools(req: McpListRequest, server: McpServer) -> McpServerToo
     timeout = server.timeout_s
     try:
         out: McpServerTools = await workflow.execute_activity(
-            "mcp_list_tools",
+            mcp_list_tools,
             req,
-            result_type=McpServerTools,
             start_to_close_timeout=timedelta(seconds=timeout * 2 + 2),
             schedule_to_close_timeout=timedelta(seconds=timeout * 4 + 5),
             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
@@ -208,30 +209,32 @@ async def list_mcp_tools(req: McpListRequest, server: McpServer) -> McpServerToo
 
 
 async def extract(inp: ExtractionInput) -> ExtractionOutput:
-    return await workflow.execute_activity(
-        "extract_variables",
+    return await workflow.execute_activity_method(
+        Extractor.extract_variables,
         inp,
-        result_type=ExtractionOutput,
         start_to_close_timeout=timedelta(seconds=60),
         retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
     )
 
 
 async def persist(record: CallRecord) -> None:
-    await workflow.execute_activity(
-        "persist_call", record, start_to_close_timeout=timedelta(seconds=30), retry_policy=_DURABLE
+    await workflow.execute_activity_method(
+        CallStore.persist_call, record, start_to_close_timeout=timedelta(seconds=30), retry_policy=_DURABLE
     )
 
 
 async def append_transcript(batch: TranscriptAppend) -> None:
-    await workflow.execute_activity(
-        "append_transcript", batch, start_to_close_timeout=timedelta(seconds=30), retry_policy=_DURABLE
+    await workflow.execute_activity_method(
+        CallStore.append_transcript,
+        batch,
+        start_to_close_timeout=timedelta(seconds=30),
+        retry_policy=_DURABLE,
     )
 
 
 async def webhook(delivery: WebhookDelivery) -> None:
-    await workflow.execute_activity(
-        "post_call_webhook",
+    await workflow.execute_activity_method(
+        WebhookSender.post_call_webhook,
         delivery,
         start_to_close_timeout=timedelta(seconds=30),
         retry_policy=WEBHOOK_RETRY_POLICY,
@@ -240,10 +243,9 @@ async def webhook(delivery: WebhookDelivery) -> None:
 
 async def dispatch_agent(req: DispatchRequest) -> DispatchResult:
     try:
-        return await workflow.execute_activity(
-            "dispatch_agent",
+        return await workflow.execute_activity_method(
+            AgentDispatch.dispatch_agent,
             req,
-            result_type=DispatchResult,
             start_to_close_timeout=timedelta(seconds=15),
             retry_policy=RetryPolicy(maximum_attempts=2),
         )
@@ -264,10 +266,9 @@ async def transfer(eff: RunFunction, state: CallState, room: str) -> FunctionRes
         announce=eff.transfer.announce,
     )
     try:
-        out = await workflow.execute_activity(
-            "transfer_call",
+        out = await workflow.execute_activity_method(
+            TelephonyActivities.transfer_call,
             req,
-            result_type=dict,
             start_to_close_timeout=timedelta(seconds=60 if req.mode == "cold" else 150),
             retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
         )
@@ -284,9 +285,8 @@ async def read_turn_journal(req: JournalRead) -> JournalEntries:
     """What the call's last agent queued and never sent (``workflows/journal_recovery.py``):
     a local activity, a few tries, then the caller notes the failure and carries on."""
     result: JournalEntries = await _execute(
-        "read_turn_journal",
+        TurnJournalReader.read_turn_journal,
         req,
-        JournalEntries,
         JOURNAL_TIMEOUT_S,
         RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3),
     )

@@ -14,8 +14,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.events import HangUp
+    from ringflow.contract.dial import DispatchRequest
     from ringflow.workflows import activity_calls as acts
-    from ringflow.workflows.contract import DispatchRequest
     from ringflow.workflows.journal_recovery import recover_journal
 
 if TYPE_CHECKING:

@@ -25,26 +25,23 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.events import CallStarted, FunctionCalled
     from ringflow.callflow.inputs import undeclared_variables
     from ringflow.callflow.state import CallState
-    from ringflow.workflows import carry as budget
-    from ringflow.workflows.call_carry import CallCarry
-    from ringflow.workflows.call_driver import CallDriver, internal_error
-    from ringflow.workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
-    from ringflow.workflows.contract import (
+    from ringflow.contract.call import CallInput, CallView, Continuation, call_input_problems
+    from ringflow.contract.events import Turn
+    from ringflow.contract.records import CallRecord
+    from ringflow.contract.room import RoomEvent
+    from ringflow.contract.updates import (
         AttachRequest,
         CallFunctionRequest,
         CallFunctionResult,
-        CallInput,
-        CallRecord,
-        CallView,
         CancelRequest,
-        Carry,
         DeviceToolRecord,
         RouteRequest,
         Snapshot,
-        Turn,
-        call_input_problems,
-        oversized_args,
     )
+    from ringflow.contract.wire import oversized_args
+    from ringflow.workflows import budgets
+    from ringflow.workflows.call_driver import CallDriver, internal_error
+    from ringflow.workflows.call_progress import CallProgress, FunctionCalls, Liveness, Transcript
     from ringflow.workflows.conversation import converse
     from ringflow.workflows.device_record import DeviceTools
     from ringflow.workflows.inbox import Inbox
@@ -53,7 +50,8 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.journal_recovery import recover_journal
     from ringflow.workflows.mcp_pin import needs_pin, pin_tools
     from ringflow.workflows.record import call_view
-    from ringflow.workflows.room_events import RoomEvent, on_room_event
+    from ringflow.workflows.room_events import on_room_event
+    from ringflow.workflows.run_end import RunEnd
     from ringflow.workflows.visibility import Visibility
 
 NO_PAYLOAD = RawValue(Payload())  # an update sent with no payload (the handlers' default)
@@ -64,7 +62,7 @@ M = TypeVar("M", bound=BaseModel)
 class CallWorkflow:
     """The workflow's lifecycle and message handlers. What acts on the call is in the parts
     it owns, each given the call's driver (``call_driver.py``): the conversation loop
-    (``conversation.py``), continue-as-new and finish (``call_carry.py``), job groups
+    (``conversation.py``), continue-as-new and finish (``run_end.py``), job groups
     (``jobs.py``) and device tools (``device_record.py``)."""
 
     # The input arrives raw, like signals: a start payload that does not decode into a
@@ -95,7 +93,7 @@ class CallWorkflow:
         self.room_events_seen: list[str] = []  # LiveKit webhooks applied (workflows/room_events.py)
         self.start_error: str | None = None
         now = workflow.now().timestamp()
-        # One way in: a new call starts from the carry of a run zero (``first_run``).
+        # One way in: a new call starts from the continuation of a run zero (``first_run``).
         c = inp.carry if inp.carry is not None else self.first_run(engine, inp, now)
         if inp.carry is not None:  # extractions the last run left running start again
             self.startup: list[Effect] = [
@@ -106,18 +104,18 @@ class CallWorkflow:
             inp,
             engine,
             vis,
-            CallProgress.carried(c, now),
+            CallProgress.continued(c, now),
             Inbox(c.next_seq, c.seen_ids, c.held, c.held_since),
-            FunctionCalls.carried(c),
-            Transcript.carried(c),
+            FunctionCalls.continued(c),
+            Transcript.continued(c),
             Liveness(inp.agent_timeout_s, now),
         )
-        self.carry = CallCarry(self.d)
+        self.run_end = RunEnd(self.d)
         self.jobs = Jobs(self.d)
         self.d.start_jobs = self.jobs.start_jobs
         self.devices = DeviceTools(self.d)
 
-    def first_run(self, engine: Engine, inp: CallInput, now: float) -> Carry:
+    def first_run(self, engine: Engine, inp: CallInput, now: float) -> Continuation:
         """A new call: the engine starts it, and what it orders first runs once the call does."""
         step = engine.start(
             CallStarted(
@@ -131,7 +129,7 @@ class CallWorkflow:
         rejected = [e for e in step.effects if isinstance(e, Rejected)]
         self.start_error = rejected[0].reason if rejected else None
         self.startup = step.effects
-        return Carry(state=step.state, status="dialing", next_seq=1, runs=0, started_at=now)
+        return Continuation(state=step.state, status="dialing", next_seq=1, runs=0, started_at=now)
 
     # --- run --------------------------------------------------------------------------
     @workflow.run
@@ -167,14 +165,14 @@ class CallWorkflow:
             await pin_tools(self.d)
         self.tools_ready = True
         try:
-            await converse(self.d, self.carry, inp, self.startup)
+            await converse(self.d, self.run_end, inp, self.startup)
         except Exception as exc:
             if internal_error(exc):
                 raise
             # A bug or an input nothing anticipated: the call ends with an error, and its record
             # and webhook still go out, rather than a workflow task that fails forever.
             self.d.fail_call(f"the call could not go on: {safe_reason(exc)}")
-        return await self.carry.finish()
+        return await self.run_end.finish()
 
     # --- messages from the agent ------------------------------------------------------
     # One dynamic handler takes every signal (``events``, ``transition``, ``turns``, ``event``,
@@ -220,7 +218,7 @@ class CallWorkflow:
         if req.event_id in calls.results:
             return calls.results[req.event_id]
         if req.event_id in calls.done:
-            return budget.already_ran(self.d.call.flow_state.node)
+            return budgets.already_ran(self.d.call.flow_state.node)
         calls.running.add(req.event_id)
         try:
             return await self.run_call_function(req)

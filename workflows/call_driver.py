@@ -40,14 +40,9 @@ with workflow.unsafe.imports_passed_through():
         MaxDuration,
         UserSpoke,
     )
-    from ringflow.workflows import activity_calls as acts
-    from ringflow.workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
-    from ringflow.workflows.contract import (
-        MAX_ID_CHARS,
-        MAX_TEXT_CHARS,
+    from ringflow.contract.call import CallInput
+    from ringflow.contract.events import (
         CallEvent,
-        CallFunctionResult,
-        CallInput,
         HangupEvent,
         Heartbeat,
         InboxEvent,
@@ -56,6 +51,10 @@ with workflow.unsafe.imports_passed_through():
         TransitionEvent,
         TurnsEvent,
     )
+    from ringflow.contract.updates import CallFunctionResult
+    from ringflow.contract.wire import MAX_ID_CHARS, MAX_TEXT_CHARS
+    from ringflow.workflows import activity_calls as acts
+    from ringflow.workflows.call_progress import CallProgress, FunctionCalls, Liveness, Transcript
     from ringflow.workflows.inbox import Inbox
     from ringflow.workflows.intake import Refusal, explain, tombstone
     from ringflow.workflows.line_events import apply_line_event

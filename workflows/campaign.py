@@ -43,7 +43,14 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.campaign_acts import Attempt, Ended, FinishedRequest, RoundRequest, RoundResult
+    from ringflow.activities.campaign_acts import (
+        Attempt,
+        CampaignActivities,
+        Ended,
+        FinishedRequest,
+        RoundRequest,
+        RoundResult,
+    )
     from ringflow.activities.campaign_store import Claimed, Outcome, classify
     from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
     from ringflow.callflow.errors import FlowError
@@ -185,10 +192,9 @@ class CampaignWorkflow:
             lead_s=LEAD_S,
         )
         try:
-            res: RoundResult = await workflow.execute_activity(
-                "campaign_round",
+            res: RoundResult = await workflow.execute_activity_method(
+                CampaignActivities.campaign_round,
                 req,
-                result_type=RoundResult,
                 start_to_close_timeout=timedelta(hours=2),
                 heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RETRY,
@@ -289,21 +295,19 @@ class CampaignWorkflow:
     # --- the end ------------------------------------------------------------------------
     async def finish(self, status: str) -> dict[str, Any]:
         inp = self.inp
-        counts = await workflow.execute_activity(
-            "campaign_counts",
+        counts = await workflow.execute_activity_method(
+            CampaignActivities.campaign_counts,
             inp.campaign_id,
-            result_type=dict,
             start_to_close_timeout=SHORT,
             retry_policy=RETRY,
         )
         self.show(status)
         try:
-            await workflow.execute_activity(
-                "campaign_finished",
+            await workflow.execute_activity_method(
+                CampaignActivities.campaign_finished,
                 FinishedRequest(
                     campaign_id=inp.campaign_id, flow=self.flow(), status=status, stats=self.stats
                 ),
-                result_type=str,
                 start_to_close_timeout=SHORT,
                 retry_policy=RetryPolicy(maximum_interval=timedelta(minutes=5), maximum_attempts=20),
             )

@@ -15,9 +15,10 @@ from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from ringflow.activities.campaign_acts import CampaignActivities
     from ringflow.activities.campaign_store import Claimed, Outcome
-    from ringflow.activities.records import CallRecord
-    from ringflow.activities.telephony import Dial
+    from ringflow.contract.dial import Dial
+    from ringflow.contract.records import CallRecord
     from ringflow.workflows.call import CallWorkflow
     from ringflow.workflows.campaign_messages import CampaignInput
     from ringflow.workflows.client import checked_call_input, workflow_id
@@ -76,10 +77,9 @@ async def outcome_of(handle: ChildWorkflowHandle[Any, Any]) -> Outcome:
 async def next_ended(call_ids: list[str]) -> dict[str, Outcome]:
     """Of calls an earlier run started: the next to end (and any ending within a second of
     it), by call id, through one activity for them all."""
-    return await workflow.execute_activity(
-        "campaign_await_calls",
+    return await workflow.execute_activity_method(
+        CampaignActivities.campaign_await_calls,
         call_ids,
-        result_type=dict[str, Outcome],
         start_to_close_timeout=timedelta(days=1),
         heartbeat_timeout=timedelta(seconds=60),
         retry_policy=RETRY,

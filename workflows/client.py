@@ -3,7 +3,7 @@
 It checks what it can before anything reaches Temporal (variables, sizes), so a bad
 request fails here with a clear message instead of as a rejected event. It names the
 workflow, its updates and queries by their names and types them with the contract
-(``workflows/contract.py``), never by importing ``CallWorkflow``: the agent imports this
+(``ringflow/contract/``), never by importing ``CallWorkflow``: the agent imports this
 module, and the workflow would bring the activities' I/O clients along.
 """
 
@@ -15,7 +15,6 @@ from typing import Any
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
-from ringflow.activities.records import call_workflow_id
 from ringflow.activities.search_attributes import (
     RINGFLOW_CAMPAIGN,
     RINGFLOW_DIRECTION,
@@ -24,32 +23,24 @@ from ringflow.activities.search_attributes import (
     RINGFLOW_STATUS,
     RINGFLOW_TRANSITIONS,
 )
-from ringflow.activities.telephony import Dial  # noqa: F401  (start_call(..., dial=Dial(to=...)) imports it here)
 from ringflow.callflow.errors import FlowError, Issue
 from ringflow.callflow.inputs import resolve_variables, undeclared_variables
 from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
-from ringflow.workflows.contract import (
-    MAX_SIGNAL_BYTES,
-    MAX_TEXT_CHARS,
-    AttachRequest,
+from ringflow.contract.call import CallInput, CallView, call_input_problems, call_workflow_id
+from ringflow.contract.events import (
     CallEvent,
-    CallFunctionRequest,
-    CallFunctionResult,
-    CallInput,
-    CallRecord,
-    CallView,
     EventBatch,
     HangupEvent,
     Heartbeat,
-    Snapshot,
     TransitionEvent,
     Turn,
     TurnsEvent,
-    call_input_problems,
-    encoded_bytes,
 )
-from ringflow.workflows.room_events import RoomEvent
+from ringflow.contract.records import CallRecord
+from ringflow.contract.room import RoomEvent
+from ringflow.contract.updates import AttachRequest, CallFunctionRequest, CallFunctionResult, Snapshot
+from ringflow.contract.wire import MAX_SIGNAL_BYTES, MAX_TEXT_CHARS, encoded_bytes
 
 __all__ = [
     "MAX_SIGNAL_BYTES",

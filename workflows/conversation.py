@@ -1,5 +1,5 @@
 """The call's conversation: the main loop of ``CallWorkflow.run`` from the first effects
-to the end of the call, on the call's driver and its carry. Apart from ``call.py`` (the
+to the end of the call, on the call's driver and how its run ends. Apart from ``call.py`` (the
 workflow's lifecycle and message handlers) so each file reads in one sitting.
 """
 
@@ -12,17 +12,17 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.effects import Effect
     from ringflow.callflow.events import MaxDuration
+    from ringflow.contract.call import CallInput
     from ringflow.workflows.agent_presence import agent_lost, final_turn
-    from ringflow.workflows.call_carry import CallCarry
     from ringflow.workflows.call_driver import CallDriver
-    from ringflow.workflows.contract import CallInput
     from ringflow.workflows.dialing import place_call
     from ringflow.workflows.journal_recovery import recover_journal
+    from ringflow.workflows.run_end import RunEnd
 
 LATE_TIMER_S = 5.0
 
 
-async def converse(d: CallDriver, carry: CallCarry, inp: CallInput, startup: list[Effect]) -> None:
+async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list[Effect]) -> None:
     d.apply_effects(startup)
     if inp.dial is not None and inp.carry is None:
         d.spawn(place_call(d))
@@ -71,8 +71,8 @@ async def converse(d: CallDriver, carry: CallCarry, inp: CallInput, startup: lis
                 d.liveness.seen(now)
             else:
                 await agent_lost(d)
-        elif carry.should_continue_as_new():
-            await carry.continue_as_new()
+        elif run_end.should_continue_as_new():
+            await run_end.continue_as_new()
     await final_turn(d)
     if not d.call.hangup_seen or d.hangup_signalled:  # not ended by the agent's last send
         await recover_journal(d, "the call ended without the agent's hangup")

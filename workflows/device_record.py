@@ -13,15 +13,10 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from ringflow.contract.events import Turn
+    from ringflow.contract.updates import CallFunctionResult, DeviceToolRecord
+    from ringflow.contract.wire import MAX_ARGS_BYTES, MAX_TEXT_CHARS, encoded_bytes
     from ringflow.workflows.call_driver import CallDriver
-    from ringflow.workflows.contract import (
-        MAX_ARGS_BYTES,
-        MAX_TEXT_CHARS,
-        CallFunctionResult,
-        DeviceToolRecord,
-        Turn,
-        encoded_bytes,
-    )
 
 
 class DeviceTools:

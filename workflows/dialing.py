@@ -21,8 +21,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.records import SipOutcome
-    from ringflow.activities.telephony import (
+    from ringflow.activities.telephony import TelephonyActivities
+    from ringflow.callflow.events import HangUp
+    from ringflow.contract.dial import (
         DEFAULT_RINGING_TIMEOUT_S,
         DialRequest,
         DialResult,
@@ -30,8 +31,8 @@ with workflow.unsafe.imports_passed_through():
         PrepareResult,
         sip_identity,
     )
-    from ringflow.callflow.events import HangUp
-    from ringflow.workflows.contract import Turn
+    from ringflow.contract.events import Turn
+    from ringflow.contract.records import SipOutcome
 
 if TYPE_CHECKING:
     from ringflow.workflows.call_driver import CallDriver
@@ -52,10 +53,9 @@ async def place_call(wf: CallDriver) -> None:
     wf.ringing = True
     try:
         try:
-            prep = await workflow.execute_activity(
-                "prepare_call",
+            prep = await workflow.execute_activity_method(
+                TelephonyActivities.prepare_call,
                 PrepareRequest(call_id=inp.call_id, room=room),
-                result_type=PrepareResult,
                 start_to_close_timeout=timedelta(seconds=20),
                 retry_policy=_RETRY,
             )
@@ -68,12 +68,11 @@ async def place_call(wf: CallDriver) -> None:
         else:
             ring_s = inp.dial.ringing_timeout_s or DEFAULT_RINGING_TIMEOUT_S
             try:
-                result = await workflow.execute_activity(
-                    "dial_call",
+                result = await workflow.execute_activity_method(
+                    TelephonyActivities.dial_call,
                     DialRequest(
                         call_id=inp.call_id, room=room, dial=inp.dial, identity=sip_identity(inp.call_id)
                     ),
-                    result_type=DialResult,
                     start_to_close_timeout=timedelta(seconds=ring_s + 30),
                     retry_policy=_RETRY,
                 )
@@ -119,10 +118,9 @@ def record(wf: CallDriver, result: DialResult) -> None:
 async def hang_up(room: str) -> None:
     """Close the room (the agent waiting in it leaves); best effort, the call is over anyway."""
     try:
-        await workflow.execute_activity(
-            "hang_up_room",
+        await workflow.execute_activity_method(
+            TelephonyActivities.hang_up_room,
             room,
-            result_type=bool,
             start_to_close_timeout=timedelta(seconds=15),
             retry_policy=_RETRY,
         )

@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 
-from ringflow.workflows.contract import InboxEvent, Tombstone, encoded_bytes
+from ringflow.contract.events import InboxEvent, Tombstone
+from ringflow.contract.wire import encoded_bytes
 
 SEEN_WINDOW = 4096
 MAX_HELD = 500
@@ -30,7 +31,7 @@ GAP_WAIT_S = 30.0  # a missing seq is skipped once later events have waited this
 
 def _key(event_id: str) -> str:
     """How an id is remembered: itself when short (every id the agent makes), a digest
-    when long, so 4096 remembered ids stay well under the continue-as-new budget."""
+    when long, so 4096 remembered ids stay well under the continue-as-new budgets."""
     if len(event_id) <= 48:
         return event_id
     return "#" + hashlib.sha256(event_id.encode()).hexdigest()[:40]
@@ -159,5 +160,5 @@ class Inbox:
     def held_bytes(self) -> int:
         return self._held_bytes
 
-    def carry(self) -> tuple[int, list[str], list[InboxEvent]]:
+    def handed_on(self) -> tuple[int, list[str], list[InboxEvent]]:
         return self.next_seq, list(self._seen_order), [self._held[k] for k in sorted(self._held)]

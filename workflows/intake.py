@@ -16,9 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ringflow.workflows.contract import (
-    MAX_BATCH,
-    MAX_SEQ,
+from ringflow.contract.events import (
     AgentEvent,
     CallEvent,
     HangupEvent,
@@ -28,6 +26,7 @@ from ringflow.workflows.contract import (
     TransitionEvent,
     TurnsEvent,
 )
+from ringflow.contract.wire import MAX_BATCH, MAX_SEQ
 
 # The agent sends ``events`` batches only; the single-event signals stay: recorded histories
 # and agents of earlier releases use them (a replay must apply them as it did), ``hangup``

@@ -29,8 +29,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.http_tool import HttpToolRequest
-    from ringflow.activities.jobs import TIMED_OUT, JobInput, JobOutput
+    from ringflow.activities.http_tool import HttpTool, HttpToolRequest
+    from ringflow.activities.jobs import TIMED_OUT, JobInput, JobOutput, JobRunner
     from ringflow.callflow.effects import JobRun, StartJobs
     from ringflow.callflow.events import JobsFinished
     from ringflow.callflow.jobs import (
@@ -46,16 +46,11 @@ with workflow.unsafe.imports_passed_through():
         group_result,
         new_group,
     )
+    from ringflow.contract.events import Turn
+    from ringflow.contract.updates import CallFunctionResult, CancelRequest, RouteRequest
+    from ringflow.contract.wire import MAX_TEXT_CHARS, encoded_bytes
     from ringflow.workflows import activity_calls as acts
     from ringflow.workflows.call_driver import CallDriver
-    from ringflow.workflows.contract import (
-        MAX_TEXT_CHARS,
-        CallFunctionResult,
-        CancelRequest,
-        RouteRequest,
-        Turn,
-        encoded_bytes,
-    )
 
 LOG_MAX = 400  # envelopes kept for the agent to read; older ones are in the transcript
 FEED_MAX = 100  # envelopes in one query answer
@@ -147,10 +142,9 @@ class Jobs:
             if job.http:
                 out = await self.http_job(eff, job, key)
             else:
-                out = await workflow.start_activity(
-                    "run_job",
+                out = await workflow.start_activity_method(
+                    JobRunner.run_job,
                     self.job_input(eff, job, key),
-                    result_type=JobOutput,
                     start_to_close_timeout=timedelta(seconds=job.timeout_s + 5),
                     heartbeat_timeout=timedelta(seconds=HEARTBEAT_S),
                     retry_policy=acts.retry_policy(job.retry),
@@ -203,10 +197,9 @@ class Jobs:
             timeout_s=job.timeout_s,
             idempotency_key=key,
         )
-        answer = await workflow.start_activity(
-            "http_tool",
+        answer = await workflow.start_activity_method(
+            HttpTool.http_tool,
             req,
-            result_type=dict,
             start_to_close_timeout=timedelta(seconds=job.timeout_s + 5),
             retry_policy=acts.retry_policy(job.retry),
             cancellation_type=workflow.ActivityCancellationType.TRY_CANCEL,

@@ -24,7 +24,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.turn_journal import JournalRead
+    from ringflow.contract.journal import JournalRead
     from ringflow.workflows import activity_calls as acts
 
 if TYPE_CHECKING:

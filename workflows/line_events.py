@@ -8,21 +8,32 @@ agent's own engine applied it. Deterministic workflow code, like ``room_events.p
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.records import AmdVerdict, amd_result
     from ringflow.callflow.effects import Rejected
+    from ringflow.callflow.engine import Step
     from ringflow.callflow.events import DtmfEntered, MachineAnswered, UserIdle, UserSpoke
-    from ringflow.workflows.contract import CallEvent, Turn
+    from ringflow.contract.events import CallEvent, Turn
+    from ringflow.contract.records import AmdVerdict, amd_result
+    from ringflow.workflows.call_progress import CallProgress, FunctionCalls, Transcript
 
-if TYPE_CHECKING:
-    from ringflow.workflows.call_driver import CallDriver
+
+class LineDriver(Protocol):
+    """What a line event uses of the call's driver (``workflows/call_driver.CallDriver``,
+    which applies line events: a Protocol, so the import runs one way)."""
+
+    call: CallProgress
+    transcript: Transcript
+    functions: FunctionCalls
+
+    def step(self, event: Any) -> Step: ...
+    def record_rejected(self, event_id: str | None, reason: str) -> None: ...
 
 
-def apply_line_event(wf: CallDriver, ev: CallEvent) -> None:
+def apply_line_event(wf: LineDriver, ev: CallEvent) -> None:
     at, event_id, data = ev.at, ev.event_id, ev.data
     if ev.kind == "user_idle":
         empty = data.get("kind")
@@ -45,7 +56,7 @@ def apply_line_event(wf: CallDriver, ev: CallEvent) -> None:
         wf.record_rejected(event_id, f"dropped by the agent: {str(data.get('reason'))[:300]}")
 
 
-def keys_pressed(wf: CallDriver, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
+def keys_pressed(wf: LineDriver, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
     """The caller's keys, collected by the agent: a transcript turn, then the engine
     (a node with ``dtmf`` routes on them). Malformed keys raise ValidationError: rejected."""
     event = DtmfEntered(digits=str(data.get("digits", "")), node=data.get("node"), at=at)
@@ -64,7 +75,7 @@ def keys_pressed(wf: CallDriver, data: dict[str, Any], at: float | None, event_i
             wf.record_rejected(event_id, eff.reason)
 
 
-def interrupted(wf: CallDriver, event_id: str | None, target: Any) -> None:
+def interrupted(wf: LineDriver, event_id: str | None, target: Any) -> None:
     """The caller started talking while the LLM's call ``target`` (an event id) of a
     function marked ``cancel_on_interruption`` ran: cancel its activity. The run's
     result is then an error the LLM is told, and the log says what was cancelled. A
@@ -81,7 +92,7 @@ def interrupted(wf: CallDriver, event_id: str | None, target: Any) -> None:
         wf.record_rejected(event_id, f"note: function call {target} cancelled: the caller interrupted")
 
 
-def machine_answered(wf: CallDriver, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
+def machine_answered(wf: LineDriver, data: dict[str, Any], at: float | None, event_id: str | None) -> None:
     """The agent's answering-machine detection: recorded, then the flow's voicemail node
     (or the end, ``voicemail``), the same engine step the agent took."""
     event = MachineAnswered(category=str(data.get("category", "machine-vm"))[:40], at=at)

@@ -19,8 +19,8 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.engine import Engine
     from ringflow.callflow.mcp_spec import McpServerTools, used_servers
     from ringflow.callflow.mcp_tools import missing_tools, pinned_definition
+    from ringflow.contract.call import CallInput
     from ringflow.workflows import activity_calls as acts
-    from ringflow.workflows.contract import CallInput
 
 
 def needs_pin(inp: CallInput) -> bool:

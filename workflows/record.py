@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ringflow.activities.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem, call_workflow_id
 from ringflow.callflow.state import CallState
-from ringflow.workflows.call_parts import CallProgress
-from ringflow.workflows.contract import CallInput, CallView, Turn
+from ringflow.contract.call import CallInput, CallView, call_workflow_id
+from ringflow.contract.events import Turn
+from ringflow.contract.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem
+from ringflow.workflows.call_progress import CallProgress
 from ringflow.workflows.inbox import Inbox
 
 

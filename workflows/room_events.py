@@ -1,4 +1,4 @@
-"""What LiveKit says about a call's room (its webhooks, relayed by ``agents/webhooks.py``).
+"""What LiveKit says about a call's room (``RoomEvent``, relayed by ``agents/webhooks.py``), applied.
 
 The agent's heartbeats notice a dead agent only after ``agent_timeout_s`` of silence, which
 the caller hears as silence. LiveKit knows at once: the agent's participant leaves the room.
@@ -20,28 +20,18 @@ not configured. Deterministic workflow code.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.events import HangUp
+    from ringflow.contract.room import RoomEvent
 
 if TYPE_CHECKING:
     from ringflow.workflows.call_driver import CallDriver
 
 SEEN_MAX = 200
-
-
-class RoomEvent(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    event_id: str = Field(min_length=1, max_length=128)
-    kind: Literal["agent_left", "caller_left", "room_finished"]
-    identity: str | None = Field(None, max_length=256)
-    reason: str | None = Field(None, max_length=64)  # LiveKit's DisconnectReason name
-    at: float | None = Field(None, allow_inf_nan=False)
 
 
 def transferring(wf: CallDriver) -> bool:

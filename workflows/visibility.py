@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from ringflow.callflow.dispositions import declared_dispositions, public_disposition
     from ringflow.callflow.state import CallState
-    from ringflow.workflows.contract import CallInput
+    from ringflow.contract.call import CallInput
 
 TRAILING = frozenset({"node", "transitions"})  # may trail the call (see above)
 

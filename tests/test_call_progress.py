@@ -5,9 +5,11 @@ releases wrote, so a run continues across a deploy either way)."""
 from __future__ import annotations
 
 from ringflow.callflow.state import CallState
-from ringflow.workflows.call_parts import CallProgress, FunctionCalls, Liveness, Transcript
-from ringflow.workflows.carry import SLICE_MAX_BYTES
-from ringflow.workflows.contract import CallFunctionResult, Carry, Tombstone, Turn, TurnsEvent
+from ringflow.contract.call import Continuation
+from ringflow.contract.events import Tombstone, Turn, TurnsEvent
+from ringflow.contract.updates import CallFunctionResult
+from ringflow.workflows.budgets import SLICE_MAX_BYTES
+from ringflow.workflows.call_progress import CallProgress, FunctionCalls, Liveness, Transcript
 
 # A carry as the release before this one wrote it: held events were plain dicts.
 OLD_CARRY = {
@@ -39,25 +41,25 @@ OLD_CARRY = {
 
 
 def test_an_old_carry_decodes_into_the_call_state() -> None:
-    carry = Carry.model_validate(OLD_CARRY)
+    carry = Continuation.model_validate(OLD_CARRY)
     assert isinstance(carry.held[0], TurnsEvent) and isinstance(carry.held[1], Tombstone)
-    progress = CallProgress.carried(carry, now=500.0)
+    progress = CallProgress.continued(carry, now=500.0)
     assert progress.runs == 3 and progress.started_at == 100.0 and progress.status == "live"
     assert progress.flow_state.node == "verify" and progress.handler_state == {"tags": ["vip"]}
-    transcript = Transcript.carried(carry)
+    transcript = Transcript.continued(carry)
     assert transcript.base == 10 and transcript.count == 12
-    calls = FunctionCalls.carried(carry)
+    calls = FunctionCalls.continued(carry)
     assert calls.known("f1") and calls.known("f0") and not calls.known("f2")
     # what the next run writes reads back the same
-    again = Carry.model_validate_json(carry.model_dump_json())
+    again = Continuation.model_validate_json(carry.model_dump_json())
     assert again == carry
 
 
 def test_a_new_call_starts_from_a_run_zero() -> None:
-    carry = Carry(state=CallState(call_id="c1"), status="dialing", next_seq=1, runs=0, started_at=7.0)
-    progress = CallProgress.carried(carry, now=9.0)
+    carry = Continuation(state=CallState(call_id="c1"), status="dialing", next_seq=1, runs=0, started_at=7.0)
+    progress = CallProgress.continued(carry, now=9.0)
     assert progress.runs == 1 and progress.started_at == 7.0 and progress.rejected == []
-    assert Transcript.carried(carry).count == 0
+    assert Transcript.continued(carry).count == 0
 
 
 def test_the_transcript_pages_from_absolute_indexes() -> None:

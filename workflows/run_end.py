@@ -1,8 +1,8 @@
-"""How a call hands itself on and ends: continue-as-new and the end-of-call record.
+"""How a run of the call's workflow ends: continue-as-new, or the call's end and its record.
 
 Both write payloads Temporal caps at 2 MB, so both go by the byte budgets of
-``workflows/carry.py``: the transcript leaves for the database in slices before a payload
-could near the limit, and the next run gets a carry checked for size. ``CallWorkflow`` (``call.py``)
+``workflows/budgets.py``: the transcript leaves for the database in slices before a payload
+could near the limit, and the next run gets a continuation checked for size. ``CallWorkflow`` (``call.py``)
 owns one, given the call's driver.
 """
 
@@ -13,22 +13,18 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from ringflow.contract.call import Continuation
+    from ringflow.contract.events import Turn
+    from ringflow.contract.records import CallRecord, TranscriptAppend, WebhookDelivery
+    from ringflow.contract.wire import encoded_bytes
     from ringflow.workflows import activity_calls as acts
-    from ringflow.workflows import carry as budget
+    from ringflow.workflows import budgets
     from ringflow.workflows.call_driver import REJECTED_TAIL, CallDriver
-    from ringflow.workflows.contract import (
-        CallRecord,
-        Carry,
-        TranscriptAppend,
-        Turn,
-        WebhookDelivery,
-        encoded_bytes,
-    )
     from ringflow.workflows.record import build_record, transcript_items
 
 
-class CallCarry:
-    """Continue-as-new and finish, on the call the driver holds."""
+class RunEnd:
+    """How this run ends (continue-as-new, or the call's finish), on the call the driver holds."""
 
     def __init__(self, d: CallDriver) -> None:
         self.d = d
@@ -38,19 +34,19 @@ class CallCarry:
         busy = (
             info.is_continue_as_new_suggested()
             or info.get_current_history_length() > self.d.inp.max_history_events
-            or self.d.transcript.bytes > budget.MEMORY_MAX_BYTES
+            or self.d.transcript.bytes > budgets.MEMORY_MAX_BYTES
         )
         return busy and not self.d.tasks and workflow.all_handlers_finished()
 
     async def continue_as_new(self) -> None:
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and not self.d.tasks)
         turns = self.d.transcript.turns
-        cut = budget.tail_start(turns)
+        cut = budgets.tail_start(turns)
         await self.store_transcript(turns[:cut], self.d.transcript.base)
         tail = turns[cut:]
-        next_seq, seen, held = self.d.inbox.carry()
+        next_seq, seen, held = self.d.inbox.handed_on()
         fn_results, fn_done = self.d.functions.for_next_run()
-        carry = Carry(
+        continuation = Continuation(
             state=self.d.call.flow_state,
             status=self.d.call.status,
             next_seq=next_seq,
@@ -73,11 +69,11 @@ class CallCarry:
             sip=self.d.call.sip,
             amd=self.d.call.amd,
         )
-        nxt = self.d.inp.model_copy(update={"carry": carry})
-        if encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:
+        nxt = self.d.inp.model_copy(update={"carry": continuation})
+        if encoded_bytes(nxt) > budgets.CONTINUE_MAX_BYTES:
             # The flow's own size (definition, variables, handler state) leaves no room: end the
             # call cleanly instead of ordering a continue-as-new the server would refuse.
-            self.d.fail_call(f"the call's state is {encoded_bytes(nxt)} bytes, too large to carry on")
+            self.d.fail_call(f"the call's state is {encoded_bytes(nxt)} bytes, too large to continue as new")
             return
         workflow.continue_as_new(nxt)
 
@@ -86,7 +82,7 @@ class CallCarry:
         each stay far under the payload limit."""
         if not turns:
             return
-        for part in budget.slices(transcript_items(turns, base)):
+        for part in budgets.slices(transcript_items(turns, base)):
             await acts.append_transcript(TranscriptAppend(call_id=self.d.inp.call_id, items=part))
 
     async def finish(self) -> CallRecord:
@@ -100,7 +96,7 @@ class CallCarry:
         # The whole transcript goes to the database when the record could not carry it inline
         # (the head of a continued-as-new call is there already; a long one would not fit a
         # payload): the record then holds none and every reader takes the stored one.
-        in_db = self.d.transcript.base > 0 or self.d.transcript.bytes > budget.RECORD_MAX_BYTES
+        in_db = self.d.transcript.base > 0 or self.d.transcript.bytes > budgets.RECORD_MAX_BYTES
         if in_db:
             await self.store_transcript(self.d.transcript.turns, self.d.transcript.base)
         record = build_record(

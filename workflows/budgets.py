@@ -1,4 +1,5 @@
-"""Byte budgets for what a call carries: continue-as-new input, records, transcript slices.
+"""Byte budgets for what a call hands on and writes out: continue-as-new input, records,
+transcript slices.
 
 Temporal refuses a payload over 2 MB (and warns past 512 KB), and a refused command fails
 the workflow task again and again. Counting events or turns does not bound bytes (one turn
@@ -12,15 +13,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
-from ringflow.activities.records import TranscriptItem
-from ringflow.workflows.contract import CallFunctionResult, Turn, encoded_bytes
+from ringflow.contract.events import Turn
+from ringflow.contract.records import TranscriptItem
+from ringflow.contract.updates import CallFunctionResult
+from ringflow.contract.wire import encoded_bytes
 
 TAIL_MAX_TURNS = 50  # turns a run keeps in memory across continue-as-new (for attach, extraction)
 TAIL_MAX_BYTES = 256 * 1024
 MEMORY_MAX_BYTES = 1024 * 1024  # past this much transcript in memory, continue-as-new
 SLICE_MAX_BYTES = 512 * 1024  # one append_transcript activity input
 RECORD_MAX_BYTES = 512 * 1024  # a record carries its transcript inline only under this
-CARRY_MAX_BYTES = 1536 * 1024  # the whole continue-as-new input, definition included
+CONTINUE_MAX_BYTES = 1536 * 1024  # the whole continue-as-new input, definition included
 FN_MAX_BYTES = 256 * 1024  # remembered function results carried across continue-as-new
 FN_MAX = 200
 
@@ -61,7 +64,7 @@ def slices(items: Sequence[TranscriptItem], limit: int = SLICE_MAX_BYTES) -> Ite
         yield chunk
 
 
-def carried_results(
+def kept_results(
     results: dict[str, CallFunctionResult], done: Sequence[str]
 ) -> tuple[dict[str, CallFunctionResult], list[str]]:
     """The function results the next run remembers, newest first within ``FN_MAX_BYTES``

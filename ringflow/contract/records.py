@@ -1,4 +1,5 @@
-"""The call record: what a finished (or running) call looks like outside Temporal.
+"""The call record: what a finished (or running) call looks like outside Temporal, its
+transcript entries, and the post-call webhook that delivers it.
 
 Plain pydantic so that the workflow (inside the sandbox), the activities and the webhook
 receiver all share one schema; the pydantic data converter carries it through Temporal.
@@ -10,31 +11,6 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_core import to_json
-
-CALL_WORKFLOW_PREFIX = "call-"  # a call's workflow id is this prefix and its call id
-
-
-def call_workflow_id(call_id: str) -> str:
-    return f"{CALL_WORKFLOW_PREFIX}{call_id}"
-
-
-def call_id_of(workflow_id: str) -> str | None:
-    """The call id of a call's workflow id; None for any other workflow (a campaign's)."""
-    return (
-        workflow_id.removeprefix(CALL_WORKFLOW_PREFIX)
-        if workflow_id.startswith(CALL_WORKFLOW_PREFIX)
-        else None
-    )
-
-
-def encoded_bytes(value: Any) -> int:
-    """Size of ``value`` as the pydantic data converter puts it on the wire (UTF-8 JSON).
-
-    The one size rule of every limit on a payload: counting characters of a ``str()`` (or
-    ASCII-escaped JSON) disagrees with the client's byte count for non-ASCII text, and an
-    event that passes one and fails the other is never delivered."""
-    return len(to_json(value))
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -47,8 +23,8 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 class SipOutcome(BaseModel):
-    """How the phone network answered an outbound dial: LiveKit's SIP status (issue 11),
-    the one field a dialer's report needs (busy lines, numbers that never answer)."""
+    """How the phone network answered an outbound dial: LiveKit's SIP status, the one field
+    a dialer's report needs (busy lines, numbers that never answer)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -162,14 +138,3 @@ class WebhookDelivery(BaseModel):
     # The transcript is in the database (too long for a payload, or split by continue-as-new):
     # the activity puts it into the record before sending, so the receiver gets all of it.
     transcript_in_db: bool = False
-
-
-class DispatchRequest(BaseModel):
-    call_id: str
-    room: str | None = None
-    attempt: int = 1
-
-
-class DispatchResult(BaseModel):
-    dispatched: bool
-    detail: str = ""

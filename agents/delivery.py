@@ -1,5 +1,6 @@
-"""The outbox's parts that stand alone: its errors, the retry backoff, the journal it
-writes through, and the slot an event waits in (``agents/outbox.py``)."""
+"""How one event is delivered by the outbox (``agents/outbox.py``): the slot it waits in,
+the retry backoff between sends, the errors that stop delivery, and the journal it is
+written through first."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 from collections.abc import Callable
 from typing import Protocol
 
-from ringflow.workflows.contract import AgentEvent
+from ringflow.contract.events import AgentEvent
 
 JITTER = 0.1  # a retry waits between 90% and 100% of its backoff
 

@@ -8,8 +8,8 @@ three parts with rules of their own.
 * :class:`Liveness`: when the agent was last seen, and when it is overdue.
 
 Pure and deterministic (times come from the workflow's clock). What carries over to the
-next run goes through ``Carry`` (``workflows/contract.py``): the progress as it is, the
-parts in their carried form. Its JSON is the one earlier releases wrote, so a run started
+next run goes through ``Continuation`` (``ringflow/contract/call.py``): the progress as it is, the
+parts as they continue. Its JSON is the one earlier releases wrote, so a run started
 by either release continues on the other.
 """
 
@@ -21,12 +21,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ringflow.activities.records import AmdVerdict, SipOutcome
 from ringflow.callflow.state import CallState
-from ringflow.workflows import carry as budget
-from ringflow.workflows.contract import CallFunctionResult, Carry, RejectedEvent, Turn
+from ringflow.contract.call import Continuation
+from ringflow.contract.events import RejectedEvent, Turn
+from ringflow.contract.records import AmdVerdict, SipOutcome
+from ringflow.contract.updates import CallFunctionResult
+from ringflow.workflows import budgets
 
-FN_REMEMBERED = 200  # answers this run keeps by event id (older ones: see carry.carried_results)
+FN_REMEMBERED = 200  # answers this run keeps by event id (older ones: see prev.kept_results)
 CANCELS_REMEMBERED = 200
 
 
@@ -48,20 +50,20 @@ class CallProgress(BaseModel):
     amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
 
     @classmethod
-    def carried(cls, carry: Carry, now: float) -> CallProgress:
+    def continued(cls, prev: Continuation, now: float) -> CallProgress:
         return cls(
-            flow_state=carry.state,
-            status=carry.status,
-            rejected=list(carry.rejected),
-            agent_id=carry.agent_id,
-            dispatch_failures=carry.dispatch_failures,
-            extraction_errors=dict(carry.extraction_errors),
-            events_applied=carry.events_applied,
-            started_at=carry.started_at or now,
-            runs=carry.runs + 1,
-            hangup_seen=carry.hangup_seen,
-            sip=carry.sip,
-            amd=carry.amd,
+            flow_state=prev.state,
+            status=prev.status,
+            rejected=list(prev.rejected),
+            agent_id=prev.agent_id,
+            dispatch_failures=prev.dispatch_failures,
+            extraction_errors=dict(prev.extraction_errors),
+            events_applied=prev.events_applied,
+            started_at=prev.started_at or now,
+            runs=prev.runs + 1,
+            hangup_seen=prev.hangup_seen,
+            sip=prev.sip,
+            amd=prev.amd,
         )
 
     @property
@@ -75,18 +77,18 @@ class Transcript:
         self.turns: list[Turn] = list(tail)
         # index of ``turns[0]`` in the whole call: the turns before it are in the database
         self.base = (len(self.turns) if count is None else count) - len(self.turns)
-        self.bytes = sum(budget.turn_bytes(t) for t in self.turns)
+        self.bytes = sum(budgets.turn_bytes(t) for t in self.turns)
 
     @classmethod
-    def carried(cls, carry: Carry) -> Transcript:
-        return cls(carry.transcript_tail, carry.transcript_count)
+    def continued(cls, prev: Continuation) -> Transcript:
+        return cls(prev.transcript_tail, prev.transcript_count)
 
     def add(self, turn: Turn, weigh: bool = True) -> None:
         """``weigh`` false: a line note (keys, a machine answering) that was never counted
         towards continue-as-new; kept so that replays decide it as they were recorded."""
         self.turns.append(turn)
         if weigh:
-            self.bytes += budget.turn_bytes(turn)
+            self.bytes += budgets.turn_bytes(turn)
 
     @property
     def count(self) -> int:
@@ -95,7 +97,7 @@ class Transcript:
 
     def tail(self) -> list[Turn]:
         """The newest turns, within the budget an attaching agent and the next run get."""
-        return self.turns[budget.tail_start(self.turns) :]
+        return self.turns[budgets.tail_start(self.turns) :]
 
     def window(self, start: int) -> dict[str, Any]:
         """Turns from absolute index ``start`` (or the oldest held), as many as fit a query
@@ -105,8 +107,8 @@ class Transcript:
         turns: list[dict[str, Any]] = []
         size = 0
         for t in self.turns[first - self.base :]:
-            size += budget.turn_bytes(t)
-            if turns and size > budget.SLICE_MAX_BYTES:
+            size += budgets.turn_bytes(t)
+            if turns and size > budgets.SLICE_MAX_BYTES:
                 break
             turns.append(t.model_dump(mode="json"))
         return {"base": self.base, "start": first, "turns": turns, "total": self.count}
@@ -123,8 +125,8 @@ class FunctionCalls:
         self.cancel_requested: set[str] = set()  # cancels that came before their call
 
     @classmethod
-    def carried(cls, carry: Carry) -> FunctionCalls:
-        return cls(carry.fn_results, carry.fn_done)
+    def continued(cls, prev: Continuation) -> FunctionCalls:
+        return cls(prev.fn_results, prev.fn_done)
 
     def known(self, event_id: str) -> bool:
         """Answered, running, or answered in an earlier run: never run again."""
@@ -141,7 +143,7 @@ class FunctionCalls:
 
     def for_next_run(self) -> tuple[dict[str, CallFunctionResult], list[str]]:
         """What the next run remembers: the results it may be asked again, within the budget."""
-        return budget.carried_results(self.results, sorted(self.done))
+        return budgets.kept_results(self.results, sorted(self.done))
 
 
 class Liveness:

@@ -1,0 +1,89 @@
+"""What the agent asks the workflow (updates) and what it answers: a node function's call,
+attach and settle, routing and cancelling job groups, a device tool's record."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ringflow.callflow.effects import Effect
+from ringflow.callflow.model import FlowDefinition
+from ringflow.callflow.state import CallState
+from ringflow.contract.events import Turn
+from ringflow.contract.wire import MAX_ID_CHARS, MAX_NAME_CHARS, MAX_SEQ, Answer, Epoch, EventId, Message
+
+
+class CallFunctionRequest(Message):
+    event_id: EventId
+    node: str = Field(max_length=MAX_NAME_CHARS)
+    name: str = Field(max_length=MAX_NAME_CHARS)
+    args: dict[str, Any] = {}
+    at: Epoch | None = None
+    # The agent's last sequenced event before this call: the workflow applies it first, so
+    # a function called right after a transition runs on the node the agent is on.
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)
+
+
+class CallFunctionResult(Answer):
+    """What the agent gives the LLM, and where the call is now."""
+
+    result: Any = None
+    error: bool = False
+    run_llm: bool = True
+    decision: Literal["stay", "transition", "end"] = "stay"
+    node: str | None = None
+    effects: list[Effect] = []  # the engine's effects, for the agent to apply
+    state: CallState | None = None
+
+
+class AttachRequest(Message):
+    agent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    at: Epoch | None = None
+    # With ``settle``: answer once events up to ``after_seq`` are applied and no function the
+    # engine ordered (an action node) is still running, so the agent resumes on a settled node.
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)
+    settle: bool = False
+
+
+class Snapshot(Answer):
+    """All an agent needs to take up a call where it is (first attach or after a crash).
+    No prompt or tools: the agent's engine derives them from ``definition`` and ``state``."""
+
+    call_id: str
+    node: str | None
+    state: CallState
+    transcript_tail: list[Turn]
+    ended: bool
+    next_seq: int
+    definition: FlowDefinition
+
+
+class RouteRequest(Message):
+    """The agent routes a finished job group (``route_jobs``), after its events up to
+    ``after_seq``, as a node function's result is applied (``workflows/jobs.py``)."""
+
+    group_id: str = Field(min_length=1, max_length=200)
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)
+
+
+class CancelRequest(Message):
+    """Cancel running job groups (``cancel_jobs``): the LLM's built-in, or the caller
+    barging in on a group marked ``cancel_on_interruption``; none named: every such group."""
+
+    group_ids: list[str] = Field([], max_length=50)
+    reason: Literal["llm", "interruption"] = "llm"
+
+
+class DeviceToolRecord(Message):
+    """A call of a tool the caller's device offers, made by the agent over LiveKit RPC (the
+    workflow cannot reach the device), recorded once by its event id like a function's."""
+
+    event_id: EventId
+    node: str = Field(max_length=MAX_NAME_CHARS)
+    name: str = Field(max_length=MAX_NAME_CHARS)
+    args: dict[str, Any] = {}
+    result: Any = None
+    error: bool = False
+    at: Epoch | None = None
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)  # the agent's events before it are applied first
