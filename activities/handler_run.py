@@ -48,6 +48,9 @@ class HandlerInput(BaseModel):
     variables: dict[str, Any] = {}
     state: dict[str, Any] = {}
     timeout_s: float = 10
+    # ``flow_manager.idempotency_key``: the workflow derives it from what the run answers
+    # (the agent's event, a job, the engine's run), so every retry of one run carries it
+    idempotency_key: str = ""
 
 
 class HandlerOutput(BaseModel):
@@ -132,7 +135,7 @@ async def call_handler(
     inp: HandlerInput, flow_dirs: Sequence[Path] | None = None, **manager: Any
 ) -> HandlerOutput:
     """Import, check, call, check the return shape; every failure becomes an error result.
-    ``manager`` sets more of the ``FlowManager`` (a background job's key and progress)."""
+    ``manager`` sets more of the ``FlowManager`` (a background job's progress)."""
     dirs = list(flow_dirs) if flow_dirs is not None else parse_flow_dirs(None)
     try:
         module = load_module(inp.module, module_folder(inp.module, inp.flow_source, dirs), search_path=False)
@@ -150,6 +153,7 @@ async def call_handler(
         node=inp.node,
         variables=dict(inp.variables),
         state=copy.deepcopy(inp.state),
+        idempotency_key=inp.idempotency_key,
         **manager,
     )
     try:

@@ -35,7 +35,7 @@ from temporalio.exceptions import ApplicationError
 
 from ringflow.activities.call_definition import call_definition
 from ringflow.activities.metrics import timed
-from ringflow.activities.netguard import BlockedDestination, ResolutionError, VettedTarget, vet_url
+from ringflow.activities.netguard import BlockedDestination, IPNetwork, ResolutionError, VettedTarget, vet_url
 from ringflow.callflow.http_render import find_http_entry, render_http
 
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
@@ -118,6 +118,13 @@ class BadEncoding(Exception):
     pass
 
 
+# Private addresses one call may reach, by call id: ``ringflow call simulate`` plays a
+# script's ``allow_private`` with it, so a simulation reaches exactly what the script
+# declares and is refused the rest, as a worker would be.
+PRIVATE_ALLOWED: dict[str, tuple[IPNetwork, ...]] = {}
+SIMULATED_HINT = " (in a simulation, list it under the script's allow_private)"
+
+
 class HttpTool:
     """The HTTP tool activity, bound to the worker's network policy."""
 
@@ -161,9 +168,10 @@ class HttpTool:
         origin: tuple[str, str, int] | None = None
         for _hop in range(MAX_REDIRECTS + 1):
             try:
-                target = await vet_url(url, allow_private=self.allow_private)
+                allowed = PRIVATE_ALLOWED.get(req.call_id)
+                target = await vet_url(url, allow_private=self.allow_private, allowed=allowed or ())
             except BlockedDestination as err:
-                return _error("blocked", str(err))
+                return _error("blocked", f"{err}{SIMULATED_HINT if allowed is not None else ''}")
             except ResolutionError as err:
                 raise ApplicationError(str(err), type=HTTP_TOOL_UNAVAILABLE) from None
             hop_origin = (target.url.scheme, target.host, target.port)

@@ -77,9 +77,7 @@ class JobRunner:
                 log.warning("job %s: progress not delivered (%s)", inp.job, type(exc).__name__)
 
         async def real() -> JobOutput:
-            hout = await call_handler(
-                _as_handler(inp), self.flow_dirs, idempotency_key=inp.idempotency_key, progress=progress
-            )
+            hout = await call_handler(_as_handler(inp), self.flow_dirs, progress=progress)
             if hout.error is not None:
                 kind = TIMED_OUT if "timed out after" in hout.error else "JobFailed"
                 raise ApplicationError(hout.error[:500], type=kind)
@@ -107,4 +105,5 @@ def _as_handler(inp: JobInput) -> HandlerInput:
         variables=inp.variables,
         state=inp.state,
         timeout_s=inp.timeout_s,
+        idempotency_key=inp.idempotency_key,
     )

@@ -18,6 +18,7 @@ import httpx
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class BlockedDestination(Exception):
@@ -111,8 +112,27 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     return addresses
 
 
-async def vet_url(raw_url: str, *, allow_private: bool = False) -> VettedTarget:
-    """Refuse non-http(s) URLs and non-public destinations (unless ``allow_private``).
+def allowed_networks(items: list[str]) -> tuple[IPNetwork, ...]:
+    """Addresses (``127.0.0.1``) and networks (``10.1.0.0/16``) let past the guard one by
+    one, as a conversation script's ``allow_private`` lists them; ValueError naming the
+    first item that is neither (a host name is not: what it resolves to may change)."""
+    out: list[IPNetwork] = []
+    for item in items:
+        try:
+            out.append(ipaddress.ip_network(str(item).strip(), strict=False))
+        except ValueError:
+            raise ValueError(
+                f"{item!r} is not an IP address (127.0.0.1, ::1) or network (10.1.0.0/16); "
+                "a host name is not allowed: list the addresses it resolves to"
+            ) from None
+    return tuple(out)
+
+
+async def vet_url(
+    raw_url: str, *, allow_private: bool = False, allowed: tuple[IPNetwork, ...] = ()
+) -> VettedTarget:
+    """Refuse non-http(s) URLs and non-public destinations (unless ``allow_private``, or
+    the address is in one of the ``allowed`` networks).
 
     Every resolved address must pass, not just the first: a name answering with one
     public and one private address is refused.
@@ -122,7 +142,7 @@ async def vet_url(raw_url: str, *, allow_private: bool = False) -> VettedTarget:
     if not allow_private:
         for ip in addresses:
             problem = address_problem(ip)
-            if problem:
+            if problem and not any(ip in net for net in allowed):
                 raise BlockedDestination(
                     f"destination {host} resolves to {ip} ({problem} address); "
                     "set RINGFLOW_HTTP_ALLOW_PRIVATE=1 to allow private networks"

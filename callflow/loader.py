@@ -248,8 +248,27 @@ def _non_text_key(data: Any, loc: tuple[Any, ...]) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Located:
+    """One shape error, placed in the user's data: ``parts`` is its path there."""
+
+    parts: tuple[str | int, ...]
+    message: str
+    kind: str
+
+    @property
+    def path(self) -> str:
+        return join_path(self.parts)
+
+
 def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
-    raw: list[tuple[str, str, bool]] = []
+    return [Issue(x.path, x.message) for x in located_errors(data, exc)]
+
+
+def located_errors(data: Any, exc: ValidationError) -> list[Located]:
+    """The errors as the user should read them: on the user's paths, each once, without
+    the complaints of a union's member the data was plainly not meant as."""
+    raw: list[tuple[tuple[str | int, ...], str, bool, str]] = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         kind = err["type"]
@@ -257,12 +276,9 @@ def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
             # a key that is not text (YAML ``1:``, ``~:``, ``true:``): name it, say what to do
             key = loc[-1] if kind == "invalid_key" else loc[-2]
             parent, _ = _data_path(data, loc[:-1] if kind == "invalid_key" else loc[:-2])
-            raw.append(
-                (join_path([*parent, str(key)]), f"key {key!r} must be text: quote it or rename it", False)
-            )
+            raw.append(((*parent, str(key)), f"key {key!r} must be text: quote it or rename it", False, kind))
             continue
         path_parts, mismatch = _data_path(data, loc)
-        path = join_path(path_parts)
         if kind == "extra_forbidden":
             key = str(loc[-1])
             model = _model_at(loc)
@@ -279,24 +295,27 @@ def pydantic_issues(data: Any, exc: ValidationError) -> list[Issue]:
             msg = msg[0].lower() + msg[1:] if msg else msg
             if kind.endswith(("_type", "_parsing")) or kind in ("literal_error", "enum"):
                 msg += f" (got {_describe(err.get('input'))})"
-        raw.append((path, msg, mismatch))
-    kept_paths = {p for p, _, mm in raw if not mm}
-    issues: list[Issue] = []
+        raw.append((tuple(path_parts), msg, mismatch, kind))
+    kept_paths = {join_path(p) for p, _, mm, _ in raw if not mm}
+    out: list[Located] = []
     seen: set[tuple[str, str]] = set()
-    for path, msg, mismatch in raw:
+    for parts, msg, mismatch, kind in raw:
+        path = join_path(parts)
         if mismatch and any(k == path or k.startswith(path) for k in kept_paths):
             continue
         if (path, msg) not in seen:
             seen.add((path, msg))
-            issues.append(Issue(path, msg))
-    return issues
+            out.append(Located(parts, msg, kind))
+    return out
 
 
 def validate_data(
     data: Any, base_dir: Path | None = None, source: str | None = None, load_handlers: bool = True
 ) -> ValidationReport:
-    """Every check the spec names, on already-parsed data."""
+    """Every check the spec names, on already-parsed data, in one run: after shape errors,
+    the whole-flow rules still check what can be read (``callflow/validate_shape.py``)."""
     from ringflow.callflow.validate import semantic_checks
+    from ringflow.callflow.validate_shape import check_shape
 
     report = ValidationReport(source=source)
     if not isinstance(data, dict):
@@ -307,18 +326,30 @@ def validate_data(
         report.errors.append(Issue("", problem))
         return report
     try:
-        flow = Flow.model_validate(data)
-    except ValidationError as exc:
-        report.errors.extend(pydantic_issues(data, exc))
-        return report
+        shaped = check_shape(data)
     except RecursionError:
         report.errors.append(Issue("", f"nested deeper than {MAX_DEPTH} levels"))
         return report
-    handlers, errors, warnings = semantic_checks(flow, base_dir, load_handlers=load_handlers)
-    report.errors.extend(errors)
-    report.warnings.extend(warnings)
-    if not report.errors:
-        report.definition = FlowDefinition(flow=flow, handlers=handlers, source=source)
+    if not shaped.errors and shaped.flow is not None:
+        flow = shaped.flow
+        handlers, errors, warnings = semantic_checks(flow, base_dir, load_handlers=load_handlers)
+        report.errors.extend(errors)
+        report.warnings.extend(warnings)
+        if not report.errors:
+            report.definition = FlowDefinition(flow=flow, handlers=handlers, source=source)
+        return report
+    report.errors.extend(shaped.errors)
+    if shaped.flow is not None:
+        _, errors, warnings = semantic_checks(
+            shaped.flow,
+            base_dir,
+            load_handlers=load_handlers,
+            unsure_nodes=shaped.unsure_nodes,
+            judge_graph=shaped.judge_graph,
+            names=shaped.names,
+        )
+        report.errors.extend(e for e in errors if shaped.keeps(e))
+        report.warnings.extend(w for w in warnings if shaped.keeps(w))
     return report
 
 

@@ -65,7 +65,15 @@ def _schema_problem(params: dict[str, Any]) -> tuple[str, str] | None:
 
 
 class _Checker(GateChecks):
-    def __init__(self, flow: Flow, base_dir: Path | None, load_handlers: bool) -> None:
+    def __init__(
+        self,
+        flow: Flow,
+        base_dir: Path | None,
+        load_handlers: bool,
+        unsure_nodes: AbstractSet[str] = frozenset(),
+        judge_graph: bool = True,
+        names: AbstractSet[str] = frozenset(),
+    ) -> None:
         self.flow = flow
         self.base_dir = base_dir
         self.load_handlers = load_handlers
@@ -75,6 +83,11 @@ class _Checker(GateChecks):
         self.module: Any = None
         self.node_ids = list(flow.nodes)
         self.known_names = set(flow.variables) | {x.name for n in flow.nodes.values() for x in n.extract}
+        self.known_names |= names
+        # after shape errors (callflow/validate_shape.py): nodes that may reach an end node
+        # for all we know, and whether the graph can be judged at all
+        self.unsure_nodes = unsure_nodes
+        self.judge_graph = judge_graph
 
     def err(self, path: str, msg: str) -> None:
         self.errors.append(Issue(path, msg))
@@ -392,6 +405,7 @@ class _Checker(GateChecks):
             return
         adj = adjacency(flow)
         exits = {nid for nid, n in flow.nodes.items() if n.type == "end" or ends_by_action(n)}
+        exits |= self.unsure_nodes & set(flow.nodes)
         rev: dict[str, set[str]] = {nid: set() for nid in flow.nodes}
         for src, dsts in adj.items():
             for d in dsts:
@@ -413,7 +427,7 @@ class _Checker(GateChecks):
                     f"dead end: no end node can be reached from '{nid}'; "
                     "give it a transition towards an end node",
                 )
-            elif nid not in from_start:
+            elif nid not in from_start and not self.unsure_nodes:  # (theirs may lead there)
                 self.warn(f"nodes.{nid}", f"unreachable: no transition leads to '{nid}' from start")
         local = adjacency(flow, include_globals=False)
         for comp in strongly_connected(local):
@@ -461,13 +475,22 @@ class _Checker(GateChecks):
         for nid, node in flow.nodes.items():
             self.check_node(nid, node)
         check_mcp_flow(self, flow)
-        self.check_graph()
+        if self.judge_graph:
+            self.check_graph()
 
 
 def semantic_checks(
-    flow: Flow, base_dir: Path | None, load_handlers: bool = True
+    flow: Flow,
+    base_dir: Path | None,
+    load_handlers: bool = True,
+    *,
+    unsure_nodes: AbstractSet[str] = frozenset(),
+    judge_graph: bool = True,
+    names: AbstractSet[str] = frozenset(),
 ) -> tuple[dict[str, HandlerSpec], list[Issue], list[Issue]]:
-    checker = _Checker(flow, base_dir, load_handlers)
+    """The whole-flow rules. ``unsure_nodes``, ``judge_graph`` and ``names`` describe a
+    flow whose bad parts were set aside (``callflow/validate_shape.py``)."""
+    checker = _Checker(flow, base_dir, load_handlers, unsure_nodes, judge_graph, names)
     checker.check_flow()
     return checker.handlers, checker.errors, checker.warnings
 

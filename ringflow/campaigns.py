@@ -1,8 +1,9 @@
 """Starting and reading campaigns: what ``ringflow campaign ...``, the simulator and tests use.
 
 Contacts are checked line by line before anything is stored or started (an E.164 number,
-an IANA timezone or one derived from the number, variables the flow declares), and a bad
-line is reported with its file and line number rather than failing a workflow later.
+an IANA timezone or one derived from the number, variables the flow declares), and every
+bad line is reported with its file and line number (the first 20 named, the rest counted)
+rather than failing a workflow later.
 """
 
 from __future__ import annotations
@@ -66,49 +67,84 @@ def _contact(
     return store.Contact(phone=phone, tz=tz, variables=variables)
 
 
+MAX_REPORTED = 20  # bad lines named in one error; the rest are counted
+
+
+class _Problems:
+    """Every bad line of one file, so one run shows them all (the first ``MAX_REPORTED``
+    named, the rest counted) instead of one fix-and-rerun per line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.lines.append(message)
+
+    def raise_any(self, what: str) -> None:
+        if not self.lines:
+            return
+        n = len(self.lines)
+        if n == 1:
+            raise ContactsError(self.lines[0])
+        shown = "\n  ".join(self.lines[:MAX_REPORTED])
+        more = f"\n  ... and {n - MAX_REPORTED} more" if n > MAX_REPORTED else ""
+        raise ContactsError(f"{self.path}: {n} bad {what}:\n  {shown}{more}")
+
+
 def load_contacts(
     path: Path, definition: FlowDefinition | None = None, default_tz: str | None = None
 ) -> list[store.Contact]:
     """CSV (a header row; ``phone``, optional ``timezone``, other columns are variables) or
-    JSONL (one object a line; ``variables`` an object, or the other keys)."""
+    JSONL (one object a line; ``variables`` an object, or the other keys). Every bad line
+    is reported in one :class:`ContactsError`."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ContactsError(f"{path}: cannot read it: {exc}") from None
     out: list[store.Contact] = []
     seen: set[str] = set()
+    problems = _Problems(path)
+    rows: list[tuple[int, Any]] = []
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        rows: list[tuple[int, Any]] = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 rows.append((n, json.loads(line)))
             except json.JSONDecodeError as exc:
-                raise ContactsError(f"{path}:{n}: not JSON: {exc.msg}") from None
+                problems.add(f"{path}:{n}: not JSON: {exc.msg}")
     else:
         reader = csv.DictReader(text.splitlines())
         rows = [(n + 2, r) for n, r in enumerate(reader)]
     for n, raw in rows:
         if not isinstance(raw, dict):
-            raise ContactsError(f"{path}:{n}: expected an object with a phone number")
-        c = _contact(raw, f"{path}:{n}", definition, default_tz)
+            problems.add(f"{path}:{n}: expected an object with a phone number")
+            continue
+        try:
+            c = _contact(raw, f"{path}:{n}", definition, default_tz)
+        except ContactsError as exc:
+            problems.add(str(exc))
+            continue
         if c.phone in seen:  # the same person twice in one campaign would be called twice
             continue
         seen.add(c.phone)
         out.append(c)
+    problems.raise_any("contact lines")
     if not out:
         raise ContactsError(f"{path}: no contacts")
     return out
 
 
 def load_dnc(path: Path) -> list[str]:
-    """One number a line (or a CSV whose first column is the number); blank lines and # skipped."""
+    """One number a line (or a CSV whose first column is the number); blank lines and # skipped.
+    Every bad line is reported in one :class:`ContactsError`."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise ContactsError(f"{path}: cannot read it: {exc}") from None
     out = []
+    problems = _Problems(path)
     for n, line in enumerate(lines, 1):
         first = line.split(",")[0].strip()
         if not first or first.startswith("#") or first.lower() in PHONE_KEYS:
@@ -116,7 +152,8 @@ def load_dnc(path: Path) -> list[str]:
         try:
             out.append(normalize_phone(first))
         except RuleError as exc:
-            raise ContactsError(f"{path}:{n}: {exc}") from None
+            problems.add(f"{path}:{n}: {exc}")
+    problems.raise_any("do-not-call lines")
     return out
 
 

@@ -288,7 +288,7 @@ def simulate(
     """Run conversation scripts as real calls, without audio; exit 1 if an expectation fails."""
     import logging
 
-    from ringflow.scripts import ScriptError, is_flow_file, load_script
+    from ringflow.scripts import ScriptError, is_flow_file, kill_turn_problem, load_script
     from ringflow.sim_report import text_report
     from ringflow.simulate import simulate as run
 
@@ -302,6 +302,8 @@ def simulate(
         runnable.append(path)
         try:
             script, flow = load_script(path)
+            if (problem := kill_turn_problem(script, kill_agent_at)) is not None:
+                raise _fail(f"{path}: {problem}", 2)
             issues = resolve_variables(load_flow(flow).flow, script.variables)[1]
             if issues:  # as `call start` says it, before anything runs
                 raise fail(f"{path}: " + "; ".join(str(i) for i in issues), 2)

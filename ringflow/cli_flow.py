@@ -119,7 +119,8 @@ def import_cmd(
         False,
         "--lenient",
         help="Import a Dograh workflow that Dograh itself would refuse to "
-        "publish (an edge into the start node...), with a warning per broken rule.",
+        "publish (an edge into the start node...), or a Pipecat Flows file whose "
+        "function goes to a node that does not exist, with a warning per broken rule.",
     ),
 ) -> None:
     """Convert a Dograh or Pipecat Flows file to a Ringflow flow, then validate it."""

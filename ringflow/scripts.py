@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ringflow.activities.netguard import allowed_networks
 from ringflow.callflow.errors import did_you_mean
 from ringflow.callflow.loader import parse_text
 from ringflow.sim_device import ScriptDevice
@@ -70,7 +71,16 @@ class Script(BaseModel):
     extract: dict[str, dict[str, Any]] = {}
     device: ScriptDevice | None = None  # the caller's device and its tools (ringflow/sim_device.py)
     jobs: dict[str, ScriptJob] = {}  # background jobs' simulated timeline (ringflow/sim_jobs.py)
+    # private addresses and networks the flow's HTTP entries may reach in this simulation,
+    # and no others: a worker refuses them all unless RINGFLOW_HTTP_ALLOW_PRIVATE=1
+    allow_private: list[str] = []
     expect: Expect = Expect()
+
+    @field_validator("allow_private")
+    @classmethod
+    def _addresses(cls, items: list[str]) -> list[str]:
+        allowed_networks(items)  # raises ValueError naming the bad item
+        return items
 
 
 class ScriptError(ValueError):
@@ -102,6 +112,16 @@ def load_script(path: Path) -> tuple[Script, Path]:
             hint = did_you_mean(str(first["loc"][-1]), _keys_at(first["loc"][:-1]))
         raise ScriptError(f"{path}: {where}: {first['msg']}{hint}") from None
     return script, (path.parent / script.flow)
+
+
+def kill_turn_problem(script: Script, kill_at: int | None) -> str | None:
+    """Why ``--kill-agent-at N`` cannot kill during this script, or None: a turn that is not
+    in the script is never reached, and a run that killed nothing must not pass as a kill test."""
+    if kill_at is None or 0 <= kill_at < len(script.turns):
+        return None
+    n = len(script.turns)
+    has = f"turns 0 to {n - 1}" if n > 1 else ("only turn 0" if n == 1 else "no turns")
+    return f"--kill-agent-at {kill_at}: the script has {n} turn{'' if n == 1 else 's'} ({has})"
 
 
 def _keys_at(loc: tuple[int | str, ...]) -> list[str]:

@@ -24,6 +24,11 @@ def text_report(r: SimulationResult, show_command: str | None = None) -> list[st
             f"disposition {r.disposition}{killed}"
         ]
         lines += [f"       {f}" for f in r.failures]
+    if r.allow_private:  # said on every run: a worker refuses these unless told otherwise
+        lines.append(
+            f"       HTTP entries were let through to {', '.join(r.allow_private)} (the script's "
+            "allow_private); a worker refuses private addresses unless RINGFLOW_HTTP_ALLOW_PRIVATE=1"
+        )
     if not r.ok:
         if r.transcript:
             lines.append("       transcript:")

@@ -8,6 +8,10 @@ production, at a scripted endpoint that plays the script's ``llm:`` and ``extrac
 entries. Silence is simulated without sleeping: the simulator calls the agent's idle
 logic once per ``idle.timeout_s`` of scripted silence.
 
+HTTP entries are guarded as on a worker (``RINGFLOW_HTTP_ALLOW_PRIVATE``): a script's
+``allow_private`` lets its call reach exactly the private addresses it lists, and its
+result says so, since a worker would refuse them.
+
 ``kill_at=N`` kills the agent during turn N (at the first kill point that turn
 reaches: a transition applied but not yet signalled, a node function, a transcript
 turn), attaches a new agent, and replays turn N: what the workflow already has is
@@ -37,6 +41,8 @@ from temporalio.runtime import Runtime
 
 from ringflow.activities.dispatch import Dispatcher
 from ringflow.activities.handler_run import parse_flow_dirs
+from ringflow.activities.http_tool import PRIVATE_ALLOWED
+from ringflow.activities.netguard import allowed_networks
 from ringflow.activities.telephony import Telephony
 from ringflow.agent_server import real_llm_of, shared_openai_client
 from ringflow.agents.amd import report_verdict
@@ -50,7 +56,7 @@ from ringflow.callflow.loader import load_flow
 from ringflow.contract.updates import Snapshot
 from ringflow.devstack import DevStack, free_port
 from ringflow.scripted_llm import ScriptedLLM
-from ringflow.scripts import ScriptError, check, load_script
+from ringflow.scripts import ScriptError, check, kill_turn_problem, load_script
 from ringflow.settings import Settings, get_settings
 from ringflow.sim_device import ScriptedDeviceLink
 from ringflow.sim_jobs import ScriptedJobs, after_turn
@@ -87,6 +93,8 @@ class SimulationResult(BaseModel):
     sent_dtmf: list[str] = []  # keys the bot pressed (send_dtmf entries), across agents
     device_calls: list[dict[str, Any]] = []  # tools/call requests the script's device got, across agents
     transfer: dict[str, str] | None = None  # the transfer LiveKit was asked for: {to, mode}
+    # the script's allow_private: the private addresses HTTP entries were let through to here
+    allow_private: list[str] = []
 
 
 def flows_dir_with(configured: str | None, scripts: list[Path]) -> str:
@@ -133,7 +141,8 @@ async def environment(
         task_queue = f"simulate-{uuid.uuid4().hex[:8]}"
         settings = Settings(
             database_url=f"sqlite:///{db_dir.name}/calls.db",
-            http_allow_private=True,
+            # as a worker does: a script's allow_private lets exactly its addresses through
+            http_allow_private=get_settings().http_allow_private,
             flows_dir=flows_dir or get_settings().flows_dir,
             openai_base_url=base_url,  # the extraction activity runs in our worker
             openai_api_key="scripted",
@@ -192,11 +201,14 @@ async def run_script(
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
     with ``dial:`` is placed as a phone call first (``ringflow/sim_phone.py``)."""
     script, flow_path = load_script(path)
+    if (problem := kill_turn_problem(script, kill_at)) is not None:
+        raise ScriptError(f"{path}: {problem}")
     call_id = f"sim-{uuid.uuid4().hex[:10]}"
     room = inbound_room() if inbound and script.dial is None else None
     call_id = call_id_for_room(room) if room is not None else call_id
     refused: list[dict[str, Any]] = []
     jobs = ScriptedJobs(call_id, script.jobs)
+    PRIVATE_ALLOWED[call_id] = allowed_networks(script.allow_private)
     try:
         async with phone_line(script.dial, script.transfer_answer, client) as line:
             jobs.open()  # the script's jobs: see ringflow/sim_jobs.py
@@ -230,6 +242,8 @@ async def run_script(
             await client.get_workflow_handle(workflow_id(call_id)).terminate("the simulation failed")
     finally:
         jobs.close()
+        PRIVATE_ALLOWED.pop(call_id, None)
+    result.allow_private = script.allow_private
     result.rejected = refused + _not_offered(llm.lane(call_id)) + await _workflow_rejections(client, call_id)
     return result
 

@@ -1,4 +1,5 @@
-"""A separate worker process for ``tests/test_jobs_kill.py``: the real worker
+"""A separate worker process for ``tests/test_jobs_kill.py`` and
+``tests/test_handler_retry.py``: the real worker
 (``workflows.worker.build_worker``) trusting the fixture flow's handlers. It prints
 ``READY`` once polling and serves until it is killed.
 

@@ -14,6 +14,8 @@ import pytest
 from temporalio.client import Client
 from typer.testing import CliRunner, Result
 
+from ringflow.callflow.loader import load_flow
+from ringflow.campaigns import MAX_REPORTED, ContactsError, load_contacts, load_dnc
 from ringflow.cli import app
 from tests.campaignkit import REDIS, fake_line, new_id, stand_in_agent
 from tests.wfkit import FIXTURES, running_worker
@@ -58,6 +60,44 @@ def test_bad_contacts_rules_and_a_missing_redis_are_refused_before_anything_star
     res = run(no_tz)  # an Australian mobile: several timezones, none derivable from the number
     assert res.exit_code == 2 and f"{no_tz}:3" in res.output and "--default-timezone" in res.output
     assert "Traceback" not in res.output
+
+
+def test_every_bad_contact_line_is_reported_in_one_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only the first: a list with a bad phone, an unknown variable and a missing number
+    names all three lines; a list with more than MAX_REPORTED bad lines names that many
+    and counts the rest; the do-not-call list likewise."""
+    monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", "127.0.0.1:9")  # nothing there: never reached
+    monkeypatch.setenv("RINGFLOW_ENCRYPTION", "0")
+    definition = load_flow(CLINIC)
+    mixed = write(
+        tmp_path,
+        "mixed.jsonl",
+        '{"phone": "+12125550101", "variables": {"patient": "Sam"}}\n'
+        '{"phone": "2125550102", "variables": {"patient": "Ann"}}\n'
+        "not json\n"
+        '{"phone": "+12125550103", "variables": {"patiant": "x"}}\n'
+        '{"variables": {"patient": "Bo"}}\n',
+    )
+    with pytest.raises(ContactsError) as err:
+        load_contacts(Path(mixed), definition)
+    text = str(err.value)
+    assert text.startswith(f"{mixed}: 4 bad contact lines:")
+    for line, why in ((2, "E.164"), (3, "not JSON"), (4, "patiant"), (5, "no phone number")):
+        assert f"{mixed}:{line}: " in text and why in text, (line, text)
+    assert f"{mixed}:1:" not in text
+    rows = "".join(f"55501{i:02d},Pat\n" for i in range(MAX_REPORTED + 5))
+    many = write(tmp_path, "many.csv", "phone,patient\n+12125550101,Sam\n" + rows)
+    res = CliRunner().invoke(app, ["campaign", "start", many, "--flow", CLINIC, "--trunk", "ST_1"])
+    assert res.exit_code == 2, res.output
+    assert f"{MAX_REPORTED + 5} bad contact lines" in res.output and "... and 5 more" in res.output
+    assert f"{many}:3:" in res.output and f"{many}:{2 + MAX_REPORTED}:" in res.output
+    assert f"{many}:{3 + MAX_REPORTED}:" not in res.output and "Traceback" not in res.output
+    dnc = write(tmp_path, "dnc.txt", "+12125550101\nabc\n+12125550102\n12\n")
+    with pytest.raises(ContactsError) as err:
+        load_dnc(Path(dnc))
+    assert f"{dnc}:2: " in str(err.value) and f"{dnc}:4: " in str(err.value)
 
 
 async def test_start_status_pause_resume_list_and_report(

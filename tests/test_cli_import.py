@@ -57,6 +57,19 @@ def test_from_is_optional_and_the_detected_format_is_said(fixture: str, said: st
     assert validate_data(yaml.safe_load(out.read_text())).ok
 
 
+def test_a_pipecat_function_into_a_missing_node_is_refused_unless_lenient(tmp_path: Path) -> None:
+    src = FIXTURES / "pipecat_editor_clinic.json"  # go_nowhere goes to no_such_node
+    out = tmp_path / "flow.yaml"
+    code, _, err = run("flow", "import", src, "-o", out)
+    assert code == 1, err
+    assert "function 'go_nowhere' goes to unknown node no_such_node" in err and "--lenient" in err
+    assert not out.exists()
+    code, _, err = run("flow", "import", src, "--lenient", "-o", out)
+    assert code == 0, err
+    assert "warning: nodes[1].data.functions[1]: node 'pick_slot': function 'go_nowhere'" in err
+    assert validate_data(yaml.safe_load(out.read_text())).ok
+
+
 def test_a_config_without_initial_node_is_detected(tmp_path: Path) -> None:
     src = write(
         tmp_path,

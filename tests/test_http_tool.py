@@ -17,8 +17,8 @@ from aiohttp import web
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from ringflow.activities.http_tool import HTTP_TOOL_UNAVAILABLE, HttpTool, HttpToolRequest
-from ringflow.activities.netguard import BlockedDestination, address_problem, vet_url
+from ringflow.activities.http_tool import HTTP_TOOL_UNAVAILABLE, PRIVATE_ALLOWED, HttpTool, HttpToolRequest
+from ringflow.activities.netguard import BlockedDestination, address_problem, allowed_networks, vet_url
 from ringflow.activities.registry import build_activities
 from ringflow.settings import Settings
 
@@ -140,6 +140,24 @@ async def test_private_destinations_are_refused_without_the_flag(api: Api, url: 
     result = await call(GUARDED, url.format(port=api.port))
     assert result["status"] == "error" and result["error"] == "blocked"
     assert api.seen == []
+
+
+async def test_a_call_reaches_exactly_the_private_addresses_listed_for_it(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A simulated call's ``allow_private`` (``PRIVATE_ALLOWED``): only its own addresses,
+    only for it; a refusal there says where the address could be listed."""
+    monkeypatch.setitem(PRIVATE_ALLOWED, "sim-1", allowed_networks(["127.0.0.0/8"]))
+    monkeypatch.setitem(PRIVATE_ALLOWED, "sim-2", allowed_networks(["10.0.0.0/8", "::1"]))
+    ok = await call(GUARDED, f"{api.base}/echo", call_id="sim-1")
+    assert ok["status"] == "found"
+    refused = await call(GUARDED, f"{api.base}/echo", call_id="sim-2")
+    assert refused["error"] == "blocked" and "the script's allow_private" in refused["message"]
+    worker = await call(GUARDED, f"{api.base}/echo", call_id="call-1")  # not a simulated call
+    assert worker["error"] == "blocked" and "allow_private" not in worker["message"]
+    assert len(api.seen) == 1
+    with pytest.raises(ValueError, match="'localhost' is not an IP address"):
+        allowed_networks(["localhost"])
 
 
 async def test_allowed_with_flag_and_idempotency_key(api: Api) -> None:

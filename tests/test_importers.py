@@ -199,7 +199,51 @@ def test_dograh_end_node_keeps_no_transition() -> None:
 
 @pytest.fixture(scope="module")
 def clinic() -> Any:
-    return import_flow("pipecat", load("pipecat_editor_clinic.json"))
+    # the fixture has a function into a node that does not exist on purpose (go_nowhere)
+    return import_flow("pipecat", load("pipecat_editor_clinic.json"), lenient=True)
+
+
+def test_pipecat_functions_into_missing_nodes_are_refused_unless_lenient() -> None:
+    """Pipecat Flows fails when the LLM calls such a function; a warning and exit 0 hid it."""
+    with pytest.raises(FlowImportError) as err:
+        import_flow("pipecat", load("pipecat_editor_clinic.json"))
+    text = str(err.value)
+    assert "--lenient imports it anyway" in text
+    where = "nodes[1].data.functions[1]: node 'pick_slot'"
+    assert f"{where}: function 'go_nowhere' goes to unknown node no_such_node" in text
+    legacy = {
+        "initial_node": "greet",
+        "nodes": {
+            "greet": {
+                "task_messages": [{"role": "system", "content": "Greet."}],
+                "functions": [
+                    {
+                        "type": "function",
+                        "function": {"name": "onward", "description": "Go.", "transition_to": "gone"},
+                    },
+                    {
+                        "type": "function",
+                        "function": {"name": "finish", "description": "End.", "transition_to": "bye"},
+                    },
+                ],
+            },
+            "bye": {
+                "task_messages": [{"role": "system", "content": "Bye."}],
+                "post_actions": [{"type": "end_conversation"}],
+            },
+        },
+    }
+    with pytest.raises(FlowImportError, match="function 'onward' goes to unknown node gone"):
+        import_flow("pipecat-legacy", legacy)
+    kept = import_flow("pipecat-legacy", legacy, lenient=True)
+    assert "function 'onward' goes to unknown node gone" in warning_text(kept)
+    assert fn(kept.flow["nodes"]["greet"], "finish")["transition_to"] == "bye"
+    assert "transition_to" not in fn(kept.flow["nodes"]["greet"], "onward")
+    decided = load("pipecat_editor_clinic.json")
+    data = decided["nodes"][0]["data"]["functions"][0]
+    data["decision"]["conditions"][0]["next_node_id"] = "vanished"
+    with pytest.raises(FlowImportError, match="decides to go to unknown node vanished"):
+        import_flow("pipecat", decided, lenient=False)
 
 
 def test_pipecat_editor_roles_tasks_and_ids(clinic: Any) -> None:
@@ -645,10 +689,11 @@ def _import_or_refuse(source: str, data: Any) -> None:
     except FlowImportError:
         return
     assert data == before  # pure: the input is not modified
-    try:  # without lenient: refused (Dograh's publish rules), or the very same flow
+    try:  # without lenient: refused (Dograh's publish rules, a Pipecat function into a
+        # node that does not exist), or the very same flow
         assert import_flow(source, copy.deepcopy(data)).flow == result.flow
-    except FlowImportError:
-        assert source == "dograh"
+    except FlowImportError as exc:
+        assert source == "dograh" or "goes to unknown node" in str(exc), exc
     assert all(w.severity == "warning" for w in result.warnings)
     assert_valid(result.flow)
     assert yaml.safe_load(to_yaml(result.flow)) == result.flow

@@ -15,7 +15,7 @@ from ringflow.callflow.loader import load_flow
 from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult, RouteRequest
 from ringflow.devstack import DevStack
 from ringflow.workflows.client import start_call
-from tests.wfkit import running_worker, wait_until, worker_child
+from tests.wfkit import flows_worker_child, running_worker, wait_until
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "jobs_kill"
 
@@ -30,11 +30,7 @@ async def test_a_worker_killed_mid_group_neither_loses_nor_repeats_a_job(
     tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("RINGFLOW_JOBS_KILL_DIR", str(tmp_path))
-    proc = await worker_child(
-        "jobs_worker_child",
-        *("--address", temporal_server.address, "--task-queue", task_queue),
-        *("--database-url", sqlite_url, "--flows-dir", str(FIXTURE)),
-    )
+    proc = await flows_worker_child(temporal_server.address, task_queue, sqlite_url, FIXTURE)
     try:
         call = await start_call(
             temporal_client, load_flow(FIXTURE / "flow.yaml"), task_queue=task_queue, agent_timeout_s=600

@@ -186,6 +186,112 @@ def test_all_problems_are_reported_in_one_run() -> None:
     } <= paths
 
 
+def test_shape_errors_do_not_hide_the_other_problems() -> None:
+    """Misspelt keys and wrong types stopped validation before the template, gate and
+    dead-end rules ran; now all of them come out in one run, and nothing is reported that
+    only the set-aside parts would explain (a node whose transition was misspelt is not a
+    dead end, an entry whose http was unreadable is not a handler entry)."""
+    data = yaml.safe_load(
+        """
+flow: many
+variables:
+  tier: {type: string, defualt: basic}
+nodes:
+  greet:
+    task: "Hello {{nmae}}."
+    gretting: "Hi {{tier}}"
+    functions:
+      - {name: go, transition_only: true, description: Go on., transition_to: check}
+      - {name: lookup, http: {url: 5}, description: Look up.}
+  check:
+    type: gate
+    branches:
+      - {when: {var: tier, op: "==", value: gold}, to: gold_end}
+    default: basic_end
+  basic_end: {type: end, task: "Bye {{tire}}."}
+  loop:
+    task: "Stuck {{undefined_thing}}."
+    allow_interrupt: maybe
+    functions:
+      - {name: again, transition_only: true, description: Again., transiton_to: loop}
+  stuck: {task: Stuck forever.}
+"""
+    )
+    report = validate_data(data)
+    assert report.definition is None
+    assert sorted(e.path for e in report.errors) == [
+        "nodes.basic_end.task",  # template
+        "nodes.check.branches[0].to",  # gate
+        "nodes.greet.functions[1].http.url",
+        "nodes.greet.gretting",
+        "nodes.greet.task",  # template
+        "nodes.loop.allow_interrupt",
+        "nodes.loop.functions[0].transiton_to",
+        "nodes.loop.task",  # template
+        "nodes.stuck",  # dead end
+        "variables.tier.defualt",
+    ], _describe(report)
+    said = {e.path: e.message for e in report.errors}
+    assert "did you mean 'greeting'?" in said["nodes.greet.gretting"]
+    assert "did you mean 'tier'?" in said["nodes.basic_end.task"]
+    assert "unknown node 'gold_end'" in said["nodes.check.branches[0].to"]
+    assert said["nodes.stuck"].startswith("dead end")
+    # loop lost a transition: where it leads is unknown, so nothing is called unreachable
+    assert report.warnings == []
+
+
+_END = {"type": "end", "task": "Bye {{nmae}}."}  # the problem a shape error hid
+_TO_END = [{"name": "finish", "transition_only": True, "description": "Done.", "transition_to": "bye"}]
+
+
+@pytest.mark.parametrize(
+    ("broken", "shape_error_at"),
+    [
+        ({"flow": None}, "flow"),  # a required top-level key: checked under a stand-in name
+        ({"nodes": {"ask": "Ask for a name.", "bye": _END}}, "nodes.ask"),  # a node: an end stand-in
+        ({"variables": {"tier": "string"}}, "variables.tier"),  # still a name templates may use
+        ({"mcp_servers": {"crm": {"url": "ftp://crm"}}}, "mcp_servers.crm"),  # still a server
+        ({"start": 7}, "start"),  # the graph is not judged
+    ],
+)
+def test_what_a_shape_error_sets_aside_leaves_the_rest_checked(
+    broken: dict[str, Any], shape_error_at: str
+) -> None:
+    data: dict[str, Any] = {
+        "flow": "aside",
+        "variables": {"tier": {"type": "string"}},
+        "mcp_servers": {"crm": {"url": "https://crm.example.com/mcp"}},
+        "nodes": {
+            "ask": {
+                "task": "Ask, on the {{tier}} plan.",
+                "functions": [*_TO_END, {"name": "look_up", "mcp": {"server": "crm", "tool": "find"}}],
+            },
+            "bye": _END,
+        },
+    }
+    data.update(broken)
+    if data["flow"] is None:
+        del data["flow"]
+    report = validate_data(data, load_handlers=False)
+    assert [e.path for e in report.errors] == [shape_error_at, "nodes.bye.task"], _describe(report)
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(n for n in EXPECTED["invalid"] if EXPECTED["invalid"][n] and n != "unknown_top_level_key.yaml"),
+)
+def test_a_typo_beside_a_problem_does_not_hide_it(name: str) -> None:
+    """Every rule's fixture with one misspelt top-level key more: the same errors, plus the
+    typo's own (a misspelt key used to be the only error reported)."""
+    alone = validate_file(FIXTURES / "invalid" / name)
+    data = yaml.load((FIXTURES / "invalid" / name).read_text(), Loader=yaml.SafeLoader)
+    assert isinstance(data, dict) and alone.errors
+    data["descriptoin"] = "a typo"
+    both = validate_data(data, base_dir=FIXTURES / "invalid")
+    typo = Issue("descriptoin", "unknown key 'descriptoin' (did you mean 'description'?)")
+    assert sorted(map(str, both.errors)) == sorted(map(str, [*alone.errors, typo]))
+
+
 def test_handler_modules_beside_each_flow_are_loaded_not_a_same_named_one() -> None:
     """valid/ and invalid/ both have a ``fixture_handlers`` module with different functions."""
     good = validate_file(FIXTURES / "valid" / "all_features.yaml")

@@ -108,6 +108,18 @@ async def worker_child(module: str, *args: str) -> asyncio.subprocess.Process:
     return proc
 
 
+async def flows_worker_child(
+    address: str, task_queue: str, database_url: str, flows_dir: Path
+) -> asyncio.subprocess.Process:
+    """The real worker in a separate process, trusting the handlers in ``flows_dir``
+    (``tests/jobs_worker_child.py``): the one a test SIGKILLs mid-handler or mid-job."""
+    return await worker_child(
+        "jobs_worker_child",
+        *("--address", address, "--task-queue", task_queue),
+        *("--database-url", database_url, "--flows-dir", str(flows_dir)),
+    )
+
+
 WAIT_S = 60.0  # a bound for a hung test, not a speed requirement: waits end on their condition
 
 

@@ -116,8 +116,9 @@ async def run_function(
 
     ``current`` gives the call's state when the result arrives: the handler's changes are
     merged into it, so writes made meanwhile (another handler, a capture) survive. ``key``
-    is the HTTP request's ``Idempotency-Key`` (``<call id>:<event id>`` for a tool the
-    LLM called); without one it is ``<call id>:<run id>``. ``room``: the call's LiveKit room,
+    is the HTTP request's ``Idempotency-Key`` and a handler's ``flow_manager.idempotency_key``
+    (``<call id>:<event id>`` for a tool the LLM called); without one (an action node, a
+    node's action) it is ``<call id>:<run id>``. ``room``: the call's LiveKit room,
     where a transfer finds the caller."""
     if eff.kind == "transfer" and eff.transfer is not None:
         return await transfer(eff, state, room or state.call_id)
@@ -149,6 +150,7 @@ async def run_function(
             variables=state.variables,
             state=state.state,
             timeout_s=eff.timeout_s,
+            idempotency_key=key or f"{state.call_id}:{eff.run_id}",
         )
         hout: HandlerOutput = await _execute(
             HandlerRunner.run_handler, inp, eff.timeout_s, retry_policy(eff.retry), on_start

@@ -45,8 +45,9 @@ def import_flow(source: str, data: object, *, name: str | None = None, lenient: 
     ``name`` overrides the flow name, for sources that carry none (a FlowConfig file
     is usually named only by its file name). Raises :class:`FlowImportError` when the
     data is not of that kind at all, or breaks a rule its own tool enforces before
-    using it (Dograh refuses to publish a workflow with an edge into its start node);
-    ``lenient`` turns the latter into warnings. Anything smaller is a warning.
+    using it (Dograh refuses to publish a workflow with an edge into its start node;
+    Pipecat Flows fails on a function whose node does not exist); ``lenient`` turns the
+    latter into warnings. Anything smaller is a warning.
     """
     if isinstance(source, str):
         source = ALIASES.get(source, source)

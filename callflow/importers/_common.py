@@ -94,9 +94,23 @@ class Warnings:
     def __init__(self, root: DocPath = ()) -> None:
         self.root = root
         self.items: list[Issue] = []
+        # what the source's own tool would fail on: the import is refused unless lenient
+        self.broken: list[Issue] = []
 
     def add(self, path: DocPath, message: str) -> None:
         self.items.append(Issue(join_path((*self.root, *path)), message, "warning"))
+
+    def add_broken(self, path: DocPath, message: str) -> None:
+        """A warning that also refuses the import unless it is lenient (``refuse_broken``)."""
+        self.add(path, message)
+        self.broken.append(self.items[-1])
+
+    def refuse_broken(self, lenient: bool, why: str) -> None:
+        """Raise :class:`FlowImportError` listing every broken part, unless ``lenient``
+        (then they stay warnings and the import goes on)."""
+        if self.broken and not lenient:
+            lines = "\n  ".join(str(b) for b in self.broken)
+            raise FlowImportError(f"{why}, so it is not imported (--lenient imports it anyway):\n  {lines}")
 
 
 def text(value: Any) -> str | None:

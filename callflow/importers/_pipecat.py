@@ -114,6 +114,12 @@ def parameters(properties: Any, required: Any, path: DocPath, w: Warnings, owner
     return params
 
 
+UNKNOWN_TARGETS = (
+    "Pipecat Flows fails when the LLM calls a function whose node does not exist "
+    "(its transition would end the call in an error)"
+)
+
+
 def build_function(
     raw: dict[str, Any],
     target: Any,
@@ -140,7 +146,7 @@ def build_function(
     if target is not None:
         dest = resolve(target)
         if dest is None:
-            w.add(
+            w.add_broken(
                 path,
                 f"{owner}: function '{name}' goes to unknown node {label(target)}; transition not carried",
             )

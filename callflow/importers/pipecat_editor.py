@@ -27,6 +27,7 @@ from ringflow.callflow.importers._common import (
 )
 from ringflow.callflow.importers._finish import FlowDraft, finish
 from ringflow.callflow.importers._pipecat import (
+    UNKNOWN_TARGETS,
     build_function,
     context_strategy,
     convert_actions,
@@ -51,10 +52,11 @@ TOP_KEYS = {"$schema", "$id", "meta", "context", "global_functions", "nodes", "e
 
 
 class _Importer:
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], lenient: bool = False) -> None:
         if not isinstance(data.get("nodes"), list):
             raise FlowImportError("not a Pipecat Flows editor export: 'nodes' must be a list of nodes")
         self.data = data
+        self.lenient = lenient
         self.w = Warnings()
         self.ids: dict[str, str] = {}  # editor node id -> Ringflow node id
         self.raw: dict[str, tuple[DocPath, str, dict[str, Any]]] = {}
@@ -100,6 +102,7 @@ class _Importer:
             self.nodes, roles, start, self.w, lambda n: self.origin[n], draft.global_functions
         )
         draft.role_origin = role_paths[start]
+        self.w.refuse_broken(self.lenient, UNKNOWN_TARGETS)
         return finish(draft)
 
     def declare(self, i: int, raw: Any, names: Names) -> None:
@@ -195,6 +198,12 @@ class _Importer:
         added: list[str] = []
         for target, rule in routes:
             dest = self.resolve(target)
+            if dest is None and target is not None:
+                self.w.add_broken(
+                    path,
+                    f"node '{nid}': function '{name}' decides to go to unknown node "
+                    f"{label(target)} when {rule}; that route not carried",
+                )
             if dest is None or dest in added:
                 continue
             added.append(dest)
@@ -258,4 +267,4 @@ def import_pipecat_editor(data: Any, lenient: bool = False) -> ImportResult:
     """Convert a parsed Pipecat Flows editor export."""
     if not isinstance(data, dict):
         raise FlowImportError(f"a Pipecat Flows export is a JSON object, not {type(data).__name__}")
-    return _Importer(data).run()
+    return _Importer(data, lenient).run()

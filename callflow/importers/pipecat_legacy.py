@@ -29,6 +29,7 @@ from ringflow.callflow.importers._common import (
 )
 from ringflow.callflow.importers._finish import FlowDraft, finish
 from ringflow.callflow.importers._pipecat import (
+    UNKNOWN_TARGETS,
     build_function,
     context_strategy,
     convert_actions,
@@ -79,13 +80,14 @@ def _normalise(decl: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Importer:
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], lenient: bool = False) -> None:
         if not isinstance(data.get("nodes"), dict) or not data["nodes"]:
             raise FlowImportError(
                 "not a Pipecat FlowConfig: 'nodes' must be a non-empty object "
                 "mapping node names to node configs"
             )
         self.data = data
+        self.lenient = lenient
         self.w = Warnings()
         self.ids: dict[str, str] = {}
         self.origin: dict[str, DocPath] = {}
@@ -136,6 +138,7 @@ class _Importer:
         )
         draft.role = fold_roles(nodes, roles, start, self.w, lambda n: self.origin[n], draft.global_functions)
         draft.role_origin = role_paths[start]
+        self.w.refuse_broken(self.lenient, UNKNOWN_TARGETS)
         return finish(draft)
 
     def global_functions(self) -> list[dict[str, Any]]:
@@ -219,4 +222,4 @@ def import_pipecat_legacy(data: Any, lenient: bool = False) -> ImportResult:
     """Convert a parsed Pipecat Flows FlowConfig (static flow) JSON file."""
     if not isinstance(data, dict):
         raise FlowImportError(f"a Pipecat FlowConfig is a JSON object, not {type(data).__name__}")
-    return _Importer(data).run()
+    return _Importer(data, lenient).run()
