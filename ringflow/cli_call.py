@@ -303,7 +303,7 @@ def simulate(
         try:
             script, flow = load_script(path)
             if (problem := kill_turn_problem(script, kill_agent_at)) is not None:
-                raise _fail(f"{path}: {problem}", 2)
+                raise fail(f"{path}: {problem}", 2)
             issues = resolve_variables(load_flow(flow).flow, script.variables)[1]
             if issues:  # as `call start` says it, before anything runs
                 raise fail(f"{path}: " + "; ".join(str(i) for i in issues), 2)

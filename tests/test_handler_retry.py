@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from ringflow.workflows.contract import CallFunctionRequest
 from temporalio.client import Client
 
 from ringflow.callflow.loader import load_flow
 from ringflow.devstack import DevStack
 from ringflow.workflows.client import start_call
-from ringflow.workflows.contract import CallFunctionRequest
 from tests.wfkit import flows_worker_child, running_worker, wait_state, wait_until
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "handler_retry"
