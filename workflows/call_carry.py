@@ -78,6 +78,7 @@ class CallCarry:
             held_since=self.d.inbox.held_since if bounded else None,
             sip=self.d.call.sip,
             amd=self.d.call.amd,
+            epoch=self.d.call.epoch,
         )
         nxt = self.d.inp.model_copy(update={"carry": carry})
         if bounded and encoded_bytes(nxt) > budget.CARRY_MAX_BYTES:

@@ -46,6 +46,7 @@ class CallProgress(BaseModel):
     hangup_seen: bool = False  # the agent said the call is over
     sip: SipOutcome | None = None  # the dial's answer (workflows/dialing.py)
     amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
+    epoch: int = 0  # the current agent's attach number (workflows/epochs.py); 0 before any
 
     @classmethod
     def carried(cls, carry: Carry, now: float) -> CallProgress:
@@ -62,6 +63,7 @@ class CallProgress(BaseModel):
             hangup_seen=carry.hangup_seen,
             sip=carry.sip,
             amd=carry.amd,
+            epoch=carry.epoch,
         )
 
     @property

@@ -11,7 +11,11 @@ upward), and re-exported here.
 Everything the agent sends carries an ``event_id`` (applied once, even across
 continue-as-new); events that change the conversation also carry a ``seq`` so the
 workflow applies them in the order the agent produced them, whatever order they
-arrive in.
+arrive in. Everything an attached agent sends also carries its ``epoch``, the number
+the workflow gave its attach (``Snapshot.epoch``): only the call's current agent speaks
+for it, and what an agent replaced since sends is refused (``workflows/epochs.py``).
+``None`` is an input that names no epoch (an operator's hangup, a test driving signals):
+it is not fenced.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ __all__ = [  # the records defined in activities/records.py are re-exported: one
     "MAX_SEQ",
     "MAX_SIGNAL_BYTES",
     "MAX_TEXT_CHARS",
+    "AgentEpoch",
     "AgentEvent",
     "AmdVerdict",
     "AttachRequest",
@@ -101,6 +106,9 @@ MAX_SEQ = 2**53  # exact in a JSON number everywhere
 Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
 Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
 EventId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+# The number of an agent's attach to its call, issued by the workflow (1 for the first):
+# what the agent of that attach sends carries it, and the workflow refuses an older one.
+AgentEpoch = Annotated[int, Field(ge=1, le=MAX_SEQ)]
 
 
 def oversized_args(name: str, args: dict[str, Any]) -> str | None:
@@ -191,6 +199,7 @@ class TransitionEvent(_Msg):
     name: str = Field(max_length=MAX_NAME_CHARS)
     args: dict[str, Any] = {}
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 class TurnsEvent(_Msg):
@@ -199,6 +208,7 @@ class TurnsEvent(_Msg):
     seq: Seq
     items: list[Turn]
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 class CallEvent(_Msg):
@@ -220,6 +230,7 @@ class CallEvent(_Msg):
     ]
     data: dict[str, Any] = {}
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 class HangupEvent(_Msg):
@@ -227,12 +238,14 @@ class HangupEvent(_Msg):
     event_id: EventId
     reason: EndReason = "user_hangup"
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 class Heartbeat(_Msg):
     type: Literal["heartbeat"] = "heartbeat"
     agent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 AgentEvent = Annotated[
@@ -249,6 +262,7 @@ class Tombstone(_Msg):
     event_id: str | None = None
     seq: int
     reason: str
+    epoch: int | None = None  # the epoch the refused event named, when it named a usable one
 
 
 # What the inbox holds and hands on in order (a heartbeat is never ordered or held).
@@ -271,6 +285,7 @@ class CallFunctionRequest(_Msg):
     # The agent's last sequenced event before this call: the workflow applies it first, so
     # a function called right after a transition runs on the node the agent is on.
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
+    epoch: AgentEpoch | None = None
 
 
 class CallFunctionResult(_Answer):
@@ -292,6 +307,9 @@ class AttachRequest(_Msg):
     # engine ordered (an action node) is still running, so the agent resumes on a settled node.
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
     settle: bool = False
+    # None: a new attach, which the workflow gives the next epoch. An epoch: the agent of that
+    # attach asks again (``settle``, or attach with ``settle``), refused once it was replaced.
+    epoch: AgentEpoch | None = None
 
 
 class Snapshot(_Answer):
@@ -305,6 +323,8 @@ class Snapshot(_Answer):
     ended: bool
     next_seq: int
     definition: FlowDefinition
+    # this attach's number: everything the agent sends carries it (0: a worker without epochs)
+    epoch: int = 0
 
 
 class RejectedEvent(_Msg):
@@ -319,6 +339,7 @@ class RouteRequest(_Msg):
 
     group_id: str = Field(min_length=1, max_length=200)
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
+    epoch: AgentEpoch | None = None
 
 
 class CancelRequest(_Msg):
@@ -327,6 +348,7 @@ class CancelRequest(_Msg):
 
     group_ids: list[str] = Field([], max_length=50)
     reason: Literal["llm", "interruption"] = "llm"
+    epoch: AgentEpoch | None = None
 
 
 class DeviceToolRecord(_Msg):
@@ -341,6 +363,7 @@ class DeviceToolRecord(_Msg):
     error: bool = False
     at: Epoch | None = None
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)  # the agent's events before it are applied first
+    epoch: AgentEpoch | None = None
 
 
 class CallView(_Answer):
@@ -373,6 +396,7 @@ class CallView(_Answer):
     room: str | None  # the LiveKit room, as the call was given it
     sip: SipOutcome | None  # a dialed call: the SIP status of the dial
     amd: AmdVerdict | None  # the answering-machine verdict
+    epoch: int = 0  # the current agent's attach number (0: no agent has attached)
 
 
 class Carry(_Msg):
@@ -400,6 +424,7 @@ class Carry(_Msg):
     held_since: float | None = None
     sip: SipOutcome | None = None
     amd: AmdVerdict | None = None
+    epoch: int = 0  # the current agent's attach number: the next attach gets one more
 
 
 CallInput.model_rebuild()

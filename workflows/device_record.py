@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         Turn,
         encoded_bytes,
     )
+    from ringflow.workflows.epochs import refuse_update
 
 DEVICE_RECORD_PATCH = "device-tool-record-v1"
 
@@ -43,6 +44,7 @@ class DeviceTools:
         if rec.event_id in results:
             return results[rec.event_id]
         await self.d.caught_up(rec.after_seq)
+        refuse_update(self.d, "record_device_tool", rec.epoch, rec.event_id)  # replaced meanwhile
         if rec.event_id in results:  # recorded while this one waited
             return results[rec.event_id]
         workflow.patched(DEVICE_RECORD_PATCH)

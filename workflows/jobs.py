@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         Turn,
         encoded_bytes,
     )
+    from ringflow.workflows.epochs import refuse_update
 
 JOBS_PATCH = "job-groups-v1"
 LOG_MAX = 400  # envelopes kept for the agent to read; older ones are in the transcript
@@ -307,6 +308,7 @@ class Jobs:
         book.routing.add(req.group_id)
         try:
             await self.d.caught_up(req.after_seq)
+            refuse_update(self.d, "route_jobs", req.epoch)  # its agent replaced while it waited
             group = book.groups[req.group_id]
             step = self.d.step(
                 JobsFinished(
