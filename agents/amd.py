@@ -39,7 +39,13 @@ def report_verdict(
         if value is not None and value >= 0:
             data[key] = round(float(value), 3)
     controller.outbox.put(
-        CallEvent(event_id=controller.event_id("amd"), kind="amd", data=data, at=controller.clock())
+        CallEvent(
+            event_id=controller.event_id("amd"),
+            kind="amd",
+            data=data,
+            at=controller.clock(),
+            epoch=controller.epoch,
+        )
     )
 
 

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio.client import WorkflowUpdateFailedError
@@ -55,6 +55,8 @@ from ringflow.workflows.client import CallHandle
 __all__ = ["WRAP_UP", "AgentStopped", "FlowController", "SessionPort", "ToolOutcome", "call_locally"]
 log = logging.getLogger(__name__)
 WRAP_UP = "The call has reached its time limit: wrap up in one short sentence and say goodbye."
+# What the LLM gets from a tool called on an agent that no longer serves the call: no reply.
+STOPPED = ToolOutcome({"status": "error", "error": "this agent no longer serves the call"}, False, True)
 
 
 class AgentStopped(Exception):
@@ -64,6 +66,12 @@ class AgentStopped(Exception):
 
 def _no_hook(point: str) -> None:
     """Production's ``at_point``: nothing happens at a point."""
+
+
+def superseded(exc: BaseException) -> bool:
+    """An update refused because a newer agent attached to the call (``workflows/epochs.py``)."""
+    cause = getattr(exc, "cause", None)
+    return getattr(cause, "type", None) == "AgentSuperseded"
 
 
 class FlowController:
@@ -79,6 +87,11 @@ class FlowController:
         self.engine = Engine(snapshot.definition)
         self.state: CallState = snapshot.state
         self.seq = snapshot.next_seq - 1
+        # this agent's attach number, on everything it sends (None: a worker without epochs)
+        self.epoch: int | None = snapshot.epoch or None
+        # before acting on the room: does this agent still hold the call's lease? (agents/lease.py)
+        self.lease_held: Callable[[], Awaitable[bool]] | None = None
+        self.on_stopped: Callable[[str], None] | None = None  # the runner leaves the room
         self.outbox = outbox
         self.agent_id = agent_id
         self.clock = clock
@@ -114,6 +127,56 @@ class FlowController:
     def ending(self) -> asyncio.Task[None] | None:
         """The port's hang-up task once the call's end started it; None before (or unbound)."""
         return self.port.ending if self.port is not None else None
+
+    def stop(self, why: str) -> None:
+        """This agent no longer serves the call (a newer agent attached, or its lease was
+        taken): nothing more of it reaches the workflow or the room, and its runner leaves."""
+        if self.dead:
+            return
+        log.warning(
+            "agent %s stops serving call %s: %s",
+            self.agent_id,
+            self.call.call_id,
+            why,
+            extra={"event": "agent_superseded", "agent_id": self.agent_id},
+        )
+        self.dead = True
+        if self.on_stopped is not None:
+            self.on_stopped(why)
+
+    def refused(self, exc: BaseException) -> bool:
+        """An update's failure: True (and this agent stopped) when it says a newer agent
+        has the call."""
+        if superseded(exc):
+            self.stop(str(getattr(getattr(exc, "cause", None), "message", exc)))
+            return True
+        return False
+
+    async def current(self, what: str) -> bool:
+        """Before acting on the room: False (and this agent stopped) once it lost its lease."""
+        if self.dead:
+            return False
+        if self.lease_held is None or await self.lease_held():
+            return True
+        self.stop(f"its lease of the call was released or taken ({what})")
+        return False
+
+    async def may_close_room(self) -> bool:
+        """Before hanging the caller up (closing the room): an agent replaced since would
+        hang up its successor's caller. With a lease, the lease says; without one, the
+        workflow's current epoch (one query, once a call). The workflow away: go on."""
+        if self.lease_held is not None or self.epoch is None:
+            return await self.current("hanging up")
+        try:
+            now = await self.call.agent_epoch()
+        except Exception as exc:
+            log.warning(
+                "call %s: the agent epoch could not be checked (%s)", self.call.call_id, type(exc).__name__
+            )
+            return not self.dead
+        if now != self.epoch:
+            self.stop(f"the call's agent is epoch {now} now, not {self.epoch}")
+        return not self.dead
 
     def point(self, name: str) -> None:
         """A place where a stopped agent goes no further (and where a simulation may kill
@@ -152,6 +215,8 @@ class FlowController:
         # little as it can: the event's id and model built later by the outbox sender, and a
         # put that never awaits.
         self.point("tool_call")
+        if not await self.current("tool call"):
+            return STOPPED
         self.step_no += 1
         node = self.state.node
         if name == CANCEL_TOOL and self.jobs is not None:
@@ -200,6 +265,7 @@ class FlowController:
                 name,
                 args,  # type: ignore[arg-type]
                 now,
+                self.epoch,
             )
         )
         log.info(
@@ -222,6 +288,7 @@ class FlowController:
             args=args,
             at=self.clock(),
             after_seq=self.seq,
+            epoch=self.epoch,
         )
         self.outbox.kick()  # the update waits for every seq before it: no lingering turns
         self.point("during_function")
@@ -231,6 +298,8 @@ class FlowController:
         try:
             res = await self.call.call_function(req)
         except (WorkflowUpdateFailedError, RPCError) as exc:
+            if self.refused(exc):
+                return STOPPED
             cause = getattr(exc, "cause", None) or exc
             return ToolOutcome(
                 {"status": "error", "error": str(getattr(cause, "message", cause))},
@@ -264,8 +333,10 @@ class FlowController:
             await self.outbox.flush(timeout=30)
             if self.dead:
                 return False
-            state = await self.call.settle(self.agent_id, after_seq=self.seq)
+            state = await self.call.settle(self.agent_id, after_seq=self.seq, epoch=self.epoch)
         except (WorkflowUpdateFailedError, RPCError) as exc:
+            if self.refused(exc):
+                return False
             log.warning("call %s: could not settle with the workflow: %s", self.call.call_id, exc)
             return False
         self.state = state
@@ -287,6 +358,8 @@ class FlowController:
     async def apply(self, effects: list[Effect]) -> None:
         port = self.port
         assert port is not None, "bind a session port first"
+        if effects and not await self.current("acting on the room"):
+            return
         allow = True
         for eff in effects:
             if isinstance(eff, SetNode):
@@ -331,7 +404,9 @@ class FlowController:
                 ended_at=ended_at or now,
             )
             self.outbox.put(
-                TurnsEvent(event_id=self.event_id(role), seq=self.next_seq(), items=[turn], at=now)
+                TurnsEvent(
+                    event_id=self.event_id(role), seq=self.next_seq(), items=[turn], at=now, epoch=self.epoch
+                )
             )
         if role == "user":
             self.state = self.engine.apply(self.state, UserSpoke(at=now)).state
@@ -343,6 +418,8 @@ class FlowController:
         if self.state.ended or self.dead or not digits:
             return
         self.point("dtmf")
+        if not await self.current("keys"):
+            return
         now = self.clock()
         node = self.state.node
         step = self.engine.apply(self.state, DtmfEntered(digits=digits, node=node, at=now))
@@ -357,6 +434,7 @@ class FlowController:
                 kind="dtmf",
                 data={"digits": digits, "node": node},
                 at=now,
+                epoch=self.epoch,
             )
         )
         if (heard := getattr(self.port, "heard_keys", None)) is not None:
@@ -380,7 +458,13 @@ class FlowController:
             if not asked:
                 self.in_flight[eid] = True
                 self.outbox.put(
-                    CallEvent(event_id=f"{eid}:cancel", kind="interruption", data={"cancel": eid}, at=now)
+                    CallEvent(
+                        event_id=f"{eid}:cancel",
+                        kind="interruption",
+                        data={"cancel": eid},
+                        at=now,
+                        epoch=self.epoch,
+                    )
                 )
 
     async def on_machine(self, category: str) -> None:
@@ -389,6 +473,8 @@ class FlowController:
         if self.state.ended or self.dead:
             return
         self.point("machine")
+        if not await self.current("machine answered"):
+            return
         now = self.clock()
         step = self.engine.apply(self.state, MachineAnswered(category=category[:40], at=now))
         if any(type(e) is Rejected for e in step.effects):
@@ -401,6 +487,7 @@ class FlowController:
                 kind="answering_machine",
                 data={"category": category[:40]},
                 at=now,
+                epoch=self.epoch,
             )
         )
         await self.apply(step.effects)
@@ -414,6 +501,8 @@ class FlowController:
         if self.state.ended:
             return
         self.point("idle")
+        if not await self.current("idle"):
+            return
         now = self.clock()
         step = self.engine.apply(self.state, UserIdle(at=now, kind=kind))
         self.state = step.state
@@ -425,6 +514,7 @@ class FlowController:
                     kind="user_idle",
                     data={} if kind == "silence" else {"kind": kind},
                     at=now,
+                    epoch=self.epoch,
                 )
             )
         # Giving up: the goodbye is said first and ``finish`` then sends the hangup (reason
@@ -452,10 +542,12 @@ class FlowController:
         """Tell the workflow the call is over (after the last turn was spoken) and flush."""
         if self.dead:
             return
-        self.outbox.put(HangupEvent(event_id=self.event_id("hangup"), reason=reason, at=self.clock()))
+        self.outbox.put(
+            HangupEvent(event_id=self.event_id("hangup"), reason=reason, at=self.clock(), epoch=self.epoch)
+        )
         await self.outbox.close(flush_timeout)
 
     def heartbeat(self) -> None:
         if self.dead:
             return
-        self.outbox.put(Heartbeat(agent_id=self.agent_id, at=self.clock()))
+        self.outbox.put(Heartbeat(agent_id=self.agent_id, at=self.clock(), epoch=self.epoch))

@@ -263,11 +263,14 @@ async def call_device_tool(controller: DeviceUser, name: str, args: dict[str, An
         error=out.error,
         at=controller.clock(),
         after_seq=controller.seq,
+        epoch=controller.epoch,
     )
     controller.outbox.kick()  # the update waits for every seq before it
     try:
         await handle.execute_update("record_device_tool", record, result_type=CallFunctionResult)
     except Exception as exc:
+        if controller.refused(exc):
+            return out
         log.warning("device tool call not recorded in the workflow (%s)", type(exc).__name__)
         entry: dict[str, Any] = {"device_tool": name, "args": args}
         entry["error" if out.error else "result"] = out.result

@@ -13,9 +13,18 @@ import contextvars
 import json
 import logging
 import time
+from collections.abc import AsyncIterable
 from typing import Any
 
-from livekit.agents import Agent, AgentSession, FunctionToolsExecutedEvent, StopResponse, function_tool
+from livekit.agents import (
+    Agent,
+    AgentSession,
+    FlushSentinel,
+    FunctionToolsExecutedEvent,
+    ModelSettings,
+    StopResponse,
+    function_tool,
+)
 from livekit.agents import llm as lk_llm
 from opentelemetry import trace
 
@@ -122,6 +131,17 @@ class FlowAgent(Agent):
         it is an empty input, which ``agents/listen.py`` hands to the idle rule."""
         if not (new_message.text_content or "").strip():
             raise StopResponse()
+
+    async def llm_node(
+        self, chat_ctx: lk_llm.ChatContext, tools: list[lk_llm.Tool], model_settings: ModelSettings
+    ) -> AsyncIterable[lk_llm.ChatChunk | str | FlushSentinel]:
+        """Every reply (to the caller, to a tool's result, a node's first turn) starts here:
+        an agent that no longer serves the call (its lease is gone, another agent answers
+        the caller now) says nothing, and the model is not asked."""
+        if not await self.controller.current("reply"):
+            return
+        async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):
+            yield chunk
 
     def set_interruptible(self, allow: bool) -> None:
         """The node's ``allow_interrupt`` as this agent's default: livekit reads it for every
@@ -279,6 +299,11 @@ class LiveKitPort:
             await self.session.wait_for_idle()
         await self.agent.controller.finish(reason)
         # A transferred caller talks to the person now (warm: in this very room): leave, do
-        # not close the room. Any other end hangs the caller up by closing it.
-        if self.close is not None and reason != "transferred":
+        # not close the room. Any other end hangs the caller up by closing it, unless this
+        # agent was replaced meanwhile: the caller is its successor's.
+        if (
+            self.close is not None
+            and reason != "transferred"
+            and await self.agent.controller.may_close_room()
+        ):
             await self.close()

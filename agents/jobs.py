@@ -174,9 +174,13 @@ class JobsFeed:
         ctrl.outbox.kick()  # the update waits for every seq before it
         try:
             res: CallFunctionResult = await ctrl.call.handle.execute_update(
-                "route_jobs", RouteRequest(group_id=gid, after_seq=ctrl.seq), result_type=CallFunctionResult
+                "route_jobs",
+                RouteRequest(group_id=gid, after_seq=ctrl.seq, epoch=ctrl.epoch),
+                result_type=CallFunctionResult,
             )
         except (WorkflowUpdateFailedError, RPCError) as exc:
+            if ctrl.refused(exc):
+                return
             log.warning("group %s not routed: %s", gid, type(exc).__name__)
             return
         if ctrl.dead:
@@ -203,9 +207,12 @@ class JobsFeed:
         self.ctrl.outbox.kick()  # turns waiting to ride along go first, as before any update
         try:
             out = await self.ctrl.call.handle.execute_update(
-                "cancel_jobs", CancelRequest(group_ids=ids, reason=reason), result_type=dict
+                "cancel_jobs",
+                CancelRequest(group_ids=ids, reason=reason, epoch=self.ctrl.epoch),
+                result_type=dict,
             )
         except (WorkflowUpdateFailedError, RPCError) as exc:
+            self.ctrl.refused(exc)
             return ToolOutcome({"status": "error", "error": str(exc)[:200]}, True, True)
         self.poke.set()
         return ToolOutcome(out, run_llm=True)

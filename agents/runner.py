@@ -26,7 +26,7 @@ from ringflow.agents.controller import FlowController
 from ringflow.agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
 from ringflow.agents.jobs import JobsFeed, has_jobs, offer_cancel
 from ringflow.agents.journal import OutboxJournal
-from ringflow.agents.lease import AgentLease
+from ringflow.agents.lease import AgentLease, LeaseCheck
 from ringflow.agents.listen import EmptySpeechWatch, PushToTalk
 from ringflow.agents.logcontext import bind_call
 from ringflow.agents.outbox import Outbox, ReceiverGone
@@ -104,6 +104,10 @@ class AgentRun:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     talk: PushToTalk | None = None  # the client's push-to-talk on ``listen: manual`` nodes
     empty_speech: EmptySpeechWatch | None = None  # speech heard, no words transcribed
+    # set once this agent stopped because another one has the call: its process leaves the
+    # room (never closes it: the caller is the other agent's now), ringflow/agent_server.py
+    left: asyncio.Event = field(default_factory=asyncio.Event)
+    left_why: str | None = None
 
     async def kill(self) -> None:
         # Dead as a crashed process: what the closing session still emits (a reply that was
@@ -114,6 +118,31 @@ class AgentRun:
             t.cancel()
         if self.empty_speech is not None:
             self.empty_speech.close()
+        with contextlib.suppress(Exception):
+            await self.session.aclose()
+
+    def leave(self, why: str) -> None:
+        """The controller's ``on_stopped``: a newer agent has the call (the workflow refused
+        an update for its epoch, the lease was taken, or a heartbeat's check found a newer
+        epoch). What this agent still holds is dropped as a crash would (its events would be
+        refused), and whoever runs it disconnects from the room."""
+        if self.left.is_set():
+            return
+        self.left_why = why
+        self.left.set()
+        self.controller.dead = True
+        self.outbox.abandon()
+        current = asyncio.current_task()
+        for t in self.tasks:
+            if t is not current:
+                t.cancel()
+        if self.empty_speech is not None:
+            self.empty_speech.close()
+        self.tasks.append(asyncio.get_running_loop().create_task(self._close_session()))
+
+    async def _close_session(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.session.interrupt(force=True)
         with contextlib.suppress(Exception):
             await self.session.aclose()
 
@@ -177,6 +206,8 @@ async def _attach_agent(
     answer_pending: bool = True,
     greet: bool = True,
     lease: AgentLease | None = None,
+    lease_fresh_s: float = 0.5,
+    warn_unleased: bool = True,
     journal: Any = None,
 ) -> AgentRun:
     if lease is not None:
@@ -188,7 +219,7 @@ async def _attach_agent(
         # a dead agent's transition entered): the workflow is running its function and will
         # route on the result. The agent starts where that goes, with that node's prompt,
         # tools and greeting, not on a node where no LLM runs.
-        snap = await call.attach(agent_id, after_seq=snap.next_seq - 1, settle=True)
+        snap = await call.attach(agent_id, after_seq=snap.next_seq - 1, settle=True, epoch=snap.epoch or None)
     # A heartbeat goes only when nothing else went out for a whole interval: any delivered
     # event keeps the call alive in the workflow, so a talking call sends no heartbeats.
     # Turns linger (agents/outbox.py, "Coalescing"): they ride with the next event that goes at
@@ -212,6 +243,17 @@ async def _attach_agent(
         journaled.on_unhealthy = outbox.kick
     outbox.start()
     controller = FlowController(call, snap, outbox, agent_id, clock=clock)
+    if lease is not None:
+        controller.lease_held = LeaseCheck(lease, call_id, agent_id, fresh_s=lease_fresh_s).held
+    elif warn_unleased:  # not the simulator's agents: it dispatches them, one at a time
+        log.warning(
+            "agent %s serves call %s without a lease (no RINGFLOW_REDIS_URL): nothing keeps a second "
+            "agent off this call's line; the workflow refuses what a replaced agent sends, and this "
+            "agent learns it was replaced at its next update or heartbeat",
+            agent_id,
+            call_id,
+            extra={"event": "agent_without_lease", "agent_id": agent_id},
+        )
     if instrument is not None:  # before the controller does anything (the simulator's kill points)
         instrument(controller)
     bind_call(call_id, workflow_id(call_id), lambda: controller.node)  # every log line from here on
@@ -242,6 +284,7 @@ async def _attach_agent(
         empty_speech=empty_speech,
     )
     outbox.on_error = run.outbox_failed
+    controller.on_stopped = run.leave
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
         item = ev.item
@@ -297,15 +340,21 @@ async def _attach_agent(
 
 
 async def _heartbeat(run: AgentRun, every: float, lease: AgentLease | None) -> None:
+    """A sign of life each interval, and this agent's check that the call is still its own:
+    the lease renewed, or without one the workflow asked for its current epoch (a query: no
+    history), so a replaced agent leaves within one interval even when it does nothing."""
     controller = run.controller
-    while not controller.ended:
+    while not controller.ended and not controller.dead:
         controller.heartbeat()
-        if lease is not None and not await lease.renew(run.call.call_id, controller.agent_id):
-            log.warning(
-                "agent %s lost the lease of call %s; leaving the call", controller.agent_id, run.call.call_id
-            )
-            await run.kill()
-            return
+        if lease is not None:
+            if not await controller.current("heartbeat"):
+                return
+        elif controller.epoch is not None:
+            with contextlib.suppress(Exception):  # the workflow away: the next beat asks again
+                current = await run.call.agent_epoch()
+                if current != controller.epoch:
+                    controller.stop(f"the call's agent is epoch {current} now, not {controller.epoch}")
+                    return
         await asyncio.sleep(every)
 
 

@@ -44,13 +44,21 @@ class DeferredTransition:
     engine that accepted the transition.
     """
 
-    __slots__ = ("args", "at", "from_node", "name", "seq", "step", "turn")
+    __slots__ = ("args", "at", "epoch", "from_node", "name", "seq", "step", "turn")
 
     def __init__(
-        self, turn: str, step: int, seq: int, from_node: str, name: str, args: dict[str, Any], at: float
+        self,
+        turn: str,
+        step: int,
+        seq: int,
+        from_node: str,
+        name: str,
+        args: dict[str, Any],
+        at: float,
+        epoch: int | None = None,
     ) -> None:
         self.turn, self.step, self.seq, self.from_node = turn, step, seq, from_node
-        self.name, self.args, self.at = name, args, at
+        self.name, self.args, self.at, self.epoch = name, args, at, epoch
 
     @property
     def event_id(self) -> str:
@@ -64,6 +72,7 @@ class DeferredTransition:
             name=self.name,
             args=self.args,
             at=self.at,
+            epoch=self.epoch,
         )
 
 
@@ -100,6 +109,7 @@ def sendable(events: list[AgentEvent], limit: int) -> list[AgentEvent]:
                 at=ev.at,
                 seq=getattr(ev, "seq", None),
                 data={"dropped": kind, "reason": reason},
+                epoch=getattr(ev, "epoch", None),
             )
         )
     return out

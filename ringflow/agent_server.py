@@ -173,12 +173,18 @@ async def entrypoint(ctx: JobContext) -> None:
                 lambda _: finished.set()
             )
 
-    while not finished.is_set():
+    while not finished.is_set() and not run.left.is_set():
         ending = run.controller.ending
         if ending is not None:
             await ending
             break
-        await asyncio.wait({asyncio.ensure_future(finished.wait())}, timeout=1.0)
+        waits = {asyncio.ensure_future(finished.wait()), asyncio.ensure_future(run.left.wait())}
+        await asyncio.wait(waits, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+    if run.left.is_set():  # another agent has the call: leave the room, never close it
+        ctx.shutdown(f"replaced by another agent: {run.left_why}")
+        return
     await run.close()
     ctx.shutdown("call ended")
 

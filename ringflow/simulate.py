@@ -370,6 +370,7 @@ async def _run_script(
             own_max_duration=False,
             answer_pending=False,  # the simulator replays the killed turn
             heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0,
+            warn_unleased=False,  # the simulator starts each agent once the one before is dead
         )
         _recording(run.controller, refused)
         if device is not None:

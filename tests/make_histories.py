@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from temporalio.client import Client, WorkflowHandle  # noqa: E402
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from ringflow.activities.dispatch import Dispatcher, DispatchRequest, DispatchResult, NoAgentDispatcher  # noqa: E402
@@ -50,7 +50,15 @@ from ringflow.callflow.engine import Engine  # noqa: E402
 from ringflow.callflow.loader import load_flow  # noqa: E402
 from ringflow.callflow.model import FlowDefinition  # noqa: E402
 from ringflow.contract.call import CallView  # noqa: E402
-from ringflow.contract.events import CallEvent, EventBatch, TransitionEvent, Turn, TurnsEvent  # noqa: E402
+from ringflow.contract.events import (  # noqa: E402
+    CallEvent,
+    EventBatch,
+    HangupEvent,
+    Heartbeat,
+    TransitionEvent,
+    Turn,
+    TurnsEvent,
+)
 from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.scripted_llm import ScriptedLLM  # noqa: E402
@@ -74,11 +82,12 @@ def flow(name: str) -> FlowDefinition:
 class Agent:
     """Plays the agent's side with readable, deterministic event ids."""
 
-    def __init__(self, call: CallHandle, prefix: str) -> None:
+    def __init__(self, call: CallHandle, prefix: str, epoch: int | None = None, seq: int = 0) -> None:
         self.call = call
         self.prefix = prefix
-        self.seq = 0
+        self.seq = seq
         self.n = 0
+        self.epoch = epoch  # an attached agent's, on everything it sends
 
     def _id(self, kind: str) -> str:
         self.n += 1
@@ -91,12 +100,19 @@ class Agent:
             seq=self.seq,
             at=T0 + self.seq,
             items=[Turn(role=r, text=t) for r, t in pairs],
-        )  # type: ignore[arg-type]
+            epoch=self.epoch,
+        )
 
     def transition(self, from_node: str, name: str, /, **args: Any) -> TransitionEvent:
         self.seq += 1
         return TransitionEvent(
-            event_id=self._id("tr"), seq=self.seq, from_node=from_node, name=name, args=args, at=T0 + self.seq
+            event_id=self._id("tr"),
+            seq=self.seq,
+            from_node=from_node,
+            name=name,
+            args=args,
+            at=T0 + self.seq,
+            epoch=self.epoch,
         )
 
     async def say(self, *pairs: tuple[str, str]) -> None:
@@ -105,7 +121,13 @@ class Agent:
     async def fn(self, node: str, function: str, /, **args: Any) -> CallFunctionResult:
         return await self.call.call_function(
             CallFunctionRequest(
-                event_id=self._id("fn"), node=node, name=function, args=args, at=T0 + self.seq
+                event_id=self._id("fn"),
+                node=node,
+                name=function,
+                args=args,
+                at=T0 + self.seq,
+                after_seq=self.seq if self.epoch else 0,
+                epoch=self.epoch,
             )
         )
 
@@ -127,6 +149,16 @@ def check(cond: bool, what: str) -> None:
     """Scenarios check what they meant to record, so a history never captures a wrong path."""
     if not cond:
         raise AssertionError(what)
+
+
+KAI = {"patient_first_name": "Kai", "appointment_id": "apt-1002", "appointment_time": "Friday at 11 AM"}
+
+
+async def appointment_call(client: Client, tq: str, call_id: str, **fields: Any) -> CallHandle:
+    """An appointment_reminder call for Kai (the scenarios that play one)."""
+    return await start_call(
+        client, flow("appointment_reminder"), task_queue=tq, call_id=call_id, variables=KAI, **fields
+    )
 
 
 # --- scenarios ----------------------------------------------------------------------------
@@ -178,18 +210,7 @@ async def appointment_happy(client: Client, tq: str) -> Handles:
 
 async def appointment_out_of_order(client: Client, tq: str) -> Handles:
     """Sequenced events arriving late, early, twice, and a stale one, some in one batch."""
-    d = flow("appointment_reminder")
-    call = await start_call(
-        client,
-        d,
-        task_queue=tq,
-        call_id="hist-appointment-out-of-order",
-        variables={
-            "patient_first_name": "Kai",
-            "appointment_id": "apt-1002",
-            "appointment_time": "Friday at 11 AM",
-        },
-    )
+    call = await appointment_call(client, tq, "hist-appointment-out-of-order")
     a = Agent(call, "ao")
     verified = await a.fn("verify_identity", "check_identity", birth_year="1990")
     check(verified.node == "remind", f"verified: {verified}")
@@ -301,19 +322,8 @@ async def restaurant_continue_as_new(client: Client, tq: str) -> Handles:
 
 async def appointment_agent_lost(client: Client, tq: str) -> Handles:
     """The agent goes silent: timers, failed re-dispatch activities, then an agent_lost end."""
-    d = flow("appointment_reminder")
-    call = await start_call(
-        client,
-        d,
-        task_queue=tq,
-        call_id="hist-appointment-agent-lost",
-        agent_timeout_s=1.0,
-        max_dispatch_attempts=2,
-        variables={
-            "patient_first_name": "Kai",
-            "appointment_id": "apt-1002",
-            "appointment_time": "Friday at 11 AM",
-        },
+    call = await appointment_call(
+        client, tq, "hist-appointment-agent-lost", agent_timeout_s=1.0, max_dispatch_attempts=2
     )
     await call.heartbeat("agent-hist-2")
     record = await call.handle.result()
@@ -589,6 +599,39 @@ async def kiosk_empty_inputs(client: Client, tq: str) -> Handles:
     return {"kiosk_empty_inputs": call.handle}
 
 
+async def appointment_replaced_agent(client: Client, tq: str) -> Handles:
+    """Agent B attaches while agent A still talks (issue 23 §4): A's heartbeat, transition
+    and node function are refused for A's epoch; B's turns and transition carry the call."""
+    call = await appointment_call(client, tq, "hist-appointment-replaced-agent")
+    snap_a = await call.attach("agent-hist-a")
+    a = Agent(call, "ra", epoch=snap_a.epoch)
+    verified = await a.fn("verify_identity", "check_identity", birth_year="1990")
+    check(verified.node == "remind", f"verified: {verified}")
+    await a.say(("assistant", "You have an appointment Friday at 11 AM."))
+    await wait_for(call, lambda s: s.turns == 1, "A's turn")
+    snap_b = await call.attach("agent-hist-b")
+    b = Agent(call, "rb", epoch=snap_b.epoch, seq=snap_b.next_seq - 1)
+    await call.handle.signal("heartbeat", Heartbeat(agent_id="agent-hist-a", at=T0 + 50, epoch=snap_a.epoch))
+    await call.transition(a.transition("remind", "cancel_appointment"))
+    try:
+        await a.fn("remind", "cancel_appointment")
+        check(False, "A's node function was not refused")
+    except WorkflowUpdateFailedError:
+        pass
+    await b.say(("user", "Sorry, who is this?"), ("assistant", "Maple Grove Dental, about Friday at 11 AM."))
+    await b.say(("user", "Yes, I will be there."))
+    await call.transition(b.transition("remind", "will_attend"))
+    await wait_for(call, lambda s: s.node == "confirmed", "B's transition")
+    await call.handle.signal(
+        "hangup", HangupEvent(event_id="rb-hangup", reason="completed", at=T0 + 90, epoch=snap_b.epoch)
+    )
+    record = await call.handle.result()
+    st = await call.state()
+    check(record.path == ["verify_identity", "remind", "confirmed"], f"path: {record.path}")
+    check(st.epoch == 2 and st.agent_id == "agent-hist-b" and st.turns == 4, f"state: {st}")
+    return {"appointment_replaced_agent": call.handle}
+
+
 SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "appointment_happy": appointment_happy,
     "appointment_out_of_order": appointment_out_of_order,
@@ -600,6 +643,7 @@ SCENARIOS: dict[str, Callable[[Client, str], Awaitable[Handles]]] = {
     "hostile_inputs": hostile_inputs,
     "crm_mcp_tools": crm_mcp_tools,
     "kiosk_empty_inputs": kiosk_empty_inputs,
+    "appointment_replaced_agent": appointment_replaced_agent,
 }
 
 

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from ringflow.workflows.contract import CallFunctionRequest
 from temporalio.client import Client
 
 from ringflow.callflow.loader import load_flow
+from ringflow.contract.updates import CallFunctionRequest
 from ringflow.devstack import DevStack
 from ringflow.workflows.client import start_call
 from tests.wfkit import flows_worker_child, running_worker, wait_state, wait_until

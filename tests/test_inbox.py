@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ringflow.contract.events import Tombstone, TurnsEvent
-from ringflow.workflows.inbox import MAX_HELD_BYTES, Inbox
+from ringflow.workflows.epochs import stale
+from ringflow.workflows.inbox import MAX_AHEAD, MAX_HELD_BYTES, Inbox
 from ringflow.workflows.intake import Refusal, intake, tombstone
 
 
@@ -96,3 +97,33 @@ def test_intake_refuses_what_it_cannot_read() -> None:
         },
     )
     assert isinstance(got[0], Refusal) and "started_at" in got[0].reason and got[0].seq == 1
+
+
+def test_a_seq_past_the_reach_of_any_agent_is_refused_and_never_skipped_to() -> None:
+    """One hostile seq 10**9 was held, the gap skip jumped there, and every later event of
+    the real agent was refused as already applied."""
+    inbox = Inbox()
+    ready, refused = inbox.accept(turns(10**9), now=1.0)
+    assert ready == [] and refused is not None and f"more than {MAX_AHEAD} past the next (1)" in refused
+    assert inbox.waiting_for is None and inbox.skip_gap(1_000.0, 30.0) == ([], None)
+    assert inbox.accept(turns(1 + MAX_AHEAD), now=2.0) == ([], None)  # as far as an agent can be: held
+    assert inbox.accept(turns(2 + MAX_AHEAD), now=2.0)[1] is not None
+    assert [e.seq for e in inbox.accept(turns(1), now=3.0)[0]] == [1]  # type: ignore[union-attr]
+    assert inbox.next_seq == 2 and inbox.waiting_for == 2
+
+
+def test_a_malformed_event_keeps_the_epoch_it_named() -> None:
+    """So a replaced agent's malformed event is refused for its epoch, not ordered."""
+    (refusal,) = intake("events", [{"events": [{"type": "turns", "seq": 4, "epoch": 3}]}], lambda p: p)
+    assert isinstance(refusal, Refusal) and (refusal.seq, refusal.epoch) == (4, 3)
+    assert tombstone(refusal, 4).epoch == 3
+    (bad,) = intake("events", [{"events": [{"type": "turns", "seq": 4, "epoch": "3"}]}], lambda p: p)
+    assert isinstance(bad, Refusal) and bad.epoch is None
+
+
+def test_what_an_epoch_says() -> None:
+    assert stale(2, None, "x") is None and stale(2, 2, "x") is None
+    assert stale(2, 1, "a turns event") == (
+        "a turns event from agent epoch 1 refused: the call's agent is epoch 2 (replaced)"
+    )
+    assert stale(2, 5, "x") == "x names agent epoch 5, never issued (the call is at 2): refused"

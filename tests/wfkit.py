@@ -150,11 +150,13 @@ async def wait_state(
 
 
 class Agent:
-    """Drives a call as the agent would: sequenced events with unique ids."""
+    """Drives a call as the agent would: sequenced events with unique ids (and, given
+    one, the agent's epoch on each, as an attached agent sends them)."""
 
-    def __init__(self, call: CallHandle) -> None:
+    def __init__(self, call: CallHandle, epoch: int | None = None, seq: int = 0) -> None:
         self.call = call
-        self.seq = 0
+        self.seq = seq
+        self.epoch = epoch
 
     def next(self) -> tuple[str, int]:
         self.seq += 1
@@ -165,7 +167,13 @@ class Agent:
     ) -> TransitionEvent:
         eid, seq = self.next()
         return TransitionEvent(
-            event_id=eid, seq=seq, from_node=from_node, name=name, args=args or {}, at=time.time()
+            event_id=eid,
+            seq=seq,
+            from_node=from_node,
+            name=name,
+            args=args or {},
+            at=time.time(),
+            epoch=self.epoch,
         )
 
     async def transition(self, from_node: str, name: str, args: dict[str, Any] | None = None) -> None:
@@ -174,8 +182,12 @@ class Agent:
     def turns_event(self, *pairs: tuple[str, str]) -> TurnsEvent:
         eid, seq = self.next()
         return TurnsEvent(
-            event_id=eid, seq=seq, at=time.time(), items=[Turn(role=r, text=t) for r, t in pairs]
-        )  # type: ignore[arg-type]
+            event_id=eid,
+            seq=seq,
+            at=time.time(),
+            items=[Turn(role=r, text=t) for r, t in pairs],
+            epoch=self.epoch,
+        )
 
     async def say(self, *pairs: tuple[str, str]) -> None:
         await self.call.turns(self.turns_event(*pairs))

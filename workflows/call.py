@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.call_progress import CallProgress, FunctionCalls, Liveness, Transcript
     from ringflow.workflows.conversation import converse
     from ringflow.workflows.device_record import DeviceTools
+    from ringflow.workflows.epochs import is_stale, issue, refuse_update
     from ringflow.workflows.inbox import Inbox
     from ringflow.workflows.intake import Refusal, intake, intake_one, read_request
     from ringflow.workflows.jobs import Jobs
@@ -212,6 +213,7 @@ class CallWorkflow:
     @workflow.update
     async def call_function(self, raw: RawValue = NO_PAYLOAD) -> CallFunctionResult:
         req = self.request("call_function", raw, CallFunctionRequest)
+        refuse_update(self.d, "call_function", req.epoch, req.event_id)
         calls = self.d.functions
         if req.event_id in calls.running:  # the same call again (a resumed agent): run it once
             await workflow.wait_condition(lambda: req.event_id in calls.results)
@@ -242,6 +244,7 @@ class CallWorkflow:
         if not self.tools_ready:
             await workflow.wait_condition(lambda: self.tools_ready)
         await self.d.caught_up(req.after_seq)
+        refuse_update(self.d, "call_function", req.epoch, req.event_id)  # replaced while it waited
         step = self.d.engine.apply(
             self.d.call.flow_state, FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
         )
@@ -259,8 +262,8 @@ class CallWorkflow:
     @call_function.validator
     def validate_call_function(self, raw: RawValue = NO_PAYLOAD) -> None:
         req = self.valid_request("call_function", raw, CallFunctionRequest)
-        if req is None:
-            return  # malformed: refused and recorded by the handler
+        if req is None or is_stale(self.d, req.epoch):
+            return  # malformed, or from a replaced agent: refused and recorded by the handler
         if self.d.functions.known(req.event_id):
             return
         if self.d.call.flow_state.ended and self.d.call.flow_state.node not in self.d.end_nodes():
@@ -273,7 +276,10 @@ class CallWorkflow:
     @workflow.update
     async def attach(self, raw: RawValue = NO_PAYLOAD) -> Snapshot:
         req = self.request("attach", raw, AttachRequest)
+        refuse_update(self.d, "attach", req.epoch)
         await self.attached(req, req.settle)
+        if req.epoch is None:  # a new agent: the next epoch, in this task with its snapshot
+            issue(self.d, req.agent_id)
         return Snapshot(
             call_id=self.d.inp.call_id,
             node=self.d.call.flow_state.node,
@@ -282,6 +288,7 @@ class CallWorkflow:
             ended=self.d.call.flow_state.ended,
             next_seq=self.d.inbox.next_seq,
             definition=self.d.inp.definition,
+            epoch=self.d.call.epoch,
         )
 
     @attach.validator
@@ -294,6 +301,7 @@ class CallWorkflow:
         action node and waits for the workflow to route it): only the state goes back, not
         the flow and the transcript an attaching agent needs."""
         req = self.request("settle", raw, AttachRequest)
+        refuse_update(self.d, "settle", req.epoch)
         await self.attached(req, settle=True)
         return self.d.call.flow_state
 
@@ -310,7 +318,8 @@ class CallWorkflow:
             await recover_journal(self.d, f"agent {req.agent_id} attached")
         if req.after_seq or settle:
             await self.d.caught_up(req.after_seq, settle)
-        self.d.seen_agent(req.agent_id)
+        refuse_update(self.d, "settle" if settle else "attach", req.epoch)  # replaced while it waited
+        self.d.seen_agent(req.agent_id if req.epoch is None or not self.d.call.epoch else None)
         self.d.call.dispatch_failures = 0
 
     def read(self, name: str, raw: RawValue, model: type[M]) -> M | Refusal:
@@ -345,14 +354,18 @@ class CallWorkflow:
 
     @workflow.update(name="route_jobs")
     async def route_jobs(self, req: RouteRequest) -> CallFunctionResult:
+        refuse_update(self.d, "route_jobs", req.epoch)
         return await self.jobs.route_jobs(req)
 
     @route_jobs.validator
     def validate_route_jobs(self, req: RouteRequest) -> None:
+        if isinstance(req, RouteRequest) and is_stale(self.d, req.epoch):
+            return  # refused and recorded by the handler
         self.jobs.validate_route_jobs(req)
 
     @workflow.update(name="cancel_jobs")
     async def cancel_jobs(self, req: CancelRequest) -> dict[str, Any]:
+        refuse_update(self.d, "cancel_jobs", req.epoch)
         return await self.jobs.cancel_jobs(req)
 
     @cancel_jobs.validator
@@ -365,12 +378,15 @@ class CallWorkflow:
 
     @workflow.update(name="record_device_tool")
     async def record_device_tool(self, rec: DeviceToolRecord) -> CallFunctionResult:
+        refuse_update(self.d, "record_device_tool", rec.epoch, rec.event_id)
         return await self.devices.record_device_tool(rec)
 
     @record_device_tool.validator
     def validate_record_device_tool(self, rec: DeviceToolRecord) -> None:
         if self.bad_input is not None:
             raise ValueError("record_device_tool takes one DeviceToolRecord (JSON)")
+        if isinstance(rec, DeviceToolRecord) and is_stale(self.d, rec.epoch):
+            return  # refused and recorded by the handler
         self.devices.validate_record_device_tool(rec)
 
     # --- queries ----------------------------------------------------------------------
@@ -396,3 +412,9 @@ class CallWorkflow:
     @workflow.query
     def call_state(self, *_: Any) -> CallState:
         return self.d.call.flow_state
+
+    @workflow.query(name="agent_epoch")
+    def agent_epoch(self, *_: Any) -> int:
+        """The current agent's epoch: an agent without a lease asks it with each heartbeat,
+        and stops once a newer attach replaced it (``agents/runner.py``)."""
+        return self.d.call.epoch

@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.contract.wire import MAX_ID_CHARS, MAX_TEXT_CHARS
     from ringflow.workflows import activity_calls as acts
     from ringflow.workflows.call_progress import CallProgress, FunctionCalls, Liveness, Transcript
+    from ringflow.workflows.epochs import refused_event
     from ringflow.workflows.inbox import Inbox
     from ringflow.workflows.intake import Refusal, explain, tombstone
     from ringflow.workflows.line_events import apply_line_event
@@ -250,6 +251,9 @@ class CallDriver:
         self.receive(item)
 
     def receive(self, event: InboxEvent) -> None:
+        if (fenced := refused_event(self, event)) is not None:  # a replaced agent's (workflows/epochs.py)
+            self.record_rejected(getattr(event, "event_id", None), fenced)
+            return
         if isinstance(event, Heartbeat):
             self.seen_agent(event.agent_id)
             self.apply_ready(*self.inbox.skip_gap(workflow.now().timestamp(), self.inp.gap_wait_s))

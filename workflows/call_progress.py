@@ -48,6 +48,7 @@ class CallProgress(BaseModel):
     hangup_seen: bool = False  # the agent said the call is over
     sip: SipOutcome | None = None  # the dial's answer (workflows/dialing.py)
     amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
+    epoch: int = 0  # the current agent's attach number (workflows/epochs.py); 0 before any
 
     @classmethod
     def continued(cls, prev: Continuation, now: float) -> CallProgress:
@@ -64,6 +65,7 @@ class CallProgress(BaseModel):
             hangup_seen=prev.hangup_seen,
             sip=prev.sip,
             amd=prev.amd,
+            epoch=prev.epoch,
         )
 
     @property

@@ -198,17 +198,21 @@ class CallHandle:
     async def call_function(self, req: CallFunctionRequest) -> CallFunctionResult:
         return await self.handle.execute_update("call_function", req, result_type=CallFunctionResult)
 
-    async def attach(self, agent_id: str, *, after_seq: int = 0, settle: bool = False) -> Snapshot:
+    async def attach(
+        self, agent_id: str, *, after_seq: int = 0, settle: bool = False, epoch: int | None = None
+    ) -> Snapshot:
+        """Without ``epoch``: a new agent, which the workflow gives the next epoch (in the
+        snapshot). With one: the agent of that epoch asks again (refused once replaced)."""
         return await self.handle.execute_update(
             "attach",
-            AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=settle),
+            AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=settle, epoch=epoch),
             result_type=Snapshot,
         )
 
-    async def settle(self, agent_id: str, *, after_seq: int) -> CallState:
+    async def settle(self, agent_id: str, *, after_seq: int, epoch: int | None = None) -> CallState:
         """The call's state once the workflow has applied the agent's events up to
         ``after_seq`` and run what the engine ordered (``CallWorkflow.settle``)."""
-        req = AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=True)
+        req = AttachRequest(agent_id=agent_id, after_seq=after_seq, settle=True, epoch=epoch)
         try:
             return await self.handle.execute_update("settle", req, result_type=CallState)
         except WorkflowUpdateFailedError as exc:
@@ -216,7 +220,12 @@ class CallHandle:
                 raise
         # A worker of the release before ``settle`` (agents may roll out first): attach's
         # whole snapshot, of which the state.
-        return (await self.attach(agent_id, after_seq=after_seq, settle=True)).state
+        return (await self.attach(agent_id, after_seq=after_seq, settle=True, epoch=epoch)).state
+
+    async def agent_epoch(self) -> int:
+        """The epoch of the call's current agent (0 before any attach)."""
+        epoch: int = await self.handle.query("agent_epoch", result_type=int)
+        return epoch
 
     async def state(self) -> CallView:
         return await self.handle.query("state", result_type=CallView)

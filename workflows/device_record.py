@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.contract.updates import CallFunctionResult, DeviceToolRecord
     from ringflow.contract.wire import MAX_ARGS_BYTES, MAX_TEXT_CHARS, encoded_bytes
     from ringflow.workflows.call_driver import CallDriver
+    from ringflow.workflows.epochs import refuse_update
 
 
 class DeviceTools:
@@ -36,6 +37,7 @@ class DeviceTools:
         if rec.event_id in results:
             return results[rec.event_id]
         await self.d.caught_up(rec.after_seq)
+        refuse_update(self.d, "record_device_tool", rec.epoch, rec.event_id)  # replaced meanwhile
         if rec.event_id in results:  # recorded while this one waited
             return results[rec.event_id]
         entry: dict[str, Any] = {"device_tool": rec.name, "args": rec.args}

@@ -11,7 +11,8 @@ across continue-as-new.
 Nothing waits forever and nothing grows without bound: held events are bounded in total
 encoded bytes (past that an event is held as a small *tombstone* that keeps its place and
 is applied as a refusal), and a gap that stays open for ``GAP_WAIT_S`` is skipped and the
-skip recorded, so one event lost upstream cannot stall the events behind it. Event ids are
+skip recorded, so one event lost upstream cannot stall the events behind it. A seq more
+than ``MAX_AHEAD`` past the next one is refused outright: a skip can never jump there. Event ids are
 remembered in a bounded window, long ones by a digest, so the carried window stays small.
 """
 
@@ -21,12 +22,18 @@ import hashlib
 from collections import deque
 
 from ringflow.contract.events import InboxEvent, Tombstone
-from ringflow.contract.wire import encoded_bytes
+from ringflow.contract.wire import MAX_BATCH, encoded_bytes
 
 SEEN_WINDOW = 4096
 MAX_HELD = 500
 MAX_HELD_BYTES = 256 * 1024  # all held events together, encoded
 GAP_WAIT_S = 30.0  # a missing seq is skipped once later events have waited this long
+# How far past the next seq an event may be. An agent sends one batch (at most MAX_BATCH
+# events) at a time, each once the one before it was taken, and a refused event keeps its
+# seq: its events reach the workflow at most a batch past the first one missing. A seq
+# further on is no agent's (a hostile 10**9 once made the gap skip jump there, and every
+# later event of the real agent was refused as already applied): it is refused, not held.
+MAX_AHEAD = 2 * MAX_BATCH
 
 
 def _key(event_id: str) -> str:
@@ -91,6 +98,11 @@ class Inbox:
                 self.duplicates += 1  # the outbox retrying a batch that did arrive
                 return [], None
             return [], f"seq {seq} was already applied (next is {self.next_seq})"
+        if seq > self.next_seq + MAX_AHEAD:
+            return [], (
+                f"seq {seq} is more than {MAX_AHEAD} past the next ({self.next_seq}), "
+                "further than the call's agent could have sent: refused"
+            )
         if seq > self.next_seq:
             held = self._held.get(seq)
             if held is not None:
@@ -134,16 +146,19 @@ class Inbox:
             self._held_bytes = 0
         return ready
 
-    def skip_gap(self, now: float, wait_s: float = GAP_WAIT_S) -> tuple[list[InboxEvent], str | None]:
+    def skip_gap(
+        self, now: float, wait_s: float = GAP_WAIT_S, why: str | None = None
+    ) -> tuple[list[InboxEvent], str | None]:
         """Once events have waited ``wait_s`` for a seq that has not come, give up on the
-        missing ones: the held events are applied, and the reason says which were skipped."""
+        missing ones: the held events are applied, and the reason says which were skipped
+        (and ``why``, when it is not the wait)."""
         if not self._held or self.held_since is None or now - self.held_since < wait_s:
             return [], None
         first = min(self._held)
         skipped = (
             f"seq {self.next_seq}" if first == self.next_seq + 1 else f"seq {self.next_seq} to {first - 1}"
         )
-        reason = f"{skipped} never arrived within {wait_s:g} s: skipped"
+        reason = f"{skipped} {why or f'never arrived within {wait_s:g} s'}: skipped"
         event = self._held.pop(first)
         self._held_bytes -= encoded_bytes(event)
         self.next_seq = first

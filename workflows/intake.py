@@ -49,6 +49,7 @@ class Refusal(BaseModel):
     event_id: str | None = None
     seq: int | None = None
     reason: str
+    epoch: int | None = None  # the agent epoch it named: a replaced agent's refusal takes no seq
 
 
 def explain(exc: ValidationError) -> str:
@@ -72,9 +73,14 @@ def _identity(raw: Any) -> tuple[str | None, int | None]:
     return event_id, seq if good_seq else None
 
 
+def _epoch(raw: Any) -> int | None:
+    epoch = raw.get("epoch") if isinstance(raw, dict) else None
+    return epoch if type(epoch) is int and 1 <= epoch <= MAX_SEQ else None
+
+
 def _refuse(raw: Any, what: str, reason: str) -> Refusal:
     event_id, seq = _identity(raw)
-    return Refusal(event_id=event_id, seq=seq, reason=f"malformed {what}: {reason}")
+    return Refusal(event_id=event_id, seq=seq, reason=f"malformed {what}: {reason}", epoch=_epoch(raw))
 
 
 def _one(model: type[InboxEvent] | TypeAdapter[InboxEvent], raw: Any, what: str) -> InboxEvent | Refusal:
@@ -154,4 +160,4 @@ def read_request(name: str, raw: Any, decode: Callable[[Any], Any], model: type[
 def tombstone(refusal: Refusal, seq: int) -> Tombstone:
     """The stand-in the inbox orders like any event with this seq (and applies as a
     recorded refusal), so the events behind a refused one go on."""
-    return Tombstone(event_id=refusal.event_id, seq=seq, reason=refusal.reason)
+    return Tombstone(event_id=refusal.event_id, seq=seq, reason=refusal.reason, epoch=refusal.epoch)

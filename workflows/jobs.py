@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.contract.wire import MAX_TEXT_CHARS, encoded_bytes
     from ringflow.workflows import activity_calls as acts
     from ringflow.workflows.call_driver import CallDriver
+    from ringflow.workflows.epochs import refuse_update
 
 LOG_MAX = 400  # envelopes kept for the agent to read; older ones are in the transcript
 FEED_MAX = 100  # envelopes in one query answer
@@ -299,6 +300,7 @@ class Jobs:
         book.routing.add(req.group_id)
         try:
             await self.d.caught_up(req.after_seq)
+            refuse_update(self.d, "route_jobs", req.epoch)  # its agent replaced while it waited
             group = book.groups[req.group_id]
             step = self.d.step(
                 JobsFinished(

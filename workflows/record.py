@@ -112,4 +112,5 @@ def call_view(inp: CallInput, call: CallProgress, inbox: Inbox, turns: int) -> C
         room=inp.room,
         sip=call.sip,
         amd=call.amd,
+        epoch=call.epoch,
     )

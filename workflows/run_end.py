@@ -68,6 +68,7 @@ class RunEnd:
             held_since=self.d.inbox.held_since,
             sip=self.d.call.sip,
             amd=self.d.call.amd,
+            epoch=self.d.call.epoch,
         )
         nxt = self.d.inp.model_copy(update={"carry": continuation})
         if encoded_bytes(nxt) > budgets.CONTINUE_MAX_BYTES:

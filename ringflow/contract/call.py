@@ -110,6 +110,7 @@ class CallView(Answer):
     room: str | None  # the LiveKit room, as the call was given it
     sip: SipOutcome | None  # a dialed call: the SIP status of the dial
     amd: AmdVerdict | None  # the answering-machine verdict
+    epoch: int = 0  # the current agent's attach number (0: no agent has attached)
 
 
 class Continuation(Message):
@@ -138,6 +139,7 @@ class Continuation(Message):
     held_since: float | None = None
     sip: SipOutcome | None = None
     amd: AmdVerdict | None = None
+    epoch: int = 0  # the current agent's attach number: the next attach gets one more
 
 
 CallInput.model_rebuild()

@@ -12,7 +12,16 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ringflow.callflow.end_reasons import EndReason
-from ringflow.contract.wire import MAX_BATCH, MAX_ID_CHARS, MAX_NAME_CHARS, Epoch, EventId, Message, Seq
+from ringflow.contract.wire import (
+    MAX_BATCH,
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    AgentEpoch,
+    Epoch,
+    EventId,
+    Message,
+    Seq,
+)
 
 
 class Turn(Message):
@@ -32,6 +41,7 @@ class TransitionEvent(Message):
     name: str = Field(max_length=MAX_NAME_CHARS)
     args: dict[str, Any] = {}
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 class TurnsEvent(Message):
@@ -40,6 +50,7 @@ class TurnsEvent(Message):
     seq: Seq
     items: list[Turn]
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 class CallEvent(Message):
@@ -61,6 +72,7 @@ class CallEvent(Message):
     ]
     data: dict[str, Any] = {}
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 class HangupEvent(Message):
@@ -68,12 +80,14 @@ class HangupEvent(Message):
     event_id: EventId
     reason: EndReason = "user_hangup"
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 class Heartbeat(Message):
     type: Literal["heartbeat"] = "heartbeat"
     agent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     at: Epoch | None = None
+    epoch: AgentEpoch | None = None
 
 
 AgentEvent = Annotated[
@@ -90,6 +104,7 @@ class Tombstone(Message):
     event_id: str | None = None
     seq: int
     reason: str
+    epoch: int | None = None  # the epoch the refused event named, when it named a usable one
 
 
 # What the inbox holds and hands on in order (a heartbeat is never ordered or held).

@@ -11,7 +11,16 @@ from ringflow.callflow.effects import Effect
 from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import Turn
-from ringflow.contract.wire import MAX_ID_CHARS, MAX_NAME_CHARS, MAX_SEQ, Answer, Epoch, EventId, Message
+from ringflow.contract.wire import (
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_SEQ,
+    AgentEpoch,
+    Answer,
+    Epoch,
+    EventId,
+    Message,
+)
 
 
 class CallFunctionRequest(Message):
@@ -23,6 +32,7 @@ class CallFunctionRequest(Message):
     # The agent's last sequenced event before this call: the workflow applies it first, so
     # a function called right after a transition runs on the node the agent is on.
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
+    epoch: AgentEpoch | None = None
 
 
 class CallFunctionResult(Answer):
@@ -44,6 +54,9 @@ class AttachRequest(Message):
     # engine ordered (an action node) is still running, so the agent resumes on a settled node.
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
     settle: bool = False
+    # None: a new attach, which the workflow gives the next epoch. An epoch: the agent of that
+    # attach asks again (``settle``, or attach with ``settle``), refused once it was replaced.
+    epoch: AgentEpoch | None = None
 
 
 class Snapshot(Answer):
@@ -57,6 +70,8 @@ class Snapshot(Answer):
     ended: bool
     next_seq: int
     definition: FlowDefinition
+    # this attach's number: everything the agent sends carries it (0: a worker without epochs)
+    epoch: int = 0
 
 
 class RouteRequest(Message):
@@ -65,6 +80,7 @@ class RouteRequest(Message):
 
     group_id: str = Field(min_length=1, max_length=200)
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
+    epoch: AgentEpoch | None = None
 
 
 class CancelRequest(Message):
@@ -73,6 +89,7 @@ class CancelRequest(Message):
 
     group_ids: list[str] = Field([], max_length=50)
     reason: Literal["llm", "interruption"] = "llm"
+    epoch: AgentEpoch | None = None
 
 
 class DeviceToolRecord(Message):
@@ -87,3 +104,4 @@ class DeviceToolRecord(Message):
     error: bool = False
     at: Epoch | None = None
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)  # the agent's events before it are applied first
+    epoch: AgentEpoch | None = None

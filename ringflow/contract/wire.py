@@ -29,6 +29,9 @@ MAX_SEQ = 2**53  # exact in a JSON number everywhere
 Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
 Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
 EventId = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+# The number of an agent's attach to its call, issued by the workflow (1 for the first):
+# what the agent of that attach sends carries it, and the workflow refuses an older one.
+AgentEpoch = Annotated[int, Field(ge=1, le=MAX_SEQ)]
 
 
 def encoded_bytes(value: Any) -> int:
