@@ -190,7 +190,9 @@ class DeviceUser(Protocol):
     outbox: Outbox
     port: SessionPort | None
     device: DeviceTools | None
+    epoch: int | None  # this attach's epoch, sent with every update
 
+    def refused(self, exc: BaseException) -> bool: ...
     def on_turn(
         self,
         role: str,

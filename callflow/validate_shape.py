@@ -35,8 +35,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ringflow.callflow.errors import Issue, join_path
-from ringflow.callflow.loader import Located, located_errors
 from ringflow.callflow.model import Flow, Node
+from ringflow.callflow.shape_errors import Located, located_errors
 
 MAX_ROUNDS = 12  # each round sets aside what the previous one's shape check refused
 STAND_IN_NAME = "flow"

@@ -110,3 +110,24 @@ def test_validate_warns_where_a_gate_reads_what_the_node_before_it_extracts() ->
     assert report.definition is not None
     (warning,) = [w for w in report.warnings if "nodes.route" in str(w)]
     assert "'tier', extracted when the call leaves 'ask'" in str(warning) and "capture" in str(warning)
+
+
+def test_an_action_nodes_request_reading_the_value_waits_for_it() -> None:
+    eng = ef.engine(
+        ef.flow(
+            {
+                "ask": ef.agent(ef.go("look", "fetch"), extract=TIER),
+                "fetch": ef.action(
+                    {**ef.http("lookup_plan"), "http": {"method": "GET", "url": "https://api.test/{{tier}}"}},
+                    "done",
+                ),
+                "done": ef.end(),
+            }
+        )
+    )
+    c = ef.Call(eng)
+    effects = c.call("look")
+    assert not [e for e in effects if e.type == "run_function"] and c.state.waiting is not None
+    effects = c(ExtractionResult(node="ask", id="ask#1", values={"tier": "gold"}))
+    (run,) = [e for e in effects if e.type == "run_function"]
+    assert run.http is not None and run.http.url == "https://api.test/gold"

@@ -25,16 +25,27 @@ Deterministic workflow code; a refusal never fails a workflow task.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ringflow.contract.events import Heartbeat, InboxEvent
+    from ringflow.workflows.call_progress import CallProgress
+    from ringflow.workflows.inbox import Inbox
 
-if TYPE_CHECKING:
-    from ringflow.workflows.call_driver import CallDriver
+
+class EpochDriver(Protocol):
+    """What the fence uses of the call's driver (``workflows/call_driver.CallDriver``, which
+    asks it about every input: a Protocol, so the import runs one way)."""
+
+    call: CallProgress
+    inbox: Inbox
+
+    def record_rejected(self, event_id: str | None, reason: str) -> None: ...
+    def apply_ready(self, ready: list[InboxEvent], skipped: str | None = None) -> None: ...
+
 
 SUPERSEDED = "AgentSuperseded"  # the error type of an update refused for its epoch (agents/controller.py)
 
@@ -49,7 +60,7 @@ def stale(current: int, epoch: int | None, what: str) -> str | None:
     return f"{what} names agent epoch {epoch}, never issued (the call is at {current}): refused"
 
 
-def refused_event(d: CallDriver, event: InboxEvent) -> str | None:
+def refused_event(d: EpochDriver, event: InboxEvent) -> str | None:
     """Why ``event`` is refused for who sent it, or None: checked before the inbox orders
     it, so a replaced agent's events take no seq and wait in no gap."""
     what = f"a {event.type} event"
@@ -61,7 +72,7 @@ def refused_event(d: CallDriver, event: InboxEvent) -> str | None:
     return None
 
 
-def refuse_update(d: CallDriver, name: str, epoch: int | None, event_id: str | None = None) -> None:
+def refuse_update(d: EpochDriver, name: str, epoch: int | None, event_id: str | None = None) -> None:
     """Raise the update's refusal (recorded first) when its agent was replaced: the agent
     reads ``AgentSuperseded`` as its cue to stop and leave the room."""
     reason = stale(d.call.epoch, epoch, f"update '{name}'")
@@ -71,12 +82,12 @@ def refuse_update(d: CallDriver, name: str, epoch: int | None, event_id: str | N
     raise ApplicationError(reason, type=SUPERSEDED, non_retryable=True)
 
 
-def is_stale(d: CallDriver, epoch: int | None) -> bool:
+def is_stale(d: EpochDriver, epoch: int | None) -> bool:
     """For a validator: let a stale update through to its handler, which records it."""
     return stale(d.call.epoch, epoch, "") is not None
 
 
-def issue(d: CallDriver, agent_id: str) -> None:
+def issue(d: EpochDriver, agent_id: str) -> None:
     """A new agent's attach: the next epoch, after applying what the replaced agent left
     held (its missing seq will not come). The caller builds the snapshot right after, in
     the same workflow task."""
