@@ -24,12 +24,14 @@ from ringflow.callflow.model import FlowDefinition
 from ringflow.settings import Settings
 from ringflow.workflows.client import CallHandle, start_call
 from ringflow.workflows.contract import (
+    CallEvent,
     CallFunctionRequest,
     CallView,
     Snapshot,
     TransitionEvent,
     Turn,
     TurnsEvent,
+    ValuesAnswer,
 )
 from ringflow.workflows.worker import build_worker
 
@@ -172,6 +174,18 @@ class Agent:
 
     async def say(self, *pairs: tuple[str, str]) -> None:
         await self.call.turns(self.turns_event(*pairs))
+
+    async def collect(self, extraction_id: str) -> ValuesAnswer:
+        """What the real agent does for each running extraction (``agents/values.py``): ask
+        the workflow for its result and report, in order, that it was applied here."""
+        answer = await self.call.values(extraction_id, after_seq=self.seq)
+        if not answer.gone:
+            eid, seq = self.next()
+            data = {"id": answer.id, "values": answer.values, "error": answer.error}
+            await self.call.event(
+                CallEvent(event_id=eid, seq=seq, kind="extracted", data=data, at=time.time())
+            )
+        return answer
 
 
 async def start(

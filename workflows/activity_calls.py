@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.model import FlowDefinition, Retry
     from ringflow.callflow.state import CallState
     from ringflow.workflows.contract import (
+        EXTRACTION_TIMEOUT_S,
         CallRecord,
         DispatchRequest,
         DispatchResult,
@@ -208,11 +209,14 @@ async def list_mcp_tools(req: McpListRequest, server: McpServer) -> McpServerToo
 
 
 async def extract(inp: ExtractionInput) -> ExtractionOutput:
+    """Bounded, retries included, by ``EXTRACTION_TIMEOUT_S``: a gate or prompt may be
+    waiting for these values while the caller hears the wait speech."""
     return await workflow.execute_activity(
         "extract_variables",
         inp,
         result_type=ExtractionOutput,
-        start_to_close_timeout=timedelta(seconds=60),
+        start_to_close_timeout=timedelta(seconds=EXTRACTION_TIMEOUT_S),
+        schedule_to_close_timeout=timedelta(seconds=EXTRACTION_TIMEOUT_S),
         retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
     )
 

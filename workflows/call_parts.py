@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ringflow.activities.records import AmdVerdict, SipOutcome
+from ringflow.callflow.events import ExtractionResult
 from ringflow.callflow.state import CallState
 from ringflow.workflows import carry as budget
 from ringflow.workflows.contract import CallFunctionResult, Carry, RejectedEvent, Turn
@@ -40,6 +41,9 @@ class CallProgress(BaseModel):
     agent_id: str | None = None  # the agent on the call, as it last said
     dispatch_failures: int = 0  # dispatches in a row that brought no agent
     extraction_errors: dict[str, str] = {}  # by node, the last extraction's failure
+    # extraction results not yet applied: the agent applies each in its event order and
+    # says so with an ``extracted`` event (call_driver.py), or the call's end does
+    values_ready: list[ExtractionResult] = []
     events_applied: int = 0
     started_at: float
     runs: int = 1  # this run's number (continue-as-new starts the next)
@@ -56,6 +60,7 @@ class CallProgress(BaseModel):
             agent_id=carry.agent_id,
             dispatch_failures=carry.dispatch_failures,
             extraction_errors=dict(carry.extraction_errors),
+            values_ready=list(carry.values_ready),
             events_applied=carry.events_applied,
             started_at=carry.started_at or now,
             runs=carry.runs + 1,

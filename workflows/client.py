@@ -46,6 +46,8 @@ from ringflow.workflows.contract import (
     TransitionEvent,
     Turn,
     TurnsEvent,
+    ValuesAnswer,
+    ValuesRequest,
     call_input_problems,
     encoded_bytes,
 )
@@ -226,6 +228,11 @@ class CallHandle:
         # A worker of the release before ``settle`` (agents may roll out first): attach's
         # whole snapshot, of which the state.
         return (await self.attach(agent_id, after_seq=after_seq, settle=True)).state
+
+    async def values(self, extraction_id: str, *, after_seq: int) -> ValuesAnswer:
+        """A running extraction's result once it is known (``CallWorkflow.values``)."""
+        req = ValuesRequest(id=extraction_id, after_seq=after_seq)
+        return await self.handle.execute_update("values", req, result_type=ValuesAnswer)
 
     async def state(self) -> CallView:
         return await self.handle.query("state", result_type=CallView)

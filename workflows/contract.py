@@ -36,10 +36,12 @@ from ringflow.activities.records import (
 from ringflow.activities.telephony import Dial
 from ringflow.callflow.effects import Effect
 from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.events import ExtractionResult
 from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 
 __all__ = [  # the records defined in activities/records.py are re-exported: one import for the contract
+    "EXTRACTION_TIMEOUT_S",
     "MAX_ARGS_BYTES",
     "MAX_BATCH",
     "MAX_EPOCH_S",
@@ -78,6 +80,8 @@ __all__ = [  # the records defined in activities/records.py are re-exported: one
     "TransitionEvent",
     "Turn",
     "TurnsEvent",
+    "ValuesAnswer",
+    "ValuesRequest",
     "WebhookDelivery",
     "call_input_problems",
     "encoded_bytes",
@@ -97,6 +101,9 @@ MAX_SIGNAL_BYTES = 256 * 1024  # one signal's encoded payload (the client refuse
 # is refused when the message arrives, not when workflow code turns it into a datetime.
 MAX_EPOCH_S = 1e10  # the year 2286
 MAX_SEQ = 2**53  # exact in a JSON number everywhere
+# An extraction (its LLM call and retries) ends within this; past it, both sides take the
+# fallback (no values: templates' defaults, gates' default branches).
+EXTRACTION_TIMEOUT_S = 20.0
 
 Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
 Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
@@ -217,6 +224,7 @@ class CallEvent(_Msg):
         "note",
         "answering_machine",
         "amd",  # the answering-machine detection's verdict, any verdict: recorded with the call
+        "extracted",  # the agent applied an extraction's result here: {id, node, values, error}
     ]
     data: dict[str, Any] = {}
     at: Epoch | None = None
@@ -307,6 +315,25 @@ class Snapshot(_Answer):
     definition: FlowDefinition
 
 
+class ValuesRequest(_Msg):
+    """The agent asks for a running extraction's result (``values``): answered once it is
+    known, or with an error once ``EXTRACTION_TIMEOUT_S`` has passed."""
+
+    id: str = Field(min_length=1, max_length=MAX_NAME_CHARS + 12)
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)  # the event that started it is applied first
+
+
+class ValuesAnswer(_Answer):
+    """An extraction's result for the agent to apply (and report with an ``extracted``
+    event); ``gone``: the call no longer waits for it (applied already, or the call ended)."""
+
+    id: str
+    node: str
+    values: dict[str, Any] = {}
+    error: str | None = None
+    gone: bool = False
+
+
 class RejectedEvent(_Msg):
     event_id: str | None
     reason: str
@@ -389,7 +416,8 @@ class Carry(_Msg):
     agent_id: str | None = None
     dispatch_failures: int = 0
     extraction_errors: dict[str, str] = {}
-    pending_extractions: list[str] = []
+    pending_extractions: list[str] = []  # ids (``<node>#<visit>``) of extractions to run again
+    values_ready: list[ExtractionResult] = []  # results the agent has not applied yet
     events_applied: int = 0
     started_at: float | None = None
     runs: int = 1
