@@ -25,6 +25,8 @@ from ringflow.agents.hot_path import SessionPort, ToolOutcome, call_locally
 from ringflow.agents.jobs import JobsFeed
 from ringflow.agents.outbox import Outbox
 from ringflow.agents.signals import DeferredTransition, function_event_id, step_event_id
+from ringflow.agents.values import Values
+from ringflow.callflow.draft import waits_for
 from ringflow.callflow.effects import (
     Effect,
     EndCall,
@@ -38,6 +40,7 @@ from ringflow.callflow.end_reasons import EndReason
 from ringflow.callflow.engine import Engine
 from ringflow.callflow.events import (
     DtmfEntered,
+    ExtractionResult,
     HangUp,
     IdleKind,
     MachineAnswered,
@@ -46,9 +49,10 @@ from ringflow.callflow.events import (
     UserSpoke,
 )
 from ringflow.callflow.jobs import CANCEL_TOOL
+from ringflow.callflow.reads import function_reads
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import CallEvent, HangupEvent, Heartbeat, Turn, TurnsEvent
-from ringflow.contract.updates import CallFunctionRequest, Snapshot
+from ringflow.contract.updates import CallFunctionRequest, Snapshot, ValuesAnswer
 from ringflow.contract.wire import MAX_TEXT_CHARS, oversized_args
 from ringflow.workflows.client import CallHandle
 
@@ -85,7 +89,8 @@ class FlowController:
     ) -> None:
         self.call = call
         self.engine = Engine(snapshot.definition)
-        self.state: CallState = snapshot.state
+        self.values = Values(self)  # extraction results, into this engine (agents/values.py)
+        self._state: CallState = snapshot.state
         self.seq = snapshot.next_seq - 1
         # this agent's attach number, on everything it sends (None: a worker without epochs)
         self.epoch: int | None = snapshot.epoch or None
@@ -115,11 +120,30 @@ class FlowController:
             for fn_name, fn in cnode.functions.items()
             if fn.kind in ("handler", "http", "mcp") and fn.cancel_on_interruption
         )
+        # what each function run in the workflow renders from the call's values (its request)
+        self.fn_reads = {
+            (node_id, fn_name): function_reads(fn.entry)
+            for node_id, cnode in self.engine.flow.nodes.items()
+            for fn_name, fn in cnode.functions.items()
+            if fn.kind in ("http", "transfer")
+        }
         self.in_flight: dict[str, bool] = {}  # cancellable calls running, by event id: cancel asked?
         self.device: DeviceTools | None = None  # the caller's device's tools (agents/device_tools.py)
         self.jobs: JobsFeed | None = None  # background job groups (agents/jobs.py)
 
     # --- plumbing ---------------------------------------------------------------------
+    @property
+    def state(self) -> CallState:
+        return self._state
+
+    @state.setter
+    def state(self, state: CallState) -> None:
+        """Every state the agent takes (its engine's steps, the workflow's answers): an
+        extraction it holds as running is collected from then on (``agents/values.py``)."""
+        self._state = state
+        if state.extracting:
+            self.values.watch()
+
     def bind(self, port: SessionPort) -> None:
         self.port = port
 
@@ -225,6 +249,9 @@ class FlowController:
             return await call_device_tool(self, name, args)
         if (node, name) in self.remote:
             eid = function_event_id(self.turn_key, self.step_no, name)
+            reads = self.fn_reads.get((node, name))  # type: ignore[arg-type]
+            if reads and waits_for(self.engine.flow, self.state.extracting, reads):
+                await self.values.known(reads)  # its request reads values still being extracted
             kind = self.engine.flow.nodes[node].functions[name].kind  # type: ignore[index]
             if kind != "transfer":
                 out = await self.remote_function(eid, name, args)
@@ -276,6 +303,8 @@ class FlowController:
             extra={"event": "transition", "from_node": node, "function": name},
         )
         await self.apply(step.effects)  # the transition's speech, or the whole new node
+        if self.state.waiting is not None:  # its wait speech is said: the values resume it
+            await self.values.arrived()
         if runs:
             await self.follow_actions()
         return out
@@ -317,6 +346,8 @@ class FlowController:
             self.state = res.state
         effects = res.effects
         await self.apply(effects)
+        if self.state.waiting is not None:
+            await self.values.arrived()
         if any(type(e) is RunFunction and e.action for e in effects):
             await self.follow_actions()
         return ToolOutcome(res.result, run_llm=res.run_llm, error=res.error)
@@ -348,7 +379,41 @@ class FlowController:
         arrives where the call went as if it had taken the step itself: the node's prompt and
         tools, its pre-action speech, greeting or first turn, and an end node's last turn."""
         if await self.settle():
+            if self.state.waiting is not None and self.port is not None:
+                # the workflow's gate waits for values: the caller hears the wait speech, and
+                # the values' result shows the node (agents/values.py)
+                self.port.say(self.engine.definition.flow.settings.wait_speech, False)
+                await self.values.arrived()
+                return
             await self.apply(self.engine.arrival(self.state))
+
+    async def apply_extraction(self, answer: ValuesAnswer) -> None:
+        """An extraction's result: applied to this engine and reported at this point of the
+        agent's events (an ``extracted`` event), so the workflow applies it at the same step;
+        an entry that waited for it goes on here (its node shown, its gate routed)."""
+        if self.dead or self.state.ended or answer.id not in self.state.extracting:
+            return
+        self.point("extracted")
+        now = self.clock()
+        result = ExtractionResult(
+            node=answer.node, id=answer.id, values=answer.values, error=answer.error, at=now
+        )
+        step = self.engine.apply(self.state, result)
+        self.state = step.state
+        self.outbox.put(
+            CallEvent(
+                # not a step of the turn: a result arriving at another moment in a replayed
+                # turn must not shift the ids of the turn's own steps (its function calls)
+                event_id=f"extracted:{answer.id}",
+                seq=self.next_seq(),
+                kind="extracted",
+                data={"id": answer.id, "values": answer.values, "error": answer.error},
+                at=now,
+            )
+        )
+        await self.apply(step.effects)  # what waited is shown before the hot path goes on
+        if any(type(e) is RunFunction and e.action for e in step.effects):
+            await self.follow_actions()
 
     def start_effects(self) -> list[Effect]:
         """A fresh call: what entering the node it is on says and shows, greeting and

@@ -188,6 +188,8 @@ class JobsFeed:
         if res.state is not None:
             ctrl.state = res.state
         await ctrl.apply(EFFECTS_ADAPTER.validate_python(res.effects))
+        if ctrl.state.waiting is not None:  # the route's gate waits for extracted values
+            await ctrl.values.arrived()
         if res.decision == "stay" and gid not in self.cancelled_by_llm and ctrl.port is not None:
             ctrl.port.reply(GROUP_DONE.format(outcome=item.get("outcome")), True)
 

@@ -114,6 +114,7 @@ class AgentRun:
         # under way) must not reach the controller, whose outbox is gone (OutboxClosed).
         self.controller.dead = True
         self.outbox.abandon()
+        self.controller.values.stop()
         for t in self.tasks:
             t.cancel()
         if self.empty_speech is not None:
@@ -162,6 +163,7 @@ class AgentRun:
             self.tasks.append(asyncio.get_running_loop().create_task(port.end_call(reason)))
 
     async def close(self) -> None:
+        self.controller.values.stop()
         for t in self.tasks:
             t.cancel()
         if self.empty_speech is not None:
@@ -317,6 +319,7 @@ async def _attach_agent(
         started = snap.state.started_at or clock()
         left = started + settings.max_duration_s - MAX_DURATION_MARGIN_S - clock()
         run.tasks.append(loop.create_task(_max_duration(controller, max(0.0, left))))
+    controller.values.start()  # extractions still running reach this engine (agents/values.py)
     if snap.ended:
         await controller.apply(unsaid_last_turn(controller, snap))
         await port.end_call(snap.state.end_reason or "completed")

@@ -15,6 +15,7 @@ import jsonschema
 from ringflow.callflow.effects import ToolSpec
 from ringflow.callflow.mcp_tools import expand
 from ringflow.callflow.model import SEND_DTMF_PARAMETERS, FlowDefinition, FunctionEntry, Node
+from ringflow.callflow.reads import extracted_names, node_reads
 from ringflow.callflow.schema import drop_nulls, to_strict
 from ringflow.callflow.templating import Template, _render_value, compile_template, lookup
 
@@ -108,6 +109,9 @@ class CompiledFlow:
     role: Template | None
     nodes: dict[str, CompiledNode]
     run_functions: dict[str, CompiledFunction]  # action nodes' ``run``, by node id
+    # what entering each node reads, and what each node's extraction gives (callflow/reads.py)
+    reads: dict[str, frozenset[str]] = field(default_factory=dict)
+    extracts: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def closed(params: dict[str, Any]) -> dict[str, Any]:
@@ -210,11 +214,21 @@ def compile_flow(definition: FlowDefinition) -> CompiledFlow:
         nodes[nid] = _compile_node(nid, node, role, fns)
         if node.run is not None:
             runs[nid] = _compile_function(node.run, definition)
+    reads = {
+        nid: node_reads(
+            flow,
+            node,
+            frozenset(p.path[0] for f in nodes[nid].functions.values() for p in f.description.placeholders),
+        )
+        for nid, node in flow.nodes.items()
+    }
     return CompiledFlow(
         definition=definition,
         role=role,
         nodes=nodes,
         run_functions=runs,
+        reads=reads,
+        extracts={nid: extracted_names(node) for nid, node in flow.nodes.items() if node.extract},
     )
 
 

@@ -19,7 +19,8 @@ from ringflow.callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunc
 from ringflow.callflow.end_reasons import EndReason
 from ringflow.callflow.http_render import referenced_values, render_http
 from ringflow.callflow.model import Action, HttpSpec, TransferSpec, Transition
-from ringflow.callflow.state import CallState, PendingRun
+from ringflow.callflow.reads import NONE, template_names
+from ringflow.callflow.state import CallState, PendingRun, Waiting, extraction_node
 from ringflow.callflow.templating import (
     Template,
     TemplateSyntaxError,
@@ -39,6 +40,13 @@ def _template(text: str) -> Template | None:
         return compile_template(text)
     except TemplateSyntaxError:
         return None
+
+
+def waits_for(flow: CompiledFlow, extracting: list[str], names: frozenset[str]) -> list[str]:
+    """The running extractions (of ``extracting``) that give one of ``names``."""
+    if not names or not extracting:
+        return []
+    return [x for x in extracting if names & flow.extracts.get(extraction_node(x), NONE)]
 
 
 class Draft:
@@ -134,26 +142,51 @@ class Draft:
         return resolve_branch(t, result)
 
     def enter(self, node_id: str, from_node: str | None, speech: str | None = None) -> None:
-        if speech:
+        deferred = None
+        names = template_names(speech)
+        leaving = self.flow.extracts.get(from_node, NONE) if from_node is not None else NONE
+        if speech and (self.blocked(names) or names & leaving):
+            deferred = (
+                speech  # said on arrival (its value is being extracted); the wait speech fills the wait
+            )
+        elif speech:
             self.effects.append(Say(text=self.render(speech), allow_interrupt=False))
+        self.go(node_id, from_node, deferred)
+
+    def go(
+        self, node_id: str, from_node: str | None, speech: str | None = None, arrived: bool = False
+    ) -> None:
+        """Enter ``node_id`` and whatever gates and actions lead on from it. ``arrived``: the
+        call is on it already (an entry that waited for values, resumed)."""
         for _ in range(MAX_CHAIN):
             if self.call.ended:
                 return
-            if from_node is not None:
-                self.call.transitions += 1
-                if self.call.transitions > self.settings.max_transitions:
-                    self.end("max_transitions")
+            if not arrived:
+                if from_node is not None:
+                    self.call.transitions += 1
+                    if self.call.transitions > self.settings.max_transitions:
+                        self.end("max_transitions")
+                        return
+                visits = self.call.visits.get(node_id, 0) + 1
+                if visits > self.settings.max_node_visits:
+                    self.end("loop_detected")
                     return
-            visits = self.call.visits.get(node_id, 0) + 1
-            if visits > self.settings.max_node_visits:
-                self.end("loop_detected")
+                if from_node is not None:
+                    self.leave(from_node)
+                self.call.path = [*self.call.path, node_id]
+                self.call.visits = {**self.call.visits, node_id: visits}
+                self.call.node = node_id
+                self.call.idle_count = 0
+            arrived = False
+            if self.blocked(self.flow.reads.get(node_id, NONE)) or (
+                speech is not None and self.blocked(template_names(speech))
+            ):
+                self.wait(node_id, from_node, speech)
                 return
-            if from_node is not None:
-                self.leave(from_node)
-            self.call.path = [*self.call.path, node_id]
-            self.call.visits = {**self.call.visits, node_id: visits}
-            self.call.node = node_id
-            self.call.idle_count = 0
+            self.call.waiting = None
+            if speech:
+                self.effects.append(Say(text=self.render(speech), allow_interrupt=False))
+                speech = None
             node = self.flow.nodes[node_id].node
             if node.type == "gate":
                 values = self.call.values()
@@ -166,6 +199,24 @@ class Draft:
             self.show_node(node_id, from_node)
             return
         self.end("error")
+
+    # --- values still being extracted (callflow/reads.py) -----------------------------
+    def blocked(self, names: frozenset[str]) -> bool:
+        """Whether something reading ``names`` must wait: an extraction still running gives one."""
+        return bool(waits_for(self.flow, self.call.extracting, names))
+
+    def wait(self, node_id: str, from_node: str | None, speech: str | None) -> None:
+        """Pause the entry until the extraction's result (``resume``). The caller is not left
+        in silence: the transition's speech was said, or the flow's ``wait_speech`` is."""
+        if self.call.waiting is None and not any(isinstance(e, Say) for e in self.effects):
+            self.effects.append(Say(text=self.settings.wait_speech, allow_interrupt=False))
+        self.call.waiting = Waiting(node=node_id, from_node=from_node, speech=speech)
+
+    def resume(self) -> None:
+        """An extraction ended: an entry that waited for it goes on, or waits on for another."""
+        w = self.call.waiting
+        if w is not None and not self.call.ended and self.call.node == w.node:
+            self.go(w.node, w.from_node, w.speech, arrived=True)
 
     def show_node(self, node_id: str, from_node: str | None) -> None:
         cn = self.flow.nodes[node_id]
@@ -199,13 +250,16 @@ class Draft:
     def leave(self, node_id: str) -> None:
         node = self.flow.nodes[node_id].node
         if node.extract:
-            self.effects.append(Extract(node=node_id, fields=list(node.extract)))
+            xid = f"{node_id}#{self.call.visits.get(node_id, 0)}"
+            self.call.extracting = [*self.call.extracting, xid]
+            self.effects.append(Extract(node=node_id, fields=list(node.extract), id=xid))
 
     def end(self, reason: EndReason, goodbye: str | None = None) -> None:
         if self.call.ended:
             return
         node = self.flow.nodes[self.call.node].node if self.call.node in self.flow.nodes else None
         self.call.ended = True
+        self.call.waiting = None
         self.call.end_reason = reason
         self.call.disposition = disposition_of(self.call.extracted, node, reason)
         if self.call.node is not None:

@@ -131,6 +131,7 @@ class Extract(_Effect):
     type: Literal["extract"] = "extract"
     node: str
     fields: list[ExtractSpec]
+    id: str = ""  # ``<node>#<visit>``: the entry in ``CallState.extracting`` its result clears
 
 
 class EndCall(_Effect):

@@ -39,7 +39,7 @@ from ringflow.callflow.idle import idle_instructions
 from ringflow.callflow.inputs import resolve_variables, type_ok
 from ringflow.callflow.jobs import routes, start_effect
 from ringflow.callflow.model import BranchTable, FlowDefinition
-from ringflow.callflow.state import CallState
+from ringflow.callflow.state import CallState, extraction_node
 
 RESPONSES = ("transition_in_yaml", "no_response")
 IDLE_INSTRUCTIONS = idle_instructions("silence", 1, 2, "end")  # the default flow's first re-prompt
@@ -100,6 +100,8 @@ class Engine:
         """The current node's prompt and tools, rebuilt from the state alone (resume)."""
         if state.node is None or self.flow.nodes[state.node].node.type not in ("agent", "end"):
             return None
+        if state.waiting is not None:  # not entered yet: its prompt reads values still coming
+            return None
         return compose(self.flow, state, state.node)
 
     def arrival(self, state: CallState) -> list[Effect]:
@@ -115,6 +117,8 @@ class Engine:
             return []
         if state.ended and state.end_reason != "completed":
             return [EndCall(reason=state.end_reason or "completed", disposition=state.disposition)]
+        if state.waiting is not None:  # the extraction's result shows it (Draft.resume)
+            return []
         if self.flow.nodes[state.node].node.type not in ("agent", "end"):
             # still on an action node (its run has not settled): nothing to show yet
             return (
@@ -157,6 +161,8 @@ class Engine:
         cnode = self.flow.nodes[state.node]
         if cnode.node.type not in ("agent", "end"):
             return self._reject(state, f"node '{state.node}' is a {cnode.node.type} node: no LLM runs there")
+        if state.waiting is not None:
+            return Step(state, [_llm_error(ev.name, "wait: the call is still entering this node")])
         if state.ended and cnode.node.type != "end":
             return Step(state, [_llm_error(ev.name, "the call has ended")])
         fn = cnode.functions.get(ev.name)
@@ -284,21 +290,37 @@ class Engine:
         return Step(d.call, d.effects)
 
     def _on_extraction_result(self, state: CallState, ev: ExtractionResult) -> Step:
+        """A node's values (or, with ``error``, none: the fallback every reader then takes,
+        a template's ``| default`` and a gate's ``default``). It ends the extraction it
+        answers and resumes an entry that waited for it (``Draft.wait``)."""
         if ev.node not in self.flow.nodes:
             return self._reject(state, f"extraction for unknown node '{ev.node}'")
-        if ev.error is not None:
+        xid = (
+            ev.id
+            if ev.id is not None
+            else next((x for x in state.extracting if extraction_node(x) == ev.node), None)
+        )
+        running = xid is not None and xid in state.extracting
+        if ev.id is not None and not running:
+            return self._reject(state, f"no extraction '{ev.id}' is running (a duplicate or a stale result)")
+        if ev.error is not None and not running:
             return self._reject(state, f"extraction for '{ev.node}' failed: {ev.error}")
         specs = {x.name: x for x in self.flow.nodes[ev.node].node.extract}
+        values = {} if ev.error is not None else ev.values
         kept = {
             k: v
-            for k, v in ev.values.items()
+            for k, v in values.items()
             if k in specs
             and type_ok(specs[k].type, v)
             and ((enum := specs[k].enum) is None or v is None or v in enum)
         }
-        dropped = sorted(set(ev.values) - set(kept))
+        dropped = sorted(set(values) - set(kept))
         d = Draft(self.flow, state, ev.at)
         d.call.extracted = {**state.extracted, **kept}
+        if running:
+            rest = list(state.extracting)
+            rest.remove(xid)  # type: ignore[arg-type]
+            d.call.extracting = rest
         if state.ended and state.node is not None:  # the last node's values may decide the outcome
             d.call.disposition = disposition_of(
                 d.call.extracted, self.flow.nodes[state.node].node, state.end_reason
@@ -309,6 +331,7 @@ class Engine:
                     reason=f"extraction for '{ev.node}': ignored undeclared or ill-typed values {dropped}"
                 )
             )
+        d.resume()
         return Step(d.call, d.effects)
 
     def _on_user_spoke(self, state: CallState, ev: UserSpoke) -> Step:
@@ -325,6 +348,8 @@ class Engine:
         count stops at the give-up mark (bounded state) until the caller speaks again."""
         if state.ended or state.node is None:
             return self._reject(state, "no live call to be idle in")
+        if state.waiting is not None:  # the wait speech was said: the call is not idle, it waits
+            return Step(state, [])
         idle = self.definition.flow.settings.idle
         d = Draft(self.flow, state, ev.at)
         d.call.idle_count = min(state.idle_count + 1, idle.prompts + 1)
@@ -349,6 +374,8 @@ class Engine:
         change nothing here (the agent shows them to the LLM)."""
         if state.node is None or state.ended:
             return self._reject(state, "keys pressed outside a live call")
+        if state.waiting is not None:
+            return self._reject(state, f"keys pressed while the call waits to enter '{state.node}'")
         if ev.node is not None and ev.node != state.node:
             return self._reject(
                 state, f"keys collected on node '{ev.node}' but the call is on '{state.node}'"

@@ -48,10 +48,15 @@ class FunctionResult(_Event):
 
 
 class ExtractionResult(_Event):
+    """A node's extracted values (or why there are none: ``error``, the fallback). With
+    ``id`` it ends that running extraction (``CallState.extracting``) and resumes an entry
+    that waited for it; without, the first one running for ``node``."""
+
     type: Literal["extraction_result"] = "extraction_result"
     node: str
     values: dict[str, Any] = {}
     error: str | None = None
+    id: str | None = None
 
 
 class UserSpoke(_Event):

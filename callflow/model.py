@@ -82,6 +82,9 @@ class FlowSettings(Strict):
     listen: ListenMode = "auto"
     context: ContextStrategy = "append"
     voicemail: VoicemailSettings | None = None
+    # said while the call waits for an extraction a gate, prompt or function reads, when the
+    # transition that led there had no ``speech`` of its own (callflow/reads.py)
+    wait_speech: str = Field("One moment.", min_length=1, max_length=500)
 
 
 class Retry(Strict):

@@ -12,7 +12,12 @@ from pydantic import BaseModel, ConfigDict
 
 from ringflow.callflow.end_reasons import END_REASONS, EndReason
 
-__all__ = ["END_REASONS", "CallState", "EndReason", "PendingRun"]
+__all__ = ["END_REASONS", "CallState", "EndReason", "PendingRun", "Waiting", "extraction_node"]
+
+
+def extraction_node(extraction_id: str) -> str:
+    """The node an extraction id (``<node>#<visit>``, see ``CallState.extracting``) is for."""
+    return extraction_id.rsplit("#", 1)[0]
 
 
 class PendingRun(BaseModel):
@@ -26,6 +31,20 @@ class PendingRun(BaseModel):
     args: dict[str, Any] = {}
     # tool: the LLM called it; action_node: routes on the result; side_effect: an action
     purpose: Literal["tool", "action_node", "side_effect"] = "tool"
+
+
+class Waiting(BaseModel):
+    """An entry the engine paused: ``node`` (a gate, an action or a node whose prompt,
+    greeting, tools or actions read them) needs values an extraction still running will
+    give. The extraction's result resumes it, on both sides, as if just entered from
+    ``from_node``; ``speech`` is the transition's speech when it read such a value too (it
+    is said on arrival, the flow's ``wait_speech`` filled the wait instead)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node: str
+    from_node: str | None = None
+    speech: str | None = None
 
 
 class CallState(BaseModel):
@@ -47,6 +66,10 @@ class CallState(BaseModel):
     seq: int = 0
     idle_count: int = 0
     pending: dict[str, PendingRun] = {}
+    # Extractions running, ``<node>#<visit>`` each, in the order the call left the nodes:
+    # both engines add one on leaving a node that extracts and drop it on its result.
+    extracting: list[str] = []
+    waiting: Waiting | None = None
     caller_number: str | None = None
     called_number: str | None = None
     started_at: float | None = None

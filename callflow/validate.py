@@ -451,6 +451,7 @@ class _Checker(GateChecks):
                 self.err("handlers", str(exc))
         self.check_template("role", flow.role)
         self.check_template("settings.idle.goodbye", flow.settings.idle.goodbye)
+        self.check_template("settings.wait_speech", flow.settings.wait_speech)
         voicemail = flow.settings.voicemail
         if voicemail is not None:
             self.check_target("settings.voicemail.node", voicemail.node)
@@ -477,6 +478,7 @@ class _Checker(GateChecks):
         check_mcp_flow(self, flow)
         if self.judge_graph:
             self.check_graph()
+            self.check_gate_waits()
 
 
 def semantic_checks(

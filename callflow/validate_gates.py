@@ -14,7 +14,9 @@ import re
 from typing import Any
 
 from ringflow.callflow.errors import did_you_mean
+from ringflow.callflow.graph import adjacency
 from ringflow.callflow.model import Condition, Flow, FunctionEntry
+from ringflow.callflow.reads import condition_names, extracted_names
 
 _VAR_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$")
 
@@ -110,3 +112,26 @@ class GateChecks:
             f"unknown value '{head}'{did_you_mean(head, options)}: a gate reads a declared "
             "variable, an extracted value, or 'state.<name>' (a capture, save_as or handler)",
         )
+
+    def check_gate_waits(self) -> None:
+        """A gate that reads a value extracted on a node leading straight to it always waits
+        for that extraction (it starts as the call leaves that node): the caller hears the
+        wait speech for an LLM call's time. A capture entry on that node has the value at
+        once (``state.<name>``); a warning, since waiting is correct, only slower."""
+        for src, dsts in adjacency(self.flow, include_globals=False).items():
+            given = extracted_names(self.flow.nodes[src])
+            for dst in sorted(dsts):
+                gate = self.flow.nodes[dst]
+                if not given or gate.type != "gate":
+                    continue
+                for i, br in enumerate(gate.branches or []):
+                    read = sorted(condition_names(br.when) & given)
+                    if read:
+                        names = ", ".join(f"'{n}'" for n in read)
+                        self.warn(
+                            f"nodes.{dst}.branches[{i}].when",
+                            f"reads {names}, extracted when the call leaves '{src}' just before "
+                            "this gate: every call waits here for that extraction (the caller "
+                            f"hears the wait speech); capture it with a function on '{src}' "
+                            "instead (a capture entry, read as 'state.<function>.<field>')",
+                        )

@@ -145,6 +145,7 @@ class Lane:
         self.replies: deque[list[ScriptedResponse]] = deque()
         self.followups: deque[ScriptedResponse] = deque()
         self.extract: dict[str, dict[str, Any]] = {}
+        self.extract_delay: dict[str, float] = {}  # by node: the extraction LLM's latency, seconds
         self.requests: list[RecordedRequest] = []
         self.dry_count = 0
         self.extract_gate: asyncio.Event | None = None
@@ -274,6 +275,11 @@ class Lane:
             return ScriptedResponse(DRY_REPLY), "no tools offered: the next reply calls functions, kept"
         self.dry_count += 1
         return ScriptedResponse(DRY_REPLY), "dry"
+
+    def _extraction_delay(self, schema_name: str | None) -> float:
+        return next(
+            (s for key, s in self.extract_delay.items() if schema_name in (key, f"extract_{key}"[:64])), 0.0
+        )
 
     def _extraction(self, schema_name: str | None) -> dict[str, Any] | None:
         if schema_name is None:

@@ -201,6 +201,8 @@ class ScriptedLLM:
         gate = lane.chat_gate if js is None else lane.extract_gate
         if gate is not None:
             await gate.wait()
+        if js is not None and (delay := lane._extraction_delay(js.get("name"))) > 0:
+            await asyncio.sleep(delay)  # a slow extraction LLM, as the script says
         if js is not None:
             if lane._take_bad_json():
                 content = '{"' + next(iter(schema_answer(js, None)), "value") + '": '

@@ -69,6 +69,8 @@ class Script(BaseModel):
     variables: dict[str, Any] = {}
     turns: list[ScriptTurn] = []
     extract: dict[str, dict[str, Any]] = {}
+    # how long the extraction LLM takes to answer for a node (a gate or prompt then waits)
+    extract_delay_s: dict[str, float] = {}
     device: ScriptDevice | None = None  # the caller's device and its tools (ringflow/sim_device.py)
     jobs: dict[str, ScriptJob] = {}  # background jobs' simulated timeline (ringflow/sim_jobs.py)
     # private addresses and networks the flow's HTTP entries may reach in this simulation,

@@ -322,6 +322,7 @@ async def _run_script(
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
         lane.set_extract(node, values)
+    lane.extract_delay = dict(script.extract_delay_s)
     dispatches = LOCAL.watch(call_id) if resume == "dispatch" else None
     handle = await start_call(
         client,

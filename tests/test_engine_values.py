@@ -4,23 +4,22 @@ fallback when the extraction fails, and what validation says about a certain wai
 
 from __future__ import annotations
 
-from callflow.effects import EndCall, Extract, Say, SetNode, ToolResponse
-from callflow.events import DtmfEntered, ExtractionResult, UserIdle
-from callflow.loader import validate_data
+from typing import Any
+
+from ringflow.callflow.effects import EndCall, Extract, Say, SetNode, ToolResponse
+from ringflow.callflow.events import DtmfEntered, ExtractionResult, UserIdle
+from ringflow.callflow.loader import validate_data
 from tests import engine_flows as ef
 
 TIER = [{"name": "tier", "enum": ["gold", "basic"]}]
+NOTED = "Noted: you are on the gold plan."
 
 
-def plans(**ask: object) -> ef.Data:
+def plans(**check: Any) -> ef.Data:
     """ask (extracts tier) -> route (a gate on tier) -> gold/basic ends; or via chat -> noted."""
     return ef.flow(
         {
-            "ask": ef.agent(
-                ef.go("check", "route", **ask),  # type: ignore[arg-type]
-                ef.go("chat_first", "chat"),
-                extract=TIER,
-            ),
+            "ask": ef.agent(ef.go("check", "route", **check), ef.go("chat_first", "chat"), extract=TIER),
             "chat": ef.agent(ef.go("go_on", "noted")),
             "noted": ef.agent(
                 ef.go("wrap_up", "route"), greeting="Noted: you are on the {{tier | UNKNOWN}} plan."
@@ -33,7 +32,7 @@ def plans(**ask: object) -> ef.Data:
     )
 
 
-def says(effects: list) -> list[str]:
+def says(effects: list[Any]) -> list[str]:
     return [e.text for e in effects if isinstance(e, Say)]
 
 
@@ -76,13 +75,11 @@ def test_a_node_entered_after_the_result_greets_with_it_and_one_entered_before_w
     c.call("chat_first")
     assert c.state.node == "chat" and c.state.waiting is None  # chat reads no tier: no wait
     c(ExtractionResult(node="ask", id="ask#1", values={"tier": "gold"}))
-    assert says(c.call("go_on")) == ["Noted: you are on the gold plan."]
+    assert says(c.call("go_on")) == [NOTED]
     c2 = ef.Call(ef.engine(plans()))
     c2.call("chat_first")
     assert says(c2.call("go_on")) == ["Hold on."] and c2.state.waiting is not None
-    assert says(c2(ExtractionResult(node="ask", values={"tier": "gold"}))) == [
-        "Noted: you are on the gold plan."
-    ]
+    assert says(c2(ExtractionResult(node="ask", values={"tier": "gold"}))) == [NOTED]
 
 
 def test_nothing_the_llm_or_the_caller_does_moves_a_waiting_entry() -> None:
@@ -107,7 +104,7 @@ def test_a_stale_or_duplicate_result_changes_nothing() -> None:
 
 def test_validate_warns_where_a_gate_reads_what_the_node_before_it_extracts() -> None:
     report = validate_data(plans(), base_dir=ef.FIXTURES, source="t")
-    assert report.definition is not None
+    assert report.definition is not None, report.errors
     (warning,) = [w for w in report.warnings if "nodes.route" in str(w)]
     assert "'tier', extracted when the call leaves 'ask'" in str(warning) and "capture" in str(warning)
 

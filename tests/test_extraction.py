@@ -105,6 +105,8 @@ async def test_leaving_a_node_extracts_its_transcript_into_state_and_record(
         agent = Agent(call)
         await agent.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Yes, speaking."))
         await agent.transition("verify", "confirmed")
+        assert (await call.state()).extracted == {}  # the agent applies it first (agents/values.py)
+        await agent.collect("verify#1")
         st = await wait_state(call, lambda s: s.extracted == CONFIRMED, what="verify extracted")
         assert st.node == "offer" and st.extraction_errors == {}
         await agent.say(("user", "Monday at nine works."))

@@ -22,8 +22,8 @@ from ringflow.callflow.engine import Engine
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
 from ringflow.contract.call import CallView
-from ringflow.contract.events import TransitionEvent, Turn, TurnsEvent
-from ringflow.contract.updates import CallFunctionRequest, Snapshot
+from ringflow.contract.events import CallEvent, TransitionEvent, Turn, TurnsEvent
+from ringflow.contract.updates import CallFunctionRequest, Snapshot, ValuesAnswer
 from ringflow.settings import Settings
 from ringflow.workflows.client import CallHandle, start_call
 from ringflow.workflows.worker import build_worker
@@ -191,6 +191,18 @@ class Agent:
 
     async def say(self, *pairs: tuple[str, str]) -> None:
         await self.call.turns(self.turns_event(*pairs))
+
+    async def collect(self, extraction_id: str) -> ValuesAnswer:
+        """What the real agent does for each running extraction (``agents/values.py``): ask
+        the workflow for its result and report, in order, that it was applied here."""
+        answer = await self.call.values(extraction_id, after_seq=self.seq)
+        if not answer.gone:
+            eid, seq = self.next()
+            data = {"id": answer.id, "values": answer.values, "error": answer.error}
+            await self.call.event(
+                CallEvent(event_id=eid, seq=seq, kind="extracted", data=data, at=time.time())
+            )
+        return answer
 
 
 async def start(

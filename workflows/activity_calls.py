@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.contract.dial import DispatchRequest, DispatchResult, TransferRequest
     from ringflow.contract.journal import JournalEntries, JournalRead
     from ringflow.contract.records import CallRecord, TranscriptAppend, WebhookDelivery
+    from ringflow.contract.updates import EXTRACTION_TIMEOUT_S
 
 LOCAL_MAX_TIMEOUT_S = 10.0
 HEARTBEAT_TIMEOUT_S = 2.0  # a cancellable handler heartbeats (activities/handler_run.py)
@@ -211,10 +212,13 @@ async def list_mcp_tools(req: McpListRequest, server: McpServer) -> McpServerToo
 
 
 async def extract(inp: ExtractionInput) -> ExtractionOutput:
+    """Bounded, retries included, by ``EXTRACTION_TIMEOUT_S``: a gate or prompt may be
+    waiting for these values while the caller hears the wait speech."""
     return await workflow.execute_activity_method(
         Extractor.extract_variables,
         inp,
-        start_to_close_timeout=timedelta(seconds=60),
+        start_to_close_timeout=timedelta(seconds=EXTRACTION_TIMEOUT_S),
+        schedule_to_close_timeout=timedelta(seconds=EXTRACTION_TIMEOUT_S),
         retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
     )
 

@@ -9,6 +9,7 @@ once each; only node functions, whose result the LLM needs, are updates.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -24,12 +25,13 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.errors import safe_reason
     from ringflow.callflow.events import CallStarted, FunctionCalled
     from ringflow.callflow.inputs import undeclared_variables
-    from ringflow.callflow.state import CallState
+    from ringflow.callflow.state import CallState, extraction_node
     from ringflow.contract.call import CallInput, CallView, Continuation, call_input_problems
     from ringflow.contract.events import Turn
     from ringflow.contract.records import CallRecord
     from ringflow.contract.room import RoomEvent
     from ringflow.contract.updates import (
+        EXTRACTION_TIMEOUT_S,
         AttachRequest,
         CallFunctionRequest,
         CallFunctionResult,
@@ -37,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
         DeviceToolRecord,
         RouteRequest,
         Snapshot,
+        ValuesAnswer,
+        ValuesRequest,
     )
     from ringflow.contract.wire import oversized_args
     from ringflow.workflows import budgets
@@ -98,7 +102,12 @@ class CallWorkflow:
         c = inp.carry if inp.carry is not None else self.first_run(engine, inp, now)
         if inp.carry is not None:  # extractions the last run left running start again
             self.startup: list[Effect] = [
-                Extract(node=n, fields=list(engine.flow.nodes[n].node.extract)) for n in c.pending_extractions
+                Extract(
+                    node=extraction_node(x),
+                    id=x if "#" in x else "",
+                    fields=list(engine.flow.nodes[extraction_node(x)].node.extract),
+                )
+                for x in c.pending_extractions
             ]
         self.tools_ready = not needs_pin(inp)  # MCP tools are pinned first (workflows/mcp_pin.py)
         self.d = CallDriver(
@@ -321,6 +330,31 @@ class CallWorkflow:
         refuse_update(self.d, "settle" if settle else "attach", req.epoch)  # replaced while it waited
         self.d.seen_agent(req.agent_id if req.epoch is None or not self.d.call.epoch else None)
         self.d.call.dispatch_failures = 0
+
+    @workflow.update
+    async def values(self, raw: RawValue = NO_PAYLOAD) -> ValuesAnswer:
+        """A running extraction's result, for the agent to apply where its events say
+        (``CallDriver.extract``): answered once it is known, or after
+        ``EXTRACTION_TIMEOUT_S`` with an error, the fallback both sides then take."""
+        req = self.request("values", raw, ValuesRequest)
+        await self.d.caught_up(req.after_seq)
+        try:
+            await workflow.wait_condition(
+                lambda: self.d.values_for(req.id) is not None,
+                timeout=timedelta(seconds=EXTRACTION_TIMEOUT_S + 5),
+            )
+        except TimeoutError:
+            xid = req.id
+            return ValuesAnswer(
+                id=xid, node=extraction_node(xid), error="the extraction did not finish in time"
+            )
+        answer = self.d.values_for(req.id)
+        assert answer is not None
+        return answer
+
+    @values.validator
+    def validate_values(self, raw: RawValue = NO_PAYLOAD) -> None:
+        self.valid_request("values", raw, ValuesRequest)
 
     def read(self, name: str, raw: RawValue, model: type[M]) -> M | Refusal:
         converter = workflow.payload_converter()

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         MaxDuration,
         UserSpoke,
     )
+    from ringflow.callflow.state import extraction_node
     from ringflow.contract.call import CallInput
     from ringflow.contract.events import (
         CallEvent,
@@ -50,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         Tombstone,
         TransitionEvent,
         TurnsEvent,
+        ValuesAnswer,
     )
     from ringflow.contract.updates import CallFunctionResult
     from ringflow.contract.wire import MAX_ID_CHARS, MAX_TEXT_CHARS
@@ -141,7 +143,7 @@ class CallDriver:
             ):
                 self.final_extracts.append(eff)  # after the last turn is in: see agent_presence.final_turn()
             elif isinstance(eff, Extract):
-                self.pending_extractions.append(eff.node)
+                self.pending_extractions.append(eff.id or eff.node)
                 self.spawn(self.extract(eff))
             elif isinstance(eff, SetNode | EndCall):
                 self.wake = True
@@ -171,25 +173,79 @@ class CallDriver:
         self.step(result)
 
     async def extract(self, eff: Extract) -> None:
+        """Run the node's extraction (bounded: ``EXTRACTION_TIMEOUT_S``). Its result, values
+        or the error every reader then falls back on, is not applied here while the call
+        runs: the agent applies it where its events say (``values``, ``apply_extracted``),
+        so both engines take it at the same step. Once the call has ended it is applied at
+        once (the record's values and disposition)."""
+        key = eff.id or eff.node
         items = [t.model_dump() for t in self.transcript.turns if t.node == eff.node and t.text]
-        if not items:  # nothing was said on the node: nothing to extract, no LLM call
-            self.pending_extractions.remove(eff.node)
-            return
+        values: dict[str, Any] = {}
+        error: str | None = None
         try:
-            out = await acts.extract(
-                ExtractionInput(call_id=self.inp.call_id, node=eff.node, fields=eff.fields, transcript=items)
-            )
-            self.call.extraction_errors.pop(eff.node, None)
-            self.step_values(eff.node, out.values)
+            if items:  # nothing was said on the node: nothing to extract, no LLM call
+                out = await acts.extract(
+                    ExtractionInput(
+                        call_id=self.inp.call_id, node=eff.node, fields=eff.fields, transcript=items
+                    )
+                )
+                values = out.values
+                self.call.extraction_errors.pop(eff.node, None)
         except Exception as exc:
             cause = getattr(exc, "cause", None) or exc
-            self.call.extraction_errors[eff.node] = str(cause)[:500]
+            error = str(cause)[:500] or type(cause).__name__
+            self.call.extraction_errors[eff.node] = error
         finally:
-            if eff.node in self.pending_extractions:
-                self.pending_extractions.remove(eff.node)
+            if key in self.pending_extractions:
+                self.pending_extractions.remove(key)
+        result = ExtractionResult(
+            node=eff.node, id=eff.id or None, values=values, error=error, at=workflow.now().timestamp()
+        )
+        if not eff.id or self.call.flow_state.ended:
+            self.settle_values()
+            if error is None or eff.id:
+                self.step(result)
+        elif eff.id in self.call.flow_state.extracting:
+            self.call.values_ready.append(result)
+            self.wake = True
 
-    def step_values(self, node: str, values: dict[str, Any]) -> None:
-        self.step(ExtractionResult(node=node, values=values, at=workflow.now().timestamp()))
+    def settle_values(self) -> None:
+        """The call has ended: the results no agent applied are applied now, in order."""
+        ready, self.call.values_ready = self.call.values_ready, []
+        for result in ready:
+            self.step(result)
+
+    def values_for(self, xid: str) -> ValuesAnswer | None:
+        """The answer to the agent's ``values`` for extraction ``xid``, None while it runs."""
+        state = self.call.flow_state
+        found = next((r for r in self.call.values_ready if r.id == xid), None)
+        if found is not None:
+            return ValuesAnswer(id=xid, node=found.node, values=found.values, error=found.error)
+        if state.ended or xid not in state.extracting:
+            return ValuesAnswer(id=xid, node=extraction_node(xid), gone=True)
+        return None
+
+    def apply_extracted(self, ev: CallEvent) -> None:
+        """The agent's ``extracted`` event: it applied an extraction's result at this point
+        of its events, so the workflow applies the same result here."""
+        data = ev.data
+        xid = data.get("id")
+        values = data.get("values") or {}
+        error = data.get("error")
+        if not (
+            isinstance(xid, str) and isinstance(values, dict) and (error is None or isinstance(error, str))
+        ):
+            self.record_rejected(ev.event_id, "extracted: needs 'id' (text), 'values' (a mapping), 'error'")
+            return
+        self.call.values_ready = [r for r in self.call.values_ready if r.id != xid]
+        step = self.step(
+            ExtractionResult(
+                node=extraction_node(xid), id=xid, values=values, error=error and error[:500], at=ev.at
+            )
+        )
+        for eff in step.effects:
+            if isinstance(eff, Rejected):
+                self.record_rejected(ev.event_id, eff.reason)
 
     def record_rejected(self, event_id: str | None, reason: str) -> None:
         self.call.rejected.append(
@@ -293,6 +349,8 @@ class CallDriver:
                     self.record_rejected(ev.event_id, str((eff.result or {}).get("error", "error")))
         elif isinstance(ev, TurnsEvent):
             self.add_turns(ev)
+        elif isinstance(ev, CallEvent) and ev.kind == "extracted":
+            self.apply_extracted(ev)
         elif isinstance(ev, CallEvent):
             apply_line_event(self, ev)
         elif isinstance(ev, HangupEvent):

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ringflow.callflow.events import ExtractionResult
 from ringflow.callflow.state import CallState
 from ringflow.contract.call import Continuation
 from ringflow.contract.events import RejectedEvent, Turn
@@ -42,6 +43,9 @@ class CallProgress(BaseModel):
     agent_id: str | None = None  # the agent on the call, as it last said
     dispatch_failures: int = 0  # dispatches in a row that brought no agent
     extraction_errors: dict[str, str] = {}  # by node, the last extraction's failure
+    # extraction results not yet applied: the agent applies each in its event order and
+    # says so with an ``extracted`` event (call_driver.py), or the call's end does
+    values_ready: list[ExtractionResult] = []
     events_applied: int = 0
     started_at: float
     runs: int = 1  # this run's number (continue-as-new starts the next)
@@ -59,6 +63,7 @@ class CallProgress(BaseModel):
             agent_id=prev.agent_id,
             dispatch_failures=prev.dispatch_failures,
             extraction_errors=dict(prev.extraction_errors),
+            values_ready=list(prev.values_ready),
             events_applied=prev.events_applied,
             started_at=prev.started_at or now,
             runs=prev.runs + 1,

@@ -39,7 +39,14 @@ from ringflow.contract.events import (
 )
 from ringflow.contract.records import CallRecord
 from ringflow.contract.room import RoomEvent
-from ringflow.contract.updates import AttachRequest, CallFunctionRequest, CallFunctionResult, Snapshot
+from ringflow.contract.updates import (
+    AttachRequest,
+    CallFunctionRequest,
+    CallFunctionResult,
+    Snapshot,
+    ValuesAnswer,
+    ValuesRequest,
+)
 from ringflow.contract.wire import MAX_SIGNAL_BYTES, MAX_TEXT_CHARS, encoded_bytes
 
 __all__ = [
@@ -226,6 +233,11 @@ class CallHandle:
         """The epoch of the call's current agent (0 before any attach)."""
         epoch: int = await self.handle.query("agent_epoch", result_type=int)
         return epoch
+
+    async def values(self, extraction_id: str, *, after_seq: int) -> ValuesAnswer:
+        """A running extraction's result once it is known (``CallWorkflow.values``)."""
+        req = ValuesRequest(id=extraction_id, after_seq=after_seq)
+        return await self.handle.execute_update("values", req, result_type=ValuesAnswer)
 
     async def state(self) -> CallView:
         return await self.handle.query("state", result_type=CallView)

@@ -76,6 +76,7 @@ async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list
     await final_turn(d)
     if not d.call.hangup_seen or d.hangup_signalled:  # not ended by the agent's last send
         await recover_journal(d, "the call ended without the agent's hangup")
+    d.settle_values()  # results no agent applied go into the record
     for eff in d.final_extracts:
-        d.pending_extractions.append(eff.node)
+        d.pending_extractions.append(eff.id or eff.node)
         d.spawn(d.extract(eff))

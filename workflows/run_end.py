@@ -59,6 +59,7 @@ class RunEnd:
             dispatch_failures=self.d.call.dispatch_failures,
             extraction_errors=self.d.call.extraction_errors,
             pending_extractions=self.d.pending_extractions,
+            values_ready=self.d.call.values_ready,
             events_applied=self.d.call.events_applied,
             started_at=self.d.call.started_at,
             runs=self.d.call.runs,

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.events import ExtractionResult
 from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.dial import Dial
@@ -128,7 +129,8 @@ class Continuation(Message):
     agent_id: str | None = None
     dispatch_failures: int = 0
     extraction_errors: dict[str, str] = {}
-    pending_extractions: list[str] = []
+    pending_extractions: list[str] = []  # ids (``<node>#<visit>``) of extractions to run again
+    values_ready: list[ExtractionResult] = []  # results the agent has not applied yet
     events_applied: int = 0
     started_at: float | None = None
     runs: int = 1

@@ -69,6 +69,7 @@ class CallEvent(Message):
         "note",
         "answering_machine",
         "amd",  # the answering-machine detection's verdict, any verdict: recorded with the call
+        "extracted",  # the agent applied an extraction's result here: {id, node, values, error}
     ]
     data: dict[str, Any] = {}
     at: Epoch | None = None

@@ -105,3 +105,27 @@ class DeviceToolRecord(Message):
     at: Epoch | None = None
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)  # the agent's events before it are applied first
     epoch: AgentEpoch | None = None
+
+
+# An extraction (its LLM call and retries) ends within this; past it, both sides take the
+# fallback (no values: templates' defaults, gates' default branches).
+EXTRACTION_TIMEOUT_S = 20.0
+
+
+class ValuesRequest(Message):
+    """The agent asks for a running extraction's result (``values``): answered once it is
+    known, or with an error once ``EXTRACTION_TIMEOUT_S`` has passed."""
+
+    id: str = Field(min_length=1, max_length=MAX_NAME_CHARS + 12)
+    after_seq: int = Field(0, ge=0, le=MAX_SEQ)  # the event that started it is applied first
+
+
+class ValuesAnswer(Answer):
+    """An extraction's result for the agent to apply (and report with an ``extracted``
+    event); ``gone``: the call no longer waits for it (applied already, or the call ended)."""
+
+    id: str
+    node: str
+    values: dict[str, Any] = {}
+    error: str | None = None
+    gone: bool = False
