@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 
 from ringflow.agents.device_tools import DeviceUser, offer
 from ringflow.agents.hot_path import ToolOutcome
+from ringflow.agents.values import Values
 from ringflow.callflow.effects import EFFECTS_ADAPTER, Effect, SetNode, ToolSpec
 from ringflow.callflow.jobs import CANCEL_TOOL, ROOM_TOPIC, describe
 from ringflow.contract.updates import CallFunctionResult, CancelRequest, RouteRequest
@@ -48,6 +49,7 @@ class JobsUser(DeviceUser, Protocol):
     beside ``cancel_jobs``, hence everything the device tools use too."""
 
     jobs: JobsFeed | None
+    values: Values  # extraction results, collected for this engine (a route's gate waits)
 
     @property
     def dead(self) -> bool: ...

@@ -15,17 +15,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from ringflow.agents.outbox import Outbox
 from ringflow.callflow.draft import waits_for
-from ringflow.callflow.state import extraction_node
+from ringflow.callflow.engine import Engine
+from ringflow.callflow.state import CallState, extraction_node
 from ringflow.contract.updates import EXTRACTION_TIMEOUT_S, ValuesAnswer
+from ringflow.workflows.client import CallHandle
 
-if TYPE_CHECKING:
-    from ringflow.agents.controller import FlowController
+
+class ValuesUser(Protocol):
+    """What collecting values uses of the controller (``agents/controller.FlowController``,
+    which owns a ``Values``: a Protocol, so the import runs one way)."""
+
+    call: CallHandle
+    engine: Engine
+    state: CallState
+    seq: int
+    outbox: Outbox
+    dead: bool
+
+    async def apply_extraction(self, answer: ValuesAnswer) -> None: ...
+
 
 log = logging.getLogger(__name__)
 UNREACHABLE = "the call's workflow could not be reached for the extracted values"
@@ -34,7 +49,7 @@ WAIT_S = EXTRACTION_TIMEOUT_S + 15
 
 
 class Values:
-    def __init__(self, controller: FlowController) -> None:
+    def __init__(self, controller: ValuesUser) -> None:
         self.ctrl = controller
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.live = False  # started once the agent's session runs (``start``)

@@ -51,9 +51,8 @@ with workflow.unsafe.imports_passed_through():
         Tombstone,
         TransitionEvent,
         TurnsEvent,
-        ValuesAnswer,
     )
-    from ringflow.contract.updates import CallFunctionResult
+    from ringflow.contract.updates import CallFunctionResult, ValuesAnswer
     from ringflow.contract.wire import MAX_ID_CHARS, MAX_TEXT_CHARS
     from ringflow.workflows import activity_calls as acts
     from ringflow.workflows.call_progress import CallProgress, FunctionCalls, Liveness, Transcript
