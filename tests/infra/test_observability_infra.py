@@ -3,7 +3,7 @@
 ``promtool check rules`` (Debian's ``prometheus`` package) checks the alert rules and, as
 recording rules, every dashboard query's PromQL; without promtool those checks skip and
 the schema checks below still run. Which series the expressions may name is checked
-against live scrapes in ``test_metrics.py``.
+against live scrapes in ``tests/ringflow/test_metrics.py``.
 """
 
 from __future__ import annotations

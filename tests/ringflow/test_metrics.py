@@ -4,7 +4,8 @@ A scripted call (agent killed in turn 3 and resumed) runs on the real dev server
 worker whose runtime exports Prometheus metrics, and the real agent code in text mode.
 The agent's endpoint is livekit-agents' own metrics server (what ``ringflow agent`` runs
 with ``prometheus_port``) on this process's registry. Both are scraped over HTTP; the
-series found here are also what the dashboard and alert rules may name (test_infra.py).
+series found here are also what the dashboard and alert rules may name
+(``tests/infra/test_observability_infra.py``).
 """
 
 from __future__ import annotations
