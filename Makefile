@@ -54,9 +54,9 @@ bench-campaign: setup  # bench/campaign.py at full size: 10,000 contacts at 4 cp
 # Run it only once no call or campaign started on the previous release can still be running.
 histories: setup
 	rm -f tests/histories/*.json
-	$(BIN)/python tests/make_histories.py --force
-	$(BIN)/python tests/make_campaign_history.py
-	$(BIN)/python tests/workflow_fingerprint.py --record
+	$(BIN)/python tests/support/make_histories.py --force
+	$(BIN)/python tests/support/make_campaign_history.py
+	$(BIN)/python tests/support/workflow_fingerprint.py --record
 
 clean:
 	rm -rf $(VENV) .ringflow .pytest_cache

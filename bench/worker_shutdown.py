@@ -28,7 +28,7 @@ from _stack import bench_stack
 from ringflow.codec import generate_key
 from ringflow.devstack import free_port
 from ringflow.workflows.client import CallHandle, start_call
-from tests.wfkit import Agent, clinic, req
+from tests.support.wfkit import Agent, clinic, req
 
 CALLS = 5
 

@@ -7,6 +7,8 @@ and the agent, too), so it imports the pure domain alone (``tests/test_import_gr
 
 from ringflow.callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager, function_options
 
-__version__ = "0.1.0"  # as pyproject.toml's; tests/test_upgrade.py checks they and the release record agree
+__version__ = (
+    "0.1.0"  # as pyproject.toml's; tests/workflows/test_upgrade.py checks they and the release record agree
+)
 
 __all__ = ["NO_RESPONSE", "TRANSITION_IN_YAML", "FlowManager", "__version__", "function_options"]

@@ -15,12 +15,18 @@ from pathlib import Path
 import psycopg
 import pytest
 import pytest_asyncio
+from aiohttp import web
 from temporalio.client import Client
 
 from ringflow.activities.persistence import dispose_engines
 from ringflow.codec import generate_key
 from ringflow.devstack import DevStack, free_port
+from ringflow.livekit_fake import FakeLiveKit
+from ringflow.scripted_llm import ScriptedLLM
 from ringflow.temporal_setup import connect
+from tests.support.loopback import Receiver, serve_app
+from tests.support.mcpkit import Server, serving
+from tests.support.wfkit import running_worker
 
 POSTGRES_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -98,3 +104,55 @@ def postgres_url(postgres_schema: str) -> Iterator[str]:
 def database_url(request: pytest.FixtureRequest) -> str:
     """Each persistence test runs on SQLite and on PostgreSQL."""
     return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+# --- Shared by modules in several folders ----------------------------------------------
+# A module that needs the same name wired differently overrides it locally and, where it
+# builds on this one, asks for it by the same name (pytest hands it the outer fixture).
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def scripted_llm() -> AsyncIterator[ScriptedLLM]:
+    """One scripted endpoint for the whole run (starting one per test costs time); calls
+    never see each other's replies because each has its own lane."""
+    async with ScriptedLLM() as llm:
+        yield llm
+
+
+@pytest_asyncio.fixture
+async def llm() -> AsyncIterator[ScriptedLLM]:
+    """A scripted endpoint of the test's own, for tests that read or reset all of it."""
+    async with ScriptedLLM() as scripted:
+        yield scripted
+
+
+@pytest_asyncio.fixture
+async def worker(temporal_client: Client, task_queue: str, sqlite_url: str) -> AsyncIterator[None]:
+    """The call's activities (handlers, persistence) run in this process, on a private queue."""
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        yield
+
+
+@pytest_asyncio.fixture
+async def lk() -> AsyncIterator[FakeLiveKit]:
+    """The LiveKit protocol fake on loopback (rooms, dispatch, SIP, webhooks)."""
+    async with FakeLiveKit() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A webhook endpoint at ``receiver.url`` answering from ``receiver.script``, then 200."""
+    rec = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", rec.handle)
+    async with serve_app(app) as url:
+        rec.url = f"{url}/hook"
+        yield rec
+
+
+@pytest.fixture(scope="module")
+def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``tests/support/mcp_server.py`` on a free port, one per module that asks."""
+    with serving(tmp_path_factory.mktemp("mcp") / "calls.jsonl") as server:
+        yield server

@@ -12,7 +12,7 @@ patching, not by pinning workers to builds: see ``docs/versioning.md``), so a ch
 3. removed: one release later, when nothing that ran the ``patched`` call can still be
    running, the id leaves the code and this registry.
 
-``tests/test_upgrade.py`` enforces this against the last release's record
+``tests/workflows/test_upgrade.py`` enforces this against the last release's record
 (``tests/workflow_release.json``): an id the code uses must be registered in the state the
 code uses it in, a registered id must be used, a released id may only move one step at a
 time (``patched`` -> ``deprecated`` -> removed, each in a later release), and a change to

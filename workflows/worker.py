@@ -95,7 +95,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     workflow task (bench/load.py: 365 objects and 41 ms a collection per 200 calls, 240
     and 18 ms passed through). Ringflow's workflow code keeps no module state and reaches
     the world only through activities; its determinism is checked by replaying recorded
-    histories (tests/test_replay.py), and what runs inside a workflow is still restricted.
+    histories (tests/workflows/test_replay.py), and what runs inside a workflow is still restricted.
 
     OpenTelemetry passes through too: Temporal's TracingInterceptor, when tracing is on
     (ringflow.tracing), opens spans inside the workflow with the real module.

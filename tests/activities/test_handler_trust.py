@@ -1,0 +1,138 @@
+"""Handlers are trusted code, and the worker decides which: modules only from its flow
+directories (RINGFLOW_FLOWS_DIR), never from the client's path or sys.path, and only async
+functions that keep the handler contract. Run as the worker runs them (the activity), and
+through a real worker for a definition that never went through validation."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
+
+from ringflow.activities.handler_run import HandlerInput, HandlerOutput, HandlerRunner, parse_flow_dirs
+from ringflow.callflow.model import Flow, FlowDefinition
+from tests.support.wfkit import req, running_worker, start, wait_state
+
+GOOD = '''
+from ringflow import TRANSITION_IN_YAML
+
+WHERE = "{where}"
+
+
+async def whereami(flow_manager):
+    """Say which copy of the module ran."""
+    return {{"where": WHERE}}, TRANSITION_IN_YAML
+'''
+
+SYNC = '''
+from pathlib import Path
+
+
+def lookup(flow_manager, key: str):
+    """Look it up (but not async: the contract says async)."""
+    Path({marker!r}).write_text("ran")
+    return {{}}, None
+'''
+
+
+@pytest.fixture
+def module_name() -> str:
+    name = f"trust_{uuid.uuid4().hex[:8]}"
+    yield name
+    sys.modules.pop(name, None)
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.py").write_text(text)
+    return folder
+
+
+async def run(
+    dirs: list[Path] | str | None, module: str, name: str, source: str | None, **args: object
+) -> HandlerOutput:
+    inp = HandlerInput(call_id="c1", node="n", name=name, module=module, flow_source=source, args=args)
+    out: HandlerOutput = await ActivityEnvironment().run(HandlerRunner(dirs).run_handler, inp)
+    return out
+
+
+async def test_the_workers_copy_runs_not_the_one_beside_the_clients_flow(
+    tmp_path: Path, module_name: str
+) -> None:
+    client_flow = (
+        write(tmp_path / "laptop" / "repo" / "flows" / "sales", module_name, GOOD.format(where="client"))
+        / "flow.yaml"
+    )
+    app = tmp_path / "app" / "flows"
+    write(app / "sales", module_name, GOOD.format(where="worker"))
+    out = await run([app], module_name, "whereami", str(client_flow))
+    assert out.error is None and out.result == {"where": "worker"}
+
+
+async def test_a_module_outside_the_flow_directories_is_not_imported(
+    tmp_path: Path, module_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = write(tmp_path / "site-packages", module_name, GOOD.format(where="sys.path"))
+    monkeypatch.syspath_prepend(str(site))  # importable, but not a flow directory
+    (tmp_path / "flows").mkdir()
+    out = await run([tmp_path / "flows"], module_name, "whereami", str(tmp_path / "elsewhere" / "f.yaml"))
+    assert out.result is None and "is not in the worker's flow directories" in (out.error or "")
+    assert module_name not in sys.modules
+    stdlib = await run([tmp_path / "flows"], "os", "getcwd", None)
+    assert "'os' is not in the worker's flow directories" in (stdlib.error or "")
+
+
+async def test_a_function_without_the_handler_contract_never_runs(tmp_path: Path, module_name: str) -> None:
+    marker = tmp_path / "ran.txt"
+    flows = write(tmp_path / "flows", module_name, SYNC.format(marker=str(marker)))
+    out = await run([flows], module_name, "lookup", str(flows / "flow.yaml"), key="k")
+    assert out.error is not None and "was refused: must be an async function" in out.error
+    assert not marker.exists()
+
+
+def test_flows_dir_setting_and_its_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert parse_flow_dirs(None) == [tmp_path.resolve()]
+    both = parse_flow_dirs(f"{tmp_path}/a:{tmp_path}/b")
+    assert both == [(tmp_path / "a").resolve(), (tmp_path / "b").resolve()]
+
+
+async def test_a_definition_naming_os_as_its_handlers_runs_nothing(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """Built without ``flow validate``, as a hostile client could send it."""
+    flow = Flow.model_validate(
+        {
+            "flow": "rogue",
+            "handlers": "os",
+            "nodes": {
+                "ask": {
+                    "task": "Ask.",
+                    "functions": [
+                        {"name": "getcwd"},
+                        {
+                            "name": "done",
+                            "transition_only": True,
+                            "description": "Done.",
+                            "transition_to": "bye",
+                        },
+                    ],
+                },
+                "bye": {"type": "end", "task": "Bye."},
+            },
+        }
+    )
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(
+            temporal_client, task_queue, FlowDefinition(flow=flow, source="/tmp/rogue.yaml"), variables={}
+        )
+        out = await call.call_function(req("ask", "getcwd"))
+        assert out.error and "'os' is not in the worker's flow directories" in str(out.result)
+        st = await wait_state(call, lambda s: s.node == "ask", what="call goes on")
+        assert st.status != "ended"
+        await call.hangup()
+        await call.handle.result()

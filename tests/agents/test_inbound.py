@@ -1,0 +1,89 @@
+"""An inbound SIP call: the agent starts the workflow itself (update-with-start) and attaches."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from temporalio.client import Client
+
+from ringflow.agent_server import SIP_CALLED, SIP_CALLER, start_inbound
+from ringflow.callflow.loader import load_flow
+from ringflow.settings import Settings
+from ringflow.workflows.client import CallHandle, start_or_attach
+from tests.support.wfkit import FIXTURES, running_worker
+
+
+@dataclass
+class Participant:
+    """The two SIP attributes LiveKit sets on a phone caller (all the code reads)."""
+
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    room = f"sip-room-{uuid.uuid4().hex[:8]}"
+    settings = Settings(task_queue=task_queue, inbound_flows={"+15550100": str(FIXTURES / "triage.yaml")})
+    caller = Participant({SIP_CALLER: "+15550199", SIP_CALLED: "+15550100"})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call_id = await start_inbound(temporal_client, settings, room, caller, None, "agent-1", {})
+        assert call_id == room
+        call = CallHandle(temporal_client, call_id)
+        st = await call.state()
+        assert st.status == "live" and st.agent_id == "agent-1" and st.flow == "triage"
+        # The same room again (a second dispatch, a retried job): attach, don't start twice.
+        _, snap = await start_or_attach(
+            temporal_client,
+            load_flow(FIXTURES / "triage.yaml"),
+            task_queue=task_queue,
+            call_id=call_id,
+            agent_id="agent-2",
+        )
+        assert snap.node == "intake" and snap.state.caller_number == "+15550199"
+        assert (await call.state()).agent_id == "agent-2"
+        desc = await call.handle.describe()
+        values = {p.key.name: p.value for p in desc.typed_search_attributes.search_attributes}
+        assert values["RingflowDirection"] == "inbound"
+        assert "+15550199" not in str(values)  # no phone numbers in search attributes
+        await call.hangup()
+        record = await call.handle.result()
+    assert record.direction == "inbound" and record.end_reason == "user_hangup"
+
+
+async def test_inbound_call_without_a_flow_is_refused_clearly(
+    temporal_client: Client, task_queue: str
+) -> None:
+    settings = Settings(task_queue=task_queue)
+    with pytest.raises(RuntimeError, match="RINGFLOW_INBOUND_FLOW"):
+        await start_inbound(
+            temporal_client, settings, "room-x", Participant({SIP_CALLED: "+1555"}), None, "agent-1", {}
+        )
+
+
+async def test_a_room_named_by_livekit_s_dispatch_rule_gets_a_call_id_of_its_own(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """LiveKit names an individual rule's room ``<prefix>_<caller>_<random>``: no valid call
+    id, and a phone number that must not be a workflow id. The call gets an id derived from
+    the room (the same every time, as the webhook receiver derives it) and keeps the room."""
+    from livekit.protocol.models import Room
+
+    from ringflow.agents.webhooks import call_id_of
+
+    room = f"call-_+15550199_{uuid.uuid4().hex[:12]}"
+    settings = Settings(task_queue=task_queue, inbound_flows={"+15550100": str(FIXTURES / "triage.yaml")})
+    caller = Participant({SIP_CALLER: "+15550199", SIP_CALLED: "+15550100"})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call_id = await start_inbound(temporal_client, settings, room, caller, None, "agent-1", {})
+        again = await start_inbound(temporal_client, settings, room, caller, None, "agent-2", {})
+        call = CallHandle(temporal_client, call_id)
+        st = await call.state()
+        await call.hangup()
+        record = await call.handle.result()
+    assert call_id == again and call_id.startswith("in-") and "15550199" not in call_id
+    assert call_id_of(Room(name=room)) == call_id  # where LiveKit's webhooks for the room go
+    assert st.room == room and st.agent_id == "agent-2"
+    assert record.room == room and record.call_id == call_id
