@@ -9,6 +9,7 @@ it runs come from the worker's settings, through :class:`Extractor`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -84,6 +85,7 @@ class Extractor:
         self.base_url = base_url or None
         self.api_key = api_key or "not-needed"
         self.model = model
+        self._client: tuple[asyncio.AbstractEventLoop, Any] | None = None
 
     def __repr__(self) -> str:  # never the key
         return f"Extractor(base_url={self.base_url!r}, model={self.model!r})"
@@ -93,15 +95,27 @@ class Extractor:
         with timed("extraction", "llm"):
             return await self._extract(inp)
 
-    async def _extract(self, inp: ExtractionInput) -> ExtractionOutput:
-        from openai import AsyncOpenAI
+    def client(self) -> Any:
+        """One client for the worker's loop. Building one (its TLS context: the CA bundle
+        read and parsed) takes the event loop for 50 ms on an idle machine and 0.4-1 s on a
+        loaded one, and a client per extraction held every other activity and workflow task
+        of the worker that long. The simulator runs its agents on that loop too: their
+        heartbeats stopped and the 1 s agent timeout took a healthy agent for lost."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client[0] is not loop:  # a client is bound to its loop
+            from openai import AsyncOpenAI
 
-        client = AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=self.api_key,
-            max_retries=0,  # Temporal retries the activity
-            timeout=30,
-        )
+            client = AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self.api_key,
+                max_retries=0,  # Temporal retries the activity
+                timeout=30,
+            )
+            self._client = (loop, client)
+        return self._client[1]
+
+    async def _extract(self, inp: ExtractionInput) -> ExtractionOutput:
+        client = self.client()
         model = inp.model or self.model
         wanted = "\n".join(f"- {f.name} ({f.type}): {f.description}" for f in inp.fields)
         try:
@@ -129,6 +143,4 @@ class Extractor:
             values = check_values(inp.fields, json.loads(text))
         except (ValueError, IndexError) as exc:
             raise ApplicationError(f"extraction for node '{inp.node}': bad answer: {exc}") from None
-        finally:
-            await client.close()
         return ExtractionOutput(node=inp.node, values=values)

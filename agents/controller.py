@@ -130,6 +130,7 @@ class FlowController:
         self.in_flight: dict[str, bool] = {}  # cancellable calls running, by event id: cancel asked?
         self.device: DeviceTools | None = None  # the caller's device's tools (agents/device_tools.py)
         self.jobs: JobsFeed | None = None  # background job groups (agents/jobs.py)
+        self.tool_calls = asyncio.Lock()  # one function call at a time (on_tool_call)
 
     # --- plumbing ---------------------------------------------------------------------
     @property
@@ -235,6 +236,20 @@ class FlowController:
 
     # --- the hot path -----------------------------------------------------------------
     async def on_tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        """One function call of the LLM, after the ones before it have finished.
+
+        livekit-agents runs the calls of one reply concurrently, but each is a step of the
+        engine from the state the one before left: a call refused on the old node, then a
+        handler whose result moves the call, must be answered in that order on both sides.
+        Run concurrently, both updates were in flight at once and their answers could come
+        back in either order (they did on a loaded machine); the refusal's answer, carrying
+        the state from before the move, then replaced the moved one, and the agent stayed on
+        the old node while the workflow went on. The lock is FIFO and taken before the
+        first await, so calls run in the LLM's order and their event ids stay stable."""
+        async with self.tool_calls:
+            return await self._tool_call(name, args)
+
+    async def _tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         # This runs while the caller waits for the next node, so durability costs it as
         # little as it can: the event's id and model built later by the outbox sender, and a
         # put that never awaits.

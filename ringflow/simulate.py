@@ -32,7 +32,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from livekit.agents import AgentSession
+from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai as lk_openai
 from pydantic import BaseModel
 from temporalio.client import Client
@@ -55,7 +55,7 @@ from ringflow.callflow.errors import FlowError
 from ringflow.callflow.loader import load_flow
 from ringflow.contract.updates import Snapshot
 from ringflow.devstack import DevStack, free_port
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.scripted_llm import LANE_HEADER, ScriptedLLM
 from ringflow.scripts import ScriptError, check, kill_turn_problem, load_script
 from ringflow.settings import Settings, get_settings
 from ringflow.sim_device import ScriptedDeviceLink
@@ -134,6 +134,7 @@ async def environment(
         address = stack.address
     llm = ScriptedLLM()
     base_url = await llm.start()
+    await warm_agent(llm)
     db_dir = tempfile.TemporaryDirectory(prefix="ringflow-sim-db-")
     try:
         # a metrics runtime exports its worker's metrics; codec: the dev stack's (its demo call)
@@ -164,6 +165,34 @@ async def environment(
         db_dir.cleanup()
         if tmp is not None:
             tmp.cleanup()
+
+
+async def warm_agent(llm: ScriptedLLM) -> None:
+    """Start and close one agent session, and ask the scripted LLM through the agents'
+    shared client as an agent and an extraction do, before any call. A process's first
+    session loads livekit-agents' turn detector, and its first requests import the HTTP
+    stack and resolve the OpenAI client's request types, synchronously on the event loop
+    the worker and every simulated agent share: 2 s on an idle machine, 3-7 s on a loaded
+    one. Paid by the first script's agent, after it had attached, it stopped that agent's
+    heartbeats while its workflow timed its silence against the 1 s agent timeout, and a
+    healthy agent was taken for lost. (``ringflow agent`` pays its imports in LiveKit's
+    prewarm for the same reason.)"""
+    client = shared_openai_client(llm.base_url, "scripted")
+    session: AgentSession = AgentSession(
+        llm=lk_openai.LLM(model="scripted", client=client), user_away_timeout=None
+    )
+    await session.start(Agent(instructions=""))
+    await session.aclose()
+    lane = "simulator-warm-up"
+    ask = {"model": "scripted", "extra_headers": {LANE_HEADER: lane}}
+    hello = [{"role": "user", "content": "warming up"}]
+    stream = await client.chat.completions.create(messages=hello, stream=True, **ask)
+    async for _ in stream:
+        pass
+    schema = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "warm_up", "strict": True, "schema": schema}}
+    await client.chat.completions.create(messages=hello, response_format=fmt, **ask)
+    llm.lanes.pop(lane, None)
 
 
 class _Killer:

@@ -9,6 +9,8 @@ the worker's environment, read into its settings; the worker runs in this proces
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -222,3 +224,26 @@ async def test_a_node_where_nothing_was_said_is_not_sent_to_the_llm(
         await call.hangup()
         record = await call.handle.result()
     assert record.extracted == {} and llm.requests == []  # the record waited for any extraction
+
+
+async def test_extractions_share_one_client(llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building an OpenAI client (its TLS context) holds the worker's event loop, 0.4-1 s on a
+    loaded machine; one per extraction stalled every activity, workflow task and (in the
+    simulator) agent of the worker that long, and a healthy simulated agent was taken for
+    lost (issue 23 §2). The activity builds its client once."""
+    import openai
+
+    built: list[object] = []
+    real = openai.AsyncOpenAI
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("base_url"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(openai, "AsyncOpenAI", counting)
+    fields = [ExtractSpec(name="ok", type="boolean")]
+    llm.lane().set_extract("verify", {"ok": True})
+    ex = extractor(llm)
+    for _ in range(3):
+        assert (await ex.extract_variables(_input("verify", fields))).values == {"ok": True}
+    assert built == [llm.base_url]
