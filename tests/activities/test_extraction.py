@@ -9,7 +9,6 @@ the worker's environment, read into its settings; the worker runs in this proces
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest

@@ -31,15 +31,11 @@ from ringflow.agents.runner import AgentRun
 from ringflow.contract.call import CallView
 from ringflow.contract.updates import Snapshot
 from ringflow.scripted_llm import LANE_HEADER, Lane, ScriptedLLM
-from tests import test_agent_text, test_lease
 from tests.support.agentkit import TIMEOUT_S, TextCall, call, say, text_call
 from tests.support.hostile import task_failures
 
 pytestmark = pytest.mark.timeout(300)
 # Their fixtures: the scripted LLM, the worker in this process, the real Redis (or a skip).
-scripted_llm = test_agent_text.scripted_llm
-worker = test_agent_text.worker
-redis = test_lease.redis
 
 
 @pytest_asyncio.fixture

@@ -9,8 +9,8 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import agreement
-from tests import engine_flows as ef
+from tests.support import agreement
+from tests.support import engine_flows as ef
 
 EXAMPLES = int(os.environ.get("RINGFLOW_AGREEMENT_EXAMPLES", "150"))
 AGREEMENT = settings(

@@ -9,7 +9,7 @@ from typing import Any
 from ringflow.callflow.effects import EndCall, Extract, Say, SetNode, ToolResponse
 from ringflow.callflow.events import DtmfEntered, ExtractionResult, UserIdle
 from ringflow.callflow.loader import validate_data
-from tests import engine_flows as ef
+from tests.support import engine_flows as ef
 
 TIER = [{"name": "tier", "enum": ["gold", "basic"]}]
 NOTED = "Noted: you are on the gold plan."

@@ -27,8 +27,8 @@ from ringflow.devstack import DevStack
 from ringflow.scripted_llm import ScriptedLLM
 from ringflow.scripts import load_script
 from ringflow.simulate import SimulationResult, environment, run_script
-from tests.support.paths import TESTS
 from tests.support.killcases import differences, outcome
+from tests.support.paths import TESTS
 
 SCRIPTS = TESTS / "fixtures" / "values"
 NAMES = sorted(p.name for p in SCRIPTS.glob("values_*.yaml"))

@@ -40,7 +40,7 @@ from ringflow.callflow.events import (
     UserSpoke,
 )
 from ringflow.callflow.state import CallState, extraction_node
-from tests import engine_flows as ef
+from tests.support import engine_flows as ef
 
 LOCAL = ("transition_only", "capture")
 START = CallStarted(call_id="agree", caller_number="+15550100", at=ef.T0)

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult
 from ringflow.devstack import DevStack
 from ringflow.simulate import environment, run_script
 from ringflow.workflows.client import CallHandle
-from ringflow.workflows.contract import CallFunctionRequest, CallFunctionResult
 
 SCRIPTS = Path(__file__).resolve().parent / "fixtures" / "scripts"
 
