@@ -29,7 +29,7 @@ from ringflow.agents.controller import FlowController
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
-from ringflow.scripted_llm import LANE_HEADER, Lane, RecordedRequest, ScriptedLLM
+from ringflow.simulation.scripted_llm import LANE_HEADER, Lane, RecordedRequest, ScriptedLLM
 from ringflow.workflows.client import CallHandle, start_call
 from ringflow.workflows.contract import CallView, Snapshot
 

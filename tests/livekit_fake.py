@@ -1,6 +1,6 @@
-"""The LiveKit fake lives in ``ringflow/livekit_fake.py`` (``ringflow call simulate`` plays phone
+"""The LiveKit fake lives in ``ringflow/simulation/livekit_fake.py`` (``ringflow call simulate`` plays phone
 calls against it too); tests import it from here as before."""
 
-from ringflow.livekit_fake import JSON, PROTOBUF, FakeLiveKit, FakeRoom, LoggedRequest, TwirpError
+from ringflow.simulation.livekit_fake import JSON, PROTOBUF, FakeLiveKit, FakeRoom, LoggedRequest, TwirpError
 
 __all__ = ["JSON", "PROTOBUF", "FakeLiveKit", "FakeRoom", "LoggedRequest", "TwirpError"]

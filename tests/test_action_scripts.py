@@ -1,6 +1,6 @@
 """The order_status example's scripts: calls routed by action nodes, checked for what was said.
 
-Each script is played as a real call (``ringflow.simulate.run_script``: a real
+Each script is played as a real call (``ringflow.simulation.simulator.run_script``: a real
 ``CallWorkflow``, a worker of this process, the agent in livekit-agents text mode, the LLM
 a scripted HTTP endpoint), first uninterrupted, then with the agent killed in every turn
 (``--kill-agent-at``) and at the kill points around action nodes: a transition into an
@@ -23,9 +23,9 @@ import pytest_asyncio
 
 from ringflow.activities.persistence import dispose_engines
 from ringflow.devstack import DevStack
-from ringflow.scripted_llm import ScriptedLLM
-from ringflow.scripts import load_script, said_failures
-from ringflow.simulate import SimulationResult, environment, run_script
+from ringflow.simulation.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripts import load_script, said_failures
+from ringflow.simulation.simulator import SimulationResult, environment, run_script
 from tests.test_kill_resume import differences, fresh_handlers, outcome
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "examples" / "scripts"

@@ -24,7 +24,7 @@ from temporalio.client import Client
 from ringflow.callflow.handlers import load_module
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.workflows.contract import CallView
 from tests.agentkit import FIXTURES, TIMEOUT_S, TextCall, call, desk, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until

@@ -25,7 +25,7 @@ from ringflow.agents import flow_agent
 from ringflow.agents.controller import WRAP_UP
 from ringflow.callflow.engine import IDLE_INSTRUCTIONS
 from ringflow.callflow.idle import idle_instructions
-from ringflow.scripted_llm import RecordedRequest, ScriptedLLM
+from ringflow.simulation.scripted_llm import RecordedRequest, ScriptedLLM
 from ringflow.workflows.contract import MAX_ARGS_BYTES, MAX_TEXT_CHARS
 from tests.agentkit import TIMEOUT_S, TextCall, call, said, say, system_prompt, text_call
 from tests.wfkit import running_worker, wait_until

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ringflow.devstack import DevStack
-from ringflow.simulate import environment, run_script
+from ringflow.simulation.simulator import environment, run_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "scripts" / "kiosk_scanned_id.yaml"
 

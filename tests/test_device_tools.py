@@ -29,7 +29,7 @@ from ringflow.agents.device_tools import (
 )
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.model import FlowDefinition
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from tests.agentkit import call, say, text_call
 from tests.test_mcp import Server, _free_port, mcp_server, serving  # noqa: F401  (the module's MCP server)
 from tests.wfkit import running_worker

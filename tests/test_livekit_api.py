@@ -41,8 +41,8 @@ from ringflow.agents.livekit_api import (
     parse_job_metadata,
 )
 from ringflow.agents.livekit_sip import LiveKitTelephony
+from ringflow.servers.worker import call_services
 from ringflow.settings import Settings
-from ringflow.worker_main import call_services
 from ringflow.workflows import activity_calls
 from tests.livekit_fake import JSON, PROTOBUF, FakeLiveKit
 

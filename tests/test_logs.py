@@ -18,7 +18,7 @@ import pytest
 
 from ringflow.devstack import DevStack
 from ringflow.logs import configure_logging
-from ringflow.simulate import simulate
+from ringflow.simulation.simulator import simulate
 
 SCRIPT = Path(__file__).parents[1] / "examples" / "scripts" / "appointment_reminder_reschedule.yaml"
 

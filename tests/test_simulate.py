@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from ringflow.cli import app
 from ringflow.devstack import DevStack
-from ringflow.scripts import Expect, check, matches
-from ringflow.simulate import environment, run_script
+from ringflow.simulation.scripts import Expect, check, matches
+from ringflow.simulation.simulator import environment, run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "examples" / "scripts"

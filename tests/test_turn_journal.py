@@ -20,8 +20,8 @@ from temporalio.client import Client
 from ringflow.activities.turn_journal import JournalRead, TurnJournalReader, entries_from, journal_key
 from ringflow.agents.journal import OutboxJournal
 from ringflow.agents.outbox import Outbox
-from ringflow.live_transcript import held_turns
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.cli.live_transcript import held_turns
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.workflows.contract import AgentEvent, Turn, TurnsEvent
 from tests.agentkit import TIMEOUT_S, TextCall, say, text_call
 from tests.wfkit import running_worker, wait_until

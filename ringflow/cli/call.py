@@ -21,9 +21,9 @@ from ringflow.callflow.errors import FlowError, did_you_mean
 from ringflow.callflow.inputs import coerce_cli_value, resolve_variables
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
-from ringflow.cli_run import START_TEMPORAL_HINT, run_async
+from ringflow.cli.live_transcript import held_turns
+from ringflow.cli.run import START_TEMPORAL_HINT, require_simulator, run_async
 from ringflow.codec import CodecKeyError, require_keyring
-from ringflow.live_transcript import held_turns
 from ringflow.logs import configure_logging
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
@@ -277,7 +277,7 @@ def show(
     if isinstance(call, CallView) and call.rejected:
         typer.echo(f"{'rejected':<12} {len(call.rejected)} event(s); last: {call.rejected[-1].reason}")
     typer.echo("transcript:")
-    for t in transcript:  # held: still in the agent's outbox (ringflow/live_transcript.py)
+    for t in transcript:  # held: still in the agent's outbox (ringflow/cli/live_transcript.py)
         held = " (held by the agent)" if t.get("held") else ""
         typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}{held}")
 
@@ -324,7 +324,7 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
 
 def agent() -> None:
     """Run the LiveKit agent worker (headless start mode, explicit dispatch by agent name)."""
-    from ringflow.agent_server import run
+    from ringflow.servers.agent import run
 
     run()
 
@@ -333,7 +333,7 @@ def worker() -> None:
     """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics.
 
     SIGTERM and SIGINT shut it down gracefully (see ``run_worker_forever``)."""
-    from ringflow.worker_main import call_services, serve
+    from ringflow.servers.worker import call_services, serve
 
     settings = get_settings()
     _require_keys(settings)
@@ -361,9 +361,10 @@ def simulate(
     """Run conversation scripts as real calls, without audio; exit 1 if an expectation fails."""
     import logging
 
-    from ringflow.scripts import ScriptError, is_flow_file, load_script
-    from ringflow.sim_report import text_report
-    from ringflow.simulate import simulate as run
+    require_simulator("ringflow call simulate")
+    from ringflow.simulation.report import text_report
+    from ringflow.simulation.scripts import ScriptError, is_flow_file, load_script
+    from ringflow.simulation.simulator import simulate as run
 
     if real_llm and not get_settings().openai_api_key:
         raise _fail("--real-llm needs OPENAI_API_KEY", 2)

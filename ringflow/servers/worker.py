@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from ringflow.activities.dispatch import Dispatcher
 from ringflow.activities.telephony import Telephony
-from ringflow.health import HealthServer
+from ringflow.servers.health import HealthServer
 from ringflow.settings import Settings
 from ringflow.temporal_env import connect_options, describe
 from ringflow.temporal_setup import connect
@@ -92,8 +92,8 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
             extra={"event": "worker_started"},
         )
         relay = None
-        if settings.livekit_webhook_port:  # LiveKit's webhooks, mounted in the worker (ringflow/cli_sip.py)
-            from ringflow.cli_sip import start_relay
+        if settings.livekit_webhook_port:  # LiveKit's webhooks, mounted in the worker (ringflow/cli/sip.py)
+            from ringflow.cli.sip import start_relay
 
             relay = await start_relay(settings, client, settings.metrics_host, settings.livekit_webhook_port)
         try:

@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from ringflow.activities.telephony import Dial
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.loader import load_flow
-from ringflow.cli_call import _check_vars, _client, _fail, _parse_vars, _require_keys, _start_call
-from ringflow.cli_run import run_async
+from ringflow.cli.call import _check_vars, _client, _fail, _parse_vars, _require_keys, _start_call
+from ringflow.cli.run import run_async
 from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
 from ringflow.workflows.client import workflow_id

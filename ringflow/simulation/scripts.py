@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ringflow.callflow.errors import did_you_mean
 from ringflow.callflow.loader import parse_text
-from ringflow.sim_device import ScriptDevice
-from ringflow.sim_jobs import ScriptJob
-from ringflow.sim_phone import ScriptDial
+from ringflow.simulation.device import ScriptDevice
+from ringflow.simulation.jobs import ScriptJob
+from ringflow.simulation.phone import ScriptDial
 
 
 class ScriptTurn(BaseModel):
@@ -68,8 +68,8 @@ class Script(BaseModel):
     variables: dict[str, Any] = {}
     turns: list[ScriptTurn] = []
     extract: dict[str, dict[str, Any]] = {}
-    device: ScriptDevice | None = None  # the caller's device and its tools (ringflow/sim_device.py)
-    jobs: dict[str, ScriptJob] = {}  # background jobs' simulated timeline (ringflow/sim_jobs.py)
+    device: ScriptDevice | None = None  # the caller's device and its tools (ringflow/simulation/device.py)
+    jobs: dict[str, ScriptJob] = {}  # background jobs' simulated timeline (ringflow/simulation/jobs.py)
     expect: Expect = Expect()
 
 

@@ -1,6 +1,6 @@
 """Phone lines for ``ringflow call simulate``: a script's ``dial:`` is placed by the real
 workflow through the real LiveKit telephony code (``agents/livekit_sip.py``), against the
-LiveKit fake (``ringflow/livekit_fake.py``), which answers as the script says.
+LiveKit fake (``ringflow/simulation/livekit_fake.py``), which answers as the script says.
 
 A script without ``dial:`` is a call whose caller is on the line already; transfers reach the
 fake too, and ``transfer_answer`` says how the destination answers.
@@ -36,7 +36,7 @@ from ringflow.activities.telephony import (
 from ringflow.agents.livekit_inbound import ROOM_PREFIX
 from ringflow.agents.livekit_sip import ANNOUNCED, LiveKitTelephony
 from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
-from ringflow.livekit_fake import FakeLiveKit
+from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.workflows.client import CallHandle
 
 SIM_TRUNK = "ST_simulated"
@@ -70,7 +70,7 @@ class LineSlot:
         return await self.current.transfer(req, retry)
 
 
-LINES = LineSlot()  # the worker of ``ringflow.simulate.environment`` dials through it
+LINES = LineSlot()  # the worker of ``ringflow.simulation.simulator.environment`` dials through it
 
 
 class ScriptDial(BaseModel):
