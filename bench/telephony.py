@@ -1,8 +1,8 @@
 """Telephony bench: placing a call, and how fast a killed agent is noticed and replaced.
 
 Prints one JSON document (``_report.emit``). A private dev server (``bench/_stack.py``), the
-simulator's in-process worker and scripted LLM (``ringflow/simulate.py``), and the LiveKit
-fake (``ringflow/livekit_fake.py``) standing in for the LiveKit server, reached through the
+simulator's in-process worker and scripted LLM (``ringflow/simulation/simulator.py``), and the LiveKit
+fake (``ringflow/simulation/livekit_fake.py``) standing in for the LiveKit server, reached through the
 real livekit-api SDK; its webhooks go to the real receiver (``agents/webhooks.py``).
 
 Metrics (milliseconds):
@@ -50,8 +50,8 @@ from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
 from ringflow.callflow.loader import load_flow
 from ringflow.contract.dial import Dial
-from ringflow.livekit_fake import FakeLiveKit
-from ringflow.simulate import environment
+from ringflow.simulation.livekit_fake import FakeLiveKit
+from ringflow.simulation.simulator import environment
 from ringflow.workflows.client import CallHandle, start_call
 
 FLOW = Path("examples/flows/outbound_reminder/flow.yaml")

@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 from ringflow.callflow.errors import FlowError, did_you_mean
 from ringflow.callflow.inputs import coerce_cli_value, resolve_variables
 from ringflow.callflow.model import FlowDefinition
-from ringflow.cli_run import START_TEMPORAL_HINT, run_async
+from ringflow.cli.run import START_TEMPORAL_HINT, run_async
 from ringflow.codec import CodecKeyError, require_keyring
 from ringflow.settings import Settings
 from ringflow.temporal_setup import connect

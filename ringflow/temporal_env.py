@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from temporalio.envconfig import ClientConfigProfile
+if TYPE_CHECKING:  # imported where a profile is loaded: ``ringflow --help`` needs no SDK
+    from temporalio.envconfig import ClientConfigProfile
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_NAMESPACE = "default"
@@ -35,6 +36,8 @@ def load_profile(env: Mapping[str, str] | None = None) -> ClientConfigProfile:
     config_file = env.get("TEMPORAL_CONFIG_FILE")
     if config_file and not Path(config_file).is_file():
         raise TemporalConfigError(f"TEMPORAL_CONFIG_FILE={config_file}: no such file")
+    from temporalio.envconfig import ClientConfigProfile
+
     try:
         return ClientConfigProfile.load(override_env_vars=dict(env))
     except Exception as err:  # the bridge's ConfigError is not importable by a stable name

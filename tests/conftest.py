@@ -21,8 +21,8 @@ from temporalio.client import Client
 from ringflow.activities.persistence import dispose_engines
 from ringflow.codec import generate_key
 from ringflow.devstack import DevStack, free_port
-from ringflow.livekit_fake import FakeLiveKit
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.livekit_fake import FakeLiveKit
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.temporal_setup import connect
 from tests.support.loopback import Receiver, serve_app
 from tests.support.mcpkit import Server, serving

@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.contract.dial import Dial, sip_identity
-from ringflow.livekit_fake import FakeLiveKit
+from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.workflows.client import CallHandle
 from tests.support.wfkit import running_worker, start, use_services, wait_state
 

@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from ringflow.activities.extraction import ExtractionInput, Extractor, response_schema
 from ringflow.callflow.model import ExtractSpec
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from tests.support.wfkit import Agent, req, running_worker, start, wait_state
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")  # the endpoint and the worker share the test's loop

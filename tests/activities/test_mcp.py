@@ -28,7 +28,7 @@ from ringflow.activities.mcp_client import IDEMPOTENCY_META_KEY, list_tools
 from ringflow.callflow.loader import validate_data, validate_file
 from ringflow.callflow.mcp_spec import McpServer
 from ringflow.callflow.model import FlowDefinition
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.workflows.call import CallWorkflow
 from tests.support.agentkit import call, say, text_call
 from tests.support.mcpkit import Server, unused_port
@@ -457,8 +457,8 @@ async def test_example_crm_scripts_pass_also_with_the_agent_killed_on_every_turn
 ) -> None:
     """``ringflow call simulate`` on the CRM example against its own MCP server: every script
     passes as it is and with the agent killed (and resumed) during each of its turns."""
-    from ringflow.scripts import load_script
-    from ringflow.simulate import environment, run_script
+    from ringflow.simulation.scripts import load_script
+    from ringflow.simulation.simulator import environment, run_script
 
     assert len(example_scripts) >= 2
     report = validate_file(EXAMPLE_FLOW)  # offline, as flow validate does by default

@@ -25,7 +25,7 @@ from ringflow.callflow.handlers import load_module
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
 from ringflow.contract.call import CallView
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from tests.support.agentkit import FIXTURES, TIMEOUT_S, TextCall, call, desk, say, system_prompt, text_call
 from tests.support.wfkit import wait_until
 

@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.model import FlowDefinition
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from tests.support.agentkit import TIMEOUT_S, call, text_call
 from tests.support.wfkit import running_worker
 

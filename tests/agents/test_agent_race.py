@@ -30,7 +30,7 @@ from ringflow.agents.lease import AgentLease
 from ringflow.agents.runner import AgentRun
 from ringflow.contract.call import CallView
 from ringflow.contract.updates import Snapshot
-from ringflow.scripted_llm import LANE_HEADER, Lane, ScriptedLLM
+from ringflow.simulation.scripted_llm import LANE_HEADER, Lane, ScriptedLLM
 from tests.support.agentkit import TIMEOUT_S, TextCall, call, say, text_call
 from tests.support.hostile import task_failures
 

@@ -26,7 +26,7 @@ from ringflow.agents.controller import WRAP_UP
 from ringflow.callflow.engine import IDLE_INSTRUCTIONS
 from ringflow.callflow.idle import idle_instructions
 from ringflow.contract.wire import MAX_ARGS_BYTES, MAX_TEXT_CHARS
-from ringflow.scripted_llm import RecordedRequest, ScriptedLLM
+from ringflow.simulation.scripted_llm import RecordedRequest, ScriptedLLM
 from tests.support.agentkit import TIMEOUT_S, TextCall, call, said, say, system_prompt, text_call
 from tests.support.wfkit import wait_until
 

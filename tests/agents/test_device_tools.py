@@ -27,7 +27,7 @@ from ringflow.agents.device_tools import (
 )
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.model import FlowDefinition
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from tests.support.agentkit import call, say, text_call
 from tests.support.mcpkit import Server, serving, unused_port
 

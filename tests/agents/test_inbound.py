@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 from temporalio.client import Client
 
-from ringflow.agent_server import SIP_CALLED, SIP_CALLER, start_inbound
 from ringflow.callflow.loader import load_flow
+from ringflow.servers.agent import SIP_CALLED, SIP_CALLER, start_inbound
 from ringflow.settings import Settings
 from ringflow.workflows.client import CallHandle, start_or_attach
 from tests.support.wfkit import FIXTURES, running_worker

@@ -2,7 +2,7 @@
 
 This is the durability claim end to end. Every conversation script under
 ``examples/scripts`` (and the shared fixture scripts, when a checkout has them) is first
-played uninterrupted as a real call (``ringflow.simulate.run_script``: a real
+played uninterrupted as a real call (``ringflow.simulation.simulator.run_script``: a real
 ``CallWorkflow``, a worker of this process, the agent in livekit-agents text mode, the
 LLM a scripted HTTP endpoint); that record is the baseline. Then the same script is
 played again with the agent killed inside one turn at one kill point of
@@ -43,16 +43,23 @@ from livekit.agents import AgentSession
 from temporalio.client import Client
 
 from ringflow.activities.persistence import dispose_engines
-from ringflow.agents.kill_points import Killed, installer
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.engine import Engine
 from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FlowDefinition
 from ringflow.contract.updates import Snapshot
 from ringflow.devstack import DevStack
-from ringflow.scripted_llm import ScriptedLLM
-from ringflow.scripts import Script, is_flow_file, load_script, said_failures
-from ringflow.simulate import TURN_TIMEOUT_S, SimulationResult, _Killer, _play, environment, run_script
+from ringflow.simulation.kill_points import Killed, kill_hooks
+from ringflow.simulation.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripts import Script, is_flow_file, load_script, said_failures
+from ringflow.simulation.simulator import (
+    TURN_TIMEOUT_S,
+    SimulationResult,
+    _Killer,
+    _play,
+    environment,
+    run_script,
+)
 from ringflow.workflows.client import start_call
 from tests.support.kill_child import KILLPOINT, scripted_session
 from tests.support.killcases import COMPARED, differences, fresh_handlers, outcome
@@ -400,7 +407,7 @@ async def test_agent_dying_with_its_transition_into_an_action_node_unsent(env: E
         call_id,
         f"held-agent-{uuid.uuid4().hex[:6]}",
         session_factory=session_factory,
-        instrument=installer(kill_hook),
+        hooks=kill_hooks(kill_hook),
         answer_pending=False,
         idle_from_session=False,
         heartbeat_s=0,

@@ -39,9 +39,9 @@ from ringflow.agents.livekit_api import (
     parse_job_metadata,
 )
 from ringflow.agents.livekit_sip import LiveKitTelephony
-from ringflow.livekit_fake import JSON, PROTOBUF, FakeLiveKit
+from ringflow.servers.worker import call_services
 from ringflow.settings import Settings
-from ringflow.worker_main import call_services
+from ringflow.simulation.livekit_fake import JSON, PROTOBUF, FakeLiveKit
 from ringflow.workflows import activity_calls
 
 ROOM = "call-room-1"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from ringflow.agent_server import build_server, make_session, prewarm
 from ringflow.agents.livekit_api import parse_job_metadata
 from ringflow.callflow.state import CallState
 from ringflow.contract.updates import Snapshot
+from ringflow.servers.agent import build_server, make_session, prewarm
 from ringflow.settings import Settings
 from tests.support.wfkit import clinic
 
@@ -50,7 +50,7 @@ async def test_a_dialed_call_s_agent_waits_for_the_answer_not_the_ringing() -> N
 
     from livekit import rtc
 
-    from ringflow.agent_server import picked_up
+    from ringflow.servers.agent import picked_up
 
     room: Any = rtc.EventEmitter()
     ringing = SimpleNamespace(identity="sip-c1", attributes={"sip.callStatus": "dialing"})

@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from ringflow.agents.livekit_api import LiveKitDispatcher
 from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
-from ringflow.livekit_fake import FakeLiveKit
+from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.workflows.client import CallHandle
 from tests.support.wfkit import running_worker, start, use_services, wait_state, wait_until
 

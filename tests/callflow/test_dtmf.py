@@ -73,7 +73,7 @@ def test_the_validator_names_what_is_wrong_with_dtmf_and_voicemail() -> None:
 
 
 async def test_a_script_presses_keys_through_the_real_workflow_and_agent(temporal_server: Any) -> None:
-    from ringflow.simulate import environment, run_script
+    from ringflow.simulation.simulator import environment, run_script
     from ringflow.workflows.client import CallHandle
 
     script = FIXTURES.parent / "scripts" / "ivr_support_keys.yaml"

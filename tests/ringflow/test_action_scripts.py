@@ -1,6 +1,6 @@
 """The order_status example's scripts: calls routed by action nodes, checked for what was said.
 
-Each script is played as a real call (``ringflow.simulate.run_script``: a real
+Each script is played as a real call (``ringflow.simulation.simulator.run_script``: a real
 ``CallWorkflow``, a worker of this process, the agent in livekit-agents text mode, the LLM
 a scripted HTTP endpoint), first uninterrupted, then with the agent killed in every turn
 (``--kill-agent-at``) and at the kill points around action nodes: a transition into an
@@ -22,9 +22,9 @@ import pytest_asyncio
 
 from ringflow.activities.persistence import dispose_engines
 from ringflow.devstack import DevStack
-from ringflow.scripted_llm import ScriptedLLM
-from ringflow.scripts import load_script, said_failures
-from ringflow.simulate import SimulationResult, environment, run_script
+from ringflow.simulation.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripts import load_script, said_failures
+from ringflow.simulation.simulator import SimulationResult, environment, run_script
 from tests.support.killcases import differences, fresh_handlers, outcome
 from tests.support.paths import ROOT
 

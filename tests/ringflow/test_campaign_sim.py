@@ -7,7 +7,7 @@ from collections import Counter
 
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import parse_retry, parse_windows
-from ringflow.campaign_sim import draw, parse_answers, simulate_campaign
+from ringflow.simulation.campaign import draw, parse_answers, simulate_campaign
 from ringflow.workflows.campaign_messages import CampaignInput, Limits
 from tests.support.campaignkit import REDIS, contacts, new_id
 from tests.support.wfkit import clinic

@@ -33,8 +33,8 @@ from ringflow.codec import (
     parse_keys,
     require_keyring,
 )
-from ringflow.codec_server import build_app, start
 from ringflow.devstack import DevStack, find_temporal_binary, free_port
+from ringflow.servers.codec import build_app, start
 from ringflow.settings import Settings
 from ringflow.temporal_setup import connect
 from ringflow.workflows.call import CallWorkflow

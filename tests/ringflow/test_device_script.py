@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ringflow.devstack import DevStack
-from ringflow.simulate import environment, run_script
+from ringflow.simulation.simulator import environment, run_script
 from tests.support.paths import ROOT
 
 SCRIPT = ROOT / "examples" / "scripts" / "kiosk_scanned_id.yaml"

@@ -86,7 +86,7 @@ async def test_type_conflict_is_reported(temporal_client: Client) -> None:
 def test_temporal_setup_command(temporal_server: DevStack) -> None:
     import typer
 
-    from ringflow.cli_ops import temporal_app
+    from ringflow.cli.ops import temporal_app
 
     app = typer.Typer()
     app.add_typer(temporal_app, name="temporal")
@@ -133,7 +133,7 @@ def _port_open(port: int) -> bool:
 
 async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     port, ui_port, metrics_port, codec_port = free_port(), free_port(), free_port(), free_port()
-    code = "import typer; from ringflow.cli_ops import dev; typer.run(dev)"
+    code = "import typer; from ringflow.cli.ops import dev; typer.run(dev)"
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",

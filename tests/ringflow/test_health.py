@@ -9,7 +9,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ringflow.health import HealthServer
+from ringflow.servers.health import HealthServer
 from tests.support.wfkit import wait_until
 
 

@@ -12,8 +12,8 @@ import pytest
 from ringflow.agents.jobs import JobsFeed
 from ringflow.callflow.jobs import ROOM_TOPIC
 from ringflow.devstack import DevStack
-from ringflow.scripts import load_script
-from ringflow.simulate import environment, run_script
+from ringflow.simulation.scripts import load_script
+from ringflow.simulation.simulator import environment, run_script
 from tests.support.paths import ROOT
 
 SCRIPTS = sorted((ROOT / "examples" / "scripts").glob("order_jobs_*.yaml"))

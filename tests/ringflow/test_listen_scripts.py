@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ringflow.scripts import ScriptError, load_script
-from ringflow.simulate import environment, run_script
+from ringflow.simulation.scripts import ScriptError, load_script
+from ringflow.simulation.simulator import environment, run_script
 from tests.support.agentkit import said
 from tests.support.paths import ROOT
 

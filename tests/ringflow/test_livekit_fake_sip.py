@@ -32,7 +32,7 @@ from livekit.api import ServerError as LiveKitServerError
 from livekit.protocol import models as proto_models
 from livekit.protocol import webhook as proto_webhook
 
-from ringflow.livekit_fake import FakeLiveKit
+from ringflow.simulation.livekit_fake import FakeLiveKit
 
 
 def api(lk: FakeLiveKit, secret: str | None = None) -> LiveKitAPI:

@@ -17,7 +17,7 @@ import pytest
 
 from ringflow.devstack import DevStack
 from ringflow.logs import configure_logging
-from ringflow.simulate import simulate
+from ringflow.simulation.simulator import simulate
 from tests.support.paths import ROOT
 
 SCRIPT = ROOT / "examples" / "scripts" / "appointment_reminder_reschedule.yaml"

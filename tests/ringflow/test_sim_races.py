@@ -16,7 +16,7 @@ import pytest
 
 from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult
 from ringflow.devstack import DevStack
-from ringflow.simulate import environment, run_script
+from ringflow.simulation.simulator import environment, run_script
 from ringflow.workflows.client import CallHandle
 
 SCRIPTS = Path(__file__).resolve().parent / "fixtures" / "scripts"

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from ringflow.cli import app
 from ringflow.devstack import DevStack
-from ringflow.scripts import Expect, ScriptError, check, load_script, matches
-from ringflow.sim_report import text_report
-from ringflow.simulate import environment, run_script, simulate
+from ringflow.simulation.report import text_report
+from ringflow.simulation.scripts import Expect, ScriptError, check, load_script, matches
+from ringflow.simulation.simulator import environment, run_script, simulate
 from tests.support.paths import ROOT
 
 SCRIPTS = ROOT / "examples" / "scripts"

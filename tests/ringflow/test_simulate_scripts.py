@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ringflow.cli import app
-from ringflow.demo import run_demo
 from ringflow.devstack import DevStack, free_port
-from ringflow.scripts import Expect, ScriptError, check, load_script, said_failures
-from ringflow.simulate import simulate
+from ringflow.simulation.demo import run_demo
+from ringflow.simulation.scripts import Expect, ScriptError, check, load_script, said_failures
+from ringflow.simulation.simulator import simulate
 from ringflow.workflows.worker import prometheus_runtime
 from tests.support.paths import ROOT
 from tests.support.wfkit import wait_until

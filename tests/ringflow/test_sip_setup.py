@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from ringflow.agents.livekit_api import LiveKitRefused, parse_job_metadata
 from ringflow.agents.livekit_inbound import LiveKitInbound
 from ringflow.cli import app
-from ringflow.livekit_fake import FakeLiveKit
+from ringflow.simulation.livekit_fake import FakeLiveKit
 
 
 def inbound(lk: FakeLiveKit) -> LiveKitInbound:

@@ -24,9 +24,9 @@ import pytest_asyncio
 
 from ringflow.activities.persistence import dispose_engines
 from ringflow.devstack import DevStack
-from ringflow.scripted_llm import ScriptedLLM
-from ringflow.scripts import load_script
-from ringflow.simulate import SimulationResult, environment, run_script
+from ringflow.simulation.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripts import load_script
+from ringflow.simulation.simulator import SimulationResult, environment, run_script
 from tests.support.killcases import differences, outcome
 from tests.support.paths import TESTS
 

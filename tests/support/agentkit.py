@@ -30,7 +30,7 @@ from ringflow.callflow.model import FlowDefinition
 from ringflow.contract.call import CallView
 from ringflow.contract.records import CallRecord
 from ringflow.contract.updates import Snapshot
-from ringflow.scripted_llm import LANE_HEADER, Lane, RecordedRequest, ScriptedLLM
+from ringflow.simulation.scripted_llm import LANE_HEADER, Lane, RecordedRequest, ScriptedLLM
 from ringflow.workflows.client import CallHandle, start_call
 from tests.support.paths import TESTS
 

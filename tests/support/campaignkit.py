@@ -21,7 +21,7 @@ from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule, parse_windows
 from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.campaigns import start_campaign
-from ringflow.livekit_fake import FakeLiveKit
+from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.workflows.campaign_messages import CampaignInput, Limits
 from ringflow.workflows.client import CallHandle
 from tests.support.wfkit import clinic, running_worker, use_services

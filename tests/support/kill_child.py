@@ -3,7 +3,7 @@
 The in-process kill tests stop an agent by raising at a kill point; this program lets a
 real process die there instead. It connects to the parent's Temporal server, attaches an
 agent to a call the parent started (``attach_agent``, the same text-mode
-``AgentSession`` as ``ringflow.simulate``, its LLM the parent's scripted endpoint reached
+``AgentSession`` as ``ringflow.simulation.simulator``, its LLM the parent's scripted endpoint reached
 over HTTP on the given lane), plays the script's turns 0..N-1, and in turn N, at the
 first kill point named ``--kill-point``, prints ``KILLPOINT <name>``, flushes stdout and
 freezes until the parent SIGKILLs it.
@@ -33,13 +33,13 @@ from pathlib import Path
 from livekit.agents import AgentSession
 from livekit.plugins import openai as lk_openai
 
-from ringflow.agents.kill_points import installer
 from ringflow.agents.runner import attach_agent
 from ringflow.callflow.loader import load_flow
 from ringflow.contract.updates import Snapshot
-from ringflow.scripted_llm import LANE_HEADER
-from ringflow.scripts import load_script
-from ringflow.simulate import TURN_TIMEOUT_S, _play
+from ringflow.simulation.kill_points import kill_hooks
+from ringflow.simulation.scripted_llm import LANE_HEADER
+from ringflow.simulation.scripts import load_script
+from ringflow.simulation.simulator import TURN_TIMEOUT_S, _play
 from ringflow.temporal_setup import connect
 
 KILLPOINT = "KILLPOINT"
@@ -95,7 +95,7 @@ async def main(argv: list[str]) -> int:
         args.call_id,
         f"child-agent-{os.getpid()}",
         session_factory=session_factory,
-        instrument=installer(freeze),
+        hooks=kill_hooks(freeze),
         idle_from_session=False,
         heartbeat_s=0,
         own_max_duration=False,

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ringflow.callflow.loader import load_flow
-from ringflow.scripts import load_script
-from ringflow.simulate import SimulationResult
+from ringflow.simulation.scripts import load_script
+from ringflow.simulation.simulator import SimulationResult
 
 COMPARED = ("path", "state", "variables", "end_reason", "disposition")
 

@@ -31,8 +31,8 @@ from ringflow.activities.persistence import dispose_engines  # noqa: E402
 from ringflow.agents.livekit_sip import LiveKitTelephony  # noqa: E402
 from ringflow.campaigns import start_campaign  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
-from ringflow.livekit_fake import FakeLiveKit  # noqa: E402
 from ringflow.settings import Settings  # noqa: E402
+from ringflow.simulation.livekit_fake import FakeLiveKit  # noqa: E402
 from ringflow.temporal_setup import register_search_attributes  # noqa: E402
 from ringflow.workflows.campaign_messages import CampaignInput, Limits  # noqa: E402
 from ringflow.workflows.worker import build_worker  # noqa: E402

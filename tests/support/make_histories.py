@@ -61,9 +61,9 @@ from ringflow.contract.events import (  # noqa: E402
 )
 from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
-from ringflow.scripted_llm import ScriptedLLM  # noqa: E402
 from ringflow.settings import Settings  # noqa: E402
-from ringflow.sim_phone import LINES  # noqa: E402
+from ringflow.simulation.phone import LINES  # noqa: E402
+from ringflow.simulation.scripted_llm import ScriptedLLM  # noqa: E402
 from ringflow.workflows.client import CallHandle, start_call  # noqa: E402
 from ringflow.workflows.worker import build_worker  # noqa: E402
 
@@ -350,7 +350,7 @@ async def phone_calls(client: Client, tq: str) -> Handles:
     call routed by keys (DTMF) to a cold transfer (the transfer activity)."""
     from ringflow.agents.livekit_api import LiveKitDispatcher
     from ringflow.agents.livekit_sip import LiveKitTelephony
-    from ringflow.livekit_fake import FakeLiveKit
+    from ringflow.simulation.livekit_fake import FakeLiveKit
 
     async with FakeLiveKit() as lk:
         DISPATCH.current = LiveKitDispatcher(lk.url, lk.api_key, lk.api_secret)

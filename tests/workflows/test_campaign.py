@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule
 from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_STATUS
-from ringflow.livekit_fake import FakeLiveKit
+from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.workflows.client import CallHandle
 from tests.support.campaignkit import (
     REDIS,

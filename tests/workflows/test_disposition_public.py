@@ -14,7 +14,7 @@ from ringflow.activities.search_attributes import RINGFLOW_DISPOSITION
 from ringflow.callflow.dispositions import OTHER, declared_dispositions, public_disposition
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.model import FlowDefinition
-from ringflow.scripted_llm import ScriptedLLM
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from tests.support.wfkit import Agent, running_worker, start, wait_state
 
 SESSION = pytest.mark.asyncio(loop_scope="session")  # the endpoint and the worker share the loop

@@ -1,6 +1,6 @@
 """Operational commands: ``ringflow config``, ``ringflow temporal setup``, ``ringflow dev``.
 
-Mounted by ``ringflow/cli.py``; each command reads the settings afresh.
+Mounted by ``ringflow/cli/__init__.py``; each command reads the settings afresh.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import typer
 from aiohttp import web
 from temporalio.runtime import Runtime
 
-from ringflow.cli_run import START_TEMPORAL_HINT, run_async
+from ringflow.cli.run import START_TEMPORAL_HINT, require_simulator, run_async
 from ringflow.codec import (
     KEY_FILE_NAME,
     CodecKeyError,
@@ -27,10 +27,10 @@ from ringflow.codec import (
     create_key_file,
     keyring_from_settings,
 )
-from ringflow.codec_server import build_app
-from ringflow.codec_server import start as start_codec_server
 from ringflow.devstack import DevStack, DevStackError
 from ringflow.logs import configure_logging
+from ringflow.servers.codec import build_app
+from ringflow.servers.codec import start as start_codec_server
 from ringflow.settings import Settings, get_settings, masked
 from ringflow.temporal_env import TemporalConfigError, connect_options, describe
 from ringflow.temporal_setup import (
@@ -158,7 +158,8 @@ def dev(
     )
     overrides["temporal_address"] = stack.address
     if demo is not None:  # the demo's flow is trusted like the working directory's
-        from ringflow.simulate import flows_dir_with
+        require_simulator("ringflow dev --demo")
+        from ringflow.simulation.simulator import flows_dir_with
 
         overrides["flows_dir"] = flows_dir_with(settings.flows_dir, [demo])
     # the terminal shows the stack's own lines; logs (stderr) only from warnings on, unless asked
@@ -213,7 +214,7 @@ async def _run_dev(
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
         serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
         if demo is not None:
-            from ringflow.demo import run_demo
+            from ringflow.simulation.demo import run_demo
 
             # the demo call's worker exports through the same runtime: its calls are counted
             await run_demo(

@@ -26,8 +26,8 @@ from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule, RuleError, Windows, parse_retry, parse_windows
 from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
 from ringflow.campaigns import ContactsError, campaign_handle, load_contacts, load_dnc, start_campaign
-from ringflow.cli_run import run_async
-from ringflow.cli_sip import _load
+from ringflow.cli.run import require_simulator, run_async
+from ringflow.cli.sip import _load
 from ringflow.cli_temporal import fail, require_keys, temporal_client
 from ringflow.settings import Settings, get_settings
 from ringflow.workflows.campaign import campaign_workflow_id
@@ -362,7 +362,8 @@ def simulate(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Run a campaign through the real workflows against the LiveKit fake; print what happened."""
-    from ringflow.campaign_sim import parse_answers, simulate_campaign
+    require_simulator("ringflow campaign simulate")
+    from ringflow.simulation.campaign import parse_answers, simulate_campaign
 
     settings = get_settings()
     windows, retries = rules(window, [], retry)

@@ -13,7 +13,7 @@ import typer
 from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
 
-from ringflow.simulate import SimulationResult, simulate
+from ringflow.simulation.simulator import SimulationResult, simulate
 
 
 async def run_demo(

@@ -41,7 +41,7 @@ Faults for tests: ``fail_next(n, status)`` and ``bad_json_next(n)``; and gates
 set, so a test can observe what happens while the "model" is still thinking. Every
 request is recorded (on arrival; its response is filled in when answered).
 
-Standalone: ``python -m ringflow.scripted_llm --port 8085 --script call.yaml``.
+Standalone: ``python -m ringflow.simulation.scripted_llm --port 8085 --script call.yaml``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ringflow.scripted_lanes import (
+from ringflow.simulation.scripted_lanes import (
     DRY_REPLY,
     Lane,
     RecordedRequest,
@@ -341,7 +341,8 @@ async def serve(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m ringflow.scripted_llm", description="Serve a scripted OpenAI-compatible LLM endpoint."
+        prog="python -m ringflow.simulation.scripted_llm",
+        description="Serve a scripted OpenAI-compatible LLM endpoint.",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")

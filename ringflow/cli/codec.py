@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import typer
 
 from ringflow.codec import KEY_ID_RE, CodecKeyError, EncryptionCodec, generate_key, keyring_from_settings
-from ringflow.codec_server import build_app, start
 from ringflow.logs import configure_logging
+from ringflow.servers.codec import build_app, start
 from ringflow.settings import get_settings
 
 

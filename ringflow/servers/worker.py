@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from ringflow.activities.dispatch import Dispatcher
 from ringflow.activities.telephony import Telephony
-from ringflow.health import HealthServer
+from ringflow.servers.health import HealthServer
 from ringflow.settings import Settings
 from ringflow.temporal_env import connect_options, describe
 from ringflow.temporal_setup import connect

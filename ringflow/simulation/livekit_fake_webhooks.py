@@ -1,4 +1,4 @@
-"""Signed webhooks of the LiveKit fake (``ringflow/livekit_fake.py``): room and participant
+"""Signed webhooks of the LiveKit fake (``ringflow/simulation/livekit_fake.py``): room and participant
 events POSTed as the server does, ``Content-Type: application/webhook+json``, the event as
 protobuf JSON, and ``Authorization: <JWT>`` signed with the API secret whose ``sha256`` claim
 is the base64 SHA-256 of the body (what ``livekit.api.WebhookReceiver`` checks). Events are

@@ -1,6 +1,6 @@
 """Phone lines for ``ringflow call simulate``: a script's ``dial:`` is placed by the real
 workflow through the real LiveKit telephony code (``agents/livekit_sip.py``), against the
-LiveKit fake (``ringflow/livekit_fake.py``), which answers as the script says.
+LiveKit fake (``ringflow/simulation/livekit_fake.py``), which answers as the script says.
 
 A script without ``dial:`` is a call whose caller is on the line already; transfers reach the
 fake too, and ``transfer_answer`` says how the destination answers.
@@ -35,7 +35,7 @@ from ringflow.contract.dial import (
     PrepareResult,
     TransferRequest,
 )
-from ringflow.livekit_fake import FakeLiveKit
+from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.workflows.client import CallHandle
 
 SIM_TRUNK = "ST_simulated"
@@ -69,7 +69,7 @@ class LineSlot:
         return await self.current.transfer(req, retry)
 
 
-LINES = LineSlot()  # the worker of ``ringflow.simulate.environment`` dials through it
+LINES = LineSlot()  # the worker of ``ringflow.simulation.simulator.environment`` dials through it
 
 
 class ScriptDial(BaseModel):

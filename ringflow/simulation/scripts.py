@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ringflow.activities.netguard import allowed_networks
 from ringflow.callflow.errors import did_you_mean
 from ringflow.callflow.loader import parse_text
-from ringflow.sim_device import ScriptDevice
-from ringflow.sim_jobs import ScriptJob
-from ringflow.sim_phone import ScriptDial
+from ringflow.simulation.device import ScriptDevice
+from ringflow.simulation.jobs import ScriptJob
+from ringflow.simulation.phone import ScriptDial
 
 
 class ScriptTurn(BaseModel):
@@ -71,8 +71,8 @@ class Script(BaseModel):
     extract: dict[str, dict[str, Any]] = {}
     # how long the extraction LLM takes to answer for a node (a gate or prompt then waits)
     extract_delay_s: dict[str, float] = {}
-    device: ScriptDevice | None = None  # the caller's device and its tools (ringflow/sim_device.py)
-    jobs: dict[str, ScriptJob] = {}  # background jobs' simulated timeline (ringflow/sim_jobs.py)
+    device: ScriptDevice | None = None  # the caller's device and its tools (ringflow/simulation/device.py)
+    jobs: dict[str, ScriptJob] = {}  # background jobs' simulated timeline (ringflow/simulation/jobs.py)
     # private addresses and networks the flow's HTTP entries may reach in this simulation,
     # and no others: a worker refuses them all unless RINGFLOW_HTTP_ALLOW_PRIVATE=1
     allow_private: list[str] = []

@@ -53,3 +53,22 @@ def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
             gc.collect()
 
     return asyncio.run(guarded())
+
+
+def require_simulator(command: str) -> None:
+    """Exit 2 with one clear line where ``ringflow.simulation`` is not installed: the worker
+    and agent images leave it out (``.dockerignore``), so ``command`` cannot run there."""
+    import importlib
+
+    import typer
+
+    try:
+        importlib.import_module("ringflow.simulation")  # light: its names load on first use
+    except ImportError:
+        typer.echo(
+            f"error: {command} needs the simulator (ringflow.simulation), which this install "
+            "leaves out (the worker and agent images do); run it where Ringflow is installed "
+            "from source or from the wheel",
+            err=True,
+        )
+        raise typer.Exit(2) from None

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.loader import load_flow
-from ringflow.cli_run import run_async
+from ringflow.cli.run import run_async
 from ringflow.cli_temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
 from ringflow.contract.dial import Dial
 from ringflow.logs import configure_logging

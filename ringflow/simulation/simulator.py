@@ -44,23 +44,24 @@ from ringflow.activities.handler_run import parse_flow_dirs
 from ringflow.activities.http_tool import PRIVATE_ALLOWED
 from ringflow.activities.netguard import allowed_networks
 from ringflow.activities.telephony import Telephony
-from ringflow.agent_server import real_llm_of, shared_openai_client
 from ringflow.agents.amd import report_verdict
 from ringflow.agents.dtmf import KeyCollector
-from ringflow.agents.kill_points import Killed, installer
+from ringflow.agents.hooks import RefusedHook
 from ringflow.agents.livekit_api import call_id_for_room
-from ringflow.agents.local_dispatch import LOCAL
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.loader import load_flow
 from ringflow.contract.updates import Snapshot
 from ringflow.devstack import DevStack, free_port
-from ringflow.scripted_llm import LANE_HEADER, ScriptedLLM
-from ringflow.scripts import ScriptError, check, kill_turn_problem, load_script
+from ringflow.servers.agent import real_llm_of, shared_openai_client
 from ringflow.settings import Settings, get_settings
-from ringflow.sim_device import ScriptedDeviceLink
-from ringflow.sim_jobs import ScriptedJobs, after_turn
-from ringflow.sim_phone import LINES, PhoneLine, answered, inbound_room, phone_line
+from ringflow.simulation.device import ScriptedDeviceLink
+from ringflow.simulation.jobs import ScriptedJobs, after_turn
+from ringflow.simulation.kill_points import Killed, kill_hooks
+from ringflow.simulation.local_dispatch import LOCAL
+from ringflow.simulation.phone import LINES, PhoneLine, answered, inbound_room, phone_line
+from ringflow.simulation.scripted_llm import LANE_HEADER, ScriptedLLM
+from ringflow.simulation.scripts import ScriptError, check, kill_turn_problem, load_script
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import CallHandle, start_call, workflow_id
 from ringflow.workflows.worker import build_worker
@@ -228,7 +229,7 @@ async def run_script(
     ``resume="dispatch"`` waits, after a kill, for the workflow to notice the silent agent
     and dispatch a new one (through the local dispatcher), as in production; ``"attach"``
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
-    with ``dial:`` is placed as a phone call first (``ringflow/sim_phone.py``)."""
+    with ``dial:`` is placed as a phone call first (``ringflow/simulation/phone.py``)."""
     script, flow_path = load_script(path)
     if (problem := kill_turn_problem(script, kill_at)) is not None:
         raise ScriptError(f"{path}: {problem}")
@@ -240,7 +241,7 @@ async def run_script(
     PRIVATE_ALLOWED[call_id] = allowed_networks(script.allow_private)
     try:
         async with phone_line(script.dial, script.transfer_answer, client) as line:
-            jobs.open()  # the script's jobs: see ringflow/sim_jobs.py
+            jobs.open()  # the script's jobs: see ringflow/simulation/jobs.py
             result = await _run_script(
                 path,
                 script,
@@ -281,20 +282,15 @@ def _refusal(what: str, arguments: dict[str, Any] | None, why: Any, node: str | 
     return {"what": what, "arguments": arguments, "why": str(why), "node": node}
 
 
-def _recording(ctrl: Any, refused: list[dict[str, Any]]) -> None:
-    """Note each function call the agent refuses (the LLM is told why, the script's author
-    should be too): the controller's own answer, wrapped where the agent's tools call it."""
-    inner = ctrl.on_tool_call
+def _recorder(refused: list[dict[str, Any]]) -> RefusedHook:
+    """The agent's ``on_refused`` hook: each function call the agent refuses is noted (the
+    LLM is told why, the script's author should be too)."""
 
-    async def on_tool_call(name: str, args: dict[str, Any]) -> Any:
-        node = ctrl.node
-        out = await inner(name, args)
-        if out.error:
-            why = out.result.get("error", out.result) if isinstance(out.result, dict) else out.result
-            refused.append(_refusal(name, dict(args), why, node))
-        return out
+    def on_refused(name: str, args: dict[str, Any], result: Any, node: str | None) -> None:
+        why = result.get("error", result) if isinstance(result, dict) else result
+        refused.append(_refusal(name, args, why, node))
 
-    ctrl.on_tool_call = on_tool_call
+    return on_refused
 
 
 def _not_offered(lane: Any) -> list[dict[str, Any]]:
@@ -395,14 +391,13 @@ async def _run_script(
             agent_id,
             greet=greet,
             session_factory=session_factory,
-            instrument=installer(killer),
+            hooks=kill_hooks(killer, on_refused=_recorder(refused)),
             idle_from_session=False,
             own_max_duration=False,
             answer_pending=False,  # the simulator replays the killed turn
             heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0,
             warn_unleased=False,  # the simulator starts each agent once the one before is dead
         )
-        _recording(run.controller, refused)
         if device is not None:
             await device.join(run.controller)
         return run

@@ -54,7 +54,7 @@ def validate(
         try:
             report = validate_file(path)
             if mcp and report.definition is not None and report.definition.flow.mcp_servers:
-                from ringflow.mcp_check import check_servers
+                from ringflow.cli.mcp_check import check_servers
 
                 report.errors.extend(asyncio.run(check_servers(report.definition)))
         except FileNotFoundError as exc:

@@ -1,6 +1,6 @@
 """``ringflow campaign simulate`` and ``bench/campaign.py``: a campaign through the real
 workflows (CampaignWorkflow, a child CallWorkflow per attempt, the dial activities and the
-LiveKit telephony code), with the LiveKit fake (``ringflow/livekit_fake.py``) answering each
+LiveKit telephony code), with the LiveKit fake (``ringflow/simulation/livekit_fake.py``) answering each
 number as a seeded draw says, and a scripted callee: each answered call gets the flow's
 greeting and a short reply, then ends as a human hang-up, or as voicemail.
 
@@ -33,9 +33,9 @@ from ringflow.callflow.model import FlowDefinition
 from ringflow.campaigns import start_campaign
 from ringflow.contract.events import Turn, TurnsEvent
 from ringflow.devstack import DevStack, free_port
-from ringflow.livekit_fake import FakeLiveKit
-from ringflow.scripted_llm import ScriptedLLM
 from ringflow.settings import Settings
+from ringflow.simulation.livekit_fake import FakeLiveKit
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.temporal_setup import connect, register_search_attributes
 from ringflow.workflows.campaign_messages import CampaignInput
 from ringflow.workflows.client import CallHandle

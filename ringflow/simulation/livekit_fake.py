@@ -30,7 +30,7 @@ it reproduces, taken from the SDK (``livekit/api/twirp_client.py``, ``_service.p
   which is why callers that must not resurrect a finished call check the room first.
 
 SIP (dialing, transfers, inbound trunks, dispatch rules) and signed webhooks live in
-``ringflow/livekit_fake_sip.py``; room and participant changes made through the API or the
+``ringflow/simulation/livekit_fake_sip.py``; room and participant changes made through the API or the
 test controls below emit the webhooks the server would.
 
 Not modelled: media, region failover (``/settings/regions``: the SDK only
@@ -54,8 +54,8 @@ from livekit.protocol import agent_dispatch as proto_dispatch
 from livekit.protocol import models as proto_models
 from livekit.protocol import room as proto_room
 
-from ringflow.livekit_fake_sip import SipFake
-from ringflow.livekit_fake_types import (
+from ringflow.simulation.livekit_fake_sip import SipFake
+from ringflow.simulation.livekit_fake_types import (
     JSON,
     PROTOBUF,
     STATUS_CODE,

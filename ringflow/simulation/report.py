@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ringflow.simulate import SimulationResult
+from ringflow.simulation.simulator import SimulationResult
 
 
 def text_report(r: SimulationResult, show_command: str | None = None) -> list[str]:

@@ -1,4 +1,4 @@
-"""The SIP service of the LiveKit fake (``ringflow/livekit_fake.py``).
+"""The SIP service of the LiveKit fake (``ringflow/simulation/livekit_fake.py``).
 
 Split from the fake's core so each reads in one sitting; :class:`FakeLiveKit` mixes this in.
 What it reproduces, from livekit-api (``sip_service.py``, ``twirp_client.py``,
@@ -20,7 +20,7 @@ What it reproduces, from livekit-api (``sip_service.py``, ``twirp_client.py``,
   transfer removes the SIP participant from the room (the call left LiveKit).
 * **Inbound trunks and dispatch rules**: create, list (with the id and number filters),
   update (``replace`` or field ``update``), delete; ids ``ST_...`` / ``SDR_...``.
-* **Webhooks** (signed as the server signs them): ``ringflow/livekit_fake_webhooks.py``.
+* **Webhooks** (signed as the server signs them): ``ringflow/simulation/livekit_fake_webhooks.py``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from livekit.protocol import models as proto_models
 from livekit.protocol import room as proto_room
 from livekit.protocol import sip as proto_sip
 
-from ringflow.livekit_fake_webhooks import WebhookFake
+from ringflow.simulation.livekit_fake_webhooks import WebhookFake
 
 # answer -> (SIP code, reason phrase, Twirp code the server derives from it); None: answered
 ANSWERS: dict[str, tuple[int, str, str] | None] = {

@@ -19,11 +19,11 @@ from ringflow.activities import search_attributes as attrs
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.inputs import resolve_variables
 from ringflow.callflow.loader import load_flow
-from ringflow.cli_run import run_async
+from ringflow.cli.live_transcript import held_turns
+from ringflow.cli.run import require_simulator, run_async
 from ringflow.cli_temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
 from ringflow.contract.call import CALL_WORKFLOW_PREFIX, CallView
 from ringflow.contract.records import CallRecord
-from ringflow.live_transcript import held_turns
 from ringflow.logs import configure_logging
 from ringflow.settings import get_settings
 from ringflow.workflows.client import CallHandle, workflow_id
@@ -201,7 +201,7 @@ def show(
     if isinstance(call, CallView) and call.rejected:
         typer.echo(f"{'rejected':<12} {len(call.rejected)} event(s); last: {call.rejected[-1].reason}")
     typer.echo("transcript:")
-    for t in transcript:  # held: still in the agent's outbox (ringflow/live_transcript.py)
+    for t in transcript:  # held: still in the agent's outbox (ringflow/cli/live_transcript.py)
         held = " (held by the agent)" if t.get("held") else ""
         typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}{held}")
 
@@ -248,7 +248,7 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
 
 def agent() -> None:
     """Run the LiveKit agent worker (headless start mode, explicit dispatch by agent name)."""
-    from ringflow.agent_server import run
+    from ringflow.servers.agent import run
 
     run()
 
@@ -257,8 +257,8 @@ def worker() -> None:
     """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics.
 
     SIGTERM and SIGINT shut it down gracefully (see ``run_worker_forever``)."""
+    from ringflow.servers.worker import call_services, serve
     from ringflow.webhook_relay import relay_problem
-    from ringflow.worker_main import call_services, serve
 
     settings = get_settings()
     require_keys(settings)
@@ -288,9 +288,10 @@ def simulate(
     """Run conversation scripts as real calls, without audio; exit 1 if an expectation fails."""
     import logging
 
-    from ringflow.scripts import ScriptError, is_flow_file, kill_turn_problem, load_script
-    from ringflow.sim_report import text_report
-    from ringflow.simulate import simulate as run
+    require_simulator("ringflow call simulate")
+    from ringflow.simulation.report import text_report
+    from ringflow.simulation.scripts import ScriptError, is_flow_file, kill_turn_problem, load_script
+    from ringflow.simulation.simulator import simulate as run
 
     if real_llm and not get_settings().openai_api_key:
         raise fail("--real-llm needs OPENAI_API_KEY", 2)

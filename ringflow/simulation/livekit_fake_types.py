@@ -1,5 +1,5 @@
 """The LiveKit fake's protocol types: Twirp errors and codes, and the records it keeps
-(rooms, dispatches, logged requests). Split from ``ringflow/livekit_fake.py``."""
+(rooms, dispatches, logged requests). Split from ``ringflow/simulation/livekit_fake.py``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,5 @@
+"""``python -m ringflow.cli``: the ``ringflow`` command."""
+
+from ringflow.cli import main
+
+main()

@@ -1,0 +1,71 @@
+"""``ringflow`` starts without importing the stack it does not need (issue 24 §5).
+
+Timing belongs to ``bench/cli.py``; here the promise behind it is checked: ``--help`` lists
+every command without importing one (no Temporal SDK, no LiveKit, no pydantic models), and
+``flow validate`` loads the flow model but nothing of Temporal's or LiveKit's. Each runs in
+a fresh interpreter, which reports the modules it ended with.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ringflow.cli import COMMANDS, load
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = """
+import json, sys
+sys.argv = ["ringflow", *sys.argv[1:]]
+from ringflow.cli import main
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+else:
+    code = 0
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+NEVER = ("temporalio", "livekit", "workflows", "activities", "agents", "ringflow.simulation", "openai")
+
+
+def modules_after(*args: str) -> tuple[int, str, set[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", REPORT, *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    return report["code"], proc.stdout, set(report["modules"])
+
+
+def loaded(modules: set[str], roots: tuple[str, ...]) -> set[str]:
+    return {m for m in modules if any(m == r or m.startswith(r + ".") for r in roots)}
+
+
+def test_help_lists_every_command_and_imports_none() -> None:
+    code, out, modules = modules_after("--help")
+    assert code == 0
+    assert all(name in out for name in COMMANDS), out
+    heavy = loaded(modules, (*NEVER, "pydantic", "callflow.loader", "ringflow.cli.call"))
+    assert not heavy, heavy
+
+
+def test_flow_validate_imports_nothing_of_temporal_or_livekit() -> None:
+    code, out, modules = modules_after("flow", "validate", "examples/flows/appointment_reminder/flow.yaml")
+    assert code == 0, out
+    assert "callflow.loader" in modules  # it did validate
+    assert not loaded(modules, NEVER), loaded(modules, NEVER)
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_the_listing_says_what_each_command_says(name: str) -> None:
+    """The help ``--help`` shows without importing a command is that command's own."""
+    real = load(name)
+    assert real.name == name
+    listed = COMMANDS[name].help
+    assert real.get_short_help_str(limit=1000) == listed, (
+        f"{name}: update COMMANDS in ringflow/cli/__init__.py"
+    )
