@@ -21,12 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ringflow.agents.controller import FlowController
+from ringflow.agents.outbox import Outbox
 
-PointHook = Callable[["FlowController", str], None]
+
+class Hooked(Protocol):
+    """What a hook may touch of the agent it runs in (``agents/controller.FlowController``,
+    which calls the hooks: a Protocol, so the import runs one way): a kill marks it dead and
+    abandons its outbox, as a crashed process would."""
+
+    dead: bool
+    outbox: Outbox
+
+
+PointHook = Callable[[Hooked, str], None]
 RefusedHook = Callable[[str, dict[str, Any], Any, "str | None"], None]
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ringflow.agents.controller import AgentStopped, FlowController
-from ringflow.agents.hooks import AgentHooks, RefusedHook
+from ringflow.agents.controller import AgentStopped
+from ringflow.agents.hooks import AgentHooks, Hooked, RefusedHook
 
 
 class Killed(AgentStopped):
@@ -23,7 +23,7 @@ def kill_hooks(hook: Callable[[str], None], on_refused: RefusedHook | None = Non
     """For ``attach_agent(hooks=...)``: ``hook`` runs at each of the controller's points; one
     that raises :class:`Killed` marks the controller dead and abandons its outbox first."""
 
-    def at_point(controller: FlowController, name: str) -> None:
+    def at_point(controller: Hooked, name: str) -> None:
         try:
             hook(name)
         except Killed:
