@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateS
 from ringflow.contract.call import CallView
 from ringflow.contract.events import EventBatch, Heartbeat, Turn, TurnsEvent
 from ringflow.contract.updates import CallFunctionResult
+from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.workflows.inbox import MAX_AHEAD
 from tests.support.hostile import task_failures
 from tests.support.wfkit import Agent, req, running_worker, start, wait_state
@@ -27,6 +28,15 @@ def reasons(state: CallView) -> str:
 
 def superseded(exc: pytest.ExceptionInfo[WorkflowUpdateFailedError]) -> bool:
     return getattr(exc.value.cause, "type", None) == "AgentSuperseded"
+
+
+@pytest.fixture
+def extractor_llm(llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> ScriptedLLM:
+    """The test's own scripted endpoint, as the worker's extraction LLM."""
+    monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("RINGFLOW_LLM_MODEL", "scripted-extractor")
+    return llm
 
 
 async def test_a_replaced_agent_moves_nothing_and_the_current_agents_turns_all_land(
@@ -188,4 +198,34 @@ async def test_an_update_whose_agent_is_replaced_while_it_waits_is_refused_not_r
         st = await wait_state(call, lambda s: s.turns == 2, what="B's turns")
         assert st.node == "verify" and st.path == ["verify"]  # wants_human never ran
         assert "update 'call_function' from agent epoch 1 refused" in reasons(st)
+        assert await task_failures(call) == []
+
+
+async def test_a_replaced_agents_values_request_is_refused_and_the_current_agents_answered(
+    extractor_llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """``values`` was the one update without the agent's epoch: a replaced agent still got
+    the extraction's result (and went on acting on it). Now it is refused like the others
+    (``AgentSuperseded``, recorded), and the current agent's is answered."""
+    extractor_llm.lane().set_extract("verify", {"confirmed_identity": True})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        snap_a = await call.attach("agent-a")
+        a = Agent(call, epoch=snap_a.epoch, seq=snap_a.next_seq - 1)
+        await a.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Yes, speaking."))
+        await a.transition("verify", "confirmed")  # leaving verify starts its extraction
+        await wait_state(call, lambda s: s.node == "offer", what="A's transition")
+
+        snap_b = await call.attach("agent-b")
+        assert snap_b.state.extracting  # B takes up the running extraction
+        b = Agent(call, epoch=snap_b.epoch, seq=snap_b.next_seq - 1)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await a.collect("verify#1")
+        assert superseded(refused)
+
+        answer = await b.collect("verify#1")
+        assert answer.values == {"confirmed_identity": True} and answer.error is None
+        st = await wait_state(call, lambda s: s.extracted == answer.values, what="B applied the values")
+        assert "update 'values' from agent epoch 1 refused: the call's agent is epoch 2" in reasons(st)
+        assert st.agent_id == "agent-b" and st.epoch == 2
         assert await task_failures(call) == []
