@@ -8,15 +8,19 @@ refusal is seen on its own; ``tests/test_agent_race.py`` races two real agents."
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
 
+from ringflow.agents.controller import superseded as agent_superseded
+from ringflow.agents.values import WAIT_S, Values
 from ringflow.contract.call import CallView
 from ringflow.contract.events import EventBatch, Heartbeat, Turn, TurnsEvent
-from ringflow.contract.updates import CallFunctionResult
+from ringflow.contract.updates import CallFunctionResult, ValuesAnswer
 from ringflow.simulation.scripted_llm import ScriptedLLM
+from ringflow.workflows.client import CallHandle
 from ringflow.workflows.inbox import MAX_AHEAD
 from tests.support.hostile import task_failures
 from tests.support.wfkit import Agent, req, running_worker, start, wait_state
@@ -228,4 +232,48 @@ async def test_a_replaced_agents_values_request_is_refused_and_the_current_agent
         st = await wait_state(call, lambda s: s.extracted == answer.values, what="B applied the values")
         assert "update 'values' from agent epoch 1 refused: the call's agent is epoch 2" in reasons(st)
         assert st.agent_id == "agent-b" and st.epoch == 2
+        assert await task_failures(call) == []
+
+
+class ReplacedAgent:
+    """What collecting values (``agents/values.Values``) uses of the controller, for an
+    agent of an older epoch: the controller's own reading of a refusal, which stops it."""
+
+    class Outbox:
+        def kick(self) -> None:
+            pass
+
+    def __init__(self, call: CallHandle, epoch: int, seq: int) -> None:
+        self.call, self.epoch, self.seq = call, epoch, seq
+        self.dead = False
+        self.outbox = self.Outbox()
+        self.applied: list[ValuesAnswer] = []
+
+    def refused(self, exc: BaseException) -> bool:
+        if agent_superseded(exc):
+            self.dead = True
+            return True
+        return False
+
+    async def apply_extraction(self, answer: ValuesAnswer) -> None:
+        self.applied.append(answer)
+
+
+async def test_a_replaced_agent_collecting_values_stops_on_the_refusal(
+    extractor_llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """The agent's side: its ``values`` request names its epoch, and the refusal stops it
+    at once (no retrying until ``WAIT_S``, no fallback applied to its engine)."""
+    extractor_llm.lane().set_extract("verify", {"confirmed_identity": True})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        snap_a = await call.attach("agent-a")
+        a = Agent(call, epoch=snap_a.epoch, seq=snap_a.next_seq - 1)
+        await a.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Yes, speaking."))
+        await a.transition("verify", "confirmed")
+        await call.attach("agent-b")
+        ctrl = ReplacedAgent(call, snap_a.epoch, a.seq)
+        await asyncio.wait_for(Values(ctrl).collect("verify#1", ctrl.seq), timeout=WAIT_S / 3)  # type: ignore[arg-type]
+        assert ctrl.dead and ctrl.applied == []
+        assert "update 'values' from agent epoch 1 refused" in reasons(await call.state())
         assert await task_failures(call) == []
