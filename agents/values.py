@@ -38,7 +38,9 @@ class ValuesUser(Protocol):
     seq: int
     outbox: Outbox
     dead: bool
+    epoch: int | None  # this attach's epoch, sent with every update
 
+    def refused(self, exc: BaseException) -> bool: ...
     async def apply_extraction(self, answer: ValuesAnswer) -> None: ...
 
 
@@ -92,8 +94,10 @@ class Values:
         ctrl.outbox.kick()  # the update waits for the event that started the extraction
         while not ctrl.dead:
             try:
-                return await ctrl.call.values(xid, after_seq=after_seq)
+                return await ctrl.call.values(xid, after_seq=after_seq, epoch=ctrl.epoch)
             except (WorkflowUpdateFailedError, RPCError) as exc:
+                if ctrl.refused(exc):  # a newer agent has the call: this one stops
+                    return None
                 if loop.time() + delay > deadline:
                     log.warning("extraction %s: %s", extraction_node(xid), type(exc).__name__)
                     return ValuesAnswer(id=xid, node=extraction_node(xid), error=UNREACHABLE)

@@ -337,6 +337,7 @@ class CallWorkflow:
         (``CallDriver.extract``): answered once it is known, or after
         ``EXTRACTION_TIMEOUT_S`` with an error, the fallback both sides then take."""
         req = self.request("values", raw, ValuesRequest)
+        refuse_update(self.d, "values", req.epoch)
         await self.d.caught_up(req.after_seq)
         try:
             await workflow.wait_condition(
@@ -344,10 +345,12 @@ class CallWorkflow:
                 timeout=timedelta(seconds=EXTRACTION_TIMEOUT_S + 5),
             )
         except TimeoutError:
+            refuse_update(self.d, "values", req.epoch)  # replaced while it waited
             xid = req.id
             return ValuesAnswer(
                 id=xid, node=extraction_node(xid), error="the extraction did not finish in time"
             )
+        refuse_update(self.d, "values", req.epoch)  # replaced while it waited
         answer = self.d.values_for(req.id)
         assert answer is not None
         return answer

@@ -234,9 +234,10 @@ class CallHandle:
         epoch: int = await self.handle.query("agent_epoch", result_type=int)
         return epoch
 
-    async def values(self, extraction_id: str, *, after_seq: int) -> ValuesAnswer:
-        """A running extraction's result once it is known (``CallWorkflow.values``)."""
-        req = ValuesRequest(id=extraction_id, after_seq=after_seq)
+    async def values(self, extraction_id: str, *, after_seq: int, epoch: int | None = None) -> ValuesAnswer:
+        """A running extraction's result once it is known (``CallWorkflow.values``); refused
+        with ``AgentSuperseded`` once the agent of ``epoch`` was replaced."""
+        req = ValuesRequest(id=extraction_id, after_seq=after_seq, epoch=epoch)
         return await self.handle.execute_update("values", req, result_type=ValuesAnswer)
 
     async def state(self) -> CallView:

@@ -114,10 +114,12 @@ EXTRACTION_TIMEOUT_S = 20.0
 
 class ValuesRequest(Message):
     """The agent asks for a running extraction's result (``values``): answered once it is
-    known, or with an error once ``EXTRACTION_TIMEOUT_S`` has passed."""
+    known, or with an error once ``EXTRACTION_TIMEOUT_S`` has passed; refused once the
+    agent of ``epoch`` was replaced (``workflows/epochs.py``)."""
 
     id: str = Field(min_length=1, max_length=MAX_NAME_CHARS + 12)
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)  # the event that started it is applied first
+    epoch: AgentEpoch | None = None
 
 
 class ValuesAnswer(Answer):

@@ -196,12 +196,14 @@ class Agent:
     async def collect(self, extraction_id: str) -> ValuesAnswer:
         """What the real agent does for each running extraction (``agents/values.py``): ask
         the workflow for its result and report, in order, that it was applied here."""
-        answer = await self.call.values(extraction_id, after_seq=self.seq)
+        answer = await self.call.values(extraction_id, after_seq=self.seq, epoch=self.epoch)
         if not answer.gone:
             eid, seq = self.next()
             data = {"id": answer.id, "values": answer.values, "error": answer.error}
             await self.call.event(
-                CallEvent(event_id=eid, seq=seq, kind="extracted", data=data, at=time.time())
+                CallEvent(
+                    event_id=eid, seq=seq, kind="extracted", data=data, at=time.time(), epoch=self.epoch
+                )
             )
         return answer
 

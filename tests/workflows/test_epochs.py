@@ -8,14 +8,19 @@ refusal is seen on its own; ``tests/test_agent_race.py`` races two real agents."
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
 
+from ringflow.agents.controller import superseded as agent_superseded
+from ringflow.agents.values import WAIT_S, Values
 from ringflow.contract.call import CallView
 from ringflow.contract.events import EventBatch, Heartbeat, Turn, TurnsEvent
-from ringflow.contract.updates import CallFunctionResult
+from ringflow.contract.updates import CallFunctionResult, ValuesAnswer
+from ringflow.simulation.scripted_llm import ScriptedLLM
+from ringflow.workflows.client import CallHandle
 from ringflow.workflows.inbox import MAX_AHEAD
 from tests.support.hostile import task_failures
 from tests.support.wfkit import Agent, req, running_worker, start, wait_state
@@ -27,6 +32,15 @@ def reasons(state: CallView) -> str:
 
 def superseded(exc: pytest.ExceptionInfo[WorkflowUpdateFailedError]) -> bool:
     return getattr(exc.value.cause, "type", None) == "AgentSuperseded"
+
+
+@pytest.fixture
+def extractor_llm(llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> ScriptedLLM:
+    """The test's own scripted endpoint, as the worker's extraction LLM."""
+    monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("RINGFLOW_LLM_MODEL", "scripted-extractor")
+    return llm
 
 
 async def test_a_replaced_agent_moves_nothing_and_the_current_agents_turns_all_land(
@@ -188,4 +202,78 @@ async def test_an_update_whose_agent_is_replaced_while_it_waits_is_refused_not_r
         st = await wait_state(call, lambda s: s.turns == 2, what="B's turns")
         assert st.node == "verify" and st.path == ["verify"]  # wants_human never ran
         assert "update 'call_function' from agent epoch 1 refused" in reasons(st)
+        assert await task_failures(call) == []
+
+
+async def test_a_replaced_agents_values_request_is_refused_and_the_current_agents_answered(
+    extractor_llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """``values`` was the one update without the agent's epoch: a replaced agent still got
+    the extraction's result (and went on acting on it). Now it is refused like the others
+    (``AgentSuperseded``, recorded), and the current agent's is answered."""
+    extractor_llm.lane().set_extract("verify", {"confirmed_identity": True})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        snap_a = await call.attach("agent-a")
+        a = Agent(call, epoch=snap_a.epoch, seq=snap_a.next_seq - 1)
+        await a.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Yes, speaking."))
+        await a.transition("verify", "confirmed")  # leaving verify starts its extraction
+        await wait_state(call, lambda s: s.node == "offer", what="A's transition")
+
+        snap_b = await call.attach("agent-b")
+        assert snap_b.state.extracting  # B takes up the running extraction
+        b = Agent(call, epoch=snap_b.epoch, seq=snap_b.next_seq - 1)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await a.collect("verify#1")
+        assert superseded(refused)
+
+        answer = await b.collect("verify#1")
+        assert answer.values == {"confirmed_identity": True} and answer.error is None
+        st = await wait_state(call, lambda s: s.extracted == answer.values, what="B applied the values")
+        assert "update 'values' from agent epoch 1 refused: the call's agent is epoch 2" in reasons(st)
+        assert st.agent_id == "agent-b" and st.epoch == 2
+        assert await task_failures(call) == []
+
+
+class ReplacedAgent:
+    """What collecting values (``agents/values.Values``) uses of the controller, for an
+    agent of an older epoch: the controller's own reading of a refusal, which stops it."""
+
+    class Outbox:
+        def kick(self) -> None:
+            pass
+
+    def __init__(self, call: CallHandle, epoch: int, seq: int) -> None:
+        self.call, self.epoch, self.seq = call, epoch, seq
+        self.dead = False
+        self.outbox = self.Outbox()
+        self.applied: list[ValuesAnswer] = []
+
+    def refused(self, exc: BaseException) -> bool:
+        if agent_superseded(exc):
+            self.dead = True
+            return True
+        return False
+
+    async def apply_extraction(self, answer: ValuesAnswer) -> None:
+        self.applied.append(answer)
+
+
+async def test_a_replaced_agent_collecting_values_stops_on_the_refusal(
+    extractor_llm: ScriptedLLM, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """The agent's side: its ``values`` request names its epoch, and the refusal stops it
+    at once (no retrying until ``WAIT_S``, no fallback applied to its engine)."""
+    extractor_llm.lane().set_extract("verify", {"confirmed_identity": True})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        snap_a = await call.attach("agent-a")
+        a = Agent(call, epoch=snap_a.epoch, seq=snap_a.next_seq - 1)
+        await a.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Yes, speaking."))
+        await a.transition("verify", "confirmed")
+        await call.attach("agent-b")
+        ctrl = ReplacedAgent(call, snap_a.epoch, a.seq)
+        await asyncio.wait_for(Values(ctrl).collect("verify#1", ctrl.seq), timeout=WAIT_S / 3)  # type: ignore[arg-type]
+        assert ctrl.dead and ctrl.applied == []
+        assert "update 'values' from agent epoch 1 refused" in reasons(await call.state())
         assert await task_failures(call) == []
