@@ -13,7 +13,7 @@ import csv
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -23,8 +23,10 @@ from ringflow.activities.campaign_rules import RuleError, check_timezone, normal
 from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
 from ringflow.callflow.inputs import resolve_variables, undeclared_variables
 from ringflow.callflow.model import FlowDefinition
-from ringflow.workflows.campaign import CampaignWorkflow, campaign_workflow_id
-from ringflow.workflows.campaign_messages import CampaignInput
+from ringflow.contract.ids import campaign_workflow_id
+
+if TYPE_CHECKING:
+    from ringflow.workflows.campaign_messages import CampaignInput
 
 PHONE_KEYS = ("phone", "number", "to", "phone_number")
 TZ_KEYS = ("timezone", "tz")
@@ -167,6 +169,8 @@ async def start_campaign(
     dnc: list[str] | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Store the contacts (and do-not-call numbers), then start the campaign's workflow."""
+    from ringflow.workflows.campaign import CampaignWorkflow  # only to start one: `status` loads none
+
     now = time.time()
     await asyncio.to_thread(store.add_contacts, database_url, inp.campaign_id, contacts, 0, now)
     if dnc:
@@ -189,4 +193,6 @@ async def start_campaign(
 
 
 def campaign_handle(client: Client, campaign_id: str) -> WorkflowHandle[Any, Any]:
-    return client.get_workflow_handle_for(CampaignWorkflow.run, campaign_workflow_id(campaign_id))
+    """The campaign's workflow by id, its result a dict (``CampaignWorkflow.run``'s type):
+    reading or steering a campaign loads no workflow code."""
+    return client.get_workflow_handle(campaign_workflow_id(campaign_id), result_type=dict)

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from temporalio.client import Client
-from temporalio.service import RPCError
 
-from ringflow.callflow.errors import FlowError, did_you_mean
-from ringflow.callflow.inputs import coerce_cli_value, resolve_variables
-from ringflow.callflow.model import FlowDefinition
 from ringflow.cli.run import START_TEMPORAL_HINT, run_async
-from ringflow.codec import CodecKeyError, require_keyring
-from ringflow.settings import Settings
-from ringflow.temporal_setup import connect
-from ringflow.workflows.client import start_call
+
+if TYPE_CHECKING:  # each helper imports what it uses: `call list` needs no flow model
+    from temporalio.client import Client
+
+    from ringflow.callflow.model import FlowDefinition
+    from ringflow.settings import Settings
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -30,6 +27,11 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 async def temporal_client(settings: Settings) -> Client:
+    from temporalio.service import RPCError
+
+    from ringflow.codec import CodecKeyError
+    from ringflow.temporal_setup import connect
+
     try:
         return await asyncio.wait_for(connect(settings.temporal_address, settings.temporal_namespace), 10)
     except CodecKeyError as exc:
@@ -44,6 +46,10 @@ async def temporal_client(settings: Settings) -> Client:
 def start_flow_call(settings: Any, definition: Any, **call: Any) -> str:
     """Start a call's workflow (``call start`` and ``call dial``) and give back its id,
     turning a refused flow or a refusing server into a clear error."""
+    from temporalio.service import RPCError
+
+    from ringflow.callflow.errors import FlowError
+    from ringflow.workflows.client import start_call
 
     async def go() -> str:  # the id, not the handle: a handle would keep the client alive
         client = await temporal_client(settings)
@@ -67,6 +73,9 @@ def start_flow_call(settings: Any, definition: Any, **call: Any) -> str:
 def check_vars(flow: Path, definition: FlowDefinition, variables: dict[str, Any]) -> None:
     """Before connecting: a misspelt ``--var`` would otherwise start a call whose template
     falls back silently, and a missing one would cost a round trip to learn it."""
+    from ringflow.callflow.errors import did_you_mean
+    from ringflow.callflow.inputs import resolve_variables
+
     declared = definition.flow.variables
     errors = [
         f"--var {name}: the flow declares no variable '{name}'{did_you_mean(name, declared)}"
@@ -82,6 +91,8 @@ def check_vars(flow: Path, definition: FlowDefinition, variables: dict[str, Any]
 
 def require_keys(settings: Settings) -> None:
     """Processes that write call data into Temporal refuse to do so in clear by accident."""
+    from ringflow.codec import CodecKeyError, require_keyring
+
     try:
         require_keyring(settings)
     except CodecKeyError as exc:
@@ -89,6 +100,8 @@ def require_keys(settings: Settings) -> None:
 
 
 def parse_vars(pairs: list[str]) -> dict[str, Any]:
+    from ringflow.callflow.inputs import coerce_cli_value
+
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -70,10 +70,6 @@ ROUND_S = 1.0  # a round claims about this many seconds of the pace
 MAX_BATCH = 100
 
 
-def campaign_workflow_id(campaign_id: str) -> str:
-    return f"campaign-{campaign_id}"
-
-
 def _earliest(*times: float | None) -> float | None:
     known = [t for t in times if t is not None]
     return min(known) if known else None

@@ -9,24 +9,22 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError
 
-from ringflow.activities import search_attributes as attrs
-from ringflow.callflow.errors import FlowError
-from ringflow.callflow.inputs import resolve_variables
-from ringflow.callflow.loader import load_flow
-from ringflow.cli.live_transcript import held_turns
 from ringflow.cli.run import require_simulator, run_async
 from ringflow.cli_temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
-from ringflow.contract.call import CALL_WORKFLOW_PREFIX, CallView
-from ringflow.contract.records import CallRecord
-from ringflow.logs import configure_logging
-from ringflow.settings import get_settings
-from ringflow.workflows.client import CallHandle, workflow_id
+from ringflow.contract.ids import CALL_WORKFLOW_PREFIX, call_workflow_id
+
+if TYPE_CHECKING:
+    from ringflow.contract.call import CallView
+    from ringflow.contract.records import CallRecord
+    from ringflow.workflows.client import CallHandle
+
+# Each command imports what it uses, in its body: `call list` is a visibility query and needs
+# the Temporal client and the settings, not the flow model, the call's contract or the
+# workflows' client (bench/cli.py `call_list`, tests/ringflow/test_cli_startup.py).
 
 call_app = typer.Typer(help="Start, list, inspect and hang up calls.", no_args_is_help=True)
 
@@ -42,6 +40,10 @@ def start(
     json_out: bool = typer.Option(False, "--json", help="Print the started call as JSON."),
 ) -> None:
     """Start a call of FLOW; the last line printed is the call id."""
+    from ringflow.callflow.errors import FlowError
+    from ringflow.callflow.loader import load_flow
+    from ringflow.settings import get_settings
+
     try:
         definition = load_flow(flow)
     except FileNotFoundError as exc:
@@ -71,7 +73,7 @@ def start(
             json.dumps(
                 {
                     "call_id": started,
-                    "workflow_id": workflow_id(started),
+                    "workflow_id": call_workflow_id(started),
                     "flow": definition.flow.flow,
                     "version": definition.flow.version,
                 }
@@ -79,7 +81,7 @@ def start(
         )
         return
     typer.echo(
-        f"started {definition.flow.flow} v{definition.flow.version} as workflow {workflow_id(started)}"
+        f"started {definition.flow.flow} v{definition.flow.version} as workflow {call_workflow_id(started)}"
     )
     typer.echo(started)
 
@@ -89,6 +91,8 @@ def _quote(value: str) -> str:
 
 
 def visibility_query(status: str | None, node: str | None, flow: str | None) -> str:
+    from ringflow.activities import search_attributes as attrs
+
     parts = ["WorkflowType = 'CallWorkflow'"]
     if status:
         parts.append(f"{attrs.RINGFLOW_STATUS.name} = {_quote(status)}")
@@ -110,6 +114,9 @@ def list_cmd(
     """List calls through Temporal visibility (search attributes)."""
     if status and status not in ("dialing", "live", "ended"):
         raise fail("--status must be dialing, live or ended", 2)
+    from ringflow.activities import search_attributes as attrs
+    from ringflow.settings import get_settings
+
     settings = get_settings()
     query = visibility_query(status, node, flow)
 
@@ -154,6 +161,13 @@ def show(
 ) -> None:
     """The call's state and transcript, from the workflow itself, then the turns its agent
     still holds (journaled in Redis, not yet sent to the workflow)."""
+    from temporalio.service import RPCError
+
+    from ringflow.cli.live_transcript import held_turns
+    from ringflow.contract.call import CallView
+    from ringflow.settings import get_settings
+    from ringflow.workflows.client import CallHandle
+
     settings = get_settings()
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
 
@@ -211,6 +225,8 @@ async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord,
     simulated call (its own task queue) is gone once the simulation ends. None while the
     call runs, or when it ended without a record (terminated): then the query decides.
     A record without its transcript (a long call's) points at the database for it."""
+    from temporalio.client import WorkflowExecutionStatus
+
     desc = await call.handle.describe()
     if desc.status != WorkflowExecutionStatus.COMPLETED:
         return None
@@ -232,6 +248,11 @@ async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord,
 @call_app.command()
 def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
     """End a call as if the caller hung up."""
+    from temporalio.service import RPCError
+
+    from ringflow.settings import get_settings
+    from ringflow.workflows.client import CallHandle
+
     settings = get_settings()
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
 
@@ -257,7 +278,9 @@ def worker() -> None:
     """Run a Ringflow worker (CallWorkflow and its activities) with Prometheus metrics.
 
     SIGTERM and SIGINT shut it down gracefully (see ``run_worker_forever``)."""
+    from ringflow.logs import configure_logging
     from ringflow.servers.worker import call_services, serve
+    from ringflow.settings import get_settings
     from ringflow.webhook_relay import relay_problem
 
     settings = get_settings()
@@ -289,6 +312,11 @@ def simulate(
     import logging
 
     require_simulator("ringflow call simulate")
+    from ringflow.callflow.errors import FlowError
+    from ringflow.callflow.inputs import resolve_variables
+    from ringflow.callflow.loader import load_flow
+    from ringflow.logs import configure_logging
+    from ringflow.settings import get_settings
     from ringflow.simulation.report import text_report
     from ringflow.simulation.scripts import ScriptError, is_flow_file, kill_turn_problem, load_script
     from ringflow.simulation.simulator import simulate as run

@@ -15,23 +15,18 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import ValidationError
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError
 
-from ringflow.activities import campaign_store as store
-from ringflow.activities.campaign_rules import RetryRule, RuleError, Windows, parse_retry, parse_windows
-from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
-from ringflow.campaigns import ContactsError, campaign_handle, load_contacts, load_dnc, start_campaign
 from ringflow.cli.run import require_simulator, run_async
 from ringflow.cli.sip import _load
 from ringflow.cli_temporal import fail, require_keys, temporal_client
-from ringflow.settings import Settings, get_settings
-from ringflow.workflows.campaign import campaign_workflow_id
-from ringflow.workflows.campaign_messages import CampaignInput, Limits, LimitsChange
+from ringflow.contract.ids import CAMPAIGN_WORKFLOW_PREFIX, campaign_workflow_id
+
+if TYPE_CHECKING:  # each command imports what it uses: `campaign --help` loads none of it
+    from ringflow.activities.campaign_rules import RetryRule, Windows
+    from ringflow.settings import Settings
 
 campaign_app = typer.Typer(
     help="Outbound campaigns: many calls, paced, in calling windows, retried.", no_args_is_help=True
@@ -39,6 +34,8 @@ campaign_app = typer.Typer(
 
 
 def rules(window: list[str], skip_date: list[str], retry: list[str]) -> tuple[Windows, dict[str, RetryRule]]:
+    from ringflow.activities.campaign_rules import RuleError, parse_retry, parse_windows
+
     try:
         windows = parse_windows(window, skip_date)
         retries = dict(parse_retry(r) for r in retry)
@@ -94,6 +91,13 @@ def start(
     json_out: bool = typer.Option(False, "--json", help="Print the started campaign as JSON."),
 ) -> None:
     """Store CONTACTS and start the campaign's workflow; the last line printed is its id."""
+    from pydantic import ValidationError
+    from temporalio.service import RPCError
+
+    from ringflow.campaigns import ContactsError, load_contacts, load_dnc, start_campaign
+    from ringflow.settings import get_settings
+    from ringflow.workflows.campaign_messages import CampaignInput, Limits
+
     settings = get_settings()
     require_keys(settings)
     windows, retries = rules(window, skip_date, retry)
@@ -158,6 +162,12 @@ def start(
 
 
 async def _progress(settings: Settings, campaign_id: str) -> dict[str, Any]:
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    from ringflow.activities import campaign_store as store
+    from ringflow.campaigns import campaign_handle
+
     client = await temporal_client(settings)
     handle = campaign_handle(client, campaign_id)
     try:
@@ -195,6 +205,8 @@ def status(
     """Progress: contacts by state, calls live now, attempts in the last minute, the next due time.
     With --watch it redraws in place on a terminal (one block per refresh when piped) and
     exits when the campaign ends."""
+    from ringflow.settings import get_settings
+
     settings = get_settings()
     redraw = watch and not json_out and sys.stdout.isatty()
     drawn = 0
@@ -211,6 +223,11 @@ def status(
 
 
 def _control(name: str, campaign_id: str, arg: Any = None) -> Any:
+    from temporalio.service import RPCError
+
+    from ringflow.campaigns import campaign_handle
+    from ringflow.settings import get_settings
+
     settings = get_settings()
 
     async def go() -> Any:
@@ -227,7 +244,7 @@ def _control(name: str, campaign_id: str, arg: Any = None) -> Any:
 
 
 def _say(json_out: bool, campaign_id: str, result: Any) -> None:
-    if isinstance(result, Limits):
+    if hasattr(result, "model_dump"):  # Limits
         result = result.model_dump()
     typer.echo(
         json.dumps({"campaign_id": campaign_id, "result": result}) if json_out else f"{campaign_id}: {result}"
@@ -264,6 +281,10 @@ def limits(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Change a running campaign's limits."""
+    from pydantic import ValidationError
+
+    from ringflow.workflows.campaign_messages import LimitsChange
+
     try:
         change = LimitsChange(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts)
     except ValidationError as exc:
@@ -278,6 +299,9 @@ def list_campaigns(
     json_out: bool = typer.Option(False, "--json"), limit: int = typer.Option(50, "--limit")
 ) -> None:
     """Campaigns known to Temporal, newest first."""
+    from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
+    from ringflow.settings import get_settings
+
     settings = get_settings()
 
     async def go() -> list[dict[str, Any]]:
@@ -287,7 +311,7 @@ def list_campaigns(
             attrs = wf.typed_search_attributes
             out.append(
                 {
-                    "campaign_id": wf.id.removeprefix("campaign-"),
+                    "campaign_id": wf.id.removeprefix(CAMPAIGN_WORKFLOW_PREFIX),
                     "status": attrs.get(RINGFLOW_STATUS),
                     "flow": attrs.get(RINGFLOW_FLOW),
                     "workflow": wf.status.name if wf.status else None,
@@ -311,6 +335,9 @@ def report(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """One row per contact: attempts, final state and outcome, disposition, extracted variables."""
+    from ringflow.activities import campaign_store as store
+    from ringflow.settings import get_settings
+
     rows = store.report(get_settings().database_url, campaign_id)
     if not rows:
         raise fail(f"no contacts for campaign '{campaign_id}'")
@@ -363,7 +390,13 @@ def simulate(
 ) -> None:
     """Run a campaign through the real workflows against the LiveKit fake; print what happened."""
     require_simulator("ringflow campaign simulate")
+    from pydantic import ValidationError
+
+    from ringflow.activities.campaign_rules import RuleError
+    from ringflow.campaigns import ContactsError, load_contacts
+    from ringflow.settings import get_settings
     from ringflow.simulation.campaign import parse_answers, simulate_campaign
+    from ringflow.workflows.campaign_messages import CampaignInput, Limits
 
     settings = get_settings()
     windows, retries = rules(window, [], retry)

@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import ValidationError
 
-from ringflow.callflow.errors import FlowError
-from ringflow.callflow.loader import load_flow
 from ringflow.cli.run import run_async
 from ringflow.cli_temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
-from ringflow.contract.dial import Dial
-from ringflow.logs import configure_logging
-from ringflow.settings import get_settings
-from ringflow.workflows.client import workflow_id
+from ringflow.contract.ids import call_workflow_id
+
+# Each command imports what it uses (the flow model, pydantic, the settings): `ringflow call`
+# mounts `dial` from here, and `call list` should not pay for it.
 
 OPTION = {
     "to": "--to",
@@ -48,6 +45,11 @@ def dial(
 ) -> None:
     """Place a phone call running FLOW: the workflow creates the room, dispatches the agent and
     dials through LiveKit SIP; the last line printed is the call id."""
+    from pydantic import ValidationError
+
+    from ringflow.contract.dial import Dial
+    from ringflow.settings import get_settings
+
     settings = get_settings()
     require_keys(settings)  # the call's number and variables go into Temporal
     try:
@@ -75,7 +77,7 @@ def dial(
             json.dumps(
                 {
                     "call_id": started,
-                    "workflow_id": workflow_id(started),
+                    "workflow_id": call_workflow_id(started),
                     "flow": definition.flow.flow,
                     "to": target.to,
                     "room": started,
@@ -85,12 +87,15 @@ def dial(
         return
     typer.echo(
         f"dialing {target.to} for {definition.flow.flow} v{definition.flow.version} as workflow "
-        f"{workflow_id(started)}"
+        f"{call_workflow_id(started)}"
     )
     typer.echo(started)
 
 
 def _load(flow: Path) -> Any:
+    from ringflow.callflow.errors import FlowError
+    from ringflow.callflow.loader import load_flow
+
     try:
         return load_flow(flow)
     except FileNotFoundError as exc:
@@ -108,6 +113,8 @@ def webhooks(
     """Receive LiveKit's webhooks (POST /livekit/webhook) and relay them to the calls' workflows:
     a lost agent is replaced at once, a caller who hangs up ends the call."""
     from ringflow.agents.webhooks import WEBHOOK_PATH
+    from ringflow.logs import configure_logging
+    from ringflow.settings import get_settings
     from ringflow.webhook_relay import start_relay
 
     settings = get_settings()
@@ -174,6 +181,8 @@ def setup(
         _load(Path(flow))  # a flow with errors is refused here, not at the first call
     else:
         typer.echo(f"note: {flow} is not here; the agent must find it (RINGFLOW_FLOWS_DIR)", err=True)
+    from ringflow.settings import get_settings
+
     done = _livekit_call(_inbound(get_settings()).setup(number, flow, trunk))
     if json_out:
         typer.echo(json.dumps(done.__dict__))
@@ -188,6 +197,8 @@ def setup(
 @sip_app.command("list")
 def list_numbers(json_out: bool = typer.Option(False, "--json", help="One JSON array.")) -> None:
     """Inbound trunks, their numbers, and the flow each number's calls run."""
+    from ringflow.settings import get_settings
+
     rows = _livekit_call(_inbound(get_settings()).list())
     if json_out:
         typer.echo(json.dumps(rows))

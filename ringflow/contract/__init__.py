@@ -11,6 +11,7 @@ database driver or an HTTP client. One module a concept:
 * ``records``: the call record, its transcript entries and the post-call webhook;
 * ``dial``: placing a call (room, agent dispatch, dial, transfer);
 * ``room``: what LiveKit says about a call's room;
+* ``ids``: the workflow ids (``call-<id>``, ``campaign-<id>``), without a model;
 * ``journal``: the agent's outbox journal in Redis, as the workflow reads it back.
 
 The field names and shapes are what recorded histories hold: renaming a class is free,

@@ -13,15 +13,11 @@ from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.dial import Dial
 from ringflow.contract.events import InboxEvent, RejectedEvent, Turn
+from ringflow.contract.ids import CALL_WORKFLOW_PREFIX as CALL_WORKFLOW_PREFIX  # re-exported
+from ringflow.contract.ids import call_workflow_id as call_workflow_id
 from ringflow.contract.records import AmdVerdict, SipOutcome
 from ringflow.contract.updates import CallFunctionResult
 from ringflow.contract.wire import MAX_ROUTE_CHARS, MAX_TEXT_CHARS, Answer, Message
-
-CALL_WORKFLOW_PREFIX = "call-"  # a call's workflow id is this prefix and its call id
-
-
-def call_workflow_id(call_id: str) -> str:
-    return f"{CALL_WORKFLOW_PREFIX}{call_id}"
 
 
 def call_id_of(workflow_id: str) -> str | None:

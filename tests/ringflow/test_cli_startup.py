@@ -9,12 +9,14 @@ a fresh interpreter, which reports the modules it ended with.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from ringflow.cli import COMMANDS, load
+from ringflow.devstack import DevStack
 from tests.support.paths import ROOT
 
 REPORT = """
@@ -40,9 +42,14 @@ NEVER = (
 )
 
 
-def modules_after(*args: str) -> tuple[int, str, set[str]]:
+def modules_after(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, set[str]]:
     proc = subprocess.run(
-        [sys.executable, "-c", REPORT, *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-c", REPORT, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
     )
     report = json.loads(proc.stderr.strip().splitlines()[-1])
     return report["code"], proc.stdout, set(report["modules"])
@@ -75,4 +82,46 @@ def test_the_listing_says_what_each_command_says(name: str) -> None:
     listed = COMMANDS[name].help
     assert real.get_short_help_str(limit=1000) == listed, (
         f"{name}: update COMMANDS in ringflow/cli/__init__.py"
+    )
+
+
+# What a command that only reads Temporal may not load: the flow model and its loader, the
+# call's contract, any workflow code (the workflows' client included).
+NOT_FOR_READING = (
+    "ringflow.workflows",
+    "ringflow.callflow.loader",
+    "ringflow.contract.call",
+    "livekit",
+    "openai",
+)
+
+
+@pytest.mark.parametrize("args", [("call", "--help"), ("call", "list", "--help"), ("campaign", "--help")])
+def test_a_group_s_help_imports_no_sdk_and_no_workflow(args: tuple[str, ...]) -> None:
+    """``ringflow call`` mounts every call command (``dial`` from ``cli/sip.py`` too), and
+    ``campaign`` every campaign one: their modules import what a command needs in its body."""
+    code, out, modules = modules_after(*args)
+    assert code == 0
+    assert "Usage:" in out
+    assert not loaded(modules, NEVER), loaded(modules, NEVER)
+
+
+def test_call_list_loads_the_client_not_the_flow_model(temporal_server: DevStack) -> None:
+    env = {"RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address, "RINGFLOW_TEMPORAL_NAMESPACE": "default"}
+    code, out, modules = modules_after(
+        "call", "list", "--json", "--status", "live", "--flow", "no-such-flow", env=env
+    )
+    assert code == 0, out
+    assert json.loads(out) == []  # it did ask Temporal
+    assert "temporalio.client" in modules
+    assert not loaded(modules, NOT_FOR_READING), loaded(modules, NOT_FOR_READING)
+
+
+def test_campaign_status_loads_no_workflow_code(temporal_server: DevStack) -> None:
+    env = {"RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address, "RINGFLOW_TEMPORAL_NAMESPACE": "default"}
+    code, _, modules = modules_after("campaign", "status", "no-such-campaign", env=env)
+    assert code == 1  # Temporal answered: no such workflow
+    assert "temporalio.client" in modules
+    assert not loaded(modules, ("ringflow.workflows", "temporalio.worker")), loaded(
+        modules, ("ringflow.workflows",)
     )
