@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ringflow.cli.run import require_simulator, run_async
-from ringflow.cli_temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
+from ringflow.cli.temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
 from ringflow.contract.ids import CALL_WORKFLOW_PREFIX, call_workflow_id
 
 if TYPE_CHECKING:
@@ -279,9 +279,9 @@ def worker() -> None:
 
     SIGTERM and SIGINT shut it down gracefully (see ``run_worker_forever``)."""
     from ringflow.logs import configure_logging
+    from ringflow.servers.webhook_relay import relay_problem
     from ringflow.servers.worker import call_services, serve
     from ringflow.settings import get_settings
-    from ringflow.webhook_relay import relay_problem
 
     settings = get_settings()
     require_keys(settings)

@@ -21,7 +21,7 @@ import typer
 
 from ringflow.cli.run import require_simulator, run_async
 from ringflow.cli.sip import _load
-from ringflow.cli_temporal import fail, require_keys, temporal_client
+from ringflow.cli.temporal import fail, require_keys, temporal_client
 from ringflow.contract.ids import CAMPAIGN_WORKFLOW_PREFIX, campaign_workflow_id
 
 if TYPE_CHECKING:  # each command imports what it uses: `campaign --help` loads none of it

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from ringflow.cli.run import run_async
-from ringflow.cli_temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
+from ringflow.cli.temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
 from ringflow.contract.ids import call_workflow_id
 
 # Each command imports what it uses (the flow model, pydantic, the settings): `ringflow call`
@@ -114,8 +114,8 @@ def webhooks(
     a lost agent is replaced at once, a caller who hangs up ends the call."""
     from ringflow.agents.webhooks import WEBHOOK_PATH
     from ringflow.logs import configure_logging
+    from ringflow.servers.webhook_relay import start_relay
     from ringflow.settings import get_settings
-    from ringflow.webhook_relay import start_relay
 
     settings = get_settings()
     if not settings.livekit_api_key or not settings.livekit_api_secret:

@@ -93,7 +93,7 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
         )
         relay = None
         if settings.livekit_webhook_port:  # LiveKit's webhooks, received in the worker too
-            from ringflow.webhook_relay import start_relay
+            from ringflow.servers.webhook_relay import start_relay
 
             relay = await start_relay(settings, client, settings.metrics_host, settings.livekit_webhook_port)
         try:
