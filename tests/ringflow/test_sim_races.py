@@ -9,7 +9,6 @@ times under real load.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,9 @@ from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult
 from ringflow.devstack import DevStack
 from ringflow.simulation.simulator import environment, run_script
 from ringflow.workflows.client import CallHandle
+from tests.support.paths import TESTS
 
-SCRIPTS = Path(__file__).resolve().parent / "fixtures" / "scripts"
+SCRIPTS = TESTS / "fixtures" / "scripts"
 
 pytestmark = pytest.mark.timeout(300)  # a backstop for a hung test: each step is bounded inside
 
