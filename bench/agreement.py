@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ringflow.callflow.engine import Engine
-from tests import agreement
-from tests import engine_flows as ef
+from tests.support import agreement
+from tests.support import engine_flows as ef
 
 try:
     from _report import emit, metric
