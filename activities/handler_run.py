@@ -83,15 +83,24 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def _source_folder(source: str | None, root: Path) -> Path | None:
+    """The folder of the flow file ``source`` as seen from ``root`` (relative sources are
+    relative to it)."""
+    if not source:
+        return None
+    src = Path(source)
+    return (src if src.is_absolute() else root / src).parent.resolve()
+
+
 def _candidates(source: str | None, root: Path) -> list[Path]:
     """Where, under ``root``, a flow loaded from ``source`` (a path on the client's machine)
     may keep its handlers: the source's folder if it lies under ``root``, then the tails of
     that folder's path under ``root`` (``/home/dev/repo/flows/x`` → ``root/flows/x``,
     ``root/x``), then ``root``. Nothing outside ``root``."""
     found: list[Path] = []
-    if source:
+    folder = _source_folder(source, root)
+    if source and folder is not None:
         src = Path(source)
-        folder = (src if src.is_absolute() else root / src).parent.resolve()
         if _inside(folder, root):
             found.append(folder)
         parts = [p for p in src.parent.parts if p not in (src.anchor, ".", "..")]
@@ -105,13 +114,19 @@ def _candidates(source: str | None, root: Path) -> list[Path]:
 
 
 def module_folder(module: str, source: str | None, dirs: Sequence[Path]) -> Path:
-    """The flow directory (or a folder under one) holding ``module``'s file."""
+    """The flow directory (or a folder under one) holding ``module``'s file.
+
+    The flow's own folder wins over every other candidate in every directory: a worker
+    serving several flow directories (``call simulate`` over scripts from several places)
+    may hold two different modules of the same name, and a flow must get the one beside it,
+    not the first same-named file a tail or a root of another directory happens to hold."""
     rel = Path(*module.split("."))
-    for root in dirs:
-        for folder in _candidates(source, root):
-            for file in (folder / f"{rel}.py", folder / rel / "__init__.py"):
-                if file.is_file() and _inside(file.resolve(), root):  # no symlink out of it
-                    return folder
+    searched = [(root, folder) for root in dirs for folder in _candidates(source, root)]
+    own = [(root, folder) for root, folder in searched if folder == _source_folder(source, root)]
+    for root, folder in own + searched:
+        for file in (folder / f"{rel}.py", folder / rel / "__init__.py"):
+            if file.is_file() and _inside(file.resolve(), root):  # no symlink out of it
+                return folder
     shown = os.pathsep.join(str(d) for d in dirs)
     raise HandlerModuleError(
         f"handlers module '{module}' is not in the worker's flow directories "

@@ -73,6 +73,21 @@ async def test_the_workers_copy_runs_not_the_one_beside_the_clients_flow(
     assert out.error is None and out.result == {"where": "worker"}
 
 
+async def test_two_flow_directories_each_keep_their_own_module_of_one_name(
+    tmp_path: Path, module_name: str
+) -> None:
+    # One worker for scripts from two places: the first directory's root holds a module of
+    # the same name as the one beside the second directory's flow. Each flow gets its own,
+    # however often the two alternate, and the first's module-level state survives.
+    first = write(tmp_path / "examples" / "reminder", module_name, GOOD.format(where="first"))
+    second = write(tmp_path / "shared" / "scripts", module_name, GOOD.format(where="second"))
+    for _ in range(2):
+        mine = await run([first, second], module_name, "whereami", str(second / "reminder.yaml"))
+        assert mine.error is None and mine.result == {"where": "second"}
+        theirs = await run([first, second], module_name, "whereami", str(first / "reminder.yaml"))
+        assert theirs.error is None and theirs.result == {"where": "first"}
+
+
 async def test_a_module_outside_the_flow_directories_is_not_imported(
     tmp_path: Path, module_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
