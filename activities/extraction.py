@@ -100,7 +100,7 @@ class Extractor:
         read and parsed) takes the event loop for 50 ms on an idle machine and 0.4-1 s on a
         loaded one, and a client per extraction held every other activity and workflow task
         of the worker that long. The simulator runs its agents on that loop too: their
-        heartbeats stopped and the 1 s agent timeout took a healthy agent for lost."""
+        heartbeats stopped and the simulator's agent timeout took a healthy agent for lost."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._client[0] is not loop:  # a client is bound to its loop
             from openai import AsyncOpenAI

@@ -21,6 +21,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from ringflow.agents.device_tools import DeviceTools, call_device_tool, falls_back, serves
+from ringflow.agents.fifo_gate import FifoGate
 from ringflow.agents.hooks import NO_HOOKS, AgentHooks
 from ringflow.agents.hot_path import SessionPort, ToolOutcome, call_locally
 from ringflow.agents.jobs import JobsFeed
@@ -145,7 +146,7 @@ class FlowController:
         self.in_flight: dict[str, bool] = {}  # cancellable calls running, by event id: cancel asked?
         self.device: DeviceTools | None = None  # the caller's device's tools (agents/device_tools.py)
         self.jobs: JobsFeed | None = None  # background job groups (agents/jobs.py)
-        self.tool_calls = asyncio.Lock()  # one function call at a time (on_tool_call)
+        self.tool_calls = FifoGate()  # one function call at a time (on_tool_call)
 
     # --- plumbing ---------------------------------------------------------------------
     @property
@@ -262,8 +263,13 @@ class FlowController:
         the state from before the move, then replaced the moved one, and the agent stayed on
         the old node while the workflow went on. The lock is FIFO and taken before the
         first await, so calls run in the LLM's order and their event ids stay stable."""
-        async with self.tool_calls:
+        gate = self.tool_calls
+        if not gate.enter_now():
+            await gate.enter()
+        try:
             return await self._tool_call(name, args)
+        finally:
+            gate.leave()
 
     async def _tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         # This runs while the caller waits for the next node, so durability costs it as
@@ -275,8 +281,8 @@ class FlowController:
             raise AgentStopped("tool_call")
         if self.at_point is not None:
             self.at_point(self, "tool_call")
-        if not await self.current("tool call"):
-            return STOPPED
+        if self.lease_held is not None and not await self.current("tool call"):
+            return STOPPED  # (no lease to check: ``current`` would only repeat ``dead``)
         self.step_no += 1
         node = self.state.node
         presses = False
@@ -303,15 +309,8 @@ class FlowController:
         self.seq += 1
         self.outbox.put(
             DeferredTransition(
-                self.turn_key,
-                self.step_no,
-                self.seq,
-                node or "",
-                name,
-                args,  # type: ignore[arg-type]
-                now,
-                self.epoch,
-            )
+                (self.turn_key, self.step_no, self.seq, node or "", name, args, now, self.epoch)
+            )  # type: ignore[arg-type]
         )
         if log.isEnabledFor(logging.INFO):  # its record's fields are not built for nothing
             log.info(

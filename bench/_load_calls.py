@@ -81,7 +81,7 @@ class RingflowCall:
 
     def transition(self, name: str = "flip") -> None:
         self.seq += 1
-        self.put(DeferredTransition(f"t{self.seq}", 0, self.seq, self.node, name, {}, time.time()))  # type: ignore[arg-type]
+        self.put(DeferredTransition((f"t{self.seq}", 0, self.seq, self.node, name, {}, time.time(), None)))  # type: ignore[arg-type]
         self.node = {"ping": "pong", "pong": "ping"}.get(self.node, self.node)
 
     def heartbeat(self) -> None:

@@ -5,7 +5,7 @@ a flow. This starts ``--load`` busy processes (default 3: more than the 2 cores 
 machine this was written on), then plays every example script (``examples/scripts``) and
 every test script (``tests/fixtures/scripts``, and ``../shared/fixtures/scripts`` beside the
 repo when present) ``--rounds`` times (default 30) through the simulator, as ``ringflow call
-simulate`` does (its lost-agent path included: a 1 s agent timeout). Each round plays every
+simulate`` does (its lost-agent path included: the webhook, a 10 s silence backstop). Each round plays every
 script once, one script at a time (the simulator's worker dials through one phone line
 per process, so scripts cannot share it). ``--max-minutes`` starts no round after that long and
 reports the rounds played.

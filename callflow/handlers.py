@@ -36,12 +36,6 @@ def _local_file(module: str, base_dir: Path) -> Path | None:
     return None
 
 
-# Every handler file loaded, by its path: two flows may each have a module of the same name
-# (``handlers``) in different folders, served by one worker; each keeps its own module (and
-# its module-level state) instead of the two replacing each other in ``sys.modules``.
-_by_file: dict[Path, ModuleType] = {}
-
-
 def load_module(module: str, base_dir: Path | None, search_path: bool = True) -> ModuleType:
     """Import ``module``, beside the flow (``base_dir``) first, then on sys.path (unless
     ``search_path`` is false: the worker imports only from its flow directories)."""
@@ -61,7 +55,7 @@ def load_module(module: str, base_dir: Path | None, search_path: bool = True) ->
     try:
         if local is None:
             return importlib.import_module(module)
-        loaded = _by_file.get(local) or sys.modules.get(module)
+        loaded = sys.modules.get(module)
         if loaded is not None and getattr(loaded, "__file__", None) == str(local):
             return loaded
         folder = str(base_dir.resolve()) if base_dir is not None else ""
@@ -80,7 +74,6 @@ def load_module(module: str, base_dir: Path | None, search_path: bool = True) ->
                 if sys.modules.get(module) is mod:  # no half-run module left behind for the next load
                     del sys.modules[module]
                 raise
-            _by_file[local] = mod
             return mod
         finally:
             if added:

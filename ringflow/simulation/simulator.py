@@ -69,7 +69,13 @@ from ringflow.workflows.worker import build_worker
 log = logging.getLogger(__name__)
 
 TURN_TIMEOUT_S = 60.0
-DISPATCH_AGENT_TIMEOUT_S = 1.0  # simulated calls notice a dead agent quickly
+# A killed simulated agent is reported at once, as production learns it: the fake LiveKit's
+# participant_left webhook reaches the workflow through the real receiver (phone_line), and
+# the workflow replaces the agent then. Silence is only the backstop, as in production. It
+# was the only path once, at 1 s: on a loaded machine (load 10 on 2 cores) a healthy agent's
+# process was starved of its heartbeats for over a second now and then (3 runs in 82 of
+# bench/sim_under_load.py), and the workflow replaced an agent that was still talking.
+DISPATCH_AGENT_TIMEOUT_S = 10.0
 SIMULATED_AMD = "simulated: the script's dial answer"
 
 
@@ -175,7 +181,7 @@ async def warm_agent(llm: ScriptedLLM) -> None:
     stack and resolve the OpenAI client's request types, synchronously on the event loop
     the worker and every simulated agent share: 2 s on an idle machine, 3-7 s on a loaded
     one. Paid by the first script's agent, after it had attached, it stopped that agent's
-    heartbeats while its workflow timed its silence against the 1 s agent timeout, and a
+    heartbeats while its workflow timed its silence against the agent timeout, and a
     healthy agent was taken for lost. (``ringflow agent`` pays its imports in LiveKit's
     prewarm for the same reason.)"""
     client = shared_openai_client(llm.base_url, "scripted")

@@ -78,7 +78,7 @@ async def test_two_flow_directories_each_keep_their_own_module_of_one_name(
 ) -> None:
     # One worker for scripts from two places: the first directory's root holds a module of
     # the same name as the one beside the second directory's flow. Each flow gets its own,
-    # however often the two alternate, and the first's module-level state survives.
+    # however often the two alternate.
     first = write(tmp_path / "examples" / "reminder", module_name, GOOD.format(where="first"))
     second = write(tmp_path / "shared" / "scripts", module_name, GOOD.format(where="second"))
     for _ in range(2):

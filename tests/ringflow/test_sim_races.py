@@ -77,7 +77,7 @@ async def test_the_agent_machinery_is_loaded_before_the_first_call(
 ) -> None:
     """A process's first agent session loads livekit-agents' turn detector on the event loop
     the simulator's worker and agents share (seconds on a loaded machine). The first script's
-    agent paid it after attaching, silent meanwhile, and its workflow's 1 s agent timeout
+    agent paid it after attaching, silent meanwhile, and its workflow's agent timeout
     took it for lost. The simulator's environment pays it before the first call starts."""
     from livekit.agents import AgentSession
 

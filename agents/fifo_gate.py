@@ -1,0 +1,58 @@
+"""A first-in, first-out mutex whose free path costs no coroutine.
+
+The controller runs the LLM's function calls one at a time, in the order the LLM made them
+(``FlowController.on_tool_call``), and almost every call finds no other in progress. With
+``asyncio.Lock`` each call paid for ``acquire``'s coroutine even then: a microsecond of the
+transition hot path (``bench/agent.py``). Here the free path is a plain method; only a call
+that has to wait awaits, on a future of its own, and is handed the gate in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+
+class FifoGate:
+    """``if not gate.enter_now(): await gate.enter()`` ... ``finally: gate.leave()``."""
+
+    __slots__ = ("_held", "_queue")
+
+    def __init__(self) -> None:
+        self._held = False
+        self._queue: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def enter_now(self) -> bool:
+        """Take the gate if it is free and nobody waits for it (no queue jumping)."""
+        if self._held or self._queue:
+            return False
+        self._held = True
+        return True
+
+    async def enter(self) -> None:
+        """Wait for the gate, behind everyone already waiting."""
+        if self.enter_now():
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.leave()  # handed the gate as it was cancelled: pass it on
+            elif turn in self._queue:  # a waiter handed over already skipped it otherwise
+                self._queue.remove(turn)
+            raise
+
+    def leave(self) -> None:
+        """Hand the gate to the first waiter still waiting, or free it."""
+        while self._queue:
+            turn = self._queue.popleft()
+            if not turn.done():
+                turn.set_result(None)  # it holds the gate now: ``_held`` stays True
+                return
+        self._held = False
