@@ -323,6 +323,8 @@ def simulate(
 
     if real_llm and not get_settings().openai_api_key:
         raise fail("--real-llm needs OPENAI_API_KEY", 2)
+    if address is not None:  # a server that outlives the command keeps the calls: encrypted
+        require_keys(get_settings())
     runnable: list[Path] = []
     for path in scripts:
         if is_flow_file(path):  # a glob over a folder also picks up the flows the scripts use

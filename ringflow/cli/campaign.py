@@ -399,6 +399,8 @@ def simulate(
     from ringflow.workflows.campaign_messages import CampaignInput, Limits
 
     settings = get_settings()
+    if address is not None:  # a server that outlives the command keeps the calls: encrypted
+        require_keys(settings)
     windows, retries = rules(window, [], retry)
     definition = _load(flow)
     try:

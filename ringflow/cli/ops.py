@@ -20,12 +20,12 @@ from temporalio.runtime import Runtime
 
 from ringflow.cli.run import START_TEMPORAL_HINT, require_simulator, run_async
 from ringflow.codec import (
-    KEY_FILE_NAME,
     CodecKeyError,
     EncryptionCodec,
     codec_from_settings,
     create_key_file,
     keyring_from_settings,
+    local_key_file,
 )
 from ringflow.devstack import DevStack, DevStackError
 from ringflow.logs import configure_logging
@@ -96,7 +96,8 @@ def setup(
 
     async def run() -> str | None:
         try:
-            client = await connect(address, namespace)
+            # search attributes and retention carry no payloads: no key needed
+            client = await connect(address, namespace, codec=EncryptionCodec(None))
         except Exception as err:
             typer.echo(f"error: cannot reach Temporal at {address}: {err}; {START_TEMPORAL_HINT}", err=True)
             raise typer.Exit(1) from None
@@ -134,7 +135,10 @@ def dev(
         None, "--ui-port", help="Web UI port (default 8233, RINGFLOW_DEV_UI_PORT)."
     ),
     data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="Where Temporal's SQLite file and logs go (default .ringflow)."
+        None,
+        "--data-dir",
+        help="Where Temporal's SQLite file, its logs and the local payload key go "
+        "(default RINGFLOW_DATA_DIR, else ~/.local/share/ringflow).",
     ),
     demo: Path | None = typer.Option(
         None, "--demo", help="Once up, play this conversation script as a demo call."
@@ -209,8 +213,13 @@ async def _run_dev(
             return
         runtime = _metrics_runtime(worker, settings)
         client = await connect(
-            stack.address, stack.namespace, runtime, codec=codec_from_settings(settings), envconfig=False
-        )  # local plain gRPC even in a shell set up for Cloud
+            stack.address,
+            stack.namespace,
+            runtime,
+            codec=codec_from_settings(settings),
+            envconfig=False,  # local plain gRPC even in a shell set up for Cloud
+            refuse_plaintext_inputs=settings.encryption and not settings.allow_plaintext_inputs,
+        )
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
         serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
         if demo is not None:
@@ -243,9 +252,9 @@ def _dev_keys(settings: Settings) -> dict[str, Any]:
     if not settings.encryption or settings.codec_keys is not None or settings.codec_key_file is not None:
         keyring_from_settings(settings)  # configured keys: only checked here, so errors come early
         return {}
-    path = settings.data_dir / KEY_FILE_NAME
+    path = local_key_file(settings)
     create_key_file(path)  # or reads the one an earlier run made
-    return {"codec_key_file": path.resolve()}
+    return {"codec_key_file": path}
 
 
 async def _dev_codec_server(stack: DevStack, settings: Settings) -> web.AppRunner | None:

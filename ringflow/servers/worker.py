@@ -79,7 +79,12 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
     try:
         runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
         GcPauses(runtime.metric_meter).install()
-        client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
+        client = await connect(
+            settings.temporal_address,
+            settings.temporal_namespace,
+            runtime=runtime,
+            refuse_plaintext_inputs=settings.encryption and not settings.allow_plaintext_inputs,
+        )
         target = describe(connect_options(settings.temporal_address, settings.temporal_namespace))
         # a log line (JSON with `ringflow worker`), so stderr holds nothing but log lines
         log.info(
