@@ -10,9 +10,7 @@ runs as the user runs it: the ``ringflow`` CLI in a subprocess, from a folder of
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,27 +18,12 @@ import pytest
 from ringflow.codec import EncryptionCodec, create_key_file, generate_key
 from ringflow.devstack import DevStack
 from ringflow.temporal_setup import connect
+from tests.support.cli_process import one_error_line, ringflow
 from tests.support.paths import ROOT
 from tests.support.wfkit import FIXTURES, running_worker, start, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 SCRIPT = ROOT / "examples" / "scripts" / "appointment_reminder_reschedule.yaml"
-
-
-async def ringflow(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "ringflow.cli",
-        *args,
-        env=env,
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 def env_without_keys(server: DevStack, data_dir: Path) -> dict[str, str]:
@@ -53,13 +36,6 @@ def env_without_keys(server: DevStack, data_dir: Path) -> dict[str, str]:
     env.pop("RINGFLOW_CODEC_KEYS", None)
     env.pop("RINGFLOW_CODEC_KEY_FILE", None)
     return env
-
-
-def one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 async def test_call_show_from_another_folder_finds_the_data_directorys_key(
@@ -79,13 +55,13 @@ async def test_call_show_from_another_folder_finds_the_data_directorys_key(
         call = await start(client, task_queue)
         await call.hangup("user_hangup")
         await wait_until(lambda: call.handle.result(), what="the call's record")
-    code, out, err = await ringflow(elsewhere, env, "call", "show", call.call_id)
+    code, out, err = await ringflow(env, "call", "show", call.call_id, cwd=elsewhere)
     assert code == 0, err
     assert call.call_id in out and "user_hangup" in out
 
     # another key (not the one the call was written with): one line, which key, no traceback
     env["RINGFLOW_CODEC_KEYS"] = f"other:{generate_key()}"
-    code, _, err = await ringflow(elsewhere, env, "call", "show", call.call_id)
+    code, _, err = await ringflow(env, "call", "show", call.call_id, cwd=elsewhere)
     assert code == 1
     assert "not in the key ring" in one_error_line(err)
 
@@ -106,11 +82,11 @@ async def test_a_client_without_a_key_refuses_to_start(temporal_server: DevStack
             "--flow", str(FIXTURES / "clinic.yaml"), "--address", temporal_server.address,
         ],
     ):  # fmt: skip
-        code, _, err = await ringflow(tmp_path, env, *args)
+        code, _, err = await ringflow(env, *args, cwd=tmp_path)
         assert code != 0, args
         line = one_error_line(err)
         assert where in line and "RINGFLOW_ENCRYPTION=0" in line, (args, line)
 
     env["RINGFLOW_ENCRYPTION"] = "0"  # said explicitly: the client runs in clear
-    code, _, err = await ringflow(tmp_path, env, "call", "list")
+    code, _, err = await ringflow(env, "call", "list", cwd=tmp_path)
     assert code == 0, err
