@@ -422,9 +422,17 @@ def simulate(
             "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     check_redis(settings)
+    # On a server that outlives the command, the contacts go where `campaign status` and
+    # `campaign report` read them (RINGFLOW_DATABASE_URL); an embedded one takes its own along.
     out = run_async(
         lambda: simulate_campaign(
-            inp, people, weights, seed=seed, redis_url=settings.redis_url or "", address=address
+            inp,
+            people,
+            weights,
+            seed=seed,
+            redis_url=settings.redis_url or "",
+            address=address,
+            database_url=settings.database_url if address is not None else None,
         )
     )
     out.pop("dial_times", None)

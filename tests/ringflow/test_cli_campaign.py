@@ -8,6 +8,7 @@ import asyncio
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ from typer.testing import CliRunner, Result
 from ringflow.callflow.loader import load_flow
 from ringflow.campaigns import MAX_REPORTED, ContactsError, load_contacts, load_dnc
 from ringflow.cli import app
+from ringflow.devstack import DevStack
 from tests.support.campaignkit import REDIS, fake_line, new_id, stand_in_agent
+from tests.support.cli_process import ringflow
+from tests.support.paths import ROOT
 from tests.support.wfkit import FIXTURES, running_worker
 
 CLINIC = str(FIXTURES / "clinic.yaml")
@@ -173,3 +177,33 @@ async def test_start_status_pause_resume_list_and_report(
     ]
     assert rows[1]["timezone"] == "America/New_York"  # from the number's area code
     assert [d.sip_call_to for d in lk.dials] == ["+12125550701"]
+
+
+async def test_a_simulated_campaign_stays_inspectable_afterwards(
+    temporal_server: DevStack, tmp_path: Path, sqlite_url: str
+) -> None:
+    """`campaign simulate --address`: the campaign `campaign list` shows finished answers
+    `campaign status` with its contacts and `campaign report` with a row each."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,
+        "RINGFLOW_DATABASE_URL": sqlite_url,
+        "RINGFLOW_REDIS_URL": REDIS,
+    }
+    people = write(tmp_path, "c.csv", "phone,patient\n+12125550161,Sam\n+12125550162,Ann\n")
+    args = ["campaign", "simulate", people, "--flow", str(CLINIC), "--answers", "human=1"]
+    code, out, err = await ringflow(env, *args, "--address", temporal_server.address, "--json")
+    assert code == 0, err
+    cid = json.loads(out)["campaign_id"]
+    code, out, err = await ringflow(env, "campaign", "list", "--json")
+    assert code == 0, err
+    assert {"campaign_id": cid, "status": "finished"}.items() <= next(
+        r for r in json.loads(out) if r["campaign_id"] == cid
+    ).items()
+    code, out, err = await ringflow(env, "campaign", "status", cid, "--json")
+    assert code == 0, err
+    assert json.loads(out)["contacts"] == {"reached": 2}
+    code, out, err = await ringflow(env, "campaign", "report", cid, "--json")
+    assert code == 0, err
+    assert sorted(r["state"] for r in json.loads(out)) == ["reached", "reached"]
