@@ -65,6 +65,28 @@ def check_redis(settings: Settings) -> None:
         ) from None
 
 
+def check_telephony(settings: Settings, trunk: str) -> None:
+    """Calls go out through a LiveKit SIP trunk: LiveKit configured, answering, and holding
+    that outbound trunk, checked before any contact is stored or claimed (without it, every
+    contact would end ``dial_failed`` within seconds)."""
+    from ringflow.agents.livekit_sip import LiveKitTelephony
+
+    secret = settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret else None
+    try:
+        phone = LiveKitTelephony(settings.livekit_url, settings.livekit_api_key, secret)
+    except ValueError as exc:  # names the LIVEKIT_* variables missing
+        raise fail(f"campaigns dial through a LiveKit SIP trunk: {exc}", 2) from None
+
+    async def ask() -> str | None:
+        try:
+            return await asyncio.wait_for(phone.trunk_problem(trunk), 15)
+        except TimeoutError:
+            return f"LiveKit at {settings.livekit_url} did not answer within 15 s: check LIVEKIT_URL"
+
+    if (problem := asyncio.run(ask())) is not None:
+        raise fail(problem, 2)
+
+
 @campaign_app.command("start")
 def start(
     contacts: Path = typer.Argument(..., help="CSV (phone, timezone, variables...) or JSONL contacts."),
@@ -126,6 +148,7 @@ def start(
             "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     check_redis(settings)
+    check_telephony(settings, trunk)
 
     async def go() -> None:
         client = await temporal_client(settings)

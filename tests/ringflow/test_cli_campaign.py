@@ -18,7 +18,8 @@ from typer.testing import CliRunner, Result
 from ringflow.callflow.loader import load_flow
 from ringflow.campaigns import MAX_REPORTED, ContactsError, load_contacts, load_dnc
 from ringflow.cli import app
-from ringflow.devstack import DevStack
+from ringflow.devstack import DevStack, free_port
+from ringflow.simulation.livekit_fake import FakeLiveKit
 from tests.support.campaignkit import REDIS, fake_line, new_id, stand_in_agent
 from tests.support.cli_process import ringflow
 from tests.support.paths import ROOT
@@ -31,6 +32,13 @@ def write(tmp_path: Path, name: str, text: str) -> str:
     path = tmp_path / name
     path.write_text(text)
     return str(path)
+
+
+def use_livekit(monkeypatch: pytest.MonkeyPatch, lk: FakeLiveKit) -> None:
+    """The CLI's LiveKit (what `campaign start` checks the trunk against) is the fake."""
+    monkeypatch.setenv("LIVEKIT_URL", lk.url)
+    monkeypatch.setenv("LIVEKIT_API_KEY", lk.api_key)
+    monkeypatch.setenv("LIVEKIT_API_SECRET", lk.api_secret)
 
 
 def test_bad_contacts_rules_and_a_missing_redis_are_refused_before_anything_starts(
@@ -139,13 +147,14 @@ async def test_start_status_pause_resume_list_and_report(
         running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
         stand_in_agent(temporal_client, lk),
     ):
+        use_livekit(monkeypatch, lk)
         res = await cli(
             "start",
             contacts,
             "--flow",
             CLINIC,
             "--trunk",
-            "ST_1",
+            lk.add_outbound_trunk(),
             "--id",
             cid,
             "--cps",
@@ -207,3 +216,41 @@ async def test_a_simulated_campaign_stays_inspectable_afterwards(
     code, out, err = await ringflow(env, "campaign", "report", cid, "--json")
     assert code == 0, err
     assert sorted(r["state"] for r in json.loads(out)) == ["reached", "reached"]
+
+
+async def test_start_refuses_without_telephony_before_claiming_a_contact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, temporal_server: DevStack, sqlite_url: str
+) -> None:
+    """No LiveKit configured, LiveKit without the trunk, LiveKit not answering: one line each,
+    no contact stored, no campaign started."""
+    for k, v in {
+        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,
+        "RINGFLOW_DATABASE_URL": sqlite_url,
+        "RINGFLOW_REDIS_URL": REDIS,
+    }.items():
+        monkeypatch.setenv(k, v)
+    for name in ("LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    contacts = write(tmp_path, "c.csv", "phone,patient\n+12125550171,Sam\n")
+    cid = new_id()
+
+    async def start(trunk: str) -> Result:
+        args = ["campaign", "start", contacts, "--flow", CLINIC, "--trunk", trunk, "--id", cid]
+        res = await asyncio.to_thread(CliRunner().invoke, app, args)
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        return res
+
+    res = await start("ST_missing")
+    assert "LIVEKIT_URL, LIVEKIT_API_KEY, LIVEKIT_API_SECRET" in res.output
+    async with FakeLiveKit() as lk:
+        use_livekit(monkeypatch, lk)
+        res = await start("ST_missing")
+        assert "has no outbound trunk 'ST_missing'" in res.output
+        monkeypatch.setenv("LIVEKIT_API_SECRET", "not-the-secret-" * 4)
+        res = await start(lk.add_outbound_trunk())
+        assert "refused the credentials" in res.output
+    monkeypatch.setenv("LIVEKIT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    res = await start("ST_any")
+    assert "does not answer" in res.output
+    report = await asyncio.to_thread(CliRunner().invoke, app, ["campaign", "report", cid])
+    assert report.exit_code == 1 and "no contacts" in report.output  # nothing was stored
