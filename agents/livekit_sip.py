@@ -106,7 +106,10 @@ class LiveKitTelephony:
                 found = await lk.sip.list_outbound_trunk(ListSIPOutboundTrunkRequest(trunk_ids=[trunk_id]))
         except ServerError as err:
             if err.status in (401, 403):
-                return f"LiveKit at {self.url} refused the credentials ({_describe(err)}): check LIVEKIT_API_KEY and LIVEKIT_API_SECRET"
+                return (
+                    f"LiveKit at {self.url} refused the credentials ({_describe(err)}): "
+                    "check LIVEKIT_API_KEY and LIVEKIT_API_SECRET"
+                )
             return f"LiveKit at {self.url} could not list outbound trunks ({_describe(err)})"
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
             return f"LiveKit at {self.url} does not answer ({type(err).__name__}): check LIVEKIT_URL"

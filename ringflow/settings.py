@@ -162,8 +162,12 @@ class Settings(BaseSettings):
 def default_data_dir() -> Path:
     """``$XDG_DATA_HOME/ringflow``, else ``~/.local/share/ringflow``: per user, not per folder,
     so a key ``ringflow dev`` made is found by a command run anywhere."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "ringflow"
+    if base := os.environ.get("XDG_DATA_HOME"):
+        return Path(base) / "ringflow"
+    try:
+        return Path.home() / ".local" / "share" / "ringflow"
+    except (RuntimeError, KeyError):  # no home (a container user without one): the folder's
+        return Path(".ringflow").absolute()
 
 
 def _profile_value(name: str, default: str) -> str:
