@@ -19,11 +19,12 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
+from ringflow.activities import campaign_store as store
 from ringflow.devstack import DevStack
 from ringflow.input_guard import PLAINTEXT_INPUT
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import CallHandle
-from tests.support.campaignkit import campaign_input, contacts, run_campaign
+from tests.support.campaignkit import campaign_input, campaign_line, contacts, new_id, run_campaign
 from tests.support.wfkit import running_worker, wait_state
 from tests.support.wfkit import start as start_call
 
@@ -83,3 +84,20 @@ async def test_a_worker_allowing_plaintext_runs_a_plain_clients_call(
         call = CallHandle(worker_client, started.call_id)  # the worker's answers are encrypted
         await wait_state(call, lambda s: s.status == "dialing")
         await call.hangup("user_hangup")
+
+
+async def test_an_encrypting_worker_runs_an_encrypted_campaign_and_its_calls(
+    monkeypatch: pytest.MonkeyPatch, temporal_server: DevStack, task_queue: str, sqlite_url: str
+) -> None:
+    """No false refusal: the campaign's child calls (their input encrypted by the worker
+    itself) run on the guarded worker like the campaign does."""
+    worker_client = await connect(
+        temporal_server.address, temporal_server.namespace, refuse_plaintext_inputs=True
+    )
+    cid = new_id("enc")
+    async with campaign_line(monkeypatch, worker_client, task_queue, sqlite_url) as lk:
+        inp = campaign_input(cid, "ST_enc")
+        handle = await run_campaign(worker_client, task_queue, sqlite_url, inp, contacts("+12125550178"))
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result["status"] == "finished" and len(lk.dials) == 1
+    assert store.counts(sqlite_url, cid)["contacts"] == {"reached": 1}
