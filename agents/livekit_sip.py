@@ -26,6 +26,7 @@ from livekit.api import (
     CreateRoomRequest,
     CreateSIPParticipantRequest,
     ListParticipantsRequest,
+    ListSIPOutboundTrunkRequest,
     LiveKitAPI,
     MoveParticipantRequest,
     ParticipantInfo,
@@ -94,6 +95,30 @@ class LiveKitTelephony:
 
     def _lk(self, timeout_s: float | None = None) -> LiveKitAPI:
         return _client(self.url, self.api_key, self._api_secret, timeout_s or self.timeout_s)
+
+    async def trunk_problem(self, trunk_id: str) -> str | None:
+        """Why calls cannot go out through ``trunk_id`` (LiveKit unreachable, credentials
+        refused, no such outbound trunk), or None: ``campaign start`` asks before it claims a
+        contact, so a campaign without telephony fails at once instead of burning its
+        contacts to ``dial_failed``."""
+        try:
+            async with self._lk() as lk:
+                found = await lk.sip.list_outbound_trunk(ListSIPOutboundTrunkRequest(trunk_ids=[trunk_id]))
+        except ServerError as err:
+            if err.status in (401, 403):
+                return (
+                    f"LiveKit at {self.url} refused the credentials ({_describe(err)}): "
+                    "check LIVEKIT_API_KEY and LIVEKIT_API_SECRET"
+                )
+            return f"LiveKit at {self.url} could not list outbound trunks ({_describe(err)})"
+        except (aiohttp.ClientError, OSError, TimeoutError) as err:
+            return f"LiveKit at {self.url} does not answer ({type(err).__name__}): check LIVEKIT_URL"
+        if not any(t.sip_trunk_id == trunk_id for t in found.items):
+            return (
+                f"LiveKit at {self.url} has no outbound trunk {trunk_id!r}: create one "
+                "(`lk sip outbound create`) or pass --trunk / RINGFLOW_SIP_TRUNK_ID with an existing one"
+            )
+        return None
 
     async def prepare(self, req: PrepareRequest) -> PrepareResult:
         step = "CreateRoom"

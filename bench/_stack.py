@@ -8,6 +8,7 @@ use, so numbers reflect the real local setup (SQLite with WAL, the same dynamic 
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -21,8 +22,14 @@ if str(ROOT) not in sys.path:  # `python bench/x.py` puts bench/, not the repo, 
 
 from temporalio.client import Client  # noqa: E402
 
+from ringflow.codec import generate_key  # noqa: E402
 from ringflow.devstack import DevStack, free_port  # noqa: E402
 from ringflow.temporal_setup import connect  # noqa: E402
+
+# Every Ringflow client refuses to start without a key (unless RINGFLOW_ENCRYPTION=0, as
+# bench/load.py sets): a bench's server lives for the run, so does its key; child processes
+# inherit it.
+os.environ.setdefault("RINGFLOW_CODEC_KEYS", f"bench:{generate_key()}")
 
 
 @dataclass

@@ -39,6 +39,9 @@ KEY_ID = "encryption-key-id"
 NONCE_BYTES = 12
 KEY_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 KEY_FILE_NAME = "codec.keys"
+# Set on a payload the codec decrypted, when asked (the worker's, ringflow/input_guard.py):
+# only on the decoded copy in memory, never stored.
+DECRYPTED = "ringflow-decrypted"
 
 
 class CodecKeyError(ValueError):
@@ -121,8 +124,9 @@ def create_key_file(path: Path) -> Keyring:
 class EncryptionCodec(PayloadCodec):
     """AES-256-GCM over each whole serialized payload, its key id in the outer metadata."""
 
-    def __init__(self, keyring: Keyring | None) -> None:
+    def __init__(self, keyring: Keyring | None, *, mark_decrypted: bool = False) -> None:
         self.keyring = keyring
+        self.mark_decrypted = mark_decrypted
         self._ciphers = {k: AESGCM(v) for k, v in keyring.keys.items()} if keyring else {}
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
@@ -160,6 +164,8 @@ class EncryptionCodec(PayloadCodec):
             ) from None
         out = Payload()
         out.ParseFromString(plain)
+        if self.mark_decrypted:
+            out.metadata[DECRYPTED] = b"1"
         return out
 
 
@@ -177,29 +183,47 @@ def data_converter(codec: PayloadCodec | None) -> DataConverter:
 
 def keyring_from_settings(settings: Settings) -> Keyring | None:
     """The configured keys: ``codec_keys``, else ``codec_key_file``, else the key ``ringflow dev``
-    keeps in ``data_dir`` (so the CLI beside a dev stack reads its calls); None when
-    encryption is off or no key is found anywhere."""
+    keeps in ``data_dir`` (:func:`local_key_file`: the same place from any folder, so the CLI
+    reads the calls of a dev stack started elsewhere); None when encryption is off or no key
+    is found anywhere."""
     if not settings.encryption:
         return None
     if settings.codec_keys is not None and settings.codec_keys.get_secret_value().strip():
         return parse_keys(settings.codec_keys.get_secret_value(), "RINGFLOW_CODEC_KEYS")
     if settings.codec_key_file is not None:
         return read_key_file(settings.codec_key_file)
-    local = settings.data_dir / KEY_FILE_NAME
+    local = local_key_file(settings)
     return read_key_file(local) if local.is_file() else None
 
 
+def local_key_file(settings: Settings) -> Path:
+    """Where ``ringflow dev`` keeps its key and every process looks for one last."""
+    return (settings.data_dir / KEY_FILE_NAME).expanduser().absolute()
+
+
 def require_keyring(settings: Settings) -> Keyring | None:
-    """For the processes that write call data (worker, agent, `call start`): with encryption
-    on, running without a key would put personal data in Temporal in clear, so refuse."""
+    """For every process that talks to Temporal about calls (worker, agent, the CLI, the
+    simulator on a server of its own): with encryption on, running without a key would put
+    personal data in Temporal in clear, or fail to read it, so refuse, saying where the key
+    was looked for."""
     ring = keyring_from_settings(settings)
     if ring is None and settings.encryption:
         raise CodecKeyError(
-            "payload encryption is on but no key is configured: set RINGFLOW_CODEC_KEYS "
-            "(id:base64key,... primary first) or RINGFLOW_CODEC_KEY_FILE, run `ringflow dev` once "
-            f"to create {settings.data_dir / KEY_FILE_NAME}, or set RINGFLOW_ENCRYPTION=0"
+            "payload encryption is on but no key was found: RINGFLOW_CODEC_KEYS and "
+            f"RINGFLOW_CODEC_KEY_FILE are unset and {local_key_file(settings)} does not exist "
+            "(RINGFLOW_DATA_DIR moves it; `ringflow dev` creates it, `ringflow codec-key` prints "
+            "a key); set one of them, or RINGFLOW_ENCRYPTION=0 to run without encryption"
         )
     return ring
+
+
+def ephemeral_codec(settings: Settings) -> EncryptionCodec:
+    """For a Temporal server that lives and dies with this process (the simulators' embedded
+    one): a key made now and never written, so its calls are encrypted like any others and
+    need no configured key. Off with ``RINGFLOW_ENCRYPTION=0``."""
+    if not settings.encryption:
+        return EncryptionCodec(None)
+    return EncryptionCodec(parse_keys(f"ephemeral:{generate_key()}", "an embedded server's own key"))
 
 
 def codec_from_settings(settings: Settings) -> EncryptionCodec:

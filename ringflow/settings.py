@@ -7,6 +7,7 @@ from ``ringflow`` downwards); the worker hands them the plain values they need.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,11 @@ class Settings(BaseSettings):
     temporal_namespace: str = Field(default_factory=lambda: _profile_value("namespace", DEFAULT_NAMESPACE))
     task_queue: str = "ringflow"
 
-    # Storage. A relative SQLite path is relative to the working directory, like data_dir.
-    data_dir: Path = Path(".ringflow")
-    database_url: str = "sqlite:///.ringflow/ringflow.db"
+    # Storage. data_dir is the one place `ringflow dev` keeps its Temporal database and its
+    # payload key, and where every command looks for that key: the same from any folder.
+    data_dir: Path = Field(default_factory=lambda: default_data_dir())
+    # unset: SQLite in data_dir; a relative SQLite path is relative to the working directory
+    database_url: str = Field(default_factory=lambda data: f"sqlite:///{data['data_dir'] / 'ringflow.db'}")
 
     # Call-ended webhook
     webhook_url: str | None = None
@@ -127,6 +130,9 @@ class Settings(BaseSettings):
     # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
     # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.
     encryption: bool = True
+    # The worker fails a call or campaign whose input reached Temporal unencrypted (a client
+    # without the codec: ringflow/input_guard.py); on only to migrate calls started in clear.
+    allow_plaintext_inputs: bool = False
     codec_keys: SecretStr | None = None
     codec_key_file: Path | None = None
     codec_server_host: str = "127.0.0.1"
@@ -151,6 +157,17 @@ class Settings(BaseSettings):
         when another event went out less than an interval before, so a quiet but healthy agent
         may send nothing for up to two intervals: the timeout outlasts that with room."""
         return max(self.agent_timeout_s, 3 * self.heartbeat_s)
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/ringflow``, else ``~/.local/share/ringflow``: per user, not per folder,
+    so a key ``ringflow dev`` made is found by a command run anywhere."""
+    if base := os.environ.get("XDG_DATA_HOME"):
+        return Path(base) / "ringflow"
+    try:
+        return Path.home() / ".local" / "share" / "ringflow"
+    except (RuntimeError, KeyError):  # no home (a container user without one): the folder's
+        return Path(".ringflow").absolute()
 
 
 def _profile_value(name: str, default: str) -> str:

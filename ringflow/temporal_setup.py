@@ -7,6 +7,7 @@ workflow needs them and must not import from ``ringflow``; this module only regi
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
@@ -24,7 +25,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from ringflow.activities.search_attributes import ALL_SEARCH_ATTRIBUTES
-from ringflow.codec import codec_from_settings, data_converter
+from ringflow.codec import EncryptionCodec, data_converter, require_keyring
 from ringflow.settings import get_settings
 from ringflow.temporal_env import connect_options
 from ringflow.tracing import tracing_interceptors
@@ -48,19 +49,40 @@ async def connect(
     codec: PayloadCodec | None = None,
     *,
     envconfig: bool = True,
+    refuse_plaintext_inputs: bool = False,
 ) -> Client:
     """A client with the pydantic data converter, which every Ringflow payload needs, and the
     payload encryption codec (``codec``, else the keys in the settings; ``ringflow.codec``).
+
+    Without ``codec`` and with encryption on (the default), a missing key is a
+    ``CodecKeyError`` naming where it was looked for: a client that would write call data in
+    clear, or fail to read it, refuses to start (``RINGFLOW_ENCRYPTION=0`` turns that off).
+    ``refuse_plaintext_inputs`` is a worker's: its codec marks what it decrypts and calls and
+    campaigns whose input came unencrypted fail (``ringflow.input_guard``).
 
     TLS, mTLS, API key and gRPC metadata come from Temporal's client config (a profile file
     and ``TEMPORAL_*``, see ``ringflow.temporal_env``); ``address``/``namespace`` win over
     the profile's. ``runtime`` carries telemetry (e.g. Prometheus metrics) for workers.
     """
-    codec = codec if codec is not None else codec_from_settings(get_settings())
+    if codec is None:
+        codec = EncryptionCodec(require_keyring(get_settings()), mark_decrypted=refuse_plaintext_inputs)
+    elif refuse_plaintext_inputs and isinstance(codec, EncryptionCodec):
+        codec = EncryptionCodec(codec.keyring, mark_decrypted=True)
+    guard = refuse_plaintext_inputs and isinstance(codec, EncryptionCodec) and codec.keyring is not None
     options = connect_options(address, namespace, envconfig=envconfig)
+    converter = data_converter(codec)
+    interceptors: list[Any] = list(tracing_interceptors())  # [] unless OTEL_* turns tracing on
+    if guard:  # a client interceptor that is a worker's too: every worker on this client has it
+        from ringflow.input_guard import GuardedPayloadConverter, PlaintextInputGuard
+
+        converter = replace(converter, payload_converter_class=GuardedPayloadConverter)
+        interceptors.append(PlaintextInputGuard())
     return await Client.connect(
-        **options, data_converter=data_converter(codec), runtime=runtime, interceptors=tracing_interceptors()
-    )  # [] unless OTEL_* turns tracing on
+        **options,
+        data_converter=converter,
+        runtime=runtime,
+        interceptors=interceptors,
+    )
 
 
 async def list_custom_search_attributes(client: Client, namespace: str) -> dict[str, int]:

@@ -8,6 +8,7 @@ on free ports with its own data directory, so tests never touch a developer's
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -37,6 +38,9 @@ os.environ.setdefault("OPENAI_API_KEY", "test-key-not-secret")
 # Every test's clients and workers (and their subprocesses) encrypt payloads, as production
 # does; the key is made for this run only.
 os.environ.setdefault("RINGFLOW_CODEC_KEYS", f"test-run:{generate_key()}")
+# The data directory (a dev stack's key, the default SQLite file) is per user: the tests and
+# their subprocesses keep theirs apart from the developer's.
+os.environ.setdefault("RINGFLOW_DATA_DIR", tempfile.mkdtemp(prefix="ringflow-test-data-"))
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

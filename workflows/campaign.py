@@ -62,12 +62,21 @@ with workflow.unsafe.imports_passed_through():
         LimitsChange,
         LiveCall,
     )
+    from ringflow.workflows.patches import CAMPAIGN_DIAL_BREAKER
 
 SHORT = timedelta(seconds=60)
 LEAD_S = 3.0  # calls start this long before their slot, and their dial waits for it
 LOOKAHEAD = 3  # rounds in flight at most (a slow workflow task between rounds leaves no gap)
 ROUND_S = 1.0  # a round claims about this many seconds of the pace
 MAX_BATCH = 100
+# The circuit breaker: telephony down or a trunk refusing every call would otherwise burn the
+# whole list to ``dial_failed`` in seconds. The campaign pauses itself (status ``paused``,
+# the reason in ``pause_reason`` and the log) once, among the attempts that ended in the last
+# BREAKER_WINDOW_S, at least BREAKER_FAILURES failed to dial and they are at least
+# BREAKER_SHARE of them; `campaign resume` starts counting afresh.
+BREAKER_WINDOW_S = 60.0
+BREAKER_FAILURES = 5
+BREAKER_SHARE = 0.5
 
 
 def _earliest(*times: float | None) -> float | None:
@@ -105,6 +114,7 @@ class CampaignWorkflow:
         self.in_flight: list[int] = []  # each round in flight: ``returned`` when it began
         self.retry_log: list[tuple[int, float]] = []  # (round number, earliest retry it set)
         self.timer_at: float | None = None
+        self.dial_results: list[tuple[float, bool]] = []  # (ended at, failed to dial), the window's
 
     @workflow.run
     async def run(self, inp: CampaignInput) -> dict[str, Any]:
@@ -262,6 +272,28 @@ class CampaignWorkflow:
         self.pending.append(Ended(idx=lc.idx, attempt=lc.attempt, outcome=outcome, retry_at=at))
         self.live.pop(lc.call_id, None)
         self.wake = True
+        self.watch_dials(outcome.end_reason == "dial_failed")
+
+    def watch_dials(self, failed: bool) -> None:
+        """The circuit breaker (see BREAKER_WINDOW_S). Patched: a campaign that started before
+        it replays its history as it ran (``patched`` is asked only when it would trip)."""
+        now = workflow.now().timestamp()
+        self.dial_results = [r for r in self.dial_results if r[0] > now - BREAKER_WINDOW_S]
+        self.dial_results.append((now, failed))
+        failures = sum(1 for _, f in self.dial_results if f)
+        if failures < BREAKER_FAILURES or failures < BREAKER_SHARE * len(self.dial_results):
+            return
+        if self.paused or self.cancelled or not workflow.patched(CAMPAIGN_DIAL_BREAKER):
+            return
+        reason = (
+            f"circuit breaker: {failures} of the last {len(self.dial_results)} attempts failed to "
+            f"dial within {BREAKER_WINDOW_S:.0f} s (LiveKit or the trunk refusing calls); fix it, "
+            f"then `ringflow campaign resume {self.inp.campaign_id}`"
+        )
+        workflow.logger.warning("campaign %s paused itself: %s", self.inp.campaign_id, reason)
+        self.count("breaker_tripped")
+        self.dial_results = []
+        self.hold(reason)
 
     async def follow_all(self, calls: list[LiveCall]) -> None:
         """Calls an earlier run started: one activity waits for the next of them to end."""
@@ -391,6 +423,7 @@ class CampaignWorkflow:
     @workflow.update
     def resume(self) -> str:
         self.paused, self.pause_reason = False, None
+        self.dial_results = []  # the breaker counts afresh
         self.wake = True
         self.show()
         return self.status()

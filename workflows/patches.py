@@ -51,7 +51,15 @@ class Patch:
 #   if workflow.patched(GREETS_TWICE): ...          # in workflows/call.py, from 0.2.0
 #   workflow.deprecate_patch(GREETS_TWICE)          # from 0.3.0, state "deprecated"
 #                                                   # gone from both places in 0.4.0
-PATCHES: tuple[Patch, ...] = ()
+CAMPAIGN_DIAL_BREAKER = "campaign-dial-breaker"
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        CAMPAIGN_DIAL_BREAKER,
+        "patched",
+        "0.2.0",
+        "a campaign pauses itself when most of its recent attempts fail to dial",
+    ),
+)
 
 
 def registry() -> dict[str, Patch]:

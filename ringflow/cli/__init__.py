@@ -12,6 +12,7 @@ the listing matches the commands and that ``--help`` imports no SDK.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, NamedTuple
 
 import typer
@@ -144,7 +145,9 @@ def _root() -> None:
 
 def main() -> None:
     """The ``ringflow`` script. A broken Temporal client config (profile file, ``TEMPORAL_*``)
-    surfaces wherever settings are first read; it is one clear line, not a traceback."""
+    surfaces wherever settings are first read, and a payload that no configured key opens
+    wherever one is decoded (a query's answer, a call's result): each is one clear line,
+    not a traceback."""
     from ringflow.temporal_env import TemporalConfigError
 
     try:
@@ -152,3 +155,9 @@ def main() -> None:
     except TemporalConfigError as err:
         typer.echo(f"error: {err}", err=True)
         raise SystemExit(2) from None
+    except Exception as err:
+        codec = sys.modules.get("ringflow.codec")  # not imported: the error is not a key's
+        if codec is None or not isinstance(err, codec.CodecKeyError):
+            raise
+        typer.echo(f"error: {err}", err=True)
+        raise SystemExit(1) from None

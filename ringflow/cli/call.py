@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ringflow.cli.run import require_simulator, run_async
+from ringflow.cli.run import missing_extra, require_simulator, run_async
 from ringflow.cli.temporal import check_vars, fail, parse_vars, require_keys, start_flow_call, temporal_client
 from ringflow.contract.ids import CALL_WORKFLOW_PREFIX, call_workflow_id
 
@@ -269,8 +269,10 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
 
 def agent() -> None:
     """Run the LiveKit agent worker (headless start mode, explicit dispatch by agent name)."""
-    from ringflow.servers.agent import run
-
+    try:
+        from ringflow.servers.agent import run
+    except ModuleNotFoundError as err:
+        raise fail(missing_extra(err, "agent", "ringflow agent"), 2) from None
     run()
 
 
@@ -280,7 +282,7 @@ def worker() -> None:
     SIGTERM and SIGINT shut it down gracefully (see ``run_worker_forever``)."""
     from ringflow.logs import configure_logging
     from ringflow.servers.webhook_relay import relay_problem
-    from ringflow.servers.worker import call_services, serve
+    from ringflow.servers.worker import WorkerStartError, call_services, serve
     from ringflow.settings import get_settings
 
     settings = get_settings()
@@ -294,6 +296,8 @@ def worker() -> None:
         raise fail(f"RINGFLOW_LIVEKIT_WEBHOOK_PORT is set: {problem}", 2)
     try:
         run_async(lambda: serve(settings, services))
+    except WorkerStartError as err:
+        raise fail(str(err), 2) from None
     except KeyboardInterrupt:
         pass
 
@@ -323,6 +327,8 @@ def simulate(
 
     if real_llm and not get_settings().openai_api_key:
         raise fail("--real-llm needs OPENAI_API_KEY", 2)
+    if address is not None:  # a server that outlives the command keeps the calls: encrypted
+        require_keys(get_settings())
     runnable: list[Path] = []
     for path in scripts:
         if is_flow_file(path):  # a glob over a folder also picks up the flows the scripts use

@@ -65,6 +65,28 @@ def check_redis(settings: Settings) -> None:
         ) from None
 
 
+def check_telephony(settings: Settings, trunk: str) -> None:
+    """Calls go out through a LiveKit SIP trunk: LiveKit configured, answering, and holding
+    that outbound trunk, checked before any contact is stored or claimed (without it, every
+    contact would end ``dial_failed`` within seconds)."""
+    from ringflow.agents.livekit_sip import LiveKitTelephony
+
+    secret = settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret else None
+    try:
+        phone = LiveKitTelephony(settings.livekit_url, settings.livekit_api_key, secret)
+    except ValueError as exc:  # names the LIVEKIT_* variables missing
+        raise fail(f"campaigns dial through a LiveKit SIP trunk: {exc}", 2) from None
+
+    async def ask() -> str | None:
+        try:
+            return await asyncio.wait_for(phone.trunk_problem(trunk), 15)
+        except TimeoutError:
+            return f"LiveKit at {settings.livekit_url} did not answer within 15 s: check LIVEKIT_URL"
+
+    if (problem := asyncio.run(ask())) is not None:
+        raise fail(problem, 2)
+
+
 @campaign_app.command("start")
 def start(
     contacts: Path = typer.Argument(..., help="CSV (phone, timezone, variables...) or JSONL contacts."),
@@ -126,6 +148,7 @@ def start(
             "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     check_redis(settings)
+    check_telephony(settings, trunk)
 
     async def go() -> None:
         client = await temporal_client(settings)
@@ -399,6 +422,8 @@ def simulate(
     from ringflow.workflows.campaign_messages import CampaignInput, Limits
 
     settings = get_settings()
+    if address is not None:  # a server that outlives the command keeps the calls: encrypted
+        require_keys(settings)
     windows, retries = rules(window, [], retry)
     definition = _load(flow)
     try:
@@ -420,9 +445,17 @@ def simulate(
             "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     check_redis(settings)
+    # On a server that outlives the command, the contacts go where `campaign status` and
+    # `campaign report` read them (RINGFLOW_DATABASE_URL); an embedded one takes its own along.
     out = run_async(
         lambda: simulate_campaign(
-            inp, people, weights, seed=seed, redis_url=settings.redis_url or "", address=address
+            inp,
+            people,
+            weights,
+            seed=seed,
+            redis_url=settings.redis_url or "",
+            address=address,
+            database_url=settings.database_url if address is not None else None,
         )
     )
     out.pop("dial_times", None)

@@ -56,7 +56,15 @@ def codec_server(
     app = build_app(EncryptionCodec(ring), token=None if no_auth else token, cors_origins=origins)
 
     async def serve() -> None:
-        runner = await start(app, host, port)
+        try:
+            runner = await start(app, host, port)
+        except OSError as err:
+            typer.echo(
+                f"error: cannot serve on {host}:{port} ({err.strerror or err}): pass --port or set "
+                "RINGFLOW_CODEC_SERVER_PORT to a free port",
+                err=True,
+            )
+            raise typer.Exit(2) from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

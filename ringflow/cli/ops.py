@@ -20,12 +20,12 @@ from temporalio.runtime import Runtime
 
 from ringflow.cli.run import START_TEMPORAL_HINT, require_simulator, run_async
 from ringflow.codec import (
-    KEY_FILE_NAME,
     CodecKeyError,
     EncryptionCodec,
     codec_from_settings,
     create_key_file,
     keyring_from_settings,
+    local_key_file,
 )
 from ringflow.devstack import DevStack, DevStackError
 from ringflow.logs import configure_logging
@@ -96,7 +96,8 @@ def setup(
 
     async def run() -> str | None:
         try:
-            client = await connect(address, namespace)
+            # search attributes and retention carry no payloads: no key needed
+            client = await connect(address, namespace, codec=EncryptionCodec(None))
         except Exception as err:
             typer.echo(f"error: cannot reach Temporal at {address}: {err}; {START_TEMPORAL_HINT}", err=True)
             raise typer.Exit(1) from None
@@ -134,7 +135,10 @@ def dev(
         None, "--ui-port", help="Web UI port (default 8233, RINGFLOW_DEV_UI_PORT)."
     ),
     data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="Where Temporal's SQLite file and logs go (default .ringflow)."
+        None,
+        "--data-dir",
+        help="Where Temporal's SQLite file, its logs and the local payload key go "
+        "(default RINGFLOW_DATA_DIR, else ~/.local/share/ringflow).",
     ),
     demo: Path | None = typer.Option(
         None, "--demo", help="Once up, play this conversation script as a demo call."
@@ -188,6 +192,9 @@ async def _run_dev(
     if main is not None:
         # SIGTERM (e.g. from a process manager) must still stop the server we started.
         loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    worker = _worker_module()
+    # every port the stack needs is checked before anything starts: a busy one is an error
+    runtime = _metrics_runtime(worker, settings) if worker is not None else None
     codec_runner = await _dev_codec_server(stack, settings)
     try:
         await stack.start()
@@ -199,7 +206,8 @@ async def _run_dev(
                 f"{settings.codec_key_file or 'RINGFLOW_CODEC_KEYS'}; the UI decodes through it)"
             )
         typer.echo(f"Data      {stack.data_dir}  (server log: {stack.log_path})")
-        worker = _worker_module()
+        if runtime is not None:
+            typer.echo(f"Metrics   http://127.0.0.1:{settings.metrics_port}/metrics")
         if worker is None:
             typer.echo(
                 "No worker is available yet (workflows.worker is missing); "
@@ -207,10 +215,14 @@ async def _run_dev(
             )
             await asyncio.Event().wait()
             return
-        runtime = _metrics_runtime(worker, settings)
         client = await connect(
-            stack.address, stack.namespace, runtime, codec=codec_from_settings(settings), envconfig=False
-        )  # local plain gRPC even in a shell set up for Cloud
+            stack.address,
+            stack.namespace,
+            runtime,
+            codec=codec_from_settings(settings),
+            envconfig=False,  # local plain gRPC even in a shell set up for Cloud
+            refuse_plaintext_inputs=settings.encryption and not settings.allow_plaintext_inputs,
+        )
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
         serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
         if demo is not None:
@@ -243,14 +255,15 @@ def _dev_keys(settings: Settings) -> dict[str, Any]:
     if not settings.encryption or settings.codec_keys is not None or settings.codec_key_file is not None:
         keyring_from_settings(settings)  # configured keys: only checked here, so errors come early
         return {}
-    path = settings.data_dir / KEY_FILE_NAME
+    path = local_key_file(settings)
     create_key_file(path)  # or reads the one an earlier run made
-    return {"codec_key_file": path.resolve()}
+    return {"codec_key_file": path}
 
 
 async def _dev_codec_server(stack: DevStack, settings: Settings) -> web.AppRunner | None:
     """The codec server for the dev UI, on loopback without a token (the dev UI cannot send
-    one). A busy port costs the decoded view, not the dev session."""
+    one). A busy port is an error (DevStackError): the UI would otherwise show ciphertext, or
+    decode through whatever else serves that port."""
     ring = keyring_from_settings(settings)
     if ring is None or stack.headless or not settings.codec_server_port:
         return None
@@ -260,8 +273,11 @@ async def _dev_codec_server(stack: DevStack, settings: Settings) -> web.AppRunne
     try:
         runner = await start_codec_server(app, host, settings.codec_server_port)
     except OSError as err:
-        typer.echo(f"Codec     disabled ({err.strerror or err}); the UI shows ciphertext", err=True)
-        return None
+        raise DevStackError(
+            f"the codec server's port 127.0.0.1:{settings.codec_server_port} is not free "
+            f"({err.strerror or err}): set RINGFLOW_CODEC_SERVER_PORT to a free port, or 0 to run "
+            "without it (the UI then shows ciphertext)"
+        ) from None
     stack.ui_codec_endpoint = f"http://{host}:{settings.codec_server_port}"
     return runner
 
@@ -284,15 +300,16 @@ def _worker_module() -> ModuleType | None:
 def _metrics_runtime(worker: ModuleType, settings: Settings) -> Runtime | None:
     """The worker's Prometheus runtime on ``metrics_port`` (0 disables), if it offers one.
 
-    A busy port costs the metrics, not the dev session.
+    A busy port is an error (DevStackError) naming the setting, not metrics silently missing.
     """
     make = getattr(worker, "prometheus_runtime", None)
     if make is None or not settings.metrics_port:
         return None
     try:
         runtime: Runtime = make(settings.metrics_port)
-    except Exception as err:
-        typer.echo(f"Metrics   disabled: {err}", err=True)
-        return None
-    typer.echo(f"Metrics   http://127.0.0.1:{settings.metrics_port}/metrics")
+    except ValueError:  # "Failed starting Prometheus exporter: Address already in use"
+        raise DevStackError(
+            f"the metrics port 127.0.0.1:{settings.metrics_port} is not free: set "
+            "RINGFLOW_METRICS_PORT to a free port, or 0 to run without metrics"
+        ) from None
     return runtime

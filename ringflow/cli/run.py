@@ -55,6 +55,18 @@ def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return asyncio.run(guarded())
 
 
+def missing_extra(err: ModuleNotFoundError, extra: str, command: str) -> str:
+    """The one line for a command whose optional dependencies are not installed; ``err``
+    re-raised when the missing module is Ringflow's own (a broken install, not an extra)."""
+    module = (err.name or "").split(".")[0]
+    if not module or module == "ringflow":
+        raise err
+    return (
+        f"{command} needs the [{extra}] extra, which is not installed (no module {module!r}): "
+        f"pip install 'ringflow[{extra}]'"
+    )
+
+
 def require_simulator(command: str) -> None:
     """Exit 2 with one clear line where ``ringflow.simulation`` is not installed: the worker
     and agent images leave it out (``.dockerignore``), so ``command`` cannot run there."""

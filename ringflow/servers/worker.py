@@ -14,8 +14,11 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from temporalio.client import Client
+from temporalio.runtime import Runtime
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from ringflow.activities.dispatch import Dispatcher
@@ -26,6 +29,40 @@ from ringflow.temporal_env import connect_options, describe
 from ringflow.temporal_setup import connect
 
 log = logging.getLogger("ringflow.worker")
+FIRST_CONNECT_DELAYS_S = (0.5, 30.0)  # the first retry's wait, doubling up to the second
+
+
+class WorkerStartError(RuntimeError):
+    """The worker cannot start for a reason its operator must fix (a port in use): the
+    message says which and how; ``ringflow worker`` prints it as one line."""
+
+
+async def connect_with_backoff(
+    settings: Settings, runtime: Runtime, stop: asyncio.Event, **kwargs: Any
+) -> Client | None:
+    """Connect to Temporal, retrying with exponential backoff while it cannot be reached: a
+    Temporal blip (or a server that starts after the worker's pod) costs a wait and one log
+    line per try, not a crash loop. None when ``stop`` was set first."""
+    target = describe(connect_options(settings.temporal_address, settings.temporal_namespace))
+    delay, cap = FIRST_CONNECT_DELAYS_S
+    while True:
+        try:
+            return await asyncio.wait_for(
+                connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime, **kwargs), 10
+            )
+        except (RPCError, RuntimeError, OSError, TimeoutError) as err:
+            # the exception's type, not its message (ringflow/logs.py): the address says where
+            log.warning(
+                "cannot reach Temporal at %s (%s); retrying in %.1f s",
+                target,
+                type(err).__name__,
+                delay,
+                extra={"event": "temporal_unreachable"},
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+            return None
+        delay = min(delay * 2, cap)
 
 
 class CallServices(NamedTuple):
@@ -75,11 +112,30 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
     health = None
     if settings.health_port:
         health = HealthServer(settings.metrics_host, settings.health_port, ready)
-        await health.start()
+        try:
+            await health.start()
+        except OSError as err:
+            raise WorkerStartError(
+                f"health port {settings.metrics_host}:{settings.health_port} is not free "
+                f"({err.strerror or err}): set RINGFLOW_HEALTH_PORT to a free port, or 0 to turn it off"
+            ) from None
     try:
-        runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
+        try:
+            runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
+        except ValueError:  # "Failed starting Prometheus exporter: Address already in use"
+            raise WorkerStartError(
+                f"metrics port {settings.metrics_host}:{settings.metrics_port} is not free: "
+                "set RINGFLOW_METRICS_PORT to a free port"
+            ) from None
         GcPauses(runtime.metric_meter).install()
-        client = await connect(settings.temporal_address, settings.temporal_namespace, runtime=runtime)
+        client = await connect_with_backoff(
+            settings,
+            runtime,
+            stop,
+            refuse_plaintext_inputs=settings.encryption and not settings.allow_plaintext_inputs,
+        )
+        if client is None:
+            return
         target = describe(connect_options(settings.temporal_address, settings.temporal_namespace))
         # a log line (JSON with `ringflow worker`), so stderr holds nothing but log lines
         log.info(

@@ -31,9 +31,10 @@ from ringflow.activities.campaign_rules import RuleError, in_window
 from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.callflow.model import FlowDefinition
 from ringflow.campaigns import start_campaign
+from ringflow.codec import ephemeral_codec
 from ringflow.contract.events import Turn, TurnsEvent
 from ringflow.devstack import DevStack, free_port
-from ringflow.settings import Settings
+from ringflow.settings import Settings, get_settings
 from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.temporal_setup import connect, register_search_attributes
@@ -148,7 +149,7 @@ async def sim_temporal(address: str | None) -> AsyncIterator[Client]:
         stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=Path(tmp))
         await stack.start()
         try:
-            client = await connect(stack.address)
+            client = await connect(stack.address, codec=ephemeral_codec(get_settings()))
             await register_search_attributes(client, stack.namespace)
             yield client
         finally:

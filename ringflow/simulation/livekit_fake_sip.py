@@ -81,6 +81,8 @@ class SipFake(WebhookFake):
         self.transfer_answers: dict[str, str] = {}
         self.transfer_default = "human"  # how a destination without an answer of its own answers
         self.inbound_trunks: dict[str, proto_sip.SIPInboundTrunkInfo] = {}
+        # Listed, not enforced: a dial names any trunk (most tests never create one).
+        self.outbound_trunks: dict[str, proto_sip.SIPOutboundTrunkInfo] = {}
         self.dispatch_rules: dict[str, proto_sip.SIPDispatchRuleInfo] = {}
         self._init_webhooks(webhook_url)
         self._background: set[asyncio.Task[Any]] = set()
@@ -93,6 +95,8 @@ class SipFake(WebhookFake):
             "SIP/CreateSIPInboundTrunk": (proto_sip.CreateSIPInboundTrunkRequest, self._create_trunk),
             "SIP/UpdateSIPInboundTrunk": (proto_sip.UpdateSIPInboundTrunkRequest, self._update_trunk),
             "SIP/ListSIPInboundTrunk": (proto_sip.ListSIPInboundTrunkRequest, self._list_trunks),
+            "SIP/CreateSIPOutboundTrunk": (proto_sip.CreateSIPOutboundTrunkRequest, self._create_outbound),
+            "SIP/ListSIPOutboundTrunk": (proto_sip.ListSIPOutboundTrunkRequest, self._list_outbound),
             "SIP/DeleteSIPTrunk": (proto_sip.DeleteSIPTrunkRequest, self._delete_trunk),
             "SIP/CreateSIPDispatchRule": (proto_sip.CreateSIPDispatchRuleRequest, self._create_rule),
             "SIP/UpdateSIPDispatchRule": (proto_sip.UpdateSIPDispatchRuleRequest, self._update_rule),
@@ -101,6 +105,17 @@ class SipFake(WebhookFake):
         }
 
     # -- test controls ---------------------------------------------------------------------
+
+    def add_outbound_trunk(self, number: str = "+15550100") -> str:
+        """An outbound trunk as ``lk sip outbound create`` makes one; its id."""
+        trunk = proto_sip.SIPOutboundTrunkInfo(
+            sip_trunk_id=f"ST_{secrets.token_hex(6)}",
+            name="test",
+            address="sip.example.test",
+            numbers=[number],
+        )
+        self.outbound_trunks[trunk.sip_trunk_id] = trunk
+        return trunk.sip_trunk_id
 
     def set_answer(self, number: str, answer: str) -> None:
         """How ``number`` answers a dial (or a transfer to it): a key of :data:`ANSWERS`."""
@@ -303,6 +318,23 @@ class SipFake(WebhookFake):
             and (not req.numbers or set(req.numbers) & set(t.numbers))
         ]
         return proto_sip.ListSIPInboundTrunkResponse(items=items)
+
+    async def _create_outbound(self, req: proto_sip.CreateSIPOutboundTrunkRequest, claims: Claims) -> Message:
+        self._ensure_sip(claims, "admin")
+        trunk = proto_sip.SIPOutboundTrunkInfo()
+        trunk.CopyFrom(req.trunk)
+        if not trunk.address or not trunk.numbers:
+            raise self._twirp_error("invalid_argument", "an outbound trunk needs an address and numbers")
+        trunk.sip_trunk_id = f"ST_{secrets.token_hex(6)}"
+        self.outbound_trunks[trunk.sip_trunk_id] = trunk
+        return trunk
+
+    async def _list_outbound(self, req: proto_sip.ListSIPOutboundTrunkRequest, claims: Claims) -> Message:
+        self._ensure_sip(claims, "admin")
+        items = [
+            t for t in self.outbound_trunks.values() if not req.trunk_ids or t.sip_trunk_id in req.trunk_ids
+        ]
+        return proto_sip.ListSIPOutboundTrunkResponse(items=items)
 
     async def _delete_trunk(self, req: proto_sip.DeleteSIPTrunkRequest, claims: Claims) -> Message:
         self._ensure_sip(claims, "admin")

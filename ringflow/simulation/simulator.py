@@ -51,6 +51,7 @@ from ringflow.agents.livekit_api import call_id_for_room
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.loader import load_flow
+from ringflow.codec import ephemeral_codec
 from ringflow.contract.updates import Snapshot
 from ringflow.devstack import DevStack, free_port
 from ringflow.servers.agent import real_llm_of, shared_openai_client
@@ -139,12 +140,14 @@ async def environment(
         stack = DevStack(port=free_port(), ui_port=free_port(), data_dir=data_dir or Path(tmp.name))
         await stack.start()
         address = stack.address
+        codec = codec or ephemeral_codec(get_settings())  # the server dies with us: so does its key
     llm = ScriptedLLM()
     base_url = await llm.start()
     await warm_agent(llm)
     db_dir = tempfile.TemporaryDirectory(prefix="ringflow-sim-db-")
     try:
-        # a metrics runtime exports its worker's metrics; codec: the dev stack's (its demo call)
+        # a metrics runtime exports its worker's metrics; codec: the dev stack's (its demo call),
+        # the embedded server's own, else the configured keys (a missing one: CodecKeyError)
         client = await connect(address, runtime=runtime, codec=codec)
         task_queue = f"simulate-{uuid.uuid4().hex[:8]}"
         settings = Settings(

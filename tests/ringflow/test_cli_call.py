@@ -7,7 +7,6 @@ import asyncio
 import gc
 import json
 import os
-import sys
 import uuid
 import weakref
 from typing import Any
@@ -18,27 +17,12 @@ from typer.testing import CliRunner
 
 from ringflow.cli import app
 from ringflow.devstack import DevStack
+from tests.support.cli_process import ringflow
 from tests.support.paths import ROOT
 from tests.support.wfkit import FIXTURES, Agent, running_worker, start, wait_state, wait_until
 
 CLINIC = FIXTURES / "clinic.yaml"
 ROUNDS = 3  # before the fix, one run of `call list` in two aborted, other commands less often
-
-
-async def _ringflow(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "ringflow.cli",
-        *args,
-        env=env,
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 @pytest.mark.timeout(300)  # some 20 interpreter starts; slow on a loaded machine
@@ -56,7 +40,7 @@ async def test_no_command_aborts_at_exit(
     seen: list[tuple[str, int, str]] = []
 
     async def run(*args: str) -> str:
-        code, out, err = await _ringflow(env, *args)
+        code, out, err = await ringflow(env, *args)
         seen.append((" ".join(args[:2]), code, err[-300:]))
         return out
 

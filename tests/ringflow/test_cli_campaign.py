@@ -8,6 +8,7 @@ import asyncio
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,11 @@ from typer.testing import CliRunner, Result
 from ringflow.callflow.loader import load_flow
 from ringflow.campaigns import MAX_REPORTED, ContactsError, load_contacts, load_dnc
 from ringflow.cli import app
+from ringflow.devstack import DevStack, free_port
+from ringflow.simulation.livekit_fake import FakeLiveKit
 from tests.support.campaignkit import REDIS, fake_line, new_id, stand_in_agent
+from tests.support.cli_process import ringflow
+from tests.support.paths import ROOT
 from tests.support.wfkit import FIXTURES, running_worker
 
 CLINIC = str(FIXTURES / "clinic.yaml")
@@ -27,6 +32,13 @@ def write(tmp_path: Path, name: str, text: str) -> str:
     path = tmp_path / name
     path.write_text(text)
     return str(path)
+
+
+def use_livekit(monkeypatch: pytest.MonkeyPatch, lk: FakeLiveKit) -> None:
+    """The CLI's LiveKit (what `campaign start` checks the trunk against) is the fake."""
+    monkeypatch.setenv("LIVEKIT_URL", lk.url)
+    monkeypatch.setenv("LIVEKIT_API_KEY", lk.api_key)
+    monkeypatch.setenv("LIVEKIT_API_SECRET", lk.api_secret)
 
 
 def test_bad_contacts_rules_and_a_missing_redis_are_refused_before_anything_starts(
@@ -135,13 +147,14 @@ async def test_start_status_pause_resume_list_and_report(
         running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
         stand_in_agent(temporal_client, lk),
     ):
+        use_livekit(monkeypatch, lk)
         res = await cli(
             "start",
             contacts,
             "--flow",
             CLINIC,
             "--trunk",
-            "ST_1",
+            lk.add_outbound_trunk(),
             "--id",
             cid,
             "--cps",
@@ -173,3 +186,71 @@ async def test_start_status_pause_resume_list_and_report(
     ]
     assert rows[1]["timezone"] == "America/New_York"  # from the number's area code
     assert [d.sip_call_to for d in lk.dials] == ["+12125550701"]
+
+
+async def test_a_simulated_campaign_stays_inspectable_afterwards(
+    temporal_server: DevStack, tmp_path: Path, sqlite_url: str
+) -> None:
+    """`campaign simulate --address`: the campaign `campaign list` shows finished answers
+    `campaign status` with its contacts and `campaign report` with a row each."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,
+        "RINGFLOW_DATABASE_URL": sqlite_url,
+        "RINGFLOW_REDIS_URL": REDIS,
+    }
+    people = write(tmp_path, "c.csv", "phone,patient\n+12125550161,Sam\n+12125550162,Ann\n")
+    args = ["campaign", "simulate", people, "--flow", str(CLINIC), "--answers", "human=1"]
+    code, out, err = await ringflow(env, *args, "--address", temporal_server.address, "--json")
+    assert code == 0, err
+    cid = json.loads(out)["campaign_id"]
+    code, out, err = await ringflow(env, "campaign", "list", "--json")
+    assert code == 0, err
+    assert {"campaign_id": cid, "status": "finished"}.items() <= next(
+        r for r in json.loads(out) if r["campaign_id"] == cid
+    ).items()
+    code, out, err = await ringflow(env, "campaign", "status", cid, "--json")
+    assert code == 0, err
+    assert json.loads(out)["contacts"] == {"reached": 2}
+    code, out, err = await ringflow(env, "campaign", "report", cid, "--json")
+    assert code == 0, err
+    assert sorted(r["state"] for r in json.loads(out)) == ["reached", "reached"]
+
+
+async def test_start_refuses_without_telephony_before_claiming_a_contact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, temporal_server: DevStack, sqlite_url: str
+) -> None:
+    """No LiveKit configured, LiveKit without the trunk, LiveKit not answering: one line each,
+    no contact stored, no campaign started."""
+    for k, v in {
+        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,
+        "RINGFLOW_DATABASE_URL": sqlite_url,
+        "RINGFLOW_REDIS_URL": REDIS,
+    }.items():
+        monkeypatch.setenv(k, v)
+    for name in ("LIVEKIT_URL", "LIVEKIT_API_KEY", "LIVEKIT_API_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    contacts = write(tmp_path, "c.csv", "phone,patient\n+12125550171,Sam\n")
+    cid = new_id()
+
+    async def start(trunk: str) -> Result:
+        args = ["campaign", "start", contacts, "--flow", CLINIC, "--trunk", trunk, "--id", cid]
+        res = await asyncio.to_thread(CliRunner().invoke, app, args)
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        return res
+
+    res = await start("ST_missing")
+    assert "LIVEKIT_URL, LIVEKIT_API_KEY, LIVEKIT_API_SECRET" in res.output
+    async with FakeLiveKit() as lk:
+        use_livekit(monkeypatch, lk)
+        res = await start("ST_missing")
+        assert "has no outbound trunk 'ST_missing'" in res.output
+        monkeypatch.setenv("LIVEKIT_API_SECRET", "not-the-secret-" * 4)
+        res = await start(lk.add_outbound_trunk())
+        assert "refused the credentials" in res.output
+    monkeypatch.setenv("LIVEKIT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    res = await start("ST_any")
+    assert "does not answer" in res.output
+    report = await asyncio.to_thread(CliRunner().invoke, app, ["campaign", "report", cid])
+    assert report.exit_code == 1 and "no contacts" in report.output  # nothing was stored

@@ -18,9 +18,22 @@ from ringflow.settings import MASK, Settings, get_settings, mask_url, masked
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No developer environment leaks into these tests."""
     for name in list(os.environ):
-        if name.startswith("RINGFLOW_") or name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        if name.startswith("RINGFLOW_") or name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "XDG_DATA_HOME"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+
+
+def test_the_data_directory_follows_xdg_and_its_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert Settings().data_dir == tmp_path / "xdg" / "ringflow"
+    monkeypatch.setenv("RINGFLOW_DATA_DIR", str(tmp_path / "mine"))
+    s = Settings()
+    assert s.data_dir == tmp_path / "mine"
+    assert s.database_url == f"sqlite:///{tmp_path / 'mine' / 'ringflow.db'}"
+    monkeypatch.setenv("RINGFLOW_DATABASE_URL", "sqlite:///other.db")
+    assert Settings().database_url == "sqlite:///other.db"
 
 
 def test_defaults() -> None:
@@ -28,8 +41,8 @@ def test_defaults() -> None:
     assert s.temporal_address == "127.0.0.1:7233"
     assert s.temporal_namespace == "default"
     assert s.task_queue == "ringflow"
-    assert s.database_url == "sqlite:///.ringflow/ringflow.db"
-    assert s.data_dir == Path(".ringflow")
+    assert s.data_dir == Path.home() / ".local" / "share" / "ringflow"  # per user, not per folder
+    assert s.database_url == f"sqlite:///{s.data_dir / 'ringflow.db'}"
     assert s.webhook_url is None and s.webhook_secret is None
     assert s.http_allow_private is False
     assert s.http_max_response_bytes == 1024 * 1024
