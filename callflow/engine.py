@@ -148,6 +148,12 @@ class Engine:
         d.call.caller_number, d.call.called_number = ev.caller_number, ev.called_number
         d.call.started_at = ev.at
         d.enter(flow.start_node, None)
+        consent = flow.recording.consent if flow.recording and flow.recording.enabled else None
+        if consent is not None:
+            # The recording announcement comes before anything the first node says, so the
+            # caller hears it before the first turn (and before a record_after_consent ask).
+            at = next((i + 1 for i, e in enumerate(d.effects) if isinstance(e, SetNode)), 0)
+            d.effects.insert(at, Say(text=d.render(consent.say), allow_interrupt=False))
         return Step(d.call, d.effects)
 
     def _on_function_called(self, state: CallState, ev: FunctionCalled) -> Step:

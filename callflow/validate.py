@@ -27,6 +27,7 @@ from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_
 from ringflow.callflow.validate_gates import GateChecks
 from ringflow.callflow.validate_jobs import check_jobs_entry
 from ringflow.callflow.validate_mcp import check_mcp_entry, check_mcp_flow
+from ringflow.callflow.validate_recording import check_recording
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 _LLM_NODE_ONLY = (
@@ -476,6 +477,7 @@ class _Checker(GateChecks):
         for nid, node in flow.nodes.items():
             self.check_node(nid, node)
         check_mcp_flow(self, flow)
+        check_recording(self, flow)
         if self.judge_graph:
             self.check_graph()
             self.check_gate_waits()

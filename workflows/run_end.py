@@ -21,13 +21,15 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows import budgets
     from ringflow.workflows.call_driver import REJECTED_TAIL, CallDriver
     from ringflow.workflows.record import build_record, transcript_items
+    from ringflow.workflows.recording import Recording
 
 
 class RunEnd:
     """How this run ends (continue-as-new, or the call's finish), on the call the driver holds."""
 
-    def __init__(self, d: CallDriver) -> None:
+    def __init__(self, d: CallDriver, recording: Recording) -> None:
         self.d = d
+        self.recording = recording
 
     def should_continue_as_new(self) -> bool:
         info = workflow.info()
@@ -70,6 +72,7 @@ class RunEnd:
             sip=self.d.call.sip,
             amd=self.d.call.amd,
             epoch=self.d.call.epoch,
+            recording=self.d.call.recording,
         )
         nxt = self.d.inp.model_copy(update={"carry": continuation})
         if encoded_bytes(nxt) > budgets.CONTINUE_MAX_BYTES:
@@ -94,6 +97,7 @@ class RunEnd:
             )
         except TimeoutError:
             self.d.record_rejected(None, "work still running 5 min after the call ended: not waited for")
+        await self.recording.stop()  # done already unless the call's loop could not end normally
         self.d.call.status = "ended"
         # The whole transcript goes to the database when the record could not carry it inline
         # (the head of a continued-as-new call is there already; a long one would not fit a
@@ -111,6 +115,7 @@ class RunEnd:
             workflow.now(),
             sip=self.d.call.sip,
             amd=self.d.call.amd,
+            recording=self.d.call.recording,
         )
         self.d.call.flow_state = self.d.call.flow_state.model_copy(update={"disposition": record.disposition})
         self.d.vis.sync(self.d.call.flow_state, self.d.call.status)

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ringflow.contract.recording import RecordingInfo
+
 
 def _utc(value: datetime | None) -> datetime | None:
     """Naive datetimes are taken as UTC (SQLite hands them back naive)."""
@@ -94,6 +96,7 @@ class CallRecord(BaseModel):
     room: str | None = None  # the LiveKit room the call ran in (inbound: LiveKit named it)
     sip: SipOutcome | None = None  # a dialed call: how the phone network answered
     amd: AmdVerdict | None = None  # a dialed call: who picked up (answering-machine detection)
+    recording: RecordingInfo | None = None  # the call's audio, when its flow records it
 
     @field_validator("started_at", "ended_at", "updated_at")
     @classmethod
