@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import SecretStr
 
+from ringflow.activities.analysis import Analyzer
 from ringflow.activities.dispatch import AgentDispatch, Dispatcher
 from ringflow.activities.extraction import Extractor
 from ringflow.activities.http_tool import HttpTool
@@ -58,6 +59,7 @@ def build_activities(
         webhook.post_call_webhook,
         http.http_tool,
         extractor.extract_variables,
+        Analyzer(extractor, config.database_url).analyze_call,
         AgentDispatch(dispatcher).dispatch_agent,
         *TelephonyActivities(telephony).all(),
         *RecordingActivities(recorder).all(),

@@ -336,6 +336,33 @@ class ExtractSpec(Strict):
     enum: list[Any] | None = None
 
 
+class AnalysisSuccess(Strict):
+    """The success evaluation: pass or fail and a score (0 to 1) with the reason, against
+    the flow's own rubric."""
+
+    rubric: str = Field(min_length=1, max_length=4000)
+    prompt: str | None = Field(None, max_length=4000)  # replaces the default instruction
+
+
+class AnalysisPart(Strict):
+    """``summary`` or ``sentiment`` with a prompt of its own (``true`` takes the default)."""
+
+    prompt: str = Field(min_length=1, max_length=4000)
+
+
+class AnalysisSettings(Strict):
+    """What is worked out of the whole transcript once the call has ended (one LLM call
+    with a JSON schema: ``activities/analysis.py``). ``fields`` are typed like extraction's
+    (structured outputs); ``redact``: the LLM reads the transcript with personal data
+    replaced (``activities/redaction.py``)."""
+
+    summary: bool | AnalysisPart = False
+    success: AnalysisSuccess | None = None
+    sentiment: bool | AnalysisPart = False
+    fields: list[ExtractSpec] = Field(default_factory=list, max_length=50)
+    redact: bool = False
+
+
 class Node(Strict):
     type: NodeType = "agent"
     task: str | None = None
@@ -368,6 +395,7 @@ class Flow(Strict):
     handlers: str | None = None
     settings: FlowSettings = FlowSettings()
     recording: RecordingSettings | None = None
+    analysis: AnalysisSettings | None = None
     global_functions: list[FunctionEntry] = []
     mcp_servers: dict[str, McpServer] = {}
     start: str | None = None

@@ -22,6 +22,7 @@ from temporalio.exceptions import CancelledError
 # stay as ``@activity.defn(name=...)`` gives them); their modules' I/O clients are loaded
 # once, outside the sandbox.
 with workflow.unsafe.imports_passed_through():
+    from ringflow.activities.analysis import Analyzer
     from ringflow.activities.dispatch import AgentDispatch
     from ringflow.activities.extraction import ExtractionInput, ExtractionOutput, Extractor
     from ringflow.activities.handler_run import HandlerInput, HandlerOutput, HandlerRunner
@@ -44,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.mcp_spec import McpServer, McpServerTools
     from ringflow.callflow.model import FlowDefinition, Retry
     from ringflow.callflow.state import CallState
+    from ringflow.contract.analysis import AnalysisInput, CallAnalysis
     from ringflow.contract.dial import DispatchRequest, DispatchResult, TransferRequest
     from ringflow.contract.journal import JournalEntries, JournalRead
     from ringflow.contract.recording import RecordingInfo, RecordingRequest
@@ -339,4 +341,24 @@ async def stop_recording(req: RecordingRequest) -> RecordingInfo:
         return RecordingInfo(
             id=req.egress_id, status="failed", error=f"the recording could not be stopped: {cause}"[:500]
         )
+    return out
+
+
+async def analyze(inp: AnalysisInput) -> CallAnalysis:
+    """``analyze_call`` (``activities/analysis.py``): a few tries, then the last failure is
+    the analysis's ``error`` and the call's record stands without it."""
+    try:
+        out: CallAnalysis = await workflow.execute_activity_method(
+            Analyzer.analyze_call,
+            inp,
+            start_to_close_timeout=timedelta(seconds=90),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_interval=timedelta(seconds=20),
+                maximum_attempts=4,
+            ),
+        )
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc
+        return CallAnalysis(error=f"the analysis could not run: {cause}"[:500])
     return out

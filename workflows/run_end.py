@@ -13,6 +13,8 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from ringflow.callflow.model import AnalysisSettings
+    from ringflow.contract.analysis import AnalysisInput
     from ringflow.contract.call import Continuation
     from ringflow.contract.events import Turn
     from ringflow.contract.records import CallRecord, TranscriptAppend, WebhookDelivery
@@ -117,6 +119,7 @@ class RunEnd:
             amd=self.d.call.amd,
             recording=self.d.call.recording,
         )
+        analysis = self.d.inp.definition.flow.analysis
         self.d.call.flow_state = self.d.call.flow_state.model_copy(update={"disposition": record.disposition})
         self.d.vis.sync(self.d.call.flow_state, self.d.call.status)
         await acts.persist(record)
@@ -126,7 +129,41 @@ class RunEnd:
                 run_id=workflow.info().first_execution_run_id,
                 sent_at=workflow.now(),
                 transcript_in_db=in_db,
+                redact=analysis is not None and analysis.redact,
             )
         )
         self.d.vis.count_end(self.d.call.flow_state)
+        settings = self.d.inp.definition.flow.analysis
+        if settings is not None:
+            record = await self.analyse(record, settings, in_db)
+        return record
+
+    async def analyse(self, record: CallRecord, settings: AnalysisSettings, in_db: bool) -> CallRecord:
+        """After ``call.ended``: the analysis of the whole transcript, then the record again
+        with it and a ``call.analyzed`` webhook. A failed analysis is the record's
+        ``analysis.error``; the call's outcome stands."""
+        result = await acts.analyze(
+            AnalysisInput(
+                call_id=record.call_id,
+                settings=settings,
+                transcript=record.transcript,
+                transcript_in_db=in_db,
+            )
+        )
+        record = record.model_copy(update={"analysis": result, "updated_at": workflow.now()})
+        if result.error is not None:
+            self.d.record_rejected(None, f"analysis: {result.error}")
+        if result.success is not None:
+            self.d.vis.success(result.success.passed)
+        await acts.persist(record)
+        await acts.webhook(
+            WebhookDelivery(
+                record=record,
+                run_id=workflow.info().first_execution_run_id,
+                event="call.analyzed",
+                sent_at=workflow.now(),
+                transcript_in_db=in_db,
+                redact=settings.redact,
+            )
+        )
         return record
