@@ -24,6 +24,7 @@ from ringflow.callflow.handlers import (
 )
 from ringflow.callflow.model import NODE_ID_PATTERN, Flow, FunctionEntry, HandlerSpec, Node, Transition
 from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
+from ringflow.callflow.validate_analysis import check_analysis
 from ringflow.callflow.validate_gates import GateChecks
 from ringflow.callflow.validate_jobs import check_jobs_entry
 from ringflow.callflow.validate_mcp import check_mcp_entry, check_mcp_flow
@@ -478,6 +479,7 @@ class _Checker(GateChecks):
             self.check_node(nid, node)
         check_mcp_flow(self, flow)
         check_recording(self, flow)
+        check_analysis(self, flow)
         if self.judge_graph:
             self.check_graph()
             self.check_gate_waits()

@@ -1,5 +1,5 @@
-"""A flow's ``recording`` settings: what validation refuses (with where and why), and the
-consent announcement the engine says before anything of the first node."""
+"""A flow's ``recording`` settings and ``analysis`` block: what validation refuses (with
+where and why), and the consent announcement the engine says before anything of the first node."""
 
 from __future__ import annotations
 
@@ -72,3 +72,22 @@ def test_no_announcement_without_consent_or_with_recording_off() -> None:
     for data in (recorded(store="s3://b/"), recorded(enabled=False, consent={"say": "Recorded."})):
         step = engine(data).start(CallStarted(call_id="c1", variables={}, at=0.0))
         assert [e.text for e in step.effects if isinstance(e, Say)] == ["Hello Alex!"]
+
+
+def test_analysis_fields_are_checked() -> None:
+    data = recorded(enabled=False)
+    field = {"name": "callback", "type": "boolean"}
+    data["analysis"] = {"success": {"rubric": "Booked."}, "fields": [field, field]}
+    report = validate_data(data)
+    assert [(e.path, e.message) for e in report.errors] == [
+        ("analysis.fields[1].name", "duplicate field name 'callback'")
+    ]
+    data["analysis"] = {
+        "summary": True,
+        "sentiment": True,
+        "success": {"rubric": "Booked."},
+        "fields": [field],
+    }
+    assert validate_data(data).ok
+    data["analysis"] = {"success": {}}
+    assert any(e.path.startswith("analysis.success.rubric") for e in validate_data(data).errors)
