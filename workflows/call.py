@@ -121,7 +121,9 @@ class CallWorkflow:
             Transcript.continued(c),
             Liveness(inp.agent_timeout_s, now),
         )
-        self.run_end = RunEnd(self.d, Recording(self.d))
+        recording = Recording(self.d)
+        self.d.on_step = recording.maybe_start
+        self.run_end = RunEnd(self.d, recording)
         self.jobs = Jobs(self.d)
         self.d.start_jobs = self.jobs.start_jobs
         self.devices = DeviceTools(self.d)

@@ -48,10 +48,12 @@ class Recording:
         if rec is None or not rec.enabled or self.d.call.recording is not None or self.starting:
             return False
         state = self.d.call.flow_state
-        if self.d.call.status != "live" or state.ended:
+        if self.d.call.status != "live":
             return False
         consent = rec.record_after_consent
-        return consent is None or consent in state.path or state.node == consent
+        if consent is not None:  # reached it, even if the call ended in the same task
+            return consent in state.path
+        return not state.ended
 
     def maybe_start(self) -> None:
         """Called on each wake-up of the call's loop; starts the recording when it is due."""

@@ -60,12 +60,17 @@ def test_recording_off_needs_no_store() -> None:
 
 def test_the_consent_announcement_comes_before_the_first_nodes_greeting() -> None:
     data = recorded(store="s3://b/", consent={"say": "This call is recorded, {{name}}."})
-    step = engine(data).start(CallStarted(call_id="c1", variables={}, at=0.0))
-    kinds = [type(e).__name__ for e in step.effects]
-    assert kinds[:3] == ["SetNode", "Say", "Say"]
-    says = [e.text for e in step.effects if isinstance(e, Say)]
-    assert says == ["This call is recorded, Alex.", "Hello Alex!"]
-    assert isinstance(step.effects[0], SetNode) and step.effects[0].node == "ask"
+    eng = engine(data)
+    step = eng.start(CallStarted(call_id="c1", variables={}, at=0.0))
+    # the workflow's start step and the agent's opening (what it says on a fresh call) agree
+    for effects in (step.effects, eng.opening(step.state)):
+        kinds = [type(e).__name__ for e in effects]
+        assert kinds[:3] == ["SetNode", "Say", "Say"]
+        says = [e.text for e in effects if isinstance(e, Say)]
+        assert says == ["This call is recorded, Alex.", "Hello Alex!"]
+        assert isinstance(effects[0], SetNode) and effects[0].node == "ask"
+    # an agent arriving later (a routed node, a resume) does not announce it again
+    assert [e.text for e in eng.arrival(step.state) if isinstance(e, Say)] == ["Hello Alex!"]
 
 
 def test_no_announcement_without_consent_or_with_recording_off() -> None:
