@@ -19,7 +19,7 @@ from sqlalchemy import JSON, Column, Engine, func, select
 from sqlmodel import Field, SQLModel
 
 from ringflow.activities.campaign_rules import RETRY_OUTCOMES, RetryRule, Windows, window_open_at
-from ringflow.activities.persistence import _insert_for, get_engine
+from ringflow.activities.persistence import CallRow, _insert_for, get_engine
 
 ACTIVE = ("pending", "retry")  # states a claim may pick
 FINAL = ("reached", "failed", "exhausted", "dnc", "no_window")
@@ -375,14 +375,33 @@ def counts(database_url: str, campaign_id: str) -> dict[str, dict[str, int]]:
 
 
 def report(database_url: str, campaign_id: str) -> list[dict[str, Any]]:
-    """One row per contact: its attempts, final state and outcome, disposition, extracted values."""
+    """One row per contact: its attempts, final state and outcome, disposition, extracted values,
+    and its last call's recording and analysis (success, score, sentiment, summary)."""
     engine = engine_for(database_url)
+    calls = CallRow.__table__  # type: ignore[attr-defined]
     with engine.connect() as conn:
         rows = (
             conn.execute(select(C).where(C.c.campaign_id == campaign_id).order_by(C.c.idx)).mappings().all()
         )
+        last = {
+            r["idx"]: r["call_id"]
+            for r in conn.execute(
+                select(A.c.idx, A.c.call_id)
+                .where(A.c.campaign_id == campaign_id)
+                .order_by(A.c.idx, A.c.attempt)
+            ).mappings()
+        }
+        found = {
+            r["call_id"]: r
+            for r in conn.execute(
+                select(calls.c.call_id, calls.c.recording, calls.c.analysis).where(
+                    calls.c.campaign_id == campaign_id
+                )
+            ).mappings()
+        }
     return [
         {
+            **call_columns(found.get(last.get(r["idx"], ""))),
             "idx": r["idx"],
             "phone": r["phone"],
             "timezone": r["tz"],
@@ -394,6 +413,46 @@ def report(database_url: str, campaign_id: str) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
+
+
+def call_columns(row: Any) -> dict[str, Any]:
+    """A contact's last call's recording and analysis, as report columns (None: not there)."""
+    recording = (row["recording"] if row is not None else None) or {}
+    analysis = (row["analysis"] if row is not None else None) or {}
+    success = analysis.get("success") or {}
+    return {
+        "call_id": row["call_id"] if row is not None else None,
+        "success": success.get("pass"),
+        "score": success.get("score"),
+        "sentiment": analysis.get("sentiment"),
+        "summary": analysis.get("summary"),
+        "analysis_fields": analysis.get("fields") or {},
+        "recording": recording.get("location"),
+        "recording_status": recording.get("status"),
+        "recording_s": recording.get("duration_s"),
+    }
+
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A campaign's report in figures: contacts by state and disposition, and of the calls
+    analysed, the success rate and the average score."""
+    judged = [r["success"] for r in rows if r.get("success") is not None]
+    scores = [float(r["score"]) for r in rows if r.get("score") is not None]
+    states: dict[str, int] = {}
+    dispositions: dict[str, int] = {}
+    for r in rows:
+        states[r["state"]] = states.get(r["state"], 0) + 1
+        if r.get("disposition"):
+            dispositions[r["disposition"]] = dispositions.get(r["disposition"], 0) + 1
+    return {
+        "contacts": len(rows),
+        "states": states,
+        "dispositions": dispositions,
+        "analysed": len(judged),
+        "success_rate": sum(1 for s in judged if s) / len(judged) if judged else None,
+        "average_score": sum(scores) / len(scores) if scores else None,
+        "recorded": sum(1 for r in rows if r.get("recording_status") == "completed"),
+    }
 
 
 def attempts(database_url: str, campaign_id: str) -> list[dict[str, Any]]:

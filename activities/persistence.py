@@ -72,6 +72,8 @@ class CallRow(SQLModel, table=True):
     room: str | None = Field(default=None, max_length=300)
     sip: dict[str, Any] | None = _json_or_null()
     amd: dict[str, Any] | None = _json_or_null()
+    recording: dict[str, Any] | None = _json_or_null()
+    analysis: dict[str, Any] | None = _json_or_null()
 
 
 class CallTurnRow(SQLModel, table=True):
@@ -91,7 +93,18 @@ class CallTurnRow(SQLModel, table=True):
 # SQLModel's classes get ``__table__`` from SQLAlchemy at class creation; its stubs do not
 # declare it, hence the ignores on each use below.
 _TABLES = [CallRow.__table__, CallTurnRow.__table__]  # type: ignore[attr-defined]
-_JSON_FIELDS = ("path", "variables", "extracted", "state", "tags", "transcript", "sip", "amd")
+_JSON_FIELDS = (
+    "path",
+    "variables",
+    "extracted",
+    "state",
+    "tags",
+    "transcript",
+    "sip",
+    "amd",
+    "recording",
+    "analysis",
+)
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 

@@ -14,10 +14,12 @@ from typing import Any, Protocol
 
 from pydantic import SecretStr
 
+from ringflow.activities.analysis import Analyzer
 from ringflow.activities.dispatch import AgentDispatch, Dispatcher
 from ringflow.activities.extraction import Extractor
 from ringflow.activities.http_tool import HttpTool
 from ringflow.activities.persistence import CallStore
+from ringflow.activities.recording import Recorder, RecordingActivities
 from ringflow.activities.telephony import Telephony, TelephonyActivities
 from ringflow.activities.webhook import WebhookSender
 
@@ -34,11 +36,15 @@ class ActivityConfig(Protocol):
 
 
 def build_activities(
-    config: ActivityConfig, dispatcher: Dispatcher | None = None, telephony: Telephony | None = None
+    config: ActivityConfig,
+    dispatcher: Dispatcher | None = None,
+    telephony: Telephony | None = None,
+    recorder: Recorder | None = None,
 ) -> list[Callable[..., Any]]:
     """``persist_call``, ``append_transcript``, ``post_call_webhook``, ``http_tool`` and
     ``extract_variables`` bound to ``config``, ``dispatch_agent`` to ``dispatcher`` and the
-    dial activities to ``telephony``; pass the list to ``Worker(activities=...)``."""
+    dial activities to ``telephony``, the recording ones to ``recorder``; pass the list to
+    ``Worker(activities=...)``."""
     store = CallStore(config.database_url)
     webhook = WebhookSender(config.webhook_url, config.webhook_secret, database_url=config.database_url)
     http = HttpTool(
@@ -53,6 +59,8 @@ def build_activities(
         webhook.post_call_webhook,
         http.http_tool,
         extractor.extract_variables,
+        Analyzer(extractor, config.database_url).analyze_call,
         AgentDispatch(dispatcher).dispatch_agent,
         *TelephonyActivities(telephony).all(),
+        *RecordingActivities(recorder).all(),
     ]

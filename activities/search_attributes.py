@@ -19,6 +19,8 @@ RINGFLOW_END_REASON: Final = SearchAttributeKey.for_keyword("RingflowEndReason")
 RINGFLOW_CAMPAIGN: Final = SearchAttributeKey.for_keyword("RingflowCampaign")
 RINGFLOW_DIRECTION: Final = SearchAttributeKey.for_keyword("RingflowDirection")
 RINGFLOW_TRANSITIONS: Final = SearchAttributeKey.for_int("RingflowTransitions")
+# the post-call analysis's success evaluation (a flow with ``analysis.success``)
+RINGFLOW_SUCCESS: Final = SearchAttributeKey.for_bool("RingflowSuccess")
 
 ALL_SEARCH_ATTRIBUTES: Final[tuple[SearchAttributeKey[Any], ...]] = (
     RINGFLOW_STATUS,
@@ -29,4 +31,5 @@ ALL_SEARCH_ATTRIBUTES: Final[tuple[SearchAttributeKey[Any], ...]] = (
     RINGFLOW_CAMPAIGN,
     RINGFLOW_DIRECTION,
     RINGFLOW_TRANSITIONS,
+    RINGFLOW_SUCCESS,
 )

@@ -30,6 +30,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
+from ringflow.activities.redaction import redact_turns
 from ringflow.contract.records import WebhookDelivery
 
 SIGNATURE_HEADER = "webhook-signature"
@@ -147,6 +148,11 @@ class WebhookSender:
             return {"status": "skipped", "reason": "no webhook url configured"}
         if delivery.transcript_in_db and self.database_url:
             delivery = await asyncio.to_thread(with_stored_transcript, delivery, self.database_url)
+        if delivery.redact:
+            redacted = delivery.record.model_copy(
+                update={"transcript": redact_turns(delivery.record.transcript)}
+            )
+            delivery = delivery.model_copy(update={"record": redacted})
         body, headers = self.build_request(delivery)
         # Only the host goes into errors and logs: the URL's path or query may hold a token.
         host = urlsplit(self.url).hostname or "?"

@@ -464,7 +464,7 @@ class FlowController:
     def start_effects(self) -> list[Effect]:
         """A fresh call: what entering the node it is on says and shows, greeting and
         pre-actions included (after a start on an action node, where that routed it)."""
-        return self.engine.arrival(self.state)
+        return self.engine.opening(self.state)
 
     async def apply(self, effects: list[Effect]) -> None:
         port = self.port

@@ -131,6 +131,23 @@ class Engine:
         d.show_node(state.node, before)
         return [e for e in d.effects if type(e) in (SetNode, Say, LLMTurn, EndCall)]
 
+    def opening(self, state: CallState) -> list[Effect]:
+        """What an agent says and shows to open a fresh call: ``arrival`` on the start node,
+        after the recording announcement when the flow has one."""
+        effects = self.arrival(state)
+        return self.announced(state, effects) if len(state.path) <= 1 and not state.transitions else effects
+
+    def announced(self, state: CallState, effects: list[Effect]) -> list[Effect]:
+        """``effects`` with the flow's recording announcement (``recording.consent.say``) first
+        after the node is shown: before anything the first node says, so the caller hears it
+        before the first turn (and before a ``record_after_consent`` ask)."""
+        rec = self.definition.flow.recording
+        if rec is None or not rec.enabled or rec.consent is None:
+            return effects
+        text = Draft(self.flow, state, None).render(rec.consent.say)
+        at = next((i + 1 for i, e in enumerate(effects) if isinstance(e, SetNode)), 0)
+        return [*effects[:at], Say(text=text, allow_interrupt=False), *effects[at:]]
+
     # --- events -----------------------------------------------------------------------
     def _reject(self, state: CallState, reason: str) -> Step:
         return Step(state, [Rejected(reason=reason)])
@@ -148,7 +165,7 @@ class Engine:
         d.call.caller_number, d.call.called_number = ev.caller_number, ev.called_number
         d.call.started_at = ev.at
         d.enter(flow.start_node, None)
-        return Step(d.call, d.effects)
+        return Step(d.call, self.announced(d.call, d.effects))
 
     def _on_function_called(self, state: CallState, ev: FunctionCalled) -> Step:
         if state.node is None:

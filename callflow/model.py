@@ -87,6 +87,35 @@ class FlowSettings(Strict):
     wait_speech: str = Field("One moment.", min_length=1, max_length=500)
 
 
+RecordingLayout = Literal["mixed", "dual_channel"]
+
+
+class RecordingConsent(Strict):
+    """The announcement said before the call's first turn, so the caller hears that the call
+    is recorded before anything is recorded of them."""
+
+    say: str = Field(min_length=1, max_length=1000)
+
+
+class RecordingSettings(Strict):
+    """Whether and where the call's audio is recorded (LiveKit Egress, audio only).
+
+    ``store`` names the target: ``s3://BUCKET/PREFIX/`` (any S3-compatible store: its endpoint
+    and keys are the worker's ``RINGFLOW_RECORDING_S3_*`` settings, never the flow's),
+    ``gs://BUCKET/PREFIX/``, ``azure://CONTAINER/PREFIX/`` or ``file:///DIR`` (a folder the
+    egress writes to: development and simulation). ``layout``: ``mixed`` (both sides on one
+    channel) or ``dual_channel`` (the agent on one channel, the caller on the other).
+    ``record_after_consent``: a node; the recording starts only once the call enters it
+    (the branch a flow that asks for consent takes on a yes), so a call that never gets
+    there is never recorded."""
+
+    enabled: bool = True
+    store: str | None = Field(None, max_length=500)
+    layout: RecordingLayout = "mixed"
+    consent: RecordingConsent | None = None
+    record_after_consent: str | None = None
+
+
 class Retry(Strict):
     max_attempts: int = Field(3, ge=1, le=20)
     initial_interval_s: float = Field(1, gt=0)
@@ -307,6 +336,33 @@ class ExtractSpec(Strict):
     enum: list[Any] | None = None
 
 
+class AnalysisSuccess(Strict):
+    """The success evaluation: pass or fail and a score (0 to 1) with the reason, against
+    the flow's own rubric."""
+
+    rubric: str = Field(min_length=1, max_length=4000)
+    prompt: str | None = Field(None, max_length=4000)  # replaces the default instruction
+
+
+class AnalysisPart(Strict):
+    """``summary`` or ``sentiment`` with a prompt of its own (``true`` takes the default)."""
+
+    prompt: str = Field(min_length=1, max_length=4000)
+
+
+class AnalysisSettings(Strict):
+    """What is worked out of the whole transcript once the call has ended (one LLM call
+    with a JSON schema: ``activities/analysis.py``). ``fields`` are typed like extraction's
+    (structured outputs); ``redact``: the LLM reads the transcript with personal data
+    replaced (``activities/redaction.py``)."""
+
+    summary: bool | AnalysisPart = False
+    success: AnalysisSuccess | None = None
+    sentiment: bool | AnalysisPart = False
+    fields: list[ExtractSpec] = Field(default_factory=list, max_length=50)
+    redact: bool = False
+
+
 class Node(Strict):
     type: NodeType = "agent"
     task: str | None = None
@@ -338,6 +394,8 @@ class Flow(Strict):
     variables: dict[str, Variable] = {}
     handlers: str | None = None
     settings: FlowSettings = FlowSettings()
+    recording: RecordingSettings | None = None
+    analysis: AnalysisSettings | None = None
     global_functions: list[FunctionEntry] = []
     mcp_servers: dict[str, McpServer] = {}
     start: str | None = None

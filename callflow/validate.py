@@ -24,9 +24,11 @@ from ringflow.callflow.handlers import (
 )
 from ringflow.callflow.model import NODE_ID_PATTERN, Flow, FunctionEntry, HandlerSpec, Node, Transition
 from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
+from ringflow.callflow.validate_analysis import check_analysis
 from ringflow.callflow.validate_gates import GateChecks
 from ringflow.callflow.validate_jobs import check_jobs_entry
 from ringflow.callflow.validate_mcp import check_mcp_entry, check_mcp_flow
+from ringflow.callflow.validate_recording import check_recording
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 _LLM_NODE_ONLY = (
@@ -476,6 +478,8 @@ class _Checker(GateChecks):
         for nid, node in flow.nodes.items():
             self.check_node(nid, node)
         check_mcp_flow(self, flow)
+        check_recording(self, flow)
+        check_analysis(self, flow)
         if self.judge_graph:
             self.check_graph()
             self.check_gate_waits()

@@ -119,6 +119,16 @@ class Settings(BaseSettings):
     sip_from: str | None = None
     sip_ringing_timeout_s: float = Field(default=30.0, gt=0, le=300)
     livekit_webhook_port: int = Field(default=0, ge=0, le=65535)  # >0: the worker also receives webhooks
+    # Where LiveKit Egress may write a flow's recording (its `recording.store` names the bucket):
+    # S3 or any S3-compatible store (endpoint + path style for MinIO, Ceph, R2...), GCS, Azure.
+    recording_s3_access_key: str | None = None
+    recording_s3_secret: SecretStr | None = None
+    recording_s3_region: str | None = None
+    recording_s3_endpoint: str | None = None
+    recording_s3_force_path_style: bool = False
+    recording_gcp_credentials: SecretStr | None = None  # the service account's JSON
+    recording_azure_account: str | None = None
+    recording_azure_key: SecretStr | None = None
     # Heartbeats are the agent's sign of life when nothing else goes out. Without LiveKit's
     # webhooks they are how a dead agent is noticed (agent_timeout_s of silence); with them
     # (`livekit_webhooks` on the agent and call starters, or a worker receiving them on

@@ -27,6 +27,7 @@ from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.temporal_setup import connect
 from tests.support.loopback import Receiver, serve_app
 from tests.support.mcpkit import Server, serving
+from tests.support.s3kit import S3Server, s3_server
 from tests.support.wfkit import running_worker
 
 POSTGRES_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -159,4 +160,12 @@ async def receiver() -> AsyncIterator[Receiver]:
 def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``tests/support/mcp_server.py`` on a free port, one per module that asks."""
     with serving(tmp_path_factory.mktemp("mcp") / "calls.jsonl") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """A real S3-compatible server (moto's server mode) for the whole run; tests make their
+    own buckets."""
+    with s3_server() as server:
         yield server

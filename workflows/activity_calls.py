@@ -22,6 +22,7 @@ from temporalio.exceptions import CancelledError
 # stay as ``@activity.defn(name=...)`` gives them); their modules' I/O clients are loaded
 # once, outside the sandbox.
 with workflow.unsafe.imports_passed_through():
+    from ringflow.activities.analysis import Analyzer
     from ringflow.activities.dispatch import AgentDispatch
     from ringflow.activities.extraction import ExtractionInput, ExtractionOutput, Extractor
     from ringflow.activities.handler_run import HandlerInput, HandlerOutput, HandlerRunner
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         mcp_list_tools,
     )
     from ringflow.activities.persistence import CallStore
+    from ringflow.activities.recording import RecordingActivities
     from ringflow.activities.telephony import TelephonyActivities
     from ringflow.activities.turn_journal import TurnJournalReader
     from ringflow.activities.webhook import WEBHOOK_RETRY_POLICY, WebhookSender
@@ -43,8 +45,10 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.mcp_spec import McpServer, McpServerTools
     from ringflow.callflow.model import FlowDefinition, Retry
     from ringflow.callflow.state import CallState
+    from ringflow.contract.analysis import AnalysisInput, CallAnalysis
     from ringflow.contract.dial import DispatchRequest, DispatchResult, TransferRequest
     from ringflow.contract.journal import JournalEntries, JournalRead
+    from ringflow.contract.recording import RecordingInfo, RecordingRequest
     from ringflow.contract.records import CallRecord, TranscriptAppend, WebhookDelivery
     from ringflow.contract.updates import EXTRACTION_TIMEOUT_S
 
@@ -297,3 +301,64 @@ async def read_turn_journal(req: JournalRead) -> JournalEntries:
         RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3),
     )
     return result
+
+
+_RECORDING_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=5
+)
+
+
+async def start_recording(req: RecordingRequest) -> RecordingInfo:
+    """``start_recording`` (``activities/recording.py``), which finds an egress an earlier
+    attempt started instead of starting a second. Whatever goes wrong is a ``failed``
+    recording, never a failed call."""
+    try:
+        out: RecordingInfo = await workflow.execute_activity_method(
+            RecordingActivities.start_recording,
+            req,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=_RECORDING_RETRY,
+        )
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc
+        return RecordingInfo(status="failed", error=f"the recording could not start: {cause}"[:500])
+    return out
+
+
+async def stop_recording(req: RecordingRequest) -> RecordingInfo:
+    """``stop_recording``: stops the egress and waits for its file (heartbeating while the
+    egress finishes the upload)."""
+    try:
+        out: RecordingInfo = await workflow.execute_activity_method(
+            RecordingActivities.stop_recording,
+            req,
+            start_to_close_timeout=timedelta(seconds=120),
+            heartbeat_timeout=timedelta(seconds=20),
+            retry_policy=_RECORDING_RETRY,
+        )
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc
+        return RecordingInfo(
+            id=req.egress_id, status="failed", error=f"the recording could not be stopped: {cause}"[:500]
+        )
+    return out
+
+
+async def analyze(inp: AnalysisInput) -> CallAnalysis:
+    """``analyze_call`` (``activities/analysis.py``): a few tries, then the last failure is
+    the analysis's ``error`` and the call's record stands without it."""
+    try:
+        out: CallAnalysis = await workflow.execute_activity_method(
+            Analyzer.analyze_call,
+            inp,
+            start_to_close_timeout=timedelta(seconds=90),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_interval=timedelta(seconds=20),
+                maximum_attempts=4,
+            ),
+        )
+    except Exception as exc:
+        cause = getattr(exc, "cause", None) or exc
+        return CallAnalysis(error=f"the analysis could not run: {cause}"[:500])
+    return out

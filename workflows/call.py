@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.journal_recovery import recover_journal
     from ringflow.workflows.mcp_pin import needs_pin, pin_tools
     from ringflow.workflows.record import call_view
+    from ringflow.workflows.recording import Recording
     from ringflow.workflows.room_events import on_room_event
     from ringflow.workflows.run_end import RunEnd
     from ringflow.workflows.visibility import Visibility
@@ -120,7 +121,9 @@ class CallWorkflow:
             Transcript.continued(c),
             Liveness(inp.agent_timeout_s, now),
         )
-        self.run_end = RunEnd(self.d)
+        recording = Recording(self.d)
+        self.d.on_step = recording.maybe_start
+        self.run_end = RunEnd(self.d, recording)
         self.jobs = Jobs(self.d)
         self.d.start_jobs = self.jobs.start_jobs
         self.devices = DeviceTools(self.d)

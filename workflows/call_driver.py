@@ -112,6 +112,9 @@ class CallDriver:
         self.agent_left = False  # LiveKit said the call's agent left after the call ended
         self.hangup_signalled = False  # an operator's (or LiveKit's) hangup, not the agent's
         self.start_jobs: Callable[[StartJobs], None] = lambda eff: None  # workflows/jobs.py
+        # after each engine step: the recording starts on the step that reaches its consent
+        # node, even when the call ends in the same workflow task (workflows/recording.py)
+        self.on_step: Callable[[], None] = lambda: None
 
     @property
     def room(self) -> str:
@@ -128,6 +131,7 @@ class CallDriver:
         self.apply_effects(step.effects)
         if self.call.flow_state.node != before:
             self.vis.count_transition()
+            self.on_step()
         self.wake = True
         return step
 

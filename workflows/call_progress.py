@@ -25,6 +25,7 @@ from ringflow.callflow.events import ExtractionResult
 from ringflow.callflow.state import CallState
 from ringflow.contract.call import Continuation
 from ringflow.contract.events import RejectedEvent, Turn
+from ringflow.contract.recording import RecordingInfo
 from ringflow.contract.records import AmdVerdict, SipOutcome
 from ringflow.contract.updates import CallFunctionResult
 from ringflow.workflows import budgets
@@ -53,6 +54,7 @@ class CallProgress(BaseModel):
     sip: SipOutcome | None = None  # the dial's answer (workflows/dialing.py)
     amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
     epoch: int = 0  # the current agent's attach number (workflows/epochs.py); 0 before any
+    recording: RecordingInfo | None = None  # asked for once (workflows/recording.py)
 
     @classmethod
     def continued(cls, prev: Continuation, now: float) -> CallProgress:
@@ -71,6 +73,7 @@ class CallProgress(BaseModel):
             sip=prev.sip,
             amd=prev.amd,
             epoch=prev.epoch,
+            recording=prev.recording,
         )
 
     @property

@@ -27,6 +27,7 @@ async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list
     if inp.dial is not None and inp.carry is None:
         d.spawn(place_call(d))
     d.vis.sync(d.call.flow_state, d.call.status)
+    run_end.recording.maybe_start()  # a continued run's call is live already
     settings = inp.definition.flow.settings
     deadline = d.call.started_at + settings.max_duration_s
     # One timer at a time, re-armed only once it has fired or when something must happen
@@ -59,6 +60,7 @@ async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list
         d.vis.sync(d.call.flow_state, d.call.status)
         if d.call.flow_state.ended:
             break
+        run_end.recording.maybe_start()
         now = workflow.now().timestamp()
         d.apply_ready(*d.inbox.skip_gap(now, inp.gap_wait_s))
         # A timer firing long after it was due means Temporal (or every worker) was down,
@@ -74,6 +76,7 @@ async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list
         elif run_end.should_continue_as_new():
             await run_end.continue_as_new()
     await final_turn(d)
+    await run_end.recording.stop()  # after the last words, whatever ended the call
     if not d.call.hangup_seen or d.hangup_signalled:  # not ended by the agent's last send
         await recover_journal(d, "the call ended without the agent's hangup")
     d.settle_values()  # results no agent applied go into the record

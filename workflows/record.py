@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from ringflow.callflow.state import CallState
 from ringflow.contract.call import CallInput, CallView, call_workflow_id
 from ringflow.contract.events import Turn
+from ringflow.contract.recording import RecordingInfo
 from ringflow.contract.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem
 from ringflow.workflows.call_progress import CallProgress
 from ringflow.workflows.inbox import Inbox
@@ -55,6 +56,7 @@ def build_record(
     now: datetime,
     sip: SipOutcome | None = None,
     amd: AmdVerdict | None = None,
+    recording: RecordingInfo | None = None,
 ) -> CallRecord:
     """``sip`` and ``amd``: what the telephony said about a dialed call (workflows/dialing.py)."""
     return CallRecord(
@@ -80,6 +82,7 @@ def build_record(
         room=inp.room,
         sip=sip,
         amd=amd,
+        recording=recording,
     )
 
 
@@ -113,4 +116,5 @@ def call_view(inp: CallInput, call: CallProgress, inbox: Inbox, turns: int) -> C
         sip=call.sip,
         amd=call.amd,
         epoch=call.epoch,
+        recording=call.recording,
     )

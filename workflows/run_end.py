@@ -13,6 +13,8 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from ringflow.callflow.model import AnalysisSettings
+    from ringflow.contract.analysis import AnalysisInput
     from ringflow.contract.call import Continuation
     from ringflow.contract.events import Turn
     from ringflow.contract.records import CallRecord, TranscriptAppend, WebhookDelivery
@@ -21,13 +23,15 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows import budgets
     from ringflow.workflows.call_driver import REJECTED_TAIL, CallDriver
     from ringflow.workflows.record import build_record, transcript_items
+    from ringflow.workflows.recording import Recording
 
 
 class RunEnd:
     """How this run ends (continue-as-new, or the call's finish), on the call the driver holds."""
 
-    def __init__(self, d: CallDriver) -> None:
+    def __init__(self, d: CallDriver, recording: Recording) -> None:
         self.d = d
+        self.recording = recording
 
     def should_continue_as_new(self) -> bool:
         info = workflow.info()
@@ -70,6 +74,7 @@ class RunEnd:
             sip=self.d.call.sip,
             amd=self.d.call.amd,
             epoch=self.d.call.epoch,
+            recording=self.d.call.recording,
         )
         nxt = self.d.inp.model_copy(update={"carry": continuation})
         if encoded_bytes(nxt) > budgets.CONTINUE_MAX_BYTES:
@@ -94,6 +99,7 @@ class RunEnd:
             )
         except TimeoutError:
             self.d.record_rejected(None, "work still running 5 min after the call ended: not waited for")
+        await self.recording.stop()  # done already unless the call's loop could not end normally
         self.d.call.status = "ended"
         # The whole transcript goes to the database when the record could not carry it inline
         # (the head of a continued-as-new call is there already; a long one would not fit a
@@ -111,7 +117,9 @@ class RunEnd:
             workflow.now(),
             sip=self.d.call.sip,
             amd=self.d.call.amd,
+            recording=self.d.call.recording,
         )
+        analysis = self.d.inp.definition.flow.analysis
         self.d.call.flow_state = self.d.call.flow_state.model_copy(update={"disposition": record.disposition})
         self.d.vis.sync(self.d.call.flow_state, self.d.call.status)
         await acts.persist(record)
@@ -121,7 +129,41 @@ class RunEnd:
                 run_id=workflow.info().first_execution_run_id,
                 sent_at=workflow.now(),
                 transcript_in_db=in_db,
+                redact=analysis is not None and analysis.redact,
             )
         )
         self.d.vis.count_end(self.d.call.flow_state)
+        settings = self.d.inp.definition.flow.analysis
+        if settings is not None:
+            record = await self.analyse(record, settings, in_db)
+        return record
+
+    async def analyse(self, record: CallRecord, settings: AnalysisSettings, in_db: bool) -> CallRecord:
+        """After ``call.ended``: the analysis of the whole transcript, then the record again
+        with it and a ``call.analyzed`` webhook. A failed analysis is the record's
+        ``analysis.error``; the call's outcome stands."""
+        result = await acts.analyze(
+            AnalysisInput(
+                call_id=record.call_id,
+                settings=settings,
+                transcript=record.transcript,
+                transcript_in_db=in_db,
+            )
+        )
+        record = record.model_copy(update={"analysis": result, "updated_at": workflow.now()})
+        if result.error is not None:
+            self.d.record_rejected(None, f"analysis: {result.error}")
+        if result.success is not None:
+            self.d.vis.success(result.success.passed)
+        await acts.persist(record)
+        await acts.webhook(
+            WebhookDelivery(
+                record=record,
+                run_id=workflow.info().first_execution_run_id,
+                event="call.analyzed",
+                sent_at=workflow.now(),
+                transcript_in_db=in_db,
+                redact=settings.redact,
+            )
+        )
         return record

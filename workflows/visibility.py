@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         RINGFLOW_FLOW,
         RINGFLOW_NODE,
         RINGFLOW_STATUS,
+        RINGFLOW_SUCCESS,
         RINGFLOW_TRANSITIONS,
     )
     from ringflow.callflow.dispositions import declared_dispositions, public_disposition
@@ -100,6 +101,10 @@ class Visibility:
             and TRAILING.issuperset(changed)
             and now - self.upserted_at < self.inp.visibility_refresh_s
         )
+
+    def success(self, passed: bool) -> None:
+        """The post-call analysis's verdict, for ops to find failed calls (``RingflowSuccess = false``)."""
+        workflow.upsert_search_attributes([RINGFLOW_SUCCESS.value_set(passed)])
 
     def count_transition(self) -> None:
         self.transitions.add(1, {"flow": self.inp.definition.flow.flow})

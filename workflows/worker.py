@@ -26,6 +26,7 @@ from ringflow.activities.handler_run import HandlerRunner
 from ringflow.activities.jobs import JobRunner
 from ringflow.activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from ringflow.activities.observability import ActivityLogInterceptor
+from ringflow.activities.recording import Recorder
 from ringflow.activities.registry import build_activities
 from ringflow.activities.telephony import Telephony
 from ringflow.activities.turn_journal import TurnJournalReader
@@ -41,6 +42,7 @@ def all_activities(
     *,
     dispatcher: Dispatcher | None = None,
     telephony: Telephony | None = None,
+    recorder: Recorder | None = None,
 ) -> list[Callable[..., Any]]:
     handlers = HandlerRunner(getattr(config, "flows_dir", None))
     campaigns = CampaignActivities(
@@ -51,7 +53,7 @@ def all_activities(
         getattr(config, "webhook_secret", None),
     )
     return [
-        *build_activities(config, dispatcher, telephony),
+        *build_activities(config, dispatcher, telephony, recorder),
         handlers.run_handler,
         JobRunner(getattr(config, "flows_dir", None)).run_job,
         mcp_list_tools,
@@ -68,6 +70,7 @@ def build_worker(
     *,
     dispatcher: Dispatcher | None = None,
     telephony: Telephony | None = None,
+    recorder: Recorder | None = None,
     **kwargs: Any,
 ) -> Worker:
     log_redaction.install()  # before any workflow can log a payload it dropped
@@ -78,7 +81,9 @@ def build_worker(
         client,
         task_queue=task_queue or config.task_queue,
         workflows=[CallWorkflow, CampaignWorkflow],
-        activities=all_activities(config, client, dispatcher=dispatcher, telephony=telephony),
+        activities=all_activities(
+            config, client, dispatcher=dispatcher, telephony=telephony, recorder=recorder
+        ),
         activity_executor=ThreadPoolExecutor(8),
         interceptors=interceptors,
         **kwargs,
@@ -148,6 +153,7 @@ async def run_worker_forever(
     *,
     dispatcher: Dispatcher | None = None,
     telephony: Telephony | None = None,
+    recorder: Recorder | None = None,
 ) -> None:
     """Serve until ``stop`` is set, then shut down gracefully.
 
@@ -165,6 +171,7 @@ async def run_worker_forever(
         graceful_shutdown_timeout=grace,
         dispatcher=dispatcher,
         telephony=telephony,
+        recorder=recorder,
         **worker_tuning(config),
     )
     if on_start is not None:

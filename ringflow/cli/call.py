@@ -209,8 +209,12 @@ def show(
         "room",
         "sip",
         "amd",
+        "recording",
+        "analysis",
     ):
-        if key in shown and (shown[key] is not None or key not in ("room", "sip", "amd")):
+        if key in shown and (
+            shown[key] is not None or key not in ("room", "sip", "amd", "recording", "analysis")
+        ):
             typer.echo(f"{key:<12} {shown[key]}")  # a record (an ended call) has no transitions or agent
     if isinstance(call, CallView) and call.rejected:
         typer.echo(f"{'rejected':<12} {len(call.rejected)} event(s); last: {call.rejected[-1].reason}")

@@ -356,20 +356,28 @@ def report(
     campaign_id: str = typer.Argument(...),
     csv_out: bool = typer.Option(False, "--csv"),
     json_out: bool = typer.Option(False, "--json"),
+    summary: bool = typer.Option(False, "--summary", help="Only the figures: states, dispositions, success."),
 ) -> None:
-    """One row per contact: attempts, final state and outcome, disposition, extracted variables."""
+    """One row per contact: attempts, final state and outcome, disposition, extracted variables,
+    the last call's analysis (success, score) and recording; then the campaign's figures."""
     from ringflow.activities import campaign_store as store
     from ringflow.settings import get_settings
 
     rows = store.report(get_settings().database_url, campaign_id)
     if not rows:
         raise fail(f"no contacts for campaign '{campaign_id}'")
+    figures = store.aggregate(rows)
     if json_out:
-        typer.echo(json.dumps(rows))
+        typer.echo(json.dumps(figures if summary else rows, default=str))
+        return
+    if summary:
+        for key, value in figures.items():
+            typer.echo(f"{key:<14} {value if value is not None else '-'}")
         return
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["phone", "timezone", "state", "attempts", "outcome", "disposition", "extracted"])
+    contact = ["phone", "timezone", "state", "attempts", "outcome", "disposition", "extracted"]
+    w.writerow([*contact, "success", "score", "sentiment", "recording"])  # then the last call's
     for r in rows:
         w.writerow(
             [
@@ -380,6 +388,10 @@ def report(
                 r["outcome"] or "",
                 r["disposition"] or "",
                 json.dumps(r["extracted"]) if r["extracted"] else "",
+                "" if r["success"] is None else str(r["success"]).lower(),
+                "" if r["score"] is None else r["score"],
+                r["sentiment"] or "",
+                r["recording"] or "",
             ]
         )
     if csv_out:
@@ -387,6 +399,12 @@ def report(
         return
     for line in buf.getvalue().splitlines():
         typer.echo(line.replace(",", "  "))
+    rate, score = figures["success_rate"], figures["average_score"]
+    typer.echo(
+        f"{figures['contacts']} contacts; dispositions {figures['dispositions'] or '-'}; "
+        f"success rate {'-' if rate is None else f'{rate:.0%}'} of {figures['analysed']} analysed; "
+        f"average score {'-' if score is None else f'{score:.2f}'}"
+    )
 
 
 @campaign_app.command("simulate")

@@ -15,6 +15,7 @@ from ringflow.contract.dial import Dial
 from ringflow.contract.events import InboxEvent, RejectedEvent, Turn
 from ringflow.contract.ids import CALL_WORKFLOW_PREFIX as CALL_WORKFLOW_PREFIX  # re-exported
 from ringflow.contract.ids import call_workflow_id as call_workflow_id
+from ringflow.contract.recording import RecordingInfo
 from ringflow.contract.records import AmdVerdict, SipOutcome
 from ringflow.contract.updates import CallFunctionResult
 from ringflow.contract.wire import MAX_ROUTE_CHARS, MAX_TEXT_CHARS, Answer, Message
@@ -108,6 +109,7 @@ class CallView(Answer):
     sip: SipOutcome | None  # a dialed call: the SIP status of the dial
     amd: AmdVerdict | None  # the answering-machine verdict
     epoch: int = 0  # the current agent's attach number (0: no agent has attached)
+    recording: RecordingInfo | None = None  # the call's recording (workflows/recording.py)
 
 
 class Continuation(Message):
@@ -138,6 +140,7 @@ class Continuation(Message):
     sip: SipOutcome | None = None
     amd: AmdVerdict | None = None
     epoch: int = 0  # the current agent's attach number: the next attach gets one more
+    recording: RecordingInfo | None = None  # the call's recording, once it was asked for
 
 
 CallInput.model_rebuild()

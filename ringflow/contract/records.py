@@ -12,6 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ringflow.contract.analysis import CallAnalysis
+from ringflow.contract.recording import RecordingInfo
+
 
 def _utc(value: datetime | None) -> datetime | None:
     """Naive datetimes are taken as UTC (SQLite hands them back naive)."""
@@ -94,6 +97,8 @@ class CallRecord(BaseModel):
     room: str | None = None  # the LiveKit room the call ran in (inbound: LiveKit named it)
     sip: SipOutcome | None = None  # a dialed call: how the phone network answered
     amd: AmdVerdict | None = None  # a dialed call: who picked up (answering-machine detection)
+    recording: RecordingInfo | None = None  # the call's audio, when its flow records it
+    analysis: CallAnalysis | None = None  # the post-call analysis, when its flow asks for one
 
     @field_validator("started_at", "ended_at", "updated_at")
     @classmethod
@@ -138,3 +143,6 @@ class WebhookDelivery(BaseModel):
     # The transcript is in the database (too long for a payload, or split by continue-as-new):
     # the activity puts it into the record before sending, so the receiver gets all of it.
     transcript_in_db: bool = False
+    # The flow asks for personal data to be kept out of what leaves the call (``analysis.redact``):
+    # the receiver gets the transcript redacted (``activities/redaction.py``).
+    redact: bool = False

@@ -14,19 +14,24 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.recording import Recorder
 from ringflow.activities.telephony import Telephony
 from ringflow.servers.health import HealthServer
 from ringflow.settings import Settings
 from ringflow.temporal_env import connect_options, describe
 from ringflow.temporal_setup import connect
+
+if TYPE_CHECKING:
+    from ringflow.agents.livekit_egress import StoreCredentials
 
 log = logging.getLogger("ringflow.worker")
 FIRST_CONNECT_DELAYS_S = (0.5, 30.0)  # the first retry's wait, doubling up to the second
@@ -70,6 +75,7 @@ class CallServices(NamedTuple):
 
     dispatcher: Dispatcher | None = None
     telephony: Telephony | None = None
+    recorder: Recorder | None = None
 
 
 def call_services(settings: Settings) -> CallServices:
@@ -79,6 +85,7 @@ def call_services(settings: Settings) -> CallServices:
     if settings.dispatcher != "livekit":
         return CallServices()
     from ringflow.agents.livekit_api import LiveKitDispatcher
+    from ringflow.agents.livekit_egress import LiveKitRecorder
     from ringflow.agents.livekit_sip import LiveKitTelephony
 
     secret = settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret else None
@@ -92,6 +99,26 @@ def call_services(settings: Settings) -> CallServices:
             from_number=settings.sip_from,
             ringing_timeout_s=settings.sip_ringing_timeout_s,
         ),
+        LiveKitRecorder(*credentials, credentials=store_credentials(settings)),
+    )
+
+
+def store_credentials(settings: Settings) -> StoreCredentials:
+    """The recording stores' keys, from ``RINGFLOW_RECORDING_*``."""
+    from ringflow.agents.livekit_egress import StoreCredentials
+
+    def secret(value: SecretStr | None) -> str | None:
+        return value.get_secret_value() if value else None
+
+    return StoreCredentials(
+        s3_access_key=settings.recording_s3_access_key,
+        s3_secret=secret(settings.recording_s3_secret),
+        s3_region=settings.recording_s3_region,
+        s3_endpoint=settings.recording_s3_endpoint,
+        s3_force_path_style=settings.recording_s3_force_path_style,
+        gcp_credentials=secret(settings.recording_gcp_credentials),
+        azure_account=settings.recording_azure_account,
+        azure_key=secret(settings.recording_azure_key),
     )
 
 
@@ -161,6 +188,7 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
                 on_start=started.append,
                 dispatcher=services.dispatcher,
                 telephony=services.telephony,
+                recorder=services.recorder,
             )
         finally:
             if relay is not None:

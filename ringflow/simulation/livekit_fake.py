@@ -30,7 +30,8 @@ it reproduces, taken from the SDK (``livekit/api/twirp_client.py``, ``_service.p
   which is why callers that must not resurrect a finished call check the room first.
 
 SIP (dialing, transfers, inbound trunks, dispatch rules) and signed webhooks live in
-``ringflow/simulation/livekit_fake_sip.py``; room and participant changes made through the API or the
+``ringflow/simulation/livekit_fake_sip.py``, Egress (recording into a real store) in
+``ringflow/simulation/livekit_fake_egress.py``; room and participant changes made through the API or the
 test controls below emit the webhooks the server would.
 
 Not modelled: media, region failover (``/settings/regions``: the SDK only
@@ -54,6 +55,7 @@ from livekit.protocol import agent_dispatch as proto_dispatch
 from livekit.protocol import models as proto_models
 from livekit.protocol import room as proto_room
 
+from ringflow.simulation.livekit_fake_egress import EgressFake
 from ringflow.simulation.livekit_fake_sip import SipFake
 from ringflow.simulation.livekit_fake_types import (
     JSON,
@@ -84,7 +86,7 @@ __all__ = [
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Message]]
 
 
-class FakeLiveKit(SipFake):
+class FakeLiveKit(SipFake, EgressFake):
     """``async with FakeLiveKit() as lk:`` then point the SDK at ``lk.url`` with
     ``lk.api_key`` / ``lk.api_secret``. State is plain attributes for assertions:
     ``rooms``, ``dispatches``, ``deleted_rooms``, ``requests`` (and the SIP ones)."""
@@ -110,6 +112,7 @@ class FakeLiveKit(SipFake):
         self._lost_replies: list[str | None] = []
         self.dispatched: asyncio.Queue[FakeDispatch] = asyncio.Queue()  # each CreateDispatch, as it lands
         self._init_sip(webhook_url)
+        self._init_egress()
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._routes: dict[str, tuple[type[Message], Handler]] = {
@@ -132,6 +135,7 @@ class FakeLiveKit(SipFake):
                 self._delete_dispatch,
             ),
             **self._sip_routes(),
+            **self._egress_routes(),
         }
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -146,6 +150,7 @@ class FakeLiveKit(SipFake):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self._stop_egress_uploads()
         await self._stop_sip()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -242,6 +247,7 @@ class FakeLiveKit(SipFake):
         """The room closes (deleted, or emptied out): everyone in it is disconnected."""
         for identity in list(self.rooms[name].participants):
             self.remove_participant(name, identity, proto_models.ROOM_DELETED)
+        self._end_room_egresses(name)
         room = self.rooms.pop(name)
         self.deleted_rooms.append(name)
         self._emit("room_finished", room.to_proto())

@@ -23,7 +23,9 @@ from livekit.protocol.models import SIGNAL_CLOSE, ParticipantInfo
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
+from ringflow.activities.recording import NoRecorder, Recorder
 from ringflow.activities.telephony import NoTelephony, Telephony
+from ringflow.agents.livekit_egress import LiveKitRecorder
 from ringflow.agents.livekit_inbound import ROOM_PREFIX
 from ringflow.agents.livekit_sip import ANNOUNCED, LiveKitTelephony
 from ringflow.agents.webhooks import WEBHOOK_PATH, WebhookRelay, bound_port, serve
@@ -35,6 +37,7 @@ from ringflow.contract.dial import (
     PrepareResult,
     TransferRequest,
 )
+from ringflow.contract.recording import RecordingInfo, RecordingRequest
 from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.workflows.client import CallHandle
 
@@ -42,19 +45,28 @@ SIM_TRUNK = "ST_simulated"
 
 
 class LineSlot:
-    """The simulator worker's telephony: the line of the script playing now (each script has
-    its own LiveKit fake, while the worker lives across scripts), none between scripts."""
+    """The simulator worker's telephony and recorder: the line of the script playing now
+    (each script has its own LiveKit fake, while the worker lives across scripts), none
+    between scripts. A flow's ``file:///`` recording store is written by that fake's egress."""
 
     def __init__(self) -> None:
         self.current: Telephony = NoTelephony()
+        self.recorder: Recorder = NoRecorder()
 
     @contextlib.contextmanager
-    def holding(self, line: Telephony) -> Iterator[None]:
+    def holding(self, line: Telephony, recorder: Recorder | None = None) -> Iterator[None]:
         before, self.current = self.current, line
+        was, self.recorder = self.recorder, recorder or NoRecorder()
         try:
             yield
         finally:
-            self.current = before
+            self.current, self.recorder = before, was
+
+    async def start(self, req: RecordingRequest) -> RecordingInfo:
+        return await self.recorder.start(req)
+
+    async def stop(self, req: RecordingRequest) -> RecordingInfo:
+        return await self.recorder.stop(req)
 
     async def prepare(self, req: PrepareRequest) -> PrepareResult:
         return await self.current.prepare(req)
@@ -96,7 +108,8 @@ async def phone_line(
         if dial is not None:
             lk.set_answer(dial.to, dial.answer)
         phone = LiveKitTelephony(lk.url, lk.api_key, lk.api_secret, trunk_id=SIM_TRUNK, ringing_timeout_s=20)
-        with LINES.holding(phone):
+        recorder = LiveKitRecorder(lk.url, lk.api_key, lk.api_secret)
+        with LINES.holding(phone, recorder):
             yield PhoneLine(lk, Dial(to=dial.to) if dial is not None else None, announced)
 
 

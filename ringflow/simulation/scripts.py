@@ -58,6 +58,8 @@ class Expect(BaseModel):
     # each in an assistant turn (case-insensitive substring), in this order; others may come between
     said: list[str] | None = None
     not_said: list[str] | None = None  # in no assistant turn
+    recording: dict[str, Any] | None = None  # e.g. {status: completed}: the call's recording
+    analysis: dict[str, Any] | None = None  # e.g. {success: {pass: true}}: the post-call analysis
 
 
 class Script(BaseModel):
@@ -69,6 +71,9 @@ class Script(BaseModel):
     variables: dict[str, Any] = {}
     turns: list[ScriptTurn] = []
     extract: dict[str, dict[str, Any]] = {}
+    # the post-call analysis's answer (scripted like extract:): {summary, success: {pass, score,
+    # reason}, sentiment, fields}; what it leaves out the analysis does not report
+    analysis: dict[str, Any] = {}
     # how long the extraction LLM takes to answer for a node (a gate or prompt then waits)
     extract_delay_s: dict[str, float] = {}
     device: ScriptDevice | None = None  # the caller's device and its tools (ringflow/simulation/device.py)
@@ -225,7 +230,16 @@ def said_failures(
 
 def check(expect: Expect, result: dict[str, Any]) -> list[str]:
     failures: list[str] = []
-    for key in ("path", "state", "variables", "disposition", "end_reason", "transfer"):
+    for key in (
+        "path",
+        "state",
+        "variables",
+        "disposition",
+        "end_reason",
+        "transfer",
+        "recording",
+        "analysis",
+    ):
         want = getattr(expect, key)
         if want is not None:
             failures.extend(matches(want, result.get(key), key))

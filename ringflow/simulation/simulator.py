@@ -39,6 +39,7 @@ from temporalio.client import Client
 from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
 
+from ringflow.activities.analysis import SCHEMA_NAME as ANALYSIS_SCHEMA
 from ringflow.activities.dispatch import Dispatcher
 from ringflow.activities.handler_run import parse_flow_dirs
 from ringflow.activities.http_tool import PRIVATE_ALLOWED
@@ -101,6 +102,8 @@ class SimulationResult(BaseModel):
     sent_dtmf: list[str] = []  # keys the bot pressed (send_dtmf entries), across agents
     device_calls: list[dict[str, Any]] = []  # tools/call requests the script's device got, across agents
     transfer: dict[str, str] | None = None  # the transfer LiveKit was asked for: {to, mode}
+    recording: dict[str, Any] | None = None  # the call's recording: {id, status, location, duration_s}
+    analysis: dict[str, Any] | None = None  # the post-call analysis: {summary, success, sentiment, fields}
     # the script's allow_private: the private addresses HTTP entries were let through to here
     allow_private: list[str] = []
 
@@ -166,6 +169,7 @@ async def environment(
             task_queue=task_queue,
             dispatcher=dispatcher or LOCAL,
             telephony=telephony or LINES,
+            recorder=LINES,
         ):
             yield client, task_queue, llm, stack
     finally:
@@ -356,6 +360,8 @@ async def _run_script(
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
         lane.set_extract(node, values)
+    if script.analysis:
+        lane.set_extract(ANALYSIS_SCHEMA, script.analysis)
     lane.extract_delay = dict(script.extract_delay_s)
     dispatches = LOCAL.watch(call_id) if resume == "dispatch" else None
     handle = await start_call(
@@ -468,6 +474,8 @@ def _finish(result: SimulationResult, script: Any, record: Any) -> SimulationRes
     result.variables = record.variables
     result.state = record.state
     result.transitions = max(0, len(record.path) - 1)
+    result.recording = record.recording.model_dump(mode="json") if record.recording else None
+    result.analysis = record.analysis.model_dump(mode="json") if record.analysis else None
     result.transcript = [
         {"role": t.get("role"), "node": t.get("node"), "text": t.get("text")} for t in record.transcript
     ]

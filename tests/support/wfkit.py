@@ -17,6 +17,7 @@ import pytest
 from temporalio.client import Client
 
 from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.recording import Recorder
 from ringflow.activities.telephony import Telephony
 from ringflow.callflow.engine import Engine
 from ringflow.callflow.loader import load_flow
@@ -52,6 +53,7 @@ class Services:
 
     dispatcher: Dispatcher | None = None
     telephony: Telephony | None = None
+    recorder: Recorder | None = None
 
 
 SERVICES = Services()
@@ -62,12 +64,15 @@ def use_services(
     *,
     dispatcher: Dispatcher | None = None,
     telephony: Telephony | None = None,
+    recorder: Recorder | None = None,
 ) -> None:
     """For this test only (``monkeypatch`` undoes it)."""
     if dispatcher is not None:
         monkeypatch.setattr(SERVICES, "dispatcher", dispatcher)
     if telephony is not None:
         monkeypatch.setattr(SERVICES, "telephony", telephony)
+    if recorder is not None:
+        monkeypatch.setattr(SERVICES, "recorder", recorder)
 
 
 @asynccontextmanager
@@ -80,6 +85,7 @@ async def running_worker(
         task_queue=task_queue,
         dispatcher=SERVICES.dispatcher,
         telephony=SERVICES.telephony,
+        recorder=SERVICES.recorder,
     )
     async with worker:
         yield
