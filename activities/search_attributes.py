@@ -19,6 +19,8 @@ RINGFLOW_END_REASON: Final = SearchAttributeKey.for_keyword("RingflowEndReason")
 RINGFLOW_CAMPAIGN: Final = SearchAttributeKey.for_keyword("RingflowCampaign")
 RINGFLOW_DIRECTION: Final = SearchAttributeKey.for_keyword("RingflowDirection")
 RINGFLOW_TRANSITIONS: Final = SearchAttributeKey.for_int("RingflowTransitions")
+# a journey and each of its calls: the journey's workflow id (no phone number in it)
+RINGFLOW_JOURNEY: Final = SearchAttributeKey.for_keyword("RingflowJourney")
 
 ALL_SEARCH_ATTRIBUTES: Final[tuple[SearchAttributeKey[Any], ...]] = (
     RINGFLOW_STATUS,
@@ -29,4 +31,5 @@ ALL_SEARCH_ATTRIBUTES: Final[tuple[SearchAttributeKey[Any], ...]] = (
     RINGFLOW_CAMPAIGN,
     RINGFLOW_DIRECTION,
     RINGFLOW_TRANSITIONS,
+    RINGFLOW_JOURNEY,
 )

@@ -44,6 +44,7 @@ EXPECTED_TYPES = {
     "RingflowCampaign": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     "RingflowDirection": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     "RingflowTransitions": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    "RingflowJourney": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 
