@@ -43,6 +43,11 @@ COMMANDS: dict[str, Lazy] = {
         "campaign_app",
         "Outbound campaigns: many calls, paced, in calling windows, retried.",
     ),
+    "journey": Lazy(
+        "ringflow.cli.journey",
+        "journey_app",
+        "Journeys: one person's calls of one flow, with follow-ups and callbacks.",
+    ),
     "dev": Lazy(
         "ringflow.cli.ops",
         "dev",
