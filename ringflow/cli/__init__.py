@@ -34,7 +34,7 @@ COMMANDS: dict[str, Lazy] = {
         "ringflow.cli.call",
         "call_app",
         "Start, list, inspect and hang up calls.",
-        also=(("ringflow.cli.sip", "dial", "dial"),),
+        also=(("ringflow.cli.sip", "dial", "dial"), ("ringflow.cli.supervise", "listen", "listen")),
     ),
     "temporal": Lazy("ringflow.cli.ops", "temporal_app", "Prepare a Temporal server for Ringflow."),
     "sip": Lazy("ringflow.cli.sip", "sip_app", "Inbound numbers on LiveKit SIP: trunks and dispatch rules."),
