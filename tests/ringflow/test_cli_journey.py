@@ -15,10 +15,11 @@ from typer.testing import CliRunner, Result
 from ringflow.cli import app
 from ringflow.workflows.journey_client import JourneyHandle
 from tests.support.campaignkit import fake_line
-from tests.support.journeykit import PHONE, follow_up_asked, journey_agent
+from tests.support.journeykit import follow_up_asked, journey_agent, phone
 from tests.support.wfkit import FIXTURES, running_worker, wait_until
 
 FLOW = str(FIXTURES / "journey.yaml")
+PHONE = phone(175)
 
 
 async def test_start_list_show_and_cancel_a_journey(

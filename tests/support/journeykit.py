@@ -24,7 +24,10 @@ from ringflow.workflows.client import CallHandle
 from ringflow.workflows.journey_client import JourneyHandle, start_journey
 from tests.support.wfkit import FIXTURES, Agent, wait_until
 
-PHONE = "+12125550177"
+
+def phone(n: int) -> str:
+    """The n-th test person's number (tests never share a journey id, even in parallel)."""
+    return f"+1212555{n:04d}"
 
 
 def journey_flow() -> FlowDefinition:
@@ -37,11 +40,11 @@ async def follow_up_asked(j: JourneyHandle) -> JourneyView | None:
     return view if view.follow_up is not None and view.follow_up.asked_by else None
 
 
-async def journey_with_follow_up(client: Client, task_queue: str, **fields: object) -> JourneyHandle:
-    """A journey of :func:`journey_flow` for ``PHONE`` whose first call (taken by
+async def journey_with_follow_up(client: Client, task_queue: str, number: str) -> JourneyHandle:
+    """A journey of :func:`journey_flow` for ``number`` whose first call (taken by
     :func:`journey_agent` through ``later``) scheduled a follow-up."""
     j = await start_journey(
-        client, journey_flow(), PHONE, task_queue=task_queue, variables={"patient": "Alex"}, **fields
+        client, journey_flow(), number, task_queue=task_queue, variables={"patient": "Alex"}
     )
     await wait_until(lambda: follow_up_asked(j), what="the follow-up scheduled")
     return j

@@ -25,11 +25,11 @@ from ringflow.workflows.journey_client import (
 )
 from tests.support.campaignkit import fake_line
 from tests.support.journeykit import (
-    PHONE,
     follow_up_asked,
     journey_agent,
     journey_flow,
     journey_with_follow_up,
+    phone,
 )
 from tests.support.wfkit import Agent, running_worker, wait_until
 
@@ -51,7 +51,7 @@ async def test_a_follow_up_in_two_days_at_ten_fires_then_in_the_persons_time_acr
             j = await start_journey(
                 temporal_client,
                 flow,
-                PHONE,
+                phone(171),
                 task_queue=task_queue,
                 timezone="America/New_York",
                 variables={"patient": "Alex"},
@@ -87,17 +87,18 @@ async def test_a_callback_joins_the_open_journey_at_its_callback_node_and_cancel
     monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
     flow = journey_flow()
+    number = phone(172)
     async with (
         fake_line(monkeypatch) as lk,
         journey_agent(temporal_client, lk, ["later"]),
         running_worker(temporal_client, task_queue, sqlite_url),
     ):
-        j = await journey_with_follow_up(temporal_client, task_queue)
+        j = await journey_with_follow_up(temporal_client, task_queue, number)
         stranger = JoinRequest(call_id=f"in-{uuid.uuid4().hex[:8]}", caller_number="+12125550999")
         assert await join_journey(temporal_client, flow.flow.flow, "+12125550999", stranger) is None
         call_id = f"in-{uuid.uuid4().hex[:8]}"
-        req = JoinRequest(call_id=call_id, room=call_id, caller_number=PHONE)
-        answer = await join_journey(temporal_client, flow.flow.flow, PHONE, req)
+        req = JoinRequest(call_id=call_id, room=call_id, caller_number=number)
+        answer = await join_journey(temporal_client, flow.flow.flow, number, req)
         assert answer is not None and answer.joined and answer.cancelled_follow_up
         assert answer.node == "welcome_back"
         # the agent attaches as to any inbound call: to the call the journey started
@@ -110,7 +111,7 @@ async def test_a_callback_joins_the_open_journey_at_its_callback_node_and_cancel
             variables={"patient": "Alex"},
             direction="inbound",
             room=call_id,
-            caller_number=PHONE,
+            caller_number=number,
         )
         assert snap.state.path == ["welcome_back"] and snap.state.journey is not None
         assert snap.state.journey.call == 2 and "ended completed at goodbye" in snap.state.journey.context
@@ -129,14 +130,15 @@ async def test_the_do_not_call_list_ends_open_journeys_and_is_checked_before_eac
     monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
     flow = journey_flow()
+    number = phone(173)
     blocked = "+12125550178"
     async with (
         fake_line(monkeypatch) as lk,
         journey_agent(temporal_client, lk, ["later"]),
         running_worker(temporal_client, task_queue, sqlite_url),
     ):
-        j = await journey_with_follow_up(temporal_client, task_queue)
-        assert await add_do_not_call(temporal_client, sqlite_url, [PHONE, blocked]) == [j.journey_id]
+        j = await journey_with_follow_up(temporal_client, task_queue, number)
+        assert await add_do_not_call(temporal_client, sqlite_url, [number, blocked]) == [j.journey_id]
         result = await j.result()
         assert (result.end, result.calls_total, result.follow_up) == ("dnc", 1, None)
         late = await start_journey(
@@ -151,11 +153,12 @@ async def test_a_journeys_history_stays_bounded_over_fifty_calls(
     temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
     flow = journey_flow()
+    number = phone(174)
     async with running_worker(temporal_client, task_queue, sqlite_url):
         j = await start_journey(
             temporal_client,
             flow,
-            PHONE,
+            number,
             task_queue=task_queue,
             variables={"patient": "Alex"},
             first_call=False,
@@ -164,7 +167,7 @@ async def test_a_journeys_history_stays_bounded_over_fifty_calls(
         for n in range(1, 51):
             call_id = f"in-{uuid.uuid4().hex[:8]}"
             answer = await join_journey(
-                temporal_client, flow.flow.flow, PHONE, JoinRequest(call_id=call_id, caller_number=PHONE)
+                temporal_client, flow.flow.flow, number, JoinRequest(call_id=call_id, caller_number=number)
             )
             assert answer is not None and answer.joined, (n, answer)
             call = CallHandle(temporal_client, call_id)
