@@ -39,6 +39,7 @@ from temporalio.common import RawValue, RetryPolicy, WorkflowIDReusePolicy
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from ringflow.activities.campaign_rules import RETRY_OUTCOMES
     from ringflow.activities.journeys import (
         CheckAnswer,
         CheckRequest,
@@ -92,6 +93,8 @@ class JourneyWorkflow:
         self.runs = c.runs
         self.notes = list(c.notes)
         self.skew = c.skew_s  # the journey's clock minus Temporal's (a simulation's time skips)
+        self.retries = dict(c.retries)
+        self.placed: FollowUpDue | None = None  # the follow-up the live outbound call is for
         self.handle: ChildWorkflowHandle[Any, Any] | None = None
         self.active: CallSummary | None = None  # the live call, ended_at not set yet
         self.placing = False  # a call being started (a join waits its turn)
@@ -185,6 +188,7 @@ class JourneyWorkflow:
             self.follow_up = fu.model_copy(update={"due_at": answer.at})
         else:
             self.follow_up = None
+            self.placed = fu
             await self.place(fu)
 
     # --- calls ------------------------------------------------------------------------
@@ -270,11 +274,18 @@ class JourneyWorkflow:
                 raise
             rec = None
         self.handle, self.active = None, None
+        placed, self.placed = self.placed, None
         summary = self.summed_up(active, rec)
         self.summaries = [*self.summaries, summary][-SUMMARIES_KEPT:]
         self.open_until = self.now() + self.inp.open_for_s
         if rec is None:
             return
+        outcome = rec.end_reason or "error"
+        if outcome in RETRY_OUTCOMES and active.direction == "outbound":
+            if self.end is None and placed is not None:
+                await self.retry(placed, outcome, rec.call_id)
+            return
+        self.retries = {}  # reached: a later miss starts its count again
         asked = rec.state.get("follow_up") if isinstance(rec.state, dict) else None
         self.state = {k: v for k, v in rec.state.items() if k != "follow_up"}
         self.extracted = {**self.extracted, **rec.extracted}
@@ -302,6 +313,16 @@ class JourneyWorkflow:
             }
         )
 
+    async def retry(self, placed: FollowUpDue, outcome: str, call_id: str) -> None:
+        """The call did not reach the person: the same call again, by the journey's rule."""
+        rule = self.inp.retry.get(outcome)
+        used = self.retries.get(outcome, 0)
+        if rule is None or used >= rule.count:
+            return
+        self.retries = {**self.retries, outcome: used + 1}
+        again = FollowUp(after=f"{rule.delay_s:.3f}s", node=placed.node, say=placed.say)
+        await self.schedule_follow_up(again, call_id, f"retry {used + 1} after {outcome}")
+
     async def schedule(self, rec: CallRecord, asked: Any) -> None:
         """The follow-up the call asked for: a handler's (``state.follow_up``) first, else
         its end node's, when it ended there."""
@@ -320,6 +341,10 @@ class JourneyWorkflow:
         if fu.node is not None and fu.node not in nodes:
             self.note(f"call {rec.call_id}: the follow-up's node '{fu.node[:64]}' is not in the flow")
             return
+        await self.schedule_follow_up(fu, rec.call_id, why)
+
+    async def schedule_follow_up(self, fu: FollowUp, call_id: str, why: str) -> None:
+        """The follow-up's instant (person's clock, window), then its timer (the run loop)."""
         due: DueAnswer = await workflow.execute_activity_method(
             JourneyActivities.journey_due,
             DueRequest(now=self.now(), follow_up=fu, timezone=self.inp.timezone, windows=self.inp.windows),
@@ -327,11 +352,9 @@ class JourneyWorkflow:
             retry_policy=RETRY,
         )
         if due.due_at is None:
-            self.note(f"call {rec.call_id}: no follow-up: {due.problem or 'no calling window opens for it'}")
+            self.note(f"call {call_id}: no follow-up: {due.problem or 'no calling window opens for it'}")
             return
-        self.follow_up = FollowUpDue(
-            due_at=due.due_at, node=fu.node, say=fu.say, asked_by=rec.call_id, why=why
-        )
+        self.follow_up = FollowUpDue(due_at=due.due_at, node=fu.node, say=fu.say, asked_by=call_id, why=why)
 
     # --- messages ---------------------------------------------------------------------
     # Payloads arrive raw and are decoded here: a malformed one is refused and noted, never
@@ -450,4 +473,5 @@ class JourneyWorkflow:
             runs=self.runs + 1,
             notes=self.notes,
             skew_s=self.skew,
+            retries=self.retries,
         )

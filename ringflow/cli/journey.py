@@ -39,6 +39,9 @@ def start(
         ["always"], "--window", help="Calling window in the person's time, e.g. 'Mon-Fri 09:00-20:00'."
     ),
     var: list[str] = typer.Option([], "--var", help="NAME=VALUE (repeatable)."),
+    retry: list[str] = typer.Option(
+        [], "--retry", help="OUTCOME=COUNT/DELAY: place a call that missed again, e.g. no_answer=3/2h."
+    ),
     no_call: bool = typer.Option(False, "--no-call", help="Place no call now: wait for a callback."),
     from_number: str | None = typer.Option(None, "--from", help="Caller id (default RINGFLOW_SIP_FROM)."),
     trunk: str | None = typer.Option(None, "--trunk", help="Outbound trunk (default RINGFLOW_SIP_TRUNK_ID)."),
@@ -48,9 +51,16 @@ def start(
     from temporalio.exceptions import WorkflowAlreadyStartedError
     from temporalio.service import RPCError
 
+    from ringflow.activities.campaign_rules import RuleError, parse_retry
     from ringflow.callflow.errors import FlowError
+    from ringflow.contract.journey import JourneyRetry
     from ringflow.settings import get_settings
     from ringflow.workflows.journey_client import start_journey
+
+    try:
+        retries = {o: JourneyRetry(count=r.count, delay_s=r.delay_s) for o, r in map(parse_retry, retry)}
+    except RuleError as exc:
+        raise fail(str(exc), 2) from None
 
     settings = get_settings()
     require_keys(settings)
@@ -69,6 +79,7 @@ def start(
             windows=window,
             variables=variables,
             first_call=not no_call,
+            retry=retries,
             from_number=from_number or settings.sip_from,
             trunk_id=trunk or settings.sip_trunk_id,
             agent_timeout_s=settings.call_agent_timeout_s,

@@ -22,6 +22,15 @@ JourneyStatus = Literal["calling", "scheduled", "open", "ended"]
 JourneyEnd = Literal["completed", "cancelled", "dnc", "max_calls", "no_window"]
 
 
+class JourneyRetry(Message):
+    """A call of the journey that did not reach the person (``no_answer``, ``busy``,
+    ``voicemail``, ``dial_failed``, ``agent_lost``) is placed again ``delay_s`` later, up to
+    ``count`` times in a row, as ``campaign start --retry`` does."""
+
+    count: int = Field(ge=0, le=100)
+    delay_s: float = Field(ge=0, le=30 * 86400, allow_inf_nan=False)
+
+
 class CallSummary(Answer):
     """One call of the journey, as the next call's context and ``journey show`` give it."""
 
@@ -59,6 +68,7 @@ class JourneyCarry(Message):
     runs: int = 1
     notes: list[str] = []  # the newest problems met (a bad follow-up, a refused call)
     skew_s: float = 0.0  # the journey's clock minus Temporal's (a simulation's, see time_scale)
+    retries: dict[str, int] = {}  # retries in a row so far, by outcome (reset once reached)
 
 
 class JourneyInput(Message):
@@ -78,6 +88,7 @@ class JourneyInput(Message):
     ringing_timeout_s: float | None = Field(None, gt=0, le=300)
     agent_timeout_s: float = Field(15.0, gt=0, le=3600, allow_inf_nan=False)
     first_call: bool = True
+    retry: dict[str, JourneyRetry] = {}  # by outcome: see JourneyRetry
     first_node: str | None = Field(None, max_length=64)
     first_say: str | None = Field(None, max_length=500)
     campaign_id: str | None = Field(None, max_length=MAX_ROUTE_CHARS)

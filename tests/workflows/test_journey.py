@@ -15,7 +15,7 @@ from temporalio.client import Client
 from ringflow.callflow.effects import Say
 from ringflow.callflow.engine import Engine
 from ringflow.callflow.state import CallState
-from ringflow.contract.journey import JoinRequest, JourneyView
+from ringflow.contract.journey import JoinRequest, JourneyRetry, JourneyView
 from ringflow.workflows.client import CallHandle, start_or_attach
 from ringflow.workflows.journey_client import (
     JourneyHandle,
@@ -187,3 +187,27 @@ async def test_a_journeys_history_stays_bounded_over_fifty_calls(
 async def calls_done(j: JourneyHandle, n: int) -> bool:
     view = await j.state()
     return view.calls_total == n and view.active_call is None
+
+
+async def test_a_call_that_does_not_reach_the_person_is_placed_again_by_the_journeys_rule(
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    number = phone(176)
+    async with fake_line(monkeypatch) as lk, running_worker(temporal_client, task_queue, sqlite_url):
+        lk.set_answer(number, "no_answer")
+        j = await start_journey(
+            temporal_client,
+            journey_flow(),
+            number,
+            task_queue=task_queue,
+            variables={"patient": "Alex"},
+            retry={"no_answer": JourneyRetry(count=2, delay_s=3600)},
+            time_scale=20_000,
+            open_for_s=0,
+        )
+        result = await j.result()
+    assert (result.calls_total, result.end) == (3, "completed")
+    assert [c.end_reason for c in result.calls] == ["no_answer"] * 3
+    gaps = [b.started_at - a.ended_at for a, b in zip(result.calls, result.calls[1:], strict=False)]
+    assert all(3600 <= g < 3600 + 120 for g in gaps), gaps  # each an hour on the journey's clock
+    assert [d.sip_call_to for d in lk.dials].count(number) == 3
