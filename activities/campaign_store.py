@@ -147,6 +147,12 @@ def _dnc(conn: Any, phone: str) -> bool:
     return conn.execute(select(D.c.phone).where(D.c.phone == phone)).first() is not None
 
 
+def on_dnc(database_url: str, phone: str) -> bool:
+    """Whether ``phone`` is on the do-not-call list (a journey asks before each call)."""
+    with engine_for(database_url).connect() as conn:
+        return _dnc(conn, phone)
+
+
 def claim(
     database_url: str,
     campaign_id: str,

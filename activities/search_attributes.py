@@ -21,6 +21,8 @@ RINGFLOW_DIRECTION: Final = SearchAttributeKey.for_keyword("RingflowDirection")
 RINGFLOW_TRANSITIONS: Final = SearchAttributeKey.for_int("RingflowTransitions")
 # the post-call analysis's success evaluation (a flow with ``analysis.success``)
 RINGFLOW_SUCCESS: Final = SearchAttributeKey.for_bool("RingflowSuccess")
+# a journey and each of its calls: the journey's workflow id (no phone number in it)
+RINGFLOW_JOURNEY: Final = SearchAttributeKey.for_keyword("RingflowJourney")
 
 ALL_SEARCH_ATTRIBUTES: Final[tuple[SearchAttributeKey[Any], ...]] = (
     RINGFLOW_STATUS,
@@ -32,4 +34,5 @@ ALL_SEARCH_ATTRIBUTES: Final[tuple[SearchAttributeKey[Any], ...]] = (
     RINGFLOW_DIRECTION,
     RINGFLOW_TRANSITIONS,
     RINGFLOW_SUCCESS,
+    RINGFLOW_JOURNEY,
 )

@@ -13,6 +13,7 @@ from typing import Any
 
 from ringflow.callflow.compiled import CompiledFlow, CompiledNode
 from ringflow.callflow.effects import SetNode, ToolSpec
+from ringflow.callflow.journey import with_context
 from ringflow.callflow.state import CallState
 
 
@@ -80,7 +81,7 @@ def compose(flow: CompiledFlow, state: CallState, node_id: str) -> SetNode:
     values = _NO_VALUES if node.static else template_values(state)
     return SetNode(
         node=node_id,
-        prompt=node.render_prompt(values),
+        prompt=with_context(node.render_prompt(values), state.journey),
         tools=tools_for(node, values),
         context=node.node.context or flow.definition.flow.settings.context,
         allow_interrupt=node.node.allow_interrupt,

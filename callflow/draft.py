@@ -225,7 +225,12 @@ class Draft:
         self.effects.append(set_node)
         if not self.actions(node.pre_actions, node_id):
             return
-        if set_node.greeting and from_node != node_id:
+        opening = (
+            self.call.journey.say if self.call.journey is not None and len(self.call.path) == 1 else None
+        )
+        if opening and from_node is None:  # a journey's call: its first words, instead of the greeting
+            self.effects.append(Say(text=self.render(opening), allow_interrupt=node.allow_interrupt))
+        elif set_node.greeting and from_node != node_id:
             self.effects.append(Say(text=set_node.greeting, allow_interrupt=node.allow_interrupt))
         elif node.respond_immediately or node.type == "end":
             self.effects.append(_ENTER_TURN)

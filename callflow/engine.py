@@ -164,7 +164,16 @@ class Engine:
         d.call.variables = values
         d.call.caller_number, d.call.called_number = ev.caller_number, ev.called_number
         d.call.started_at = ev.at
-        d.enter(flow.start_node, None)
+        start = flow.start_node
+        if ev.journey is not None:  # a journey's call: where and with what the journey says
+            j = ev.journey
+            if j.node is not None and j.node not in self.flow.nodes:
+                return self._reject(
+                    state, f"the journey starts on node '{j.node}', which the flow does not have"
+                )
+            start = j.node or start
+            d.call.state, d.call.extracted, d.call.journey = dict(j.state), dict(j.extracted), j.context
+        d.enter(start, None)
         return Step(d.call, self.announced(d.call, d.effects))
 
     def _on_function_called(self, state: CallState, ev: FunctionCalled) -> Step:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.journey import JourneyStart
 
 
 class _Event(BaseModel):
@@ -25,6 +26,7 @@ class CallStarted(_Event):
     variables: dict[str, Any] = {}
     caller_number: str | None = None
     called_number: str | None = None
+    journey: JourneyStart | None = None  # a journey's call: its node, state and context
 
 
 class FunctionCalled(_Event):

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ringflow.callflow.journey import FollowUp, JourneySpec
 from ringflow.callflow.mcp_spec import McpPinned, McpRef, McpServer
 
 FLOW_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
@@ -384,6 +385,7 @@ class Node(Strict):
     dtmf: DtmfSpec | None = None
     device_tools: bool | list[str] = False
     listen: ListenMode | None = None  # overrides settings.listen on this node
+    follow_up: FollowUp | None = None  # an end node: the journey's next call (callflow/journey.py)
 
 
 class Flow(Strict):
@@ -399,6 +401,7 @@ class Flow(Strict):
     global_functions: list[FunctionEntry] = []
     mcp_servers: dict[str, McpServer] = {}
     start: str | None = None
+    journey: JourneySpec | None = None  # calls of one person joined in a journey
     nodes: dict[str, Node] = Field(min_length=1)
 
     @property

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ringflow.callflow.end_reasons import END_REASONS, EndReason
+from ringflow.callflow.journey import JourneyContext
 
 __all__ = ["END_REASONS", "CallState", "EndReason", "PendingRun", "Waiting", "extraction_node"]
 
@@ -74,6 +75,7 @@ class CallState(BaseModel):
     called_number: str | None = None
     started_at: float | None = None
     now: float | None = None
+    journey: JourneyContext | None = None  # a journey's call (callflow/journey.py)
 
     def values(self) -> dict[str, Any]:
         """What templates and gate conditions see: inputs, extracted values and state."""

@@ -340,6 +340,15 @@ class _Checker(GateChecks):
                 )
         if node.type == "agent" and "disposition" in given:
             self.err(f"{path}.disposition", "only an end node has a disposition")
+        if node.follow_up is not None:
+            if node.type != "end":
+                self.err(
+                    f"{path}.follow_up",
+                    "only an end node schedules a follow-up (a handler sets state.follow_up)",
+                )
+            if node.follow_up.node is not None:
+                self.check_target(f"{path}.follow_up.node", node.follow_up.node)
+            self.check_template(f"{path}.follow_up.say", node.follow_up.say)
         if node.type == "gate":
             if not node.branches:
                 self.err(f"{path}.branches", "a gate needs at least one branch")
@@ -454,6 +463,8 @@ class _Checker(GateChecks):
         self.check_template("role", flow.role)
         self.check_template("settings.idle.goodbye", flow.settings.idle.goodbye)
         self.check_template("settings.wait_speech", flow.settings.wait_speech)
+        if flow.journey is not None and flow.journey.callback_node is not None:
+            self.check_target("journey.callback_node", flow.journey.callback_node)
         voicemail = flow.settings.voicemail
         if voicemail is not None:
             self.check_target("settings.voicemail.node", voicemail.node)

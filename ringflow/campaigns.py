@@ -170,11 +170,12 @@ async def start_campaign(
 ) -> WorkflowHandle[Any, Any]:
     """Store the contacts (and do-not-call numbers), then start the campaign's workflow."""
     from ringflow.workflows.campaign import CampaignWorkflow  # only to start one: `status` loads none
+    from ringflow.workflows.journey_client import add_do_not_call
 
     now = time.time()
     await asyncio.to_thread(store.add_contacts, database_url, inp.campaign_id, contacts, 0, now)
-    if dnc:
-        await asyncio.to_thread(store.add_dnc, database_url, dnc, now)
+    if dnc:  # and their open journeys end
+        await add_do_not_call(client, database_url, dnc)
     attrs = TypedSearchAttributes(
         [
             SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id),

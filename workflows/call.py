@@ -137,6 +137,7 @@ class CallWorkflow:
                 caller_number=inp.caller_number,
                 called_number=inp.called_number,
                 at=now,
+                journey=inp.journey,
             )
         )
         rejected = [e for e in step.effects if isinstance(e, Rejected)]

@@ -19,6 +19,7 @@ from ringflow.activities.search_attributes import (
     RINGFLOW_CAMPAIGN,
     RINGFLOW_DIRECTION,
     RINGFLOW_FLOW,
+    RINGFLOW_JOURNEY,
     RINGFLOW_NODE,
     RINGFLOW_STATUS,
     RINGFLOW_TRANSITIONS,
@@ -95,12 +96,14 @@ def checked_call_input(
     attrs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(RINGFLOW_STATUS, "dialing"),
         SearchAttributePair(RINGFLOW_FLOW, definition.flow.flow),
-        SearchAttributePair(RINGFLOW_NODE, definition.flow.start_node),
+        SearchAttributePair(RINGFLOW_NODE, (inp.journey and inp.journey.node) or definition.flow.start_node),
         SearchAttributePair(RINGFLOW_DIRECTION, inp.direction),
         SearchAttributePair(RINGFLOW_TRANSITIONS, 0),
     ]
     if inp.campaign_id:
         attrs.append(SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id))
+    if inp.journey is not None:
+        attrs.append(SearchAttributePair(RINGFLOW_JOURNEY, inp.journey.context.journey_id))
     return inp, TypedSearchAttributes(attrs)
 
 

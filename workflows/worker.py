@@ -24,6 +24,7 @@ from ringflow.activities.campaign_acts import CampaignActivities
 from ringflow.activities.dispatch import Dispatcher
 from ringflow.activities.handler_run import HandlerRunner
 from ringflow.activities.jobs import JobRunner
+from ringflow.activities.journeys import JourneyActivities
 from ringflow.activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from ringflow.activities.observability import ActivityLogInterceptor
 from ringflow.activities.recording import Recorder
@@ -34,6 +35,7 @@ from ringflow.workflows import log_redaction
 from ringflow.workflows.call import CallWorkflow
 from ringflow.workflows.campaign import CampaignWorkflow
 from ringflow.workflows.heap import GC_PAUSE_BUCKETS, GC_PAUSE_METRIC, settle_heap
+from ringflow.workflows.journey import JourneyWorkflow
 
 
 def all_activities(
@@ -59,6 +61,7 @@ def all_activities(
         mcp_list_tools,
         mcp_call_tool,
         *campaigns.all(),
+        *JourneyActivities(config.database_url).all(),
         TurnJournalReader(getattr(config, "redis_url", None)).read_turn_journal,
     ]
 
@@ -80,7 +83,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,
-        workflows=[CallWorkflow, CampaignWorkflow],
+        workflows=[CallWorkflow, CampaignWorkflow, JourneyWorkflow],
         activities=all_activities(
             config, client, dispatcher=dispatcher, telephony=telephony, recorder=recorder
         ),

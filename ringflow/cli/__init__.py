@@ -35,7 +35,7 @@ COMMANDS: dict[str, Lazy] = {
         "ringflow.cli.call",
         "call_app",
         "Start, list, inspect and hang up calls.",
-        also=(("ringflow.cli.sip", "dial", "dial"),),
+        also=(("ringflow.cli.sip", "dial", "dial"), ("ringflow.cli.supervise", "listen", "listen")),
     ),
     "temporal": Lazy("ringflow.cli.ops", "temporal_app", "Prepare a Temporal server for Ringflow."),
     "sip": Lazy("ringflow.cli.sip", "sip_app", "Inbound numbers on LiveKit SIP: trunks and dispatch rules."),
@@ -43,6 +43,11 @@ COMMANDS: dict[str, Lazy] = {
         "ringflow.cli.campaign",
         "campaign_app",
         "Outbound campaigns: many calls, paced, in calling windows, retried.",
+    ),
+    "journey": Lazy(
+        "ringflow.cli.journey",
+        "journey_app",
+        "Journeys: one person's calls of one flow, with follow-ups and callbacks.",
     ),
     "dev": Lazy(
         "ringflow.cli.ops",

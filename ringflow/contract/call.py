@@ -9,6 +9,7 @@ from pydantic import Field
 
 from ringflow.callflow.end_reasons import EndReason
 from ringflow.callflow.events import ExtractionResult
+from ringflow.callflow.journey import JourneyStart
 from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.dial import Dial
@@ -76,6 +77,8 @@ class CallInput(Message):
     # set only by continue-as-new: the previous run's state (the field's name is the wire's)
     carry: Continuation | None = None
     dial: Dial | None = None  # an outbound phone call to place (workflows/dialing.py)
+    # a journey's call (workflows/journey.py): its start node, the journey's state, context
+    journey: JourneyStart | None = None
 
 
 class CallView(Answer):

@@ -31,11 +31,13 @@ from ringflow.agents.livekit_sip import ANNOUNCED
 from ringflow.agents.runner import attach_agent
 from ringflow.callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
+from ringflow.contract.journey import JoinRequest
 from ringflow.contract.updates import Snapshot
 from ringflow.logs import install_record_factory
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import start_or_attach
+from ringflow.workflows.journey_client import join_journey
 
 log = logging.getLogger(__name__)
 SIP_CALLER = "sip.phoneNumber"
@@ -263,17 +265,32 @@ async def start_inbound(
             "RINGFLOW_INBOUND_FLOW or RINGFLOW_INBOUND_FLOWS"
         )
     definition = load_flow(flow_path)
+    caller_number = caller.attributes.get(SIP_CALLER)
+    call_id = call_id_for_room(room)
+    if definition.flow.journey is not None:  # a callback joins the person's open journey
+        await join_journey(
+            client,
+            definition.flow.flow,
+            caller_number,
+            JoinRequest(
+                call_id=call_id,
+                room=room,
+                caller_number=caller_number,
+                called_number=called,
+                agent_timeout_s=settings.call_agent_timeout_s,
+            ),
+        )
     handle, _ = await start_or_attach(
         client,
         definition,
         task_queue=settings.task_queue,
-        call_id=call_id_for_room(room),
+        call_id=call_id,
         agent_id=agent_id,
         variables=variables,
         direction="inbound",
         room=room,
         agent_timeout_s=settings.call_agent_timeout_s,
-        caller_number=caller.attributes.get(SIP_CALLER),
+        caller_number=caller_number,
         called_number=called,
     )
     return handle.call_id

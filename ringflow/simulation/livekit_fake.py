@@ -227,6 +227,32 @@ class FakeLiveKit(SipFake, EgressFake):
         self._emit("participant_joined", found.to_proto(), info)
         return info
 
+    def join(self, token: str) -> proto_models.ParticipantInfo:
+        """A client connecting to the room with ``token`` (the signal connection's
+        authentication, not its media): the token must be valid, grant ``roomJoin`` for an
+        existing room, and the participant gets the permissions its grants give (``hidden``,
+        ``canPublish``...). Raises :class:`TwirpError` (``unauthenticated`` /
+        ``permission_denied`` / ``not_found``) as the server refuses the connection."""
+        claims = self._authenticate(f"Bearer {token}") or {}
+        video = self._video(claims)
+        room = str(video.get("room", ""))
+        if not video.get("roomJoin") or not room:
+            raise _denied()
+        if room not in self.rooms:
+            raise TwirpError("not_found", "requested room does not exist")
+        info = self.add_participant(room, str(claims.get("sub", "")))
+        info.name = str(claims.get("name", ""))
+        info.permission.CopyFrom(
+            proto_models.ParticipantPermission(
+                can_subscribe=bool(video.get("canSubscribe", True)),
+                can_publish=bool(video.get("canPublish", True)),
+                can_publish_data=bool(video.get("canPublishData", True)),
+                can_update_metadata=bool(video.get("canUpdateOwnMetadata", False)),
+                hidden=bool(video.get("hidden", False)),
+            )
+        )
+        return info
+
     def remove_participant(
         self, room: str, identity: str, reason: int = proto_models.CLIENT_INITIATED
     ) -> bool:

@@ -51,6 +51,7 @@ from ringflow.agents.hooks import RefusedHook
 from ringflow.agents.livekit_api import call_id_for_room
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.errors import FlowError
+from ringflow.callflow.journey import JourneyStart
 from ringflow.callflow.loader import load_flow
 from ringflow.codec import ephemeral_codec
 from ringflow.contract.updates import Snapshot
@@ -234,6 +235,7 @@ async def run_script(
     real_llm: bool = False,
     resume: str = "attach",
     inbound: bool = False,
+    journey: JourneyStart | None = None,
 ) -> SimulationResult:
     """``inbound``: the caller of a script without ``dial:`` rings in through a dispatch rule,
     so LiveKit names the room (``sim_phone.inbound_room``) and the call id is derived from it,
@@ -242,7 +244,8 @@ async def run_script(
     ``resume="dispatch"`` waits, after a kill, for the workflow to notice the silent agent
     and dispatch a new one (through the local dispatcher), as in production; ``"attach"``
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
-    with ``dial:`` is placed as a phone call first (``ringflow/simulation/phone.py``)."""
+    with ``dial:`` is placed as a phone call first (``ringflow/simulation/phone.py``).
+    ``journey``: the call is a journey's (``CallInput.journey``): its node, state, context."""
     script, flow_path = load_script(path)
     if (problem := kill_turn_problem(script, kill_at)) is not None:
         raise ScriptError(f"{path}: {problem}")
@@ -271,6 +274,7 @@ async def run_script(
                 real_llm=real_llm,
                 resume=resume,
                 jobs=jobs,
+                journey=journey,
             )
             result.transfer = line.transferred()
             result.failures = check(script.expect, result.model_dump())
@@ -354,6 +358,7 @@ async def _run_script(
     real_llm: bool,
     resume: str,
     jobs: ScriptedJobs,
+    journey: JourneyStart | None = None,
 ) -> SimulationResult:
     definition = load_flow(flow_path)
     dial = line.dial
@@ -373,6 +378,7 @@ async def _run_script(
         agent_timeout_s=DISPATCH_AGENT_TIMEOUT_S if dispatches else 15.0,
         **({"dial": dial} if dial is not None else {}),
         **({"room": room} if room is not None else {}),
+        **({"journey": journey} if journey is not None else {}),
     )
     room = room or call_id
     killer = _Killer(kill_point)

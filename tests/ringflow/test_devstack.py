@@ -45,6 +45,7 @@ EXPECTED_TYPES = {
     "RingflowDirection": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     "RingflowTransitions": IndexedValueType.INDEXED_VALUE_TYPE_INT,
     "RingflowSuccess": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
+    "RingflowJourney": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 
