@@ -31,7 +31,9 @@ OPTION = {
 
 
 def dial(
-    flow: Path = typer.Argument(..., help="Flow file (YAML or JSON)."),
+    flow: str = typer.Argument(
+        ..., help="Flow file (published on the fly), NAME, NAME@VERSION or NAME@CHANNEL."
+    ),
     to: str = typer.Option(..., "--to", help="The number to call, e.g. +15550100."),
     from_number: str | None = typer.Option(None, "--from", help="Caller id (default RINGFLOW_SIP_FROM)."),
     trunk: str | None = typer.Option(None, "--trunk", help="Outbound trunk (default RINGFLOW_SIP_TRUNK_ID)."),
@@ -65,12 +67,20 @@ def dial(
         ) from None
     if not target.trunk_id:
         raise fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
-    definition = _load(flow)
+    from ringflow.cli.flow_versions import load_ref
+
+    definition, version = load_ref(flow, settings.database_url)
     variables = parse_vars(var)
-    check_vars(flow, definition, variables)  # as `call start` does, before connecting
+    check_vars(Path(flow), definition, variables)  # as `call start` does, before connecting
 
     started = start_flow_call(
-        settings, definition, call_id=call_id, variables=variables, campaign_id=campaign, dial=target
+        settings,
+        definition,
+        flow_ref=version.ref,
+        call_id=call_id,
+        variables=variables,
+        campaign_id=campaign,
+        dial=target,
     )
     if json_out:
         typer.echo(
@@ -79,6 +89,7 @@ def dial(
                     "call_id": started,
                     "workflow_id": call_workflow_id(started),
                     "flow": definition.flow.flow,
+                    "flow_ref": f"{version.name}@{version.version}",
                     "to": target.to,
                     "room": started,
                 }
