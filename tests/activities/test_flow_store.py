@@ -12,7 +12,6 @@ from ringflow.activities.flow_store import FlowRefError
 from ringflow.callflow.model import FlowDefinition
 from tests.support.wfkit import FIXTURES, clinic
 
-
 # The PostgreSQL schema is the run's, shared by tests: each test publishes under its own name.
 NAME = f"clinic-{uuid.uuid4().hex[:8]}"
 
@@ -65,7 +64,7 @@ def test_channels_and_references(database_url: str) -> None:
         "production",
     ]  # type: ignore[union-attr]
     with pytest.raises(
-        FlowRefError, match="neither a published version nor a channel.*channels: canary, production"
+        FlowRefError, match=r"neither a published version nor a channel.*channels: canary, production"
     ):
         flow_store.resolve(database_url, f"{name}@staging")
     with pytest.raises(FlowRefError, match="no version of flow 'nobody' is published"):
