@@ -40,6 +40,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
 
 from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.flow_store import publish_file
 from ringflow.activities.handler_run import parse_flow_dirs
 from ringflow.activities.http_tool import PRIVATE_ALLOWED
 from ringflow.activities.netguard import allowed_networks
@@ -221,6 +222,7 @@ async def run_script(
     real_llm: bool = False,
     resume: str = "attach",
     inbound: bool = False,
+    publish_to: str | None = None,
 ) -> SimulationResult:
     """``inbound``: the caller of a script without ``dial:`` rings in through a dispatch rule,
     so LiveKit names the room (``sim_phone.inbound_room``) and the call id is derived from it,
@@ -229,7 +231,9 @@ async def run_script(
     ``resume="dispatch"`` waits, after a kill, for the workflow to notice the silent agent
     and dispatch a new one (through the local dispatcher), as in production; ``"attach"``
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
-    with ``dial:`` is placed as a phone call first (``ringflow/simulation/phone.py``)."""
+    with ``dial:`` is placed as a phone call first (``ringflow/simulation/phone.py``).
+    ``publish_to`` (a database URL): the flow is published there first and the call names
+    the version instead of carrying the definition (``ringflow/flow_codec.py``)."""
     script, flow_path = load_script(path)
     if (problem := kill_turn_problem(script, kill_at)) is not None:
         raise ScriptError(f"{path}: {problem}")
@@ -258,6 +262,7 @@ async def run_script(
                 real_llm=real_llm,
                 resume=resume,
                 jobs=jobs,
+                publish_to=publish_to,
             )
             result.transfer = line.transferred()
             result.failures = check(script.expect, result.model_dump())
@@ -341,8 +346,13 @@ async def _run_script(
     real_llm: bool,
     resume: str,
     jobs: ScriptedJobs,
+    publish_to: str | None = None,
 ) -> SimulationResult:
     definition = load_flow(flow_path)
+    ref: dict[str, Any] = {}
+    if publish_to is not None:
+        definition, version = publish_file(publish_to, flow_path)
+        ref = {"flow_ref": version.ref}
     dial = line.dial
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
@@ -358,6 +368,7 @@ async def _run_script(
         agent_timeout_s=DISPATCH_AGENT_TIMEOUT_S if dispatches else 15.0,
         **({"dial": dial} if dial is not None else {}),
         **({"room": room} if room is not None else {}),
+        **ref,
     )
     room = room or call_id
     killer = _Killer(kill_point)
