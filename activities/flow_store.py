@@ -24,7 +24,6 @@ from sqlalchemy import JSON, Column, Engine, Text, select
 from sqlmodel import Field, SQLModel
 
 from ringflow.activities.persistence import _insert_for, get_engine
-from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import FLOW_NAME_PATTERN, FlowDefinition
 from ringflow.contract.flow_ref import FlowRef
 
@@ -174,6 +173,8 @@ def publish_file(
 ) -> tuple[FlowDefinition, PublishedVersion]:
     """Load and validate a flow file (``FlowError`` if invalid), then publish it with the
     hashes of the handler modules beside it."""
+    from ringflow.callflow.loader import load_flow  # the flow's YAML stack, only where a file is read
+
     definition = named(load_flow(path), name)
     return definition, publish(database_url, definition, handler_hashes(definition, path.parent))
 
