@@ -59,10 +59,8 @@ def test_channels_and_references(database_url: str) -> None:
     assert flow_store.resolve(database_url, f"{name}@{v2.version}").version == v2.version
     flow_store.promote(database_url, name, v2.version, "production")
     assert flow_store.resolve(database_url, f"{name}@production").version == v2.version
-    assert flow_store.get_version(database_url, name, v2.version).channels == [
-        "canary",
-        "production",
-    ]  # type: ignore[union-attr]
+    served = flow_store.get_version(database_url, name, v2.version)
+    assert served is not None and served.channels == ["canary", "production"]
     with pytest.raises(
         FlowRefError, match=r"neither a published version nor a channel.*channels: canary, production"
     ):
