@@ -258,6 +258,12 @@ def promote(database_url: str, name: str, version: str, channel: str, now: float
         conn.execute(stmt)
 
 
+def is_file_ref(ref: str) -> bool:
+    """A flow reference that is a file path rather than a name: it exists, or it reads like
+    one (a suffix, a slash); flow names have neither."""
+    return Path(ref).exists() or "/" in ref or ref.endswith((".yaml", ".yml", ".json"))
+
+
 def resolve(database_url: str, ref: str) -> PublishedVersion:
     """``NAME`` (its ``production`` channel, else its newest version), ``NAME@VERSION`` or
     ``NAME@CHANNEL``; raises :class:`FlowRefError` naming what exists instead."""

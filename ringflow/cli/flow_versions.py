@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
 
 def is_file_ref(ref: str) -> bool:
-    """A file path rather than a name: it exists, or it reads like one (a suffix, a slash)."""
-    return Path(ref).exists() or "/" in ref or ref.endswith((".yaml", ".yml", ".json"))
+    """A file path rather than a name (``activities.flow_store.is_file_ref``)."""
+    from ringflow.activities.flow_store import is_file_ref as file_ref
+
+    return file_ref(ref)
 
 
 def load_ref(ref: str, database_url: str, name: str | None = None) -> tuple[FlowDefinition, PublishedVersion]:

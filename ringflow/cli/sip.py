@@ -180,7 +180,12 @@ def _livekit_call(coro: Any) -> Any:
 @sip_app.command()
 def setup(
     number: str = typer.Option(..., "--number", help="The phone number callers dial, e.g. +15550100."),
-    flow: str = typer.Option(..., "--flow", help="Flow file the agent runs (its path there)."),
+    flow: str = typer.Option(
+        ...,
+        "--flow",
+        help="Flow the agent runs: a file (its path there), or NAME, NAME@VERSION, NAME@CHANNEL "
+        "(resolved at each call: a channel follows promotions).",
+    ),
     trunk: str | None = typer.Option(None, "--trunk", help="An existing inbound trunk to add the number to."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object."),
 ) -> None:
@@ -188,8 +193,17 @@ def setup(
     number's calls to the Ringflow agent with FLOW."""
     if not _NUMBER.match(number):
         raise fail(f"--number: expected digits with an optional leading +, got {number!r}", 2)
+    from ringflow.activities.flow_store import FlowRefError, is_file_ref, resolve
+
     if Path(flow).exists():
         _load(Path(flow))  # a flow with errors is refused here, not at the first call
+    elif not is_file_ref(flow):
+        from ringflow.settings import get_settings as settings_now
+
+        try:  # a name that resolves to nothing is refused here, not at the first call
+            resolve(settings_now().database_url, flow)
+        except FlowRefError as exc:
+            raise fail(str(exc), 2) from None
     else:
         typer.echo(f"note: {flow} is not here; the agent must find it (RINGFLOW_FLOWS_DIR)", err=True)
     from ringflow.settings import get_settings
