@@ -14,11 +14,22 @@ import pytest
 from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowFailureError
 
+from ringflow.activities import campaign_store as store
 from ringflow.activities import flow_store
+from ringflow.activities.campaign_rules import RetryRule
 from ringflow.callflow.model import FlowDefinition
 from ringflow.contract.call import CallInput
 from ringflow.flow_codec import REF_KEY
-from tests.support.wfkit import FIXTURES, Agent, clinic, req, running_worker, start, wait_state
+from tests.support.campaignkit import (
+    REDIS,
+    campaign_input,
+    contacts,
+    fake_line,
+    new_id,
+    run_campaign,
+    stand_in_agent,
+)
+from tests.support.wfkit import FIXTURES, Agent, clinic, req, running_worker, start, wait_state, wait_until
 
 
 def published(db: str, definition: FlowDefinition | None = None) -> tuple[FlowDefinition, Any]:
@@ -129,3 +140,44 @@ async def test_handler_code_that_is_not_the_published_code_is_refused_at_the_sta
     why = str(failed.value.cause)
     assert f"is not the code flow version {v.version} was published with" in why
     assert "clinic_handlers" in why
+
+
+async def test_a_campaign_by_reference_pins_its_calls_and_their_retries(
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """The children's inputs name the campaign's version (no definition in the campaign's
+    history), and a retry after a promotion still runs that version."""
+    people = ["+12125550181", "+12125550182"]
+    d, v1 = published(sqlite_url)
+    _, v2 = published(sqlite_url, retasked("Ask who is speaking, politely."))
+    cid = new_id()
+    inp = campaign_input(cid, new_id("T"), retry={"busy": RetryRule(count=1, delay_s=0.5)}, cps=20)
+    inp = inp.model_copy(update={"definition": d, "flow_ref": v1.ref})
+    async with fake_line(monkeypatch) as lk:
+        lk.set_answer(people[1], "busy")
+        async with (
+            running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
+            stand_in_agent(temporal_client, lk, {}),
+        ):
+            handle = await run_campaign(temporal_client, task_queue, sqlite_url, inp, contacts(*people))
+            await wait_until(lambda: first_dialed(lk, people[1]), what="the busy contact's first dial")
+            flow_store.promote(sqlite_url, v2.name, v2.version, "production")  # meanwhile
+            assert (await handle.result())["status"] == "finished"
+    tries = store.attempts(sqlite_url, cid)
+    assert len(tries) == 3  # one each, and the busy contact's retry
+    inner = temporal_client.data_converter.payload_codec.inner  # type: ignore[union-attr]
+    for t in tries:
+        history = await temporal_client.get_workflow_handle(f"call-{t['call_id']}").fetch_history()
+        started = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
+        assert (await inner.decode([started]))[0].metadata[REF_KEY] == v1.version.encode()
+    campaign = await temporal_client.get_workflow_handle(handle.id).fetch_history()
+    starts = [
+        e.start_child_workflow_execution_initiated_event_attributes.input.payloads[0]
+        for e in campaign.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+    assert starts and all(REF_KEY in p.metadata for p in await inner.decode(starts))
+
+
+async def first_dialed(lk: Any, phone: str) -> bool:
+    return any(d.sip_call_to == phone for d in lk.dials)
