@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import json
 import logging
 import os
@@ -199,11 +200,47 @@ async def call_handler(
     return HandlerOutput(result=result, response=_response_name(marker), changed=changed, removed=removed)
 
 
+class HandlerCheck(BaseModel):
+    """A published version's handler modules (``FlowRef.handlers``: module -> sha256) and
+    where its flow was loaded from, for the worker to compare with its own copies."""
+
+    version: str
+    flow_source: str | None = None
+    handlers: dict[str, str] = {}
+
+
+def handlers_problem(check: HandlerCheck, dirs: Sequence[Path]) -> str | None:
+    """Why this worker's handler code is not the code the version was published with, or
+    None. An empty published hash (a module found on ``sys.path`` at publish) only needs
+    the module to be in the worker's flow directories."""
+    for module, want in sorted(check.handlers.items()):
+        try:
+            folder = module_folder(module, check.flow_source, dirs)
+        except HandlerModuleError as exc:
+            return str(exc)
+        rel = Path(*module.split("."))
+        file = next(f for f in (folder / f"{rel}.py", folder / rel / "__init__.py") if f.is_file())
+        have = hashlib.sha256(file.read_bytes()).hexdigest()
+        if want and have != want:
+            return (
+                f"the worker's handlers module '{module}' ({file.name}, sha256 {have[:12]}) is not the "
+                f"code flow version {check.version} was published with (sha256 {want[:12]}): "
+                "deploy that code to the workers, or publish the flow again with this code"
+            )
+    return None
+
+
 class HandlerRunner:
     """The ``run_handler`` activity, bound to the worker's flow directories."""
 
     def __init__(self, flow_dirs: str | Sequence[str | Path] | None = None) -> None:
         self.flow_dirs = parse_flow_dirs(flow_dirs)
+
+    @activity.defn(name="check_handlers")
+    async def check_handlers(self, check: HandlerCheck) -> str | None:
+        """A call of a published version starts only on the handler code it was published
+        with: the reason it may not, or None."""
+        return await asyncio.to_thread(handlers_problem, check, self.flow_dirs)
 
     @activity.defn(name="run_handler")
     async def run_handler(self, inp: HandlerInput) -> HandlerOutput:

@@ -19,6 +19,12 @@ Metrics:
   ``history_events_per_1000_contacts`` (every run of the campaign workflow), ``wall_time``.
 * ``max_cps_sustained``: a second campaign at a pace the machine cannot keep (``--probe-cps``)
   with ample concurrency; the best 10 s window's attempts per second (at the dial).
+* ``attempts_per_run``: the main campaign's dials per run of its workflow (it names its flow
+  by published version, so its children's inputs leave the definition out); ``censored``
+  when it never continued as new (a short run: the figure is then a lower bound).
+* ``campaign_history_bytes_per_attempt``: the main campaign's history bytes (every run) per
+  dial; ``baseline_p50`` is the probe campaign's, whose children carry the definition (the
+  copy-in design), measured in the same run.
 
 The goal is 10,000 contacts: ``make bench-campaign`` runs them (the defaults: 10,000
 contacts at 4 cps, about 19,000 attempts: 80 minutes if the machine keeps the pace, far
@@ -48,6 +54,7 @@ from _report import emit, percentile
 from _stack import ROOT, bench_stack
 
 from ringflow.activities import campaign_store as store
+from ringflow.activities import flow_store
 from ringflow.activities.campaign_rules import parse_retry, parse_windows
 from ringflow.callflow.loader import load_flow
 from ringflow.simulation.campaign import parse_answers, simulate_campaign
@@ -150,9 +157,12 @@ async def run(
     definition = load_flow(FLOW)
     retry = dict([parse_retry("no_answer=2/2h"), parse_retry("busy=1/30m"), parse_retry("voicemail=1/4h")])
     async with bench_stack() as b:
+        hashes = flow_store.handler_hashes(definition, FLOW.parent)
+        published = flow_store.publish(b.database_url, definition, hashes)
         inp = CampaignInput(
             campaign_id=f"bench-{uuid.uuid4().hex[:6]}",
             definition=definition,
+            flow_ref=published.ref,  # its calls name the version (the probe's carry the definition)
             trunk_id=f"ST_bench_{uuid.uuid4().hex[:6]}",
             limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=3),
             windows=parse_windows(["always"]),
@@ -174,6 +184,7 @@ async def run(
                 "trunk_id": f"ST_probe_{uuid.uuid4().hex[:6]}",
                 "limits": Limits(max_concurrent=max(4 * max_concurrent, 50), cps=probe_cps, max_attempts=1),
                 "retry": {},
+                "flow_ref": None,  # the copy-in design: the baseline of campaign_history_bytes_per_attempt
             }
         )
         probe = await simulate_campaign(
@@ -236,6 +247,27 @@ async def run(
             "best_10s_by_slot": best_rate(probe["dial_times"]),
             "probe_cps": probe_cps,
             "probe_contacts": probe_contacts,
+        },
+        count(
+            "attempts_per_run",
+            round(main["dials"] / max(main["runs"], 1), 1),
+            "attempts",
+            runs=main["runs"],
+            max_history_events=inp.max_history_events,
+            censored=main["runs"] == 1,  # one run: the campaign ended before any continue-as-new
+        ),
+        {
+            **count(
+                "campaign_history_bytes_per_attempt",
+                round(main["history_bytes"] / max(main["dials"], 1)),
+                "bytes",
+            ),
+            "baseline_p50": round(probe["history_bytes"] / max(probe["dials"], 1)),
+            "ratio": round(
+                (main["history_bytes"] / max(main["dials"], 1))
+                / max(probe["history_bytes"] / max(probe["dials"], 1), 1),
+                3,
+            ),
         },
         count("wall_time", main["wall_s"], "s"),
     ]

@@ -32,6 +32,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 
+from ringflow.flow_codec import FlowRefCodec
 from ringflow.settings import Settings
 
 ENCODING = b"binary/encrypted"
@@ -170,13 +171,14 @@ class EncryptionCodec(PayloadCodec):
 
 
 def data_converter(codec: PayloadCodec | None) -> DataConverter:
-    """Ringflow's converter: pydantic payloads, then ``codec``; failure messages and stack
-    traces are moved into an encoded payload too, since an error can quote call data."""
+    """Ringflow's converter: pydantic payloads, published flow definitions taken out
+    (``ringflow/flow_codec.py``), then ``codec``; failure messages and stack traces are
+    moved into an encoded payload too, since an error can quote call data."""
     if codec is None:
-        return pydantic_data_converter
+        return replace(pydantic_data_converter, payload_codec=FlowRefCodec())
     return replace(
         pydantic_data_converter,
-        payload_codec=codec,
+        payload_codec=FlowRefCodec(codec),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
 

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.activities.analysis import Analyzer
     from ringflow.activities.dispatch import AgentDispatch
     from ringflow.activities.extraction import ExtractionInput, ExtractionOutput, Extractor
-    from ringflow.activities.handler_run import HandlerInput, HandlerOutput, HandlerRunner
+    from ringflow.activities.handler_run import HandlerCheck, HandlerInput, HandlerOutput, HandlerRunner
     from ringflow.activities.http_tool import HttpTool, HttpToolRequest
     from ringflow.activities.mcp_tools import (
         McpCallRequest,
@@ -100,6 +100,18 @@ async def _execute(
     if on_start is not None:
         on_start(handle)
     return await handle
+
+
+async def handlers_problem(check: HandlerCheck) -> str | None:
+    """Whether the worker's handler code is the published version's (a local activity: one
+    marker at the call's start, and a worker that cannot read its files retries it)."""
+    out: str | None = await workflow.execute_local_activity_method(
+        HandlerRunner.check_handlers,
+        check,
+        start_to_close_timeout=timedelta(seconds=10),
+        retry_policy=RetryPolicy(maximum_attempts=3),
+    )
+    return out
 
 
 def cancelled(eff: RunFunction) -> FunctionResult:

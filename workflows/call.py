@@ -19,6 +19,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from ringflow.activities.handler_run import HandlerCheck
     from ringflow.activities.jobs import JOB_UPDATE_SIGNAL
     from ringflow.callflow.effects import Effect, Extract, Rejected, RunFunction
     from ringflow.callflow.engine import Engine
@@ -44,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from ringflow.contract.wire import oversized_args
     from ringflow.workflows import budgets
+    from ringflow.workflows.activity_calls import handlers_problem
     from ringflow.workflows.call_driver import CallDriver, internal_error
     from ringflow.workflows.call_progress import CallProgress, FunctionCalls, Liveness, Transcript
     from ringflow.workflows.conversation import converse
@@ -175,6 +177,18 @@ class CallWorkflow:
                 type="InvalidCallInput",
                 non_retryable=True,
             )
+        if inp.flow_ref is not None and inp.flow_ref.handlers and inp.carry is None:
+            problem = await handlers_problem(
+                HandlerCheck(
+                    version=inp.flow_ref.version,
+                    flow_source=inp.definition.source,
+                    handlers=inp.flow_ref.handlers,
+                )
+            )
+            if problem is not None:
+                raise ApplicationError(
+                    f"call {inp.call_id} cannot start: {problem}", type="InvalidCallInput", non_retryable=True
+                )
         if not self.tools_ready:
             await pin_tools(self.d)
         self.tools_ready = True
@@ -301,6 +315,7 @@ class CallWorkflow:
             ended=self.d.call.flow_state.ended,
             next_seq=self.d.inbox.next_seq,
             definition=self.d.inp.definition,
+            flow_ref=self.d.inp.flow_ref,
             epoch=self.d.call.epoch,
         )
 

@@ -41,7 +41,8 @@ def call_input(inp: CampaignInput, c: Claimed) -> Any:
         inp.definition,
         c.call_id,
         c.variables,
-        {"dial": dial, "campaign_id": inp.campaign_id, "agent_timeout_s": inp.agent_timeout_s},
+        {"dial": dial, "campaign_id": inp.campaign_id, "agent_timeout_s": inp.agent_timeout_s}
+        | ({"flow_ref": inp.flow_ref} if inp.flow_ref is not None else {}),
     )
 
 

@@ -12,6 +12,7 @@ from ringflow.activities.campaign_acts import Attempt, Ended
 from ringflow.activities.campaign_rules import RetryRule, Windows
 from ringflow.activities.campaign_store import Claimed
 from ringflow.callflow.model import FlowDefinition
+from ringflow.contract.flow_ref import FlowRef
 
 CAMPAIGN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$"
 
@@ -61,6 +62,8 @@ class CampaignInput(BaseModel):
 
     campaign_id: str = Field(pattern=CAMPAIGN_ID)
     definition: FlowDefinition
+    # its published version: the children carry it, and their inputs leave the definition out
+    flow_ref: FlowRef | None = None
     trunk_id: str = Field(min_length=1, max_length=128)
     from_number: str | None = Field(None, max_length=64)
     ringing_timeout_s: float | None = Field(None, gt=0, le=300)

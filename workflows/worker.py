@@ -57,6 +57,7 @@ def all_activities(
     return [
         *build_activities(config, dispatcher, telephony, recorder),
         handlers.run_handler,
+        handlers.check_handlers,
         JobRunner(getattr(config, "flows_dir", None)).run_job,
         mcp_list_tools,
         mcp_call_tool,

@@ -31,7 +31,9 @@ call_app = typer.Typer(help="Start, list, inspect and hang up calls.", no_args_i
 
 @call_app.command()
 def start(
-    flow: Path = typer.Argument(..., help="Flow file (YAML or JSON)."),
+    flow: str = typer.Argument(
+        ..., help="Flow file (published on the fly), NAME, NAME@VERSION or NAME@CHANNEL."
+    ),
     var: list[str] = typer.Option([], "--var", "-v", help="A call variable, NAME=VALUE (repeatable)."),
     call_id: str | None = typer.Option(None, "--call-id", help="Default: a new random id."),
     campaign: str | None = typer.Option(None, "--campaign", help="Campaign id (searchable)."),
@@ -39,29 +41,23 @@ def start(
     room: str | None = typer.Option(None, "--room", help="LiveKit room of the call."),
     json_out: bool = typer.Option(False, "--json", help="Print the started call as JSON."),
 ) -> None:
-    """Start a call of FLOW; the last line printed is the call id."""
-    from ringflow.callflow.errors import FlowError
-    from ringflow.callflow.loader import load_flow
+    """Start a call of FLOW; the last line printed is the call id. The call keeps the version
+    it starts with, whatever is promoted meanwhile."""
+    from ringflow.cli.flow_versions import load_ref
     from ringflow.settings import get_settings
 
-    try:
-        definition = load_flow(flow)
-    except FileNotFoundError as exc:
-        raise fail(str(exc), 2) from None
-    except FlowError as exc:
-        for e in exc.errors:
-            typer.echo(f"{flow}: error: {e}", err=True)
-        raise typer.Exit(1) from None
+    settings = get_settings()
+    definition, version = load_ref(flow, settings.database_url)
     if direction not in ("outbound", "inbound"):
         raise fail("--direction must be outbound or inbound", 2)
     variables = parse_vars(var)
-    check_vars(flow, definition, variables)
-    settings = get_settings()
+    check_vars(Path(flow), definition, variables)
     require_keys(settings)
 
     started = start_flow_call(
         settings,
         definition,
+        flow_ref=version.ref,
         call_id=call_id,
         variables=variables,
         campaign_id=campaign,
@@ -76,12 +72,14 @@ def start(
                     "workflow_id": call_workflow_id(started),
                     "flow": definition.flow.flow,
                     "version": definition.flow.version,
+                    "flow_ref": f"{version.name}@{version.version}",
                 }
             )
         )
         return
     typer.echo(
-        f"started {definition.flow.flow} v{definition.flow.version} as workflow {call_workflow_id(started)}"
+        f"started {version.name}@{version.version} (v{definition.flow.version}) "
+        f"as workflow {call_workflow_id(started)}"
     )
     typer.echo(started)
 

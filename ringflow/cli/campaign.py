@@ -90,7 +90,11 @@ def check_telephony(settings: Settings, trunk: str) -> None:
 @campaign_app.command("start")
 def start(
     contacts: Path = typer.Argument(..., help="CSV (phone, timezone, variables...) or JSONL contacts."),
-    flow: Path = typer.Option(..., "--flow", help="Flow file each call runs."),
+    flow: str = typer.Option(
+        ...,
+        "--flow",
+        help="Flow each call runs: a file (published on the fly), NAME, NAME@VERSION or NAME@CHANNEL.",
+    ),
     trunk: str | None = typer.Option(None, "--trunk", help="Outbound trunk (default RINGFLOW_SIP_TRUNK_ID)."),
     from_number: str | None = typer.Option(None, "--from", help="Caller id (default RINGFLOW_SIP_FROM)."),
     max_concurrent: int = typer.Option(10, "--max-concurrent", help="Calls in flight at most."),
@@ -126,13 +130,17 @@ def start(
     trunk = trunk or settings.sip_trunk_id
     if not trunk:
         raise fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
-    definition = _load(flow)
+    from ringflow.cli.flow_versions import load_ref
+
+    # the campaign pins the version: its calls and their retries keep it, whatever is promoted
+    definition, version = load_ref(flow, settings.database_url)
     try:
         people = load_contacts(contacts, definition, default_tz)
         blocked = load_dnc(dnc) if dnc else []
         inp = CampaignInput(
             campaign_id=campaign_id or uuid.uuid4().hex[:12],
             definition=definition,
+            flow_ref=version.ref,
             trunk_id=trunk,
             from_number=from_number or settings.sip_from,
             ringing_timeout_s=settings.sip_ringing_timeout_s,

@@ -15,6 +15,7 @@ import typer
 from ringflow.callflow.errors import Issue
 from ringflow.callflow.loader import ValidationReport, read_file, validate_data, validate_file
 from ringflow.callflow.render import mermaid, show
+from ringflow.cli import flow_versions
 
 flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", no_args_is_help=True)
 
@@ -89,10 +90,24 @@ def validate(
     raise typer.Exit(worst)
 
 
+flow_app.command("publish")(flow_versions.publish)
+flow_app.command("versions")(flow_versions.versions)
+flow_app.command("diff")(flow_versions.diff)
+flow_app.command("promote")(flow_versions.promote)
+
+
 @flow_app.command("show")
-def show_cmd(file: Path = typer.Argument(..., help="Flow file.")) -> None:
+def show_cmd(
+    file: str = typer.Argument(..., help="Flow file, or a published NAME@VERSION, NAME@CHANNEL or NAME."),
+    json_out: bool = typer.Option(
+        False, "--json", help="A published version as JSON, its definition included."
+    ),
+) -> None:
     """A table of nodes, their functions and where each one goes."""
-    report = _report_or_exit(file)
+    if json_out or not flow_versions.is_file_ref(file):
+        flow_versions.show_ref(file, json_out)
+        return
+    report = _report_or_exit(Path(file))
     assert report.definition is not None
     typer.echo(show(report.definition.flow))
 

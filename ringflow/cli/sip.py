@@ -31,7 +31,9 @@ OPTION = {
 
 
 def dial(
-    flow: Path = typer.Argument(..., help="Flow file (YAML or JSON)."),
+    flow: str = typer.Argument(
+        ..., help="Flow file (published on the fly), NAME, NAME@VERSION or NAME@CHANNEL."
+    ),
     to: str = typer.Option(..., "--to", help="The number to call, e.g. +15550100."),
     from_number: str | None = typer.Option(None, "--from", help="Caller id (default RINGFLOW_SIP_FROM)."),
     trunk: str | None = typer.Option(None, "--trunk", help="Outbound trunk (default RINGFLOW_SIP_TRUNK_ID)."),
@@ -65,12 +67,20 @@ def dial(
         ) from None
     if not target.trunk_id:
         raise fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
-    definition = _load(flow)
+    from ringflow.cli.flow_versions import load_ref
+
+    definition, version = load_ref(flow, settings.database_url)
     variables = parse_vars(var)
-    check_vars(flow, definition, variables)  # as `call start` does, before connecting
+    check_vars(Path(flow), definition, variables)  # as `call start` does, before connecting
 
     started = start_flow_call(
-        settings, definition, call_id=call_id, variables=variables, campaign_id=campaign, dial=target
+        settings,
+        definition,
+        flow_ref=version.ref,
+        call_id=call_id,
+        variables=variables,
+        campaign_id=campaign,
+        dial=target,
     )
     if json_out:
         typer.echo(
@@ -79,6 +89,7 @@ def dial(
                     "call_id": started,
                     "workflow_id": call_workflow_id(started),
                     "flow": definition.flow.flow,
+                    "flow_ref": f"{version.name}@{version.version}",
                     "to": target.to,
                     "room": started,
                 }
@@ -169,7 +180,12 @@ def _livekit_call(coro: Any) -> Any:
 @sip_app.command()
 def setup(
     number: str = typer.Option(..., "--number", help="The phone number callers dial, e.g. +15550100."),
-    flow: str = typer.Option(..., "--flow", help="Flow file the agent runs (its path there)."),
+    flow: str = typer.Option(
+        ...,
+        "--flow",
+        help="Flow the agent runs: a file (its path there), or NAME, NAME@VERSION, NAME@CHANNEL "
+        "(resolved at each call: a channel follows promotions).",
+    ),
     trunk: str | None = typer.Option(None, "--trunk", help="An existing inbound trunk to add the number to."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object."),
 ) -> None:
@@ -177,8 +193,17 @@ def setup(
     number's calls to the Ringflow agent with FLOW."""
     if not _NUMBER.match(number):
         raise fail(f"--number: expected digits with an optional leading +, got {number!r}", 2)
+    from ringflow.activities.flow_store import FlowRefError, is_file_ref, resolve
+
     if Path(flow).exists():
         _load(Path(flow))  # a flow with errors is refused here, not at the first call
+    elif not is_file_ref(flow):
+        from ringflow.settings import get_settings as settings_now
+
+        try:  # a name that resolves to nothing is refused here, not at the first call
+            resolve(settings_now().database_url, flow)
+        except FlowRefError as exc:
+            raise fail(str(exc), 2) from None
     else:
         typer.echo(f"note: {flow} is not here; the agent must find it (RINGFLOW_FLOWS_DIR)", err=True)
     from ringflow.settings import get_settings

@@ -14,6 +14,7 @@ from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.dial import Dial
 from ringflow.contract.events import InboxEvent, RejectedEvent, Turn
+from ringflow.contract.flow_ref import FlowRef
 from ringflow.contract.ids import CALL_WORKFLOW_PREFIX as CALL_WORKFLOW_PREFIX  # re-exported
 from ringflow.contract.ids import call_workflow_id as call_workflow_id
 from ringflow.contract.recording import RecordingInfo
@@ -79,6 +80,9 @@ class CallInput(Message):
     dial: Dial | None = None  # an outbound phone call to place (workflows/dialing.py)
     # a journey's call (workflows/journey.py): its start node, the journey's state, context
     journey: JourneyStart | None = None
+    # the published version ``definition`` is: on the wire the definition is then left out
+    # (ringflow/flow_codec.py), and the worker checks its handler code against it at the start
+    flow_ref: FlowRef | None = None
 
 
 class CallView(Answer):

@@ -11,6 +11,7 @@ from ringflow.callflow.effects import Effect
 from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import Turn
+from ringflow.contract.flow_ref import FlowRef
 from ringflow.contract.wire import (
     MAX_ID_CHARS,
     MAX_NAME_CHARS,
@@ -70,6 +71,9 @@ class Snapshot(Answer):
     ended: bool
     next_seq: int
     definition: FlowDefinition
+    flow_ref: FlowRef | None = (
+        None  # the call's published version: the definition's bytes stay out of history
+    )
     # this attach's number: everything the agent sends carries it (0: a worker without epochs)
     epoch: int = 0
 

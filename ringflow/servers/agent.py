@@ -21,6 +21,7 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 
+from ringflow.activities.flow_store import is_file_ref, load_definition, resolve
 from ringflow.agents.amd import detect_machine
 from ringflow.agents.dtmf import KeyCollector
 from ringflow.agents.lease import AgentLease, LeaseHeld
@@ -264,7 +265,15 @@ async def start_inbound(
             f"inbound call in room {room}: no flow for called number; set "
             "RINGFLOW_INBOUND_FLOW or RINGFLOW_INBOUND_FLOWS"
         )
-    definition = load_flow(flow_path)
+    ref: dict[str, Any] = {}
+    if is_file_ref(flow_path):
+        definition = load_flow(flow_path)  # a file on the agent: the call carries its definition
+    else:  # NAME, NAME@VERSION, NAME@CHANNEL: resolved now, kept by the call to its end
+        found = await asyncio.to_thread(resolve, settings.database_url, flow_path)
+        definition = await asyncio.to_thread(
+            load_definition, settings.database_url, found.name, found.version
+        )
+        ref = {"flow_ref": found.ref}
     caller_number = caller.attributes.get(SIP_CALLER)
     call_id = call_id_for_room(room)
     if definition.flow.journey is not None:  # a callback joins the person's open journey
@@ -292,6 +301,7 @@ async def start_inbound(
         agent_timeout_s=settings.call_agent_timeout_s,
         caller_number=caller_number,
         called_number=called,
+        **ref,
     )
     return handle.call_id
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
 from ringflow.activities import campaign_store as store
@@ -196,7 +197,7 @@ async def simulate_campaign(
                         client, inp, contacts, database_url=db, task_queue=task_queue
                     )
                     result = await handle.result()
-                    events, run_starts = await _history_events(client, handle.id)
+                    events, run_starts, size = await _history_events(client, handle.id)
             finally:
                 runner.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -206,19 +207,21 @@ async def simulate_campaign(
                 **summarize(db, inp, result, lk, wall, events, kinds),
                 "runs": len(run_starts),
                 "run_starts": run_starts,  # when each run of the campaign began (epoch s)
+                "history_bytes": size,  # every run's history, as the server stores it
             }
 
 
-async def _history_events(client: Client, workflow_id: str) -> tuple[int, list[float]]:
+async def _history_events(client: Client, workflow_id: str) -> tuple[int, list[float], int]:
     """Events of every run of the campaign workflow (each continue-as-new starts a new
-    history), and when each run began (epoch seconds, in order)."""
-    total = 0
+    history), when each run began (epoch seconds, in order), and the histories' bytes."""
+    total = size = 0
     starts: list[float] = []
     async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
         history = await client.get_workflow_handle(workflow_id, run_id=wf.run_id).fetch_history()
         total += len(history.events)
+        size += History(events=history.events).ByteSize()
         starts.append(wf.start_time.timestamp())
-    return total, sorted(starts)
+    return total, sorted(starts), size
 
 
 def summarize(

@@ -41,6 +41,7 @@ from temporalio.runtime import Runtime
 
 from ringflow.activities.analysis import SCHEMA_NAME as ANALYSIS_SCHEMA
 from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.flow_store import publish_file
 from ringflow.activities.handler_run import parse_flow_dirs
 from ringflow.activities.http_tool import PRIVATE_ALLOWED
 from ringflow.activities.netguard import allowed_networks
@@ -236,6 +237,7 @@ async def run_script(
     resume: str = "attach",
     inbound: bool = False,
     journey: JourneyStart | None = None,
+    publish_to: str | None = None,
 ) -> SimulationResult:
     """``inbound``: the caller of a script without ``dial:`` rings in through a dispatch rule,
     so LiveKit names the room (``sim_phone.inbound_room``) and the call id is derived from it,
@@ -245,7 +247,9 @@ async def run_script(
     and dispatch a new one (through the local dispatcher), as in production; ``"attach"``
     attaches the new agent at once (the kill tests, which exclude dispatch time). A script
     with ``dial:`` is placed as a phone call first (``ringflow/simulation/phone.py``).
-    ``journey``: the call is a journey's (``CallInput.journey``): its node, state, context."""
+    ``journey``: the call is a journey's (``CallInput.journey``): its node, state, context.
+    ``publish_to`` (a database URL): the flow is published there first and the call names
+    the version instead of carrying the definition (``ringflow/flow_codec.py``)."""
     script, flow_path = load_script(path)
     if (problem := kill_turn_problem(script, kill_at)) is not None:
         raise ScriptError(f"{path}: {problem}")
@@ -275,6 +279,7 @@ async def run_script(
                 resume=resume,
                 jobs=jobs,
                 journey=journey,
+                publish_to=publish_to,
             )
             result.transfer = line.transferred()
             result.failures = check(script.expect, result.model_dump())
@@ -359,8 +364,13 @@ async def _run_script(
     resume: str,
     jobs: ScriptedJobs,
     journey: JourneyStart | None = None,
+    publish_to: str | None = None,
 ) -> SimulationResult:
     definition = load_flow(flow_path)
+    ref: dict[str, Any] = {}
+    if publish_to is not None:
+        definition, version = publish_file(publish_to, flow_path)
+        ref = {"flow_ref": version.ref}
     dial = line.dial
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
@@ -379,6 +389,7 @@ async def _run_script(
         **({"dial": dial} if dial is not None else {}),
         **({"room": room} if room is not None else {}),
         **({"journey": journey} if journey is not None else {}),
+        **ref,
     )
     room = room or call_id
     killer = _Killer(kill_point)

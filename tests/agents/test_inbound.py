@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 from temporalio.client import Client
 
+from ringflow.activities import flow_store
+from ringflow.activities.flow_store import FlowRefError
 from ringflow.callflow.loader import load_flow
 from ringflow.servers.agent import SIP_CALLED, SIP_CALLER, start_inbound
 from ringflow.settings import Settings
@@ -87,3 +89,45 @@ async def test_a_room_named_by_livekit_s_dispatch_rule_gets_a_call_id_of_its_own
     assert call_id_of(Room(name=room)) == call_id  # where LiveKit's webhooks for the room go
     assert st.room == room and st.agent_id == "agent-2"
     assert record.room == room and record.call_id == call_id
+
+
+async def test_an_inbound_number_on_a_channel_starts_calls_of_the_version_it_serves(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """``sip setup --flow triage@production``: each call takes the channel's version when it
+    starts and names it; a promotion moves the next call, not the one running."""
+    d = load_flow(FIXTURES / "triage.yaml")
+    v1 = flow_store.publish(sqlite_url, d, flow_store.handler_hashes(d, FIXTURES))
+    flow_store.promote(sqlite_url, "triage", v1.version, "production")
+    settings = Settings(
+        task_queue=task_queue, database_url=sqlite_url, inbound_flows={"+15550100": "triage@production"}
+    )
+    caller = Participant({SIP_CALLER: "+15550199", SIP_CALLED: "+15550100"})
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        first = await start_inbound(
+            temporal_client, settings, f"sip-room-{uuid.uuid4().hex[:8]}", caller, None, "agent-1", {}
+        )
+        v2 = flow_store.publish(
+            sqlite_url, flow_store.named(d, "triage").model_copy(update={"source": "x"}), {}
+        )
+        assert v2.version != v1.version  # no handler hashes: another version
+        flow_store.promote(sqlite_url, "triage", v2.version, "production")
+        second = await start_inbound(
+            temporal_client, settings, f"sip-room-{uuid.uuid4().hex[:8]}", caller, None, "agent-1", {}
+        )
+        refs = []
+        for call_id in (first, second):
+            snap = await CallHandle(temporal_client, call_id).attach("agent-2")
+            refs.append(snap.flow_ref)
+            await CallHandle(temporal_client, call_id).hangup()
+    assert refs == [v1.ref, v2.ref]
+    with pytest.raises(FlowRefError, match="neither a published version nor a channel"):
+        await start_inbound(
+            temporal_client,
+            settings.model_copy(update={"inbound_flows": {"+15550100": "triage@staging"}}),
+            f"sip-room-{uuid.uuid4().hex[:8]}",
+            caller,
+            None,
+            "agent-1",
+            {},
+        )

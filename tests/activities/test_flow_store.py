@@ -1,0 +1,73 @@
+"""Published flow versions in SQL, on SQLite and PostgreSQL: content-addressed, immutable,
+channels that move without touching the versions, and references that say what exists."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from ringflow.activities import flow_store
+from ringflow.activities.flow_store import FlowRefError
+from ringflow.callflow.model import FlowDefinition
+from tests.support.wfkit import FIXTURES, clinic
+
+# The PostgreSQL schema is the run's, shared by tests: each test publishes under its own name.
+NAME = f"clinic-{uuid.uuid4().hex[:8]}"
+
+
+def named(name: str) -> FlowDefinition:
+    return flow_store.named(clinic(), name)
+
+
+def retasked(text: str, name: str) -> FlowDefinition:
+    d = named(name)
+    nodes = dict(d.flow.nodes)
+    nodes["verify"] = nodes["verify"].model_copy(update={"task": text})
+    return d.model_copy(update={"flow": d.flow.model_copy(update={"nodes": nodes})})
+
+
+def test_the_same_content_publishes_to_the_same_id(database_url: str) -> None:
+    name = f"{NAME}-a-{database_url[:5]}"
+    d = named(name)
+    hashes = flow_store.handler_hashes(d, FIXTURES)
+    assert set(hashes) == {"clinic_handlers"} and len(hashes["clinic_handlers"]) == 64
+    first = flow_store.publish(database_url, d, hashes, now=1.0)
+    moved = d.model_copy(update={"source": "/elsewhere/clinic.yaml"})  # another checkout: same content
+    again = flow_store.publish(database_url, moved, hashes, now=2.0)
+    assert again.version == first.version and again.published_at == 1.0  # one row, unchanged
+    other_code = flow_store.publish(database_url, d, {"clinic_handlers": "f" * 64}, now=3.0)
+    other_flow = flow_store.publish(database_url, retasked("Say who you are.", name), hashes, now=4.0)
+    assert len({first.version, other_code.version, other_flow.version}) == 3
+    listed = flow_store.list_versions(database_url, name)
+    assert [v.version for v in listed] == [other_flow.version, other_code.version, first.version]
+    back = flow_store.load_definition(database_url, name, first.version)
+    assert back.flow == d.flow and back.handlers == d.handlers
+
+
+def test_channels_and_references(database_url: str) -> None:
+    name = f"{NAME}-b-{database_url[:5]}"
+    hashes = flow_store.handler_hashes(clinic(), FIXTURES)
+    v1 = flow_store.publish(database_url, named(name), hashes, now=1.0)
+    v2 = flow_store.publish(database_url, retasked("Ask who is speaking.", name), hashes, now=2.0)
+    # NAME without a production channel: the newest version
+    assert flow_store.resolve(database_url, name).version == v2.version
+    flow_store.promote(database_url, name, v1.version, "production")
+    flow_store.promote(database_url, name, v2.version, "canary")
+    assert flow_store.resolve(database_url, name).version == v1.version
+    assert flow_store.resolve(database_url, f"{name}@canary").version == v2.version
+    assert flow_store.resolve(database_url, f"{name}@{v2.version}").version == v2.version
+    flow_store.promote(database_url, name, v2.version, "production")
+    assert flow_store.resolve(database_url, f"{name}@production").version == v2.version
+    served = flow_store.get_version(database_url, name, v2.version)
+    assert served is not None and served.channels == ["canary", "production"]
+    with pytest.raises(
+        FlowRefError, match=r"neither a published version nor a channel.*channels: canary, production"
+    ):
+        flow_store.resolve(database_url, f"{name}@staging")
+    with pytest.raises(FlowRefError, match="no version of flow 'nobody' is published"):
+        flow_store.resolve(database_url, "nobody@production")
+    with pytest.raises(FlowRefError, match="is not published"):
+        flow_store.promote(database_url, name, "0" * 12, "production")
+    with pytest.raises(FlowRefError, match="not a valid name"):
+        flow_store.promote(database_url, name, v1.version, "Prod uction")
