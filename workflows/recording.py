@@ -74,6 +74,7 @@ class Recording:
         self.d.call.recording = info
         if info.status == "failed":
             self.d.record_rejected(None, f"recording: {info.error or 'failed'}")
+            self.d.vis.count_recording_failed()
 
     async def stop(self) -> None:
         """The call ended: the egress is stopped and its file waited for. Safe to call twice
@@ -90,3 +91,4 @@ class Recording:
         self.d.call.recording = out
         if out.status == "failed":
             self.d.record_rejected(None, f"recording: {out.error or 'failed'}")
+            self.d.vis.count_recording_failed()

@@ -47,6 +47,9 @@ class Visibility:
         meter = workflow.metric_meter()
         self.transitions = meter.create_counter("ringflow_transitions", "Node transitions applied.")
         self.ended = meter.create_counter("ringflow_calls_ended", "Calls ended, by reason.")
+        self.recordings_failed = meter.create_counter(
+            "ringflow_recordings_failed", "Recordings that could not start or stop (the call went on)."
+        )
         self.lag = meter.create_histogram_float(
             "ringflow_signal_lag_seconds", "Agent event time to applied in the workflow.", "seconds"
         )
@@ -105,6 +108,9 @@ class Visibility:
     def success(self, passed: bool) -> None:
         """The post-call analysis's verdict, for ops to find failed calls (``RingflowSuccess = false``)."""
         workflow.upsert_search_attributes([RINGFLOW_SUCCESS.value_set(passed)])
+
+    def count_recording_failed(self) -> None:
+        self.recordings_failed.add(1, {"flow": self.inp.definition.flow.flow})
 
     def count_transition(self) -> None:
         self.transitions.add(1, {"flow": self.inp.definition.flow.flow})

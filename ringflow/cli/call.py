@@ -269,6 +269,49 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
     typer.echo(f"hangup sent to call {call_id}")
 
 
+@call_app.command()
+def forget(
+    call_id: str = typer.Argument(None, help="The call id."),
+    phone: str = typer.Option(None, "--phone", help="Forget every stored call of this number."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Erase a call (or every call of a person): record, transcript, analysis, recording
+    object, turn journal, and the workflow's runs in Temporal; reports what could not be."""
+    from ringflow.activities.erasure import calls_of_phone
+    from ringflow.cli.forget import forget_calls
+    from ringflow.settings import get_settings
+
+    if (call_id is None) == (phone is None):
+        raise fail("give a CALL_ID or --phone NUMBER (one of them)", 2)
+    settings = get_settings()
+    ids = (
+        [call_id.removeprefix(CALL_WORKFLOW_PREFIX)]
+        if call_id
+        else calls_of_phone(settings.database_url, phone)
+    )
+    if not ids:
+        raise fail(f"no stored call of {phone}")
+
+    async def go() -> list[dict[str, Any]]:
+        client = await temporal_client(settings)
+        return [e.as_dict() for e in await forget_calls(settings, client, ids)]
+
+    done = run_async(go)
+    if json_out:
+        typer.echo(json.dumps(done))
+    else:
+        for d in done:
+            typer.echo(f"call {d['call_id']}")
+            for part in d["erased"]:
+                typer.echo(f"  erased      {part}")
+            for part in d["absent"]:
+                typer.echo(f"  absent      {part}")
+            for part, why in d["not_erased"].items():
+                typer.echo(f"  NOT erased  {part}: {why}")
+    if any(d["not_erased"] for d in done):
+        raise typer.Exit(1)
+
+
 def agent() -> None:
     """Run the LiveKit agent worker (headless start mode, explicit dispatch by agent name)."""
     try:

@@ -110,6 +110,8 @@ class FakeLiveKit(SipFake, EgressFake):
         self.requests: list[LoggedRequest] = []
         self._faults: list[tuple[str | None, int, str, str]] = []
         self._lost_replies: list[str | None] = []
+        # method -> (set when a request to it was carried out and its reply waits, the gate)
+        self._held: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
         self.dispatched: asyncio.Queue[FakeDispatch] = asyncio.Queue()  # each CreateDispatch, as it lands
         self._init_sip(webhook_url)
         self._init_egress()
@@ -181,6 +183,20 @@ class FakeLiveKit(SipFake, EgressFake):
         with a 504 as if the reply had been lost on the way back: a client that retries must
         find out what already happened instead of doing it again."""
         self._lost_replies.extend([method] * n)
+
+    def hold_replies(self, method: str) -> tuple[asyncio.Event, asyncio.Event]:
+        """Requests to ``method`` ("StartRoomCompositeEgress") are carried out and their reply
+        then waits until the returned gate is set; the first event is set once one waits.
+        A test kills the client meanwhile: what it asked for was done, it never heard so."""
+        pair = (asyncio.Event(), asyncio.Event())
+        self._held[method] = pair
+        return pair
+
+    async def _hold_reply(self, method: str) -> None:
+        pair = self._held.get(method.rsplit("/", 1)[-1])
+        if pair is not None:
+            pair[0].set()
+            await pair[1].wait()
 
     def _take_lost_reply(self, method: str) -> bool:
         for i, only in enumerate(self._lost_replies):
@@ -339,6 +355,7 @@ class FakeLiveKit(SipFake, EgressFake):
                 raise TwirpError("malformed", f"the request body could not be decoded: {err}") from None
             entry["body"] = body
             reply = await handler(body, claims or {})
+            await self._hold_reply(method)
             if self._take_lost_reply(method):
                 raise TwirpError("deadline_exceeded", "the reply was lost (injected)")
         except TwirpError as err:

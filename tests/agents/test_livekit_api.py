@@ -38,6 +38,7 @@ from ringflow.agents.livekit_api import (
     job_metadata,
     parse_job_metadata,
 )
+from ringflow.agents.livekit_egress import LiveKitRecorder
 from ringflow.agents.livekit_sip import LiveKitTelephony
 from ringflow.servers.worker import call_services
 from ringflow.settings import Settings
@@ -106,8 +107,9 @@ async def test_agent_name_and_credentials_come_from_the_settings(
     assert dispatcher.agent_name == phone.agent_name == "clinic-agent"
     assert (phone.trunk_id, phone.ringing_timeout_s) == ("ST_env", 12.0)
     assert lk.api_secret not in repr(dispatcher) and lk.api_secret not in repr(phone)
+    assert isinstance(services.recorder, LiveKitRecorder) and lk.api_secret not in repr(services.recorder)
     monkeypatch.setenv("RINGFLOW_DISPATCHER", "none")
-    assert call_services(Settings()) == (None, None)
+    assert call_services(Settings()) == (None, None, None)
 
     lk.add_room(ROOM)
     assert (await dispatcher.dispatch(DispatchRequest(call_id="c", room=ROOM))).dispatched

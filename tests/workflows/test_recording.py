@@ -2,15 +2,19 @@
 activities, which reach the LiveKit protocol fake's Egress service through the real
 livekit-api SDK (LiveKit is faked at its network boundary); the fake's egress writes a real
 Ogg file into a real S3-compatible server (moto's server mode) or a local folder. Checked:
-one egress per call whatever the retries, stopped at each kind of end, the object in the
+one egress per call whatever the retries (a lost reply, a worker SIGKILLed mid-start, an
+agent replaced), stopped at each kind of end, the object in the
 store with the duration the record gives, nothing recorded without consent, and a failing
 egress never ending the call."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import signal
 import uuid
 from pathlib import Path
+from typing import Any
 
 import av
 import pytest
@@ -23,6 +27,7 @@ from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.workflows.client import CallHandle
 from tests.support.s3kit import ACCESS_KEY, REGION, SECRET, S3Server
 from tests.support.wfkit import Agent, clinic, running_worker, start, use_services, wait_state
+from tests.support.worker_process import NO_AGENT, Worker
 
 
 @pytest.fixture
@@ -154,3 +159,52 @@ async def test_an_egress_refused_is_recorded_and_the_call_goes_on(
     assert record.recording is not None and record.recording.status == "failed"
     assert "egress is not enabled" in (record.recording.error or "")
     assert record.end_reason == "user_hangup" and not lk.egresses
+
+
+@pytest.mark.timeout(180)
+async def test_a_worker_killed_while_the_egress_starts_leaves_one_recording(
+    lk: FakeLiveKit, s3: S3Server, bucket: str, temporal_server: Any, temporal_client: Client,
+    task_queue: str, sqlite_url: str, tmp_path: Path,
+) -> None:  # fmt: skip
+    """``ringflow worker`` processes with LiveKit's recorder: the first is SIGKILLed once
+    LiveKit has started the egress and before the activity heard back; the attempt the
+    next worker runs finds that egress instead of starting another."""
+    started, gate = lk.hold_replies("StartRoomCompositeEgress")
+    env = {
+        "RINGFLOW_DISPATCHER": "livekit",
+        "LIVEKIT_URL": lk.url,
+        "LIVEKIT_API_KEY": lk.api_key,
+        "LIVEKIT_API_SECRET": lk.api_secret,
+        "RINGFLOW_RECORDING_S3_ACCESS_KEY": ACCESS_KEY,
+        "RINGFLOW_RECORDING_S3_SECRET": SECRET,
+        "RINGFLOW_RECORDING_S3_REGION": REGION,
+        "RINGFLOW_RECORDING_S3_ENDPOINT": s3.endpoint,
+        "RINGFLOW_RECORDING_S3_FORCE_PATH_STYLE": "true",
+    }
+    first = Worker(temporal_server.address, task_queue, sqlite_url, tmp_path / "w1.log", env=env)
+    second: Worker | None = None
+    try:
+        await first.wait_ready()
+        call = await start(temporal_client, task_queue, recorded(f"s3://{bucket}/"), agent_timeout_s=NO_AGENT)
+        lk.add_room(call.call_id, participants=("caller",))
+        await call.attach("agent-1")
+        await asyncio.wait_for(started.wait(), 60)  # the egress runs; its reply is held
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=10)
+        gate.set()
+        second = Worker(temporal_server.address, task_queue, sqlite_url, tmp_path / "w2.log", env=env)
+        await second.wait_ready()
+        # the killed attempt times out (start_to_close 30 s), the retry finds the egress
+        await wait_state(
+            call, lambda s: s.recording is not None and s.recording.status == "active", timeout=90
+        )
+        await call.hangup("user_hangup")
+        record = await asyncio.wait_for(call.handle.result(), 60)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert len(lk.egresses) == 1 and len(lk.calls("StartRoomCompositeEgress")) <= 1
+    assert record.recording is not None and record.recording.status == "completed"
+    assert record.recording.id == next(iter(lk.egresses))
+    assert s3.keys(bucket) == [f"{call.call_id}.ogg"]

@@ -1,0 +1,100 @@
+"""``ringflow call forget CALL_ID | --phone NUMBER``: the right to be forgotten, for one call or
+every stored call of a person. Ringflow's own stores are erased by ``activities/erasure.py``;
+Temporal's copy here: each run of the call's workflow is deleted (its history and its
+visibility record), which the server does asynchronously; retention would expire it anyway.
+
+A live call is not touched (nothing live is terminated): it is reported, to forget once it
+has ended. Everything is reported: erased, absent, or not erased with why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ringflow.activities.erasure import Erasure
+from ringflow.contract.ids import call_workflow_id
+
+
+async def forget_calls(settings: Any, client: Any, call_ids: list[str]) -> list[Erasure]:
+    from ringflow.activities.erasure import (
+        S3Keys,
+        erase_database,
+        erase_recording,
+        erase_redis,
+        recording_location,
+    )
+
+    secret = settings.recording_s3_secret.get_secret_value() if settings.recording_s3_secret else None
+    keys = S3Keys(
+        settings.recording_s3_access_key,
+        secret,
+        settings.recording_s3_region,
+        settings.recording_s3_endpoint,
+        settings.recording_s3_force_path_style,
+    )
+    out: list[Erasure] = []
+    for call_id in call_ids:
+        done = Erasure(call_id)
+        runs, live, record_location = await _runs(client, call_id)
+        if live:
+            done.not_erased["everything"] = (
+                "the call is live: forget it once it has ended (nothing live is ended)"
+            )
+            out.append(done)
+            continue
+        location = recording_location(settings.database_url, call_id) or record_location
+        erase_recording(done, location, keys)
+        erase_database(done, settings.database_url)
+        await erase_redis(done, settings.redis_url)
+        await _delete_runs(client, call_id, runs, done)
+        out.append(done)
+    return out
+
+
+async def _runs(client: Any, call_id: str) -> tuple[list[str], bool, str | None]:
+    """The workflow's run ids (every run: continue-as-new makes several), whether one is
+    running, and the recording location its result gives (a record the database lost)."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    wid = call_workflow_id(call_id)
+    runs: list[str] = []
+    live = False
+    async for wf in client.list_workflows(f"WorkflowId = '{wid}'"):
+        runs.append(wf.run_id)
+        live = live or wf.status == WorkflowExecutionStatus.RUNNING
+    location = None
+    if runs and not live:
+        try:
+            record = await client.get_workflow_handle(wid).result()
+            recording = getattr(record, "recording", None)
+            location = recording.location if recording is not None else None
+        except Exception:
+            location = None  # failed or terminated: no record to read it from
+    return runs, live, location
+
+
+async def _delete_runs(client: Any, call_id: str, runs: list[str], done: Erasure) -> None:
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+    from temporalio.service import RPCError
+
+    wid = call_workflow_id(call_id)
+    if not runs:
+        done.absent.append("temporal workflow")
+        return
+    failed = []
+    for run_id in runs:
+        try:
+            await client.workflow_service.delete_workflow_execution(
+                DeleteWorkflowExecutionRequest(
+                    namespace=client.namespace,
+                    workflow_execution=WorkflowExecution(workflow_id=wid, run_id=run_id),
+                )
+            )
+        except RPCError as exc:
+            failed.append(f"{run_id}: {exc.message}")
+    if failed:
+        done.not_erased["temporal workflow"] = "; ".join(failed)[:500]
+    else:
+        done.erased.append(
+            f"temporal workflow ({len(runs)} run{'s' if len(runs) > 1 else ''}: history and visibility)"
+        )
