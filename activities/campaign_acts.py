@@ -32,6 +32,7 @@ from temporalio.exceptions import ApplicationError
 
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule, Windows
+from ringflow.activities.db_work import DB_WORK
 from ringflow.activities.webhook import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -153,7 +154,7 @@ class CampaignActivities:
     async def campaign_round(self, req: RoundRequest) -> RoundResult:
         """Record, give back, claim, pace, check; safe to retry (each step is keyed)."""
         redis = self._pacer() if req.limit else None  # before anything is written
-        states, retry_at = await asyncio.to_thread(self._record, req)
+        states, retry_at = await DB_WORK.run(self._record, req)
         claim = await self._claim(req.campaign_id, req.claim_key, req.limit, req.windows, req.max_attempts)
         ready: list[store.Claimed] = []
         skipped: Counter[str] = Counter()
@@ -184,7 +185,7 @@ class CampaignActivities:
         )
 
     async def _predial(self, req: RoundRequest, c: store.Claimed, at: float) -> str:
-        return await asyncio.to_thread(
+        return await DB_WORK.run(
             store.predial, self.database_url, req.campaign_id, c.idx, c.attempt, req.windows, at
         )
 
@@ -245,13 +246,13 @@ class CampaignActivities:
     async def _claim(
         self, campaign_id: str, key: str, limit: int, windows: Windows, max_attempts: int
     ) -> store.ClaimResult:
-        return await asyncio.to_thread(
+        return await DB_WORK.run(
             store.claim, self.database_url, campaign_id, key, limit, windows, max_attempts, time.time()
         )
 
     @activity.defn(name="campaign_counts")
     async def campaign_counts(self, campaign_id: str) -> dict[str, dict[str, int]]:
-        return await asyncio.to_thread(store.counts, self.database_url, campaign_id)
+        return await DB_WORK.run(store.counts, self.database_url, campaign_id)
 
     @activity.defn(name="campaign_finished")
     async def campaign_finished(self, req: FinishedRequest) -> str:

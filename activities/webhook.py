@@ -13,7 +13,6 @@ retry after an outage is not refused as stale.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -30,6 +29,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
+from ringflow.activities.db_work import DB_WORK
 from ringflow.contract.records import WebhookDelivery
 
 SIGNATURE_HEADER = "webhook-signature"
@@ -146,7 +146,7 @@ class WebhookSender:
         if not self.url:
             return {"status": "skipped", "reason": "no webhook url configured"}
         if delivery.transcript_in_db and self.database_url:
-            delivery = await asyncio.to_thread(with_stored_transcript, delivery, self.database_url)
+            delivery = await DB_WORK.run(with_stored_transcript, delivery, self.database_url)
         body, headers = self.build_request(delivery)
         # Only the host goes into errors and logs: the URL's path or query may hold a token.
         host = urlsplit(self.url).hostname or "?"

@@ -39,6 +39,7 @@ from ringflow.callflow.idle import idle_instructions
 from ringflow.callflow.inputs import resolve_variables, type_ok
 from ringflow.callflow.jobs import routes, start_effect
 from ringflow.callflow.model import BranchTable, FlowDefinition
+from ringflow.callflow.safe_text import find_unsafe, scrub
 from ringflow.callflow.state import CallState, extraction_node
 
 RESPONSES = ("transition_in_yaml", "no_response")
@@ -84,6 +85,10 @@ class Engine:
                 first = exc.errors(include_url=False)[0]
                 where = ".".join(str(p) for p in first["loc"])
                 return Step(state, [Rejected(reason=f"malformed event: {where}: {first['msg']}")])
+        if find_unsafe(dict(event)) is not None:
+            # A NUL or a lone surrogate (from an LLM, a handler, a caller's input) would be
+            # kept in the state and refused by every store: both sides replace it the same way.
+            event = type(event).model_validate(scrub(event.model_dump()))
         if state.node is not None and state.node not in self.flow.nodes:
             return self._reject(
                 state,

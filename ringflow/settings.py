@@ -41,6 +41,16 @@ class Settings(BaseSettings):
     # Storage. A relative SQLite path is relative to the working directory, like data_dir.
     data_dir: Path = Path(".ringflow")
     database_url: str = "sqlite:///.ringflow/ringflow.db"
+    # Every database step is bounded (activities/persistence.py, DatabaseLimits): a connect,
+    # a statement (server side), a round trip that never returns (client side, the statement
+    # timeout plus 5 s: the connection is then closed and replaced). The stores run on
+    # threads of their own (activities/db_work.py); `/livez` fails once a database call has
+    # waited longer than database_stuck_s.
+    database_connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    database_statement_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    database_pool_recycle_s: float = Field(default=300.0, gt=0)
+    database_threads: int = Field(default=8, ge=1, le=256)
+    database_stuck_s: float = Field(default=120.0, gt=0)
 
     # Call-ended webhook
     webhook_url: str | None = None

@@ -58,6 +58,16 @@ def call_services(settings: Settings) -> CallServices:
     )
 
 
+def database_stuck(limit_s: float) -> str | None:
+    """Why the worker is not alive because of its database work, or None."""
+    from ringflow.activities.db_work import DB_WORK
+
+    waited = DB_WORK.oldest_s()
+    if waited <= limit_s:
+        return None
+    return f"a database call has waited {waited:.0f} s (limit {limit_s:g} s; {DB_WORK.pending()} pending)"
+
+
 async def serve(settings: Settings, services: CallServices | None = None) -> None:
     from ringflow.workflows.heap import GcPauses
     from ringflow.workflows.worker import prometheus_runtime, run_worker_forever
@@ -74,7 +84,12 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
 
     health = None
     if settings.health_port:
-        health = HealthServer(settings.metrics_host, settings.health_port, ready)
+        health = HealthServer(
+            settings.metrics_host,
+            settings.health_port,
+            ready,
+            stuck=lambda: database_stuck(settings.database_stuck_s),
+        )
         await health.start()
     try:
         runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
