@@ -125,7 +125,8 @@ class DatabaseLimits:
     forgot it) never answers: without these a thread waits on it for ever, and a pool of
     such connections stops every later write. The server's ``statement_timeout`` bounds a
     slow query; the client's own deadline (``statement_timeout_s`` plus a margin) bounds a
-    round trip that never returns, and closes that connection so the pool opens a new one."""
+    round trip that never returns (``deadline_s``), and closes that connection so the pool
+    opens a new one."""
 
     connect_timeout_s: float = 10.0
     statement_timeout_s: float = 30.0
@@ -134,7 +135,8 @@ class DatabaseLimits:
 
     @property
     def deadline_s(self) -> float:
-        return self.statement_timeout_s + 5.0
+        """The client's: the server's statement timeout fires first when it is reachable."""
+        return self.statement_timeout_s + min(5.0, self.statement_timeout_s)
 
 
 _limits = DatabaseLimits()

@@ -30,6 +30,7 @@ from livekit.protocol import webhook as proto_webhook
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from ringflow.agents.http_guard import GuardedRunner, serve_guarded
 from ringflow.agents.lease import AgentLease
 from ringflow.agents.livekit_api import call_id_for_room
 from ringflow.contract.room import RoomEvent
@@ -129,16 +130,14 @@ def add_routes(app: web.Application, relay: WebhookRelay, path: str = WEBHOOK_PA
     app.router.add_post(path, relay.handle)
 
 
-async def serve(relay: WebhookRelay, host: str, port: int) -> web.AppRunner:
-    """Start the receiver on ``host:port``; the caller keeps the runner and cleans it up."""
+async def serve(relay: WebhookRelay, host: str, port: int) -> GuardedRunner:
+    """Start the receiver on ``host:port``, safe from slow clients (``agents/http_guard.py``:
+    read deadlines, a connection cap); the caller keeps the runner and cleans it up."""
     app = web.Application(client_max_size=MAX_BODY + 1)
     add_routes(app, relay)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+    return await serve_guarded(app, host, port)
 
 
-def bound_port(runner: web.AppRunner) -> int:
+def bound_port(runner: GuardedRunner | web.AppRunner) -> int:
     addresses: list[Any] = list(runner.addresses)
     return int(addresses[0][1])

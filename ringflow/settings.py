@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///.ringflow/ringflow.db"
     # Every database step is bounded (activities/persistence.py, DatabaseLimits): a connect,
     # a statement (server side), a round trip that never returns (client side, the statement
-    # timeout plus 5 s: the connection is then closed and replaced). The stores run on
+    # timeout plus up to 5 s: the connection is then closed and replaced). The stores run on
     # threads of their own (activities/db_work.py); `/livez` fails once a database call has
     # waited longer than database_stuck_s.
     database_connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     sip_from: str | None = None
     sip_ringing_timeout_s: float = Field(default=30.0, gt=0, le=300)
     livekit_webhook_port: int = Field(default=0, ge=0, le=65535)  # >0: the worker also receives webhooks
+    # ...in a child process of its own (`ringflow webhooks`), so clients of that public port
+    # cannot take the files or the event loop the worker's calls need; true: in the worker's process
+    livekit_webhook_in_worker: bool = False
     # Heartbeats are the agent's sign of life when nothing else goes out. Without LiveKit's
     # webhooks they are how a dead agent is noticed (agent_timeout_s of silence); with them
     # (`livekit_webhooks` on the agent and call starters, or a worker receiving them on

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from temporalio.worker import Worker
 
@@ -106,11 +106,15 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
             f", health on :{settings.health_port}" if health else "",
             extra={"event": "worker_started"},
         )
-        relay = None
-        if settings.livekit_webhook_port:  # LiveKit's webhooks, received in the worker too
-            from ringflow.servers.webhook_relay import start_relay
+        relay: Any = None
+        if settings.livekit_webhook_port:  # LiveKit's webhooks, received beside the worker
+            from ringflow.servers.webhook_relay import start_relay, start_relay_process
 
-            relay = await start_relay(settings, client, settings.metrics_host, settings.livekit_webhook_port)
+            host, port = settings.metrics_host, settings.livekit_webhook_port
+            if settings.livekit_webhook_in_worker:
+                relay = await start_relay(settings, client, host, port)
+            else:
+                relay = await start_relay_process(host, port)
         try:
             services = services or CallServices()
             await run_worker_forever(
