@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 from temporalio.client import Client
 
+from ringflow.agents.livekit_api import call_id_for_room
 from ringflow.callflow.loader import load_flow
 from ringflow.servers.agent import SIP_CALLED, SIP_CALLER, start_inbound
 from ringflow.settings import Settings
@@ -30,7 +31,7 @@ async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
     caller = Participant({SIP_CALLER: "+15550199", SIP_CALLED: "+15550100"})
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call_id = await start_inbound(temporal_client, settings, room, caller, None, "agent-1", {})
-        assert call_id == room
+        assert call_id == call_id_for_room(room) != room  # every dispatch-rule room is hashed
         call = CallHandle(temporal_client, call_id)
         st = await call.state()
         assert st.status == "live" and st.agent_id == "agent-1" and st.flow == "triage"
@@ -87,3 +88,14 @@ async def test_a_room_named_by_livekit_s_dispatch_rule_gets_a_call_id_of_its_own
     assert call_id_of(Room(name=room)) == call_id  # where LiveKit's webhooks for the room go
     assert st.room == room and st.agent_id == "agent-2"
     assert record.room == room and record.call_id == call_id
+
+
+def test_every_dispatch_rule_room_is_hashed_with_or_without_a_plus() -> None:
+    """``call-_15557654321_...`` is a valid call id as it stands: it once became the workflow
+    id, the caller's number readable in every list and log."""
+    from ringflow.agents.livekit_api import call_id_for_room
+
+    for room in ("call-_15557654321_x7Yq2", "call-_+15557654321_x7Yq2", "lobby"):
+        call_id = call_id_for_room(room)
+        assert call_id.startswith("in-") and "5557654321" not in call_id and call_id == call_id_for_room(room)
+    assert call_id_for_room("call-_15557654321_a") != call_id_for_room("call-_15557654321_b")
