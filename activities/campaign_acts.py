@@ -10,8 +10,8 @@ starts the batch's calls (with ``lead_s``: the round comes back that long before
 slot, each call with its slot, and the call's dial waits for it).
 
 Pacing is one limiter per trunk in Redis, shared by every campaign and worker using the
-trunk: each attempt reserves the next free slot (``1/cps`` after the trunk's last one,
-reserved atomically by a Lua script on Redis' own clock) and its dial waits for it. A
+trunk (``activities/trunk_pace.py``): each attempt reserves the next free slot (a little
+over ``1/cps`` after the trunk's last one, on Redis' own clock) and its dial waits for it. A
 campaign needs Redis; without it the round fails saying so, and the campaign pauses.
 """
 
@@ -33,6 +33,7 @@ from temporalio.exceptions import ApplicationError
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule, Windows
 from ringflow.activities.db_work import DB_WORK
+from ringflow.activities.trunk_pace import reserve_slot_at
 from ringflow.activities.webhook import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -42,16 +43,6 @@ from ringflow.activities.webhook import (
 )
 from ringflow.contract.call import call_workflow_id
 
-# Reserve the trunk's next slot, max(now, last + interval): returns the slot (ms on Redis'
-# clock) and how long to wait for it (ms).
-_RESERVE_AT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-local slot = math.max(now, last + tonumber(ARGV[1]))
-redis.call('SET', KEYS[1], slot, 'PX', slot - now + 60000)
-return {slot, slot - now}
-"""
 REDIS_REQUIRED = (
     "campaign pacing needs Redis (one limiter per trunk, shared by every campaign): set RINGFLOW_REDIS_URL"
 )
@@ -102,21 +93,11 @@ class FinishedRequest(BaseModel):
     stats: dict[str, int]
 
 
-def pacer_key(trunk: str) -> str:
-    return f"ringflow:cps:{trunk}"
-
-
 async def _sleep_until(at: float) -> None:
     """Sleep until ``at`` (monotonic), heartbeating: a lost worker's round is noticed and retried."""
     while (left := at - time.monotonic()) > 0:
         await asyncio.sleep(min(left, 5.0))
         activity.heartbeat()
-
-
-async def reserve_slot_at(redis: Redis, trunk: str, cps: float) -> tuple[float, float]:
-    """This attempt's slot on the trunk (epoch seconds, Redis' clock) and the seconds until it."""
-    slot, wait = await redis.eval(_RESERVE_AT, 1, pacer_key(trunk), max(1, round(1000 / cps)))
-    return int(slot) / 1000.0, int(wait) / 1000.0
 
 
 class CampaignActivities:

@@ -54,5 +54,5 @@ def build_activities(
         http.http_tool,
         extractor.extract_variables,
         AgentDispatch(dispatcher).dispatch_agent,
-        *TelephonyActivities(telephony).all(),
+        *TelephonyActivities(telephony, getattr(config, "redis_url", None)).all(),
     ]
