@@ -51,7 +51,7 @@ from ringflow.callflow.events import (
 )
 from ringflow.callflow.jobs import CANCEL_TOOL
 from ringflow.callflow.reads import function_reads
-from ringflow.callflow.safe_text import scrub_text
+from ringflow.callflow.safe_text import scrub, scrub_text
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import CallEvent, HangupEvent, Heartbeat, Turn, TurnsEvent
 from ringflow.contract.updates import CallFunctionRequest, Snapshot, ValuesAnswer
@@ -264,7 +264,8 @@ class FlowController:
         the old node while the workflow went on. The lock is FIFO and taken before the
         first await, so calls run in the LLM's order and their event ids stay stable."""
         async with self.tool_calls:
-            return await self._tool_call(name, args)
+            # a NUL or lone surrogate in the LLM's arguments: replaced as the workflow would
+            return await self._tool_call(name, scrub(args))
 
     async def _tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         # This runs while the caller waits for the next node, so durability costs it as
