@@ -15,6 +15,7 @@ from typing import Any
 
 REPLACEMENT = "\ufffd"
 _UNSAFE = re.compile("[\x00\ud800-\udfff]")
+_search = _UNSAFE.search
 
 
 def unsafe_char(text: str) -> str | None:
@@ -47,6 +48,25 @@ def find_unsafe(value: Any, where: str = "") -> str | None:
             if found := find_unsafe(v, f"{where}[{i}]"):
                 return found
     return None
+
+
+def has_unsafe(value: Any) -> bool:
+    """Whether ``value`` holds such a character anywhere: :func:`find_unsafe` without the
+    words, for the engine's events (plain loops, no names built on the way)."""
+    if isinstance(value, str):
+        return _search(value) is not None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and _search(k) is not None:
+                return True
+            if isinstance(v, (str, dict, list, tuple)) and has_unsafe(v):
+                return True
+        return False
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            if isinstance(v, (str, dict, list, tuple)) and has_unsafe(v):
+                return True
+    return False
 
 
 def _printable(name: str) -> str:
