@@ -10,8 +10,8 @@ starts the batch's calls (with ``lead_s``: the round comes back that long before
 slot, each call with its slot, and the call's dial waits for it).
 
 Pacing is one limiter per trunk in Redis, shared by every campaign and worker using the
-trunk: each attempt reserves the next free slot (``1/cps`` after the trunk's last one,
-reserved atomically by a Lua script on Redis' own clock) and its dial waits for it. A
+trunk (``activities/trunk_pace.py``): each attempt reserves the next free slot (a little
+over ``1/cps`` after the trunk's last one, on Redis' own clock) and its dial waits for it. A
 campaign needs Redis; without it the round fails saying so, and the campaign pauses.
 """
 
@@ -32,6 +32,8 @@ from temporalio.exceptions import ApplicationError
 
 from ringflow.activities import campaign_store as store
 from ringflow.activities.campaign_rules import RetryRule, Windows
+from ringflow.activities.db_work import DB_WORK
+from ringflow.activities.trunk_pace import reserve_slot_at
 from ringflow.activities.webhook import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -41,16 +43,6 @@ from ringflow.activities.webhook import (
 )
 from ringflow.contract.call import call_workflow_id
 
-# Reserve the trunk's next slot, max(now, last + interval): returns the slot (ms on Redis'
-# clock) and how long to wait for it (ms).
-_RESERVE_AT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-local slot = math.max(now, last + tonumber(ARGV[1]))
-redis.call('SET', KEYS[1], slot, 'PX', slot - now + 60000)
-return {slot, slot - now}
-"""
 REDIS_REQUIRED = (
     "campaign pacing needs Redis (one limiter per trunk, shared by every campaign): set RINGFLOW_REDIS_URL"
 )
@@ -101,21 +93,11 @@ class FinishedRequest(BaseModel):
     stats: dict[str, int]
 
 
-def pacer_key(trunk: str) -> str:
-    return f"ringflow:cps:{trunk}"
-
-
 async def _sleep_until(at: float) -> None:
     """Sleep until ``at`` (monotonic), heartbeating: a lost worker's round is noticed and retried."""
     while (left := at - time.monotonic()) > 0:
         await asyncio.sleep(min(left, 5.0))
         activity.heartbeat()
-
-
-async def reserve_slot_at(redis: Redis, trunk: str, cps: float) -> tuple[float, float]:
-    """This attempt's slot on the trunk (epoch seconds, Redis' clock) and the seconds until it."""
-    slot, wait = await redis.eval(_RESERVE_AT, 1, pacer_key(trunk), max(1, round(1000 / cps)))
-    return int(slot) / 1000.0, int(wait) / 1000.0
 
 
 class CampaignActivities:
@@ -153,7 +135,7 @@ class CampaignActivities:
     async def campaign_round(self, req: RoundRequest) -> RoundResult:
         """Record, give back, claim, pace, check; safe to retry (each step is keyed)."""
         redis = self._pacer() if req.limit else None  # before anything is written
-        states, retry_at = await asyncio.to_thread(self._record, req)
+        states, retry_at = await DB_WORK.run(self._record, req)
         claim = await self._claim(req.campaign_id, req.claim_key, req.limit, req.windows, req.max_attempts)
         ready: list[store.Claimed] = []
         skipped: Counter[str] = Counter()
@@ -184,7 +166,7 @@ class CampaignActivities:
         )
 
     async def _predial(self, req: RoundRequest, c: store.Claimed, at: float) -> str:
-        return await asyncio.to_thread(
+        return await DB_WORK.run(
             store.predial, self.database_url, req.campaign_id, c.idx, c.attempt, req.windows, at
         )
 
@@ -245,13 +227,13 @@ class CampaignActivities:
     async def _claim(
         self, campaign_id: str, key: str, limit: int, windows: Windows, max_attempts: int
     ) -> store.ClaimResult:
-        return await asyncio.to_thread(
+        return await DB_WORK.run(
             store.claim, self.database_url, campaign_id, key, limit, windows, max_attempts, time.time()
         )
 
     @activity.defn(name="campaign_counts")
     async def campaign_counts(self, campaign_id: str) -> dict[str, dict[str, int]]:
-        return await asyncio.to_thread(store.counts, self.database_url, campaign_id)
+        return await DB_WORK.run(store.counts, self.database_url, campaign_id)
 
     @activity.defn(name="campaign_finished")
     async def campaign_finished(self, req: FinishedRequest) -> str:

@@ -171,6 +171,10 @@ def normalize_phone(text: str) -> str:
     raw = text.strip()
     if not raw.startswith("+"):
         raise RuleError(f"phone '{raw[:32]}' is not in E.164 (it must start with + and the country code)")
+    if any(ch.isalpha() for ch in raw):
+        # phonenumbers reads letters as a keypad's (``+1212555CALL`` is +12125552255): a
+        # number written so is a typo or a vanity number to spell out, never one to dial as is
+        raise RuleError(f"phone '{raw[:32]}' has letters: write the number in digits")
     try:
         num = phonenumbers.parse(raw, None)
     except phonenumbers.NumberParseException as exc:

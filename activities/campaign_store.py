@@ -20,6 +20,7 @@ from sqlmodel import Field, SQLModel
 
 from ringflow.activities.campaign_rules import RETRY_OUTCOMES, RetryRule, Windows, window_open_at
 from ringflow.activities.persistence import CallRow, _insert_for, get_engine
+from ringflow.callflow.safe_text import scrub
 
 ACTIVE = ("pending", "retry")  # states a claim may pick
 FINAL = ("reached", "failed", "exhausted", "dnc", "no_window")
@@ -116,7 +117,7 @@ def add_contacts(
                 "idx": start_idx + i + j,
                 "phone": c.phone,
                 "tz": c.tz,
-                "variables": c.variables,
+                "variables": scrub(c.variables),  # what a caller of the store passed unchecked
                 "state": "pending",
                 "attempts": 0,
                 "seq": 0,
@@ -332,7 +333,7 @@ def record_outcome(
         retries = dict(c["retries"] or {})
         values: dict[str, Any] = {"outcome": result.end_reason, "disposition": result.disposition}
         if kind == "reached":
-            values.update(state="reached", extracted=result.extracted)
+            values.update(state="reached", extracted=scrub(result.extracted))
         else:
             rule = retry.get(kind)
             used = retries.get(kind, 0)

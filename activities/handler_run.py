@@ -32,6 +32,7 @@ from temporalio import activity
 from ringflow.activities.metrics import timed
 from ringflow.callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowManager
 from ringflow.callflow.handlers import HandlerModuleError, get_handler, load_module
+from ringflow.callflow.safe_text import scrub
 from ringflow.callflow.schema import SignatureError, handler_schema
 from ringflow.contract.wire import encoded_bytes
 
@@ -197,7 +198,11 @@ async def call_handler(
         )
     changed = {k: v for k, v in fm.state.items() if k not in inp.state or inp.state[k] != v}
     removed = [k for k in inp.state if k not in fm.state]
-    return HandlerOutput(result=result, response=_response_name(marker), changed=changed, removed=removed)
+    # A NUL or lone surrogate in what the handler kept or returned is replaced here: a lone
+    # surrogate cannot even be encoded as this activity's result, and no store takes a NUL.
+    return HandlerOutput(
+        result=scrub(result), response=_response_name(marker), changed=scrub(changed), removed=removed
+    )
 
 
 class HandlerCheck(BaseModel):

@@ -8,8 +8,9 @@ newer one, so a late retry cannot roll a record back.
 
 from __future__ import annotations
 
-import asyncio
+import math
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,14 @@ from sqlalchemy import JSON, Column, DateTime, Engine, String, event, inspect, s
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DataError, DBAPIError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Field, SQLModel, create_engine
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from ringflow.activities.db_work import DB_WORK
+from ringflow.callflow.safe_text import scrub
 from ringflow.contract.records import CallRecord, TranscriptAppend, TranscriptItem
 
 JsonType = JSON().with_variant(JSONB(), "postgresql")
@@ -126,6 +130,76 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
     cur.close()
 
 
+@dataclass(frozen=True)
+class DatabaseLimits:
+    """How long any one database step may take (``RINGFLOW_DATABASE_*``).
+
+    A connection the network dropped without a word (a partition, a failover, a NAT that
+    forgot it) never answers: without these a thread waits on it for ever, and a pool of
+    such connections stops every later write. The server's ``statement_timeout`` bounds a
+    slow query; the client's own deadline (``statement_timeout_s`` plus a margin) bounds a
+    round trip that never returns (``deadline_s``), and closes that connection so the pool
+    opens a new one."""
+
+    connect_timeout_s: float = 10.0
+    statement_timeout_s: float = 30.0
+    pool_recycle_s: float = 300.0  # a pooled connection older than this is replaced
+    pool_timeout_s: float = 10.0  # waiting for a free pooled connection
+
+    @property
+    def deadline_s(self) -> float:
+        """The client's: the server's statement timeout fires first when it is reachable."""
+        return self.statement_timeout_s + min(5.0, self.statement_timeout_s)
+
+
+_limits = DatabaseLimits()
+
+
+def configure_database(limits: DatabaseLimits) -> None:
+    """The limits engines made from now on get (the worker sets them from its settings)."""
+    global _limits
+    _limits = limits
+
+
+def _postgres_connect_args(url: URL, limits: DatabaseLimits) -> dict[str, Any]:
+    given = url.query.get("options")  # the URL's own (a search_path) are kept
+    given = " ".join(given) if isinstance(given, tuple) else given
+    timeout = f"-c statement_timeout={int(limits.statement_timeout_s * 1000)}"
+    return {
+        "connect_timeout": max(2, math.ceil(limits.connect_timeout_s)),
+        # TCP keepalives and a user timeout: a dead peer's connection fails in about a
+        # minute instead of the kernel's two hours (unacknowledged writes: the timeout)
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+        "tcp_user_timeout": int(limits.deadline_s * 1000),
+        "options": f"{given} {timeout}" if given else timeout,
+    }
+
+
+def _bounded_connection_class(deadline_s: float) -> Any:
+    """A psycopg connection whose every round trip has a deadline: past it the connection
+    is closed (its state is unknown) and an ``OperationalError`` raised, which SQLAlchemy
+    takes as a disconnect and so drops the connection from its pool."""
+    import psycopg
+    from psycopg import errors
+
+    wait_timeout = getattr(errors, "_WaitTimeout", None) or TimeoutError
+
+    class BoundedConnection(psycopg.Connection[Any]):
+        def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+            try:
+                return super().wait(gen, interval, deadline_s if timeout is None else timeout)
+            except wait_timeout:
+                self.pgconn.finish()
+                raise psycopg.OperationalError(
+                    f"no answer from the database within {deadline_s:g} s: connection closed"
+                ) from None
+
+    return BoundedConnection
+
+
 def get_engine(database_url: str) -> Engine:
     """One engine (and pool) per URL for the life of the process; creates the tables."""
     with _engines_lock:
@@ -133,14 +207,28 @@ def get_engine(database_url: str) -> Engine:
         if engine is not None:
             return engine
         url = normalize_database_url(database_url)
-        kwargs: dict[str, Any] = {"pool_pre_ping": True}
+        limits = _limits
+        # hide_parameters: a failed statement's message never carries the record's values
+        # (personal data, and a failure as large as the record past Temporal's limit).
+        kwargs: dict[str, Any] = {"pool_pre_ping": True, "hide_parameters": True}
         if url.get_backend_name() == "sqlite":
             if url.database and url.database != ":memory:":
                 Path(url.database).parent.mkdir(parents=True, exist_ok=True)
             kwargs["connect_args"] = {"check_same_thread": False}
+        elif url.get_backend_name() == "postgresql":
+            kwargs["connect_args"] = _postgres_connect_args(url, limits)
+            kwargs["pool_recycle"] = limits.pool_recycle_s
+            kwargs["pool_timeout"] = limits.pool_timeout_s
         engine = create_engine(url, **kwargs)
         if url.get_backend_name() == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
+        elif url.get_dialect().driver == "psycopg":
+            bounded = _bounded_connection_class(limits.deadline_s)
+
+            @event.listens_for(engine, "do_connect")
+            def _connect(_dialect: Any, _rec: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+                return bounded.connect(*cargs, **cparams)
+
         SQLModel.metadata.create_all(engine, tables=_TABLES)
         add_missing_columns(engine)
         _engines[database_url] = engine
@@ -188,14 +276,58 @@ def _insert_for(engine: Engine, table: Any) -> Any:
     raise NotImplementedError(f"upsert is not implemented for {engine.dialect.name}")
 
 
-def upsert_call(database_url: str, record: CallRecord) -> None:
-    """Insert or update the call's row; an older snapshot never replaces a newer one."""
-    engine = get_engine(database_url)
-    table = CallRow.__table__  # type: ignore[attr-defined]
-    as_json = record.model_dump(mode="json")
-    values = record.model_dump()
+def _bounded(table: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with every string cut to its column's length: the sanitised record's."""
+    out = dict(values)
+    for col in table.columns:
+        limit = getattr(col.type, "length", None)
+        if limit and isinstance(out.get(col.name), str):
+            out[col.name] = out[col.name][:limit]
+    return out
+
+
+def _record_values(record: CallRecord) -> dict[str, Any]:
+    # NUL and lone surrogates are replaced, whatever path they came by: PostgreSQL refuses
+    # U+0000 in text and jsonb, and nothing encodes a lone surrogate.
+    as_json = scrub(record.model_dump(mode="json"))
+    values = scrub(record.model_dump())
     for name in _JSON_FIELDS:
         values[name] = as_json[name]
+    return dict(values)
+
+
+def upsert_call(database_url: str, record: CallRecord) -> None:
+    """Insert or update the call's row; an older snapshot never replaces a newer one.
+
+    A value the database refuses (a ``DataError``: it cannot succeed on a retry) is written
+    sanitised instead, every string cut to its column; if even that is refused, the record
+    goes unwritten with a short, non-retryable failure rather than retrying for ever."""
+    table = CallRow.__table__  # type: ignore[attr-defined]
+    values = _record_values(record)
+    try:
+        _upsert_call_values(database_url, values)
+    except DataError as first:
+        try:
+            _upsert_call_values(database_url, _bounded(table, values))
+        except DataError as exc:
+            raise ApplicationError(
+                f"call {record.call_id[:128]}: the database refused its record: {short_error(exc)} "
+                f"(first: {short_error(first)})",
+                type="RecordRefused",
+                non_retryable=True,
+            ) from None
+
+
+def short_error(exc: DBAPIError) -> str:
+    """The driver's message, first line, bounded: never the statement or its values."""
+    orig = exc.orig if exc.orig is not None else exc
+    first = (str(orig).strip().splitlines() or [""])[0]
+    return f"{type(orig).__name__}: {first[:200]}"
+
+
+def _upsert_call_values(database_url: str, values: dict[str, Any]) -> None:
+    engine = get_engine(database_url)
+    table = CallRow.__table__  # type: ignore[attr-defined]
     stmt = _insert_for(engine, table).values(**values)
     stmt = stmt.on_conflict_do_update(
         index_elements=[table.c.call_id],
@@ -214,9 +346,9 @@ def upsert_turns(database_url: str, call_id: str, items: list[TranscriptItem]) -
     table = CallTurnRow.__table__  # type: ignore[attr-defined]
     rows = []
     for item in items:
-        row = item.model_dump()
-        row["data"] = item.model_dump(mode="json")["data"]
-        rows.append({"call_id": call_id, **row})
+        row = scrub(item.model_dump())
+        row["data"] = scrub(item.model_dump(mode="json")["data"])
+        rows.append(_bounded(table, {"call_id": call_id, **row}))
     stmt = _insert_for(engine, table).values(rows)
     stmt = stmt.on_conflict_do_update(
         index_elements=[table.c.call_id, table.c.idx],
@@ -278,8 +410,15 @@ class CallStore:
 
     @activity.defn(name="persist_call")
     async def persist_call(self, record: CallRecord) -> None:
-        await asyncio.to_thread(upsert_call, self.database_url, record)
+        await DB_WORK.run(upsert_call, self.database_url, record)
 
     @activity.defn(name="append_transcript")
     async def append_transcript(self, batch: TranscriptAppend) -> int:
-        return await asyncio.to_thread(upsert_turns, self.database_url, batch.call_id, batch.items)
+        try:
+            return await DB_WORK.run(upsert_turns, self.database_url, batch.call_id, batch.items)
+        except DataError as exc:  # refused now, refused on every retry
+            raise ApplicationError(
+                f"call {batch.call_id[:128]}: the database refused its transcript: {short_error(exc)}",
+                type="RecordRefused",
+                non_retryable=True,
+            ) from None

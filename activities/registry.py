@@ -61,6 +61,6 @@ def build_activities(
         extractor.extract_variables,
         Analyzer(extractor, config.database_url).analyze_call,
         AgentDispatch(dispatcher).dispatch_agent,
-        *TelephonyActivities(telephony).all(),
+        *TelephonyActivities(telephony, getattr(config, "redis_url", None)).all(),
         *RecordingActivities(recorder).all(),
     ]

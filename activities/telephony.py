@@ -27,7 +27,15 @@ from typing import Any, Protocol
 
 from temporalio import activity
 
-from ringflow.contract.dial import DialRequest, DialResult, PrepareRequest, PrepareResult, TransferRequest
+from ringflow.activities.trunk_pace import LATE_S, reserve_again
+from ringflow.contract.dial import (
+    Dial,
+    DialRequest,
+    DialResult,
+    PrepareRequest,
+    PrepareResult,
+    TransferRequest,
+)
 
 
 class Telephony(Protocol):
@@ -67,8 +75,26 @@ MAX_SLOT_WAIT_S = 20.0
 class TelephonyActivities:
     """The dial activities bound to the telephony the worker was built with."""
 
-    def __init__(self, telephony: Telephony | None = None) -> None:
+    def __init__(self, telephony: Telephony | None = None, redis_url: str | None = None) -> None:
         self.telephony: Telephony = telephony or NoTelephony()
+        self.redis_url = redis_url
+        self._redis: Any = None
+
+    async def _slot(self, dial: Dial) -> float | None:
+        """When this dial may go: its slot, or a fresh one on its trunk's pace when it is
+        late for it (``activities/trunk_pace.py``), so late dials never go out together."""
+        slot = dial.not_before
+        if slot is None or time.time() - slot <= LATE_S or not self.redis_url or not dial.trunk_id:
+            return slot
+        from redis.asyncio import Redis
+
+        if self._redis is None:
+            self._redis = Redis.from_url(self.redis_url)
+        try:
+            fresh = await reserve_again(self._redis, dial.trunk_id)
+        except Exception:  # Redis unreachable: the slot it had is the best there is
+            return slot
+        return fresh if fresh is not None else slot
 
     @activity.defn(name="prepare_call")
     async def prepare_call(self, req: PrepareRequest) -> PrepareResult:
@@ -78,8 +104,8 @@ class TelephonyActivities:
     async def dial_call(self, req: DialRequest) -> DialResult:
         details = activity.info().heartbeat_details
         dialed_before = bool(details) and details[0] == DIALED
-        if req.dial.not_before is not None and not dialed_before:
-            wait = min(req.dial.not_before - time.time(), MAX_SLOT_WAIT_S)
+        if not dialed_before and (slot := await self._slot(req.dial)) is not None:
+            wait = min(slot - time.time(), MAX_SLOT_WAIT_S)
             if wait > 0:
                 await asyncio.sleep(wait)
         return await self.telephony.dial(req, dialed_before)

@@ -13,7 +13,6 @@ retry after an outage is not refused as stale.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -30,6 +29,7 @@ from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
+from ringflow.activities.db_work import DB_WORK
 from ringflow.activities.redaction import redact_turns
 from ringflow.contract.records import WebhookDelivery
 
@@ -147,7 +147,7 @@ class WebhookSender:
         if not self.url:
             return {"status": "skipped", "reason": "no webhook url configured"}
         if delivery.transcript_in_db and self.database_url:
-            delivery = await asyncio.to_thread(with_stored_transcript, delivery, self.database_url)
+            delivery = await DB_WORK.run(with_stored_transcript, delivery, self.database_url)
         if delivery.redact:
             redacted = delivery.record.model_copy(
                 update={"transcript": redact_turns(delivery.record.transcript)}

@@ -52,6 +52,7 @@ from ringflow.callflow.events import (
 )
 from ringflow.callflow.jobs import CANCEL_TOOL
 from ringflow.callflow.reads import function_reads
+from ringflow.callflow.safe_text import scrub, scrub_text
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import CallEvent, HangupEvent, Heartbeat, Turn, TurnsEvent
 from ringflow.contract.updates import CallFunctionRequest, Snapshot, ValuesAnswer
@@ -267,7 +268,8 @@ class FlowController:
         if not gate.enter_now():
             await gate.enter()
         try:
-            return await self._tool_call(name, args)
+            # a NUL or lone surrogate in the LLM's arguments: replaced as the workflow would
+            return await self._tool_call(name, scrub(args))
         finally:
             gate.leave()
 
@@ -503,6 +505,7 @@ class FlowController:
         except AgentStopped:
             return
         now = self.clock()
+        text = scrub_text(text)  # a NUL or a lone surrogate (STT, LLM) would stop its signal
         # A turn longer than the workflow takes in one piece goes as consecutive turns of the
         # same role, rather than being refused there and lost from the transcript.
         for start in range(0, len(text), MAX_TEXT_CHARS):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 import aiohttp
@@ -104,17 +103,13 @@ def _describe(err: ServerError) -> str:
     return f"{what}: {err.message}" if err.message else what
 
 
-_CALL_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-
 def call_id_for_room(room: str) -> str:
-    """An inbound call's id, from the room LiveKit's dispatch rule made for it: the room's
-    name when that is a valid call id, else a digest of it. LiveKit names such a room
-    ``<prefix>_<caller's number>_<random>``, which is no valid call id (``_``, ``+``) and holds
-    a phone number that must not become a workflow id (Temporal shows those everywhere). The
-    same room always gives the same id: a second agent, and the webhook receiver, find the call."""
-    if _CALL_ID.match(room):
-        return room
+    """An inbound call's id, from the room LiveKit's dispatch rule made for it: a digest of
+    the room's name, always. LiveKit names such a room ``<prefix>_<caller's number>_<random>``,
+    and the number must not become a workflow id (Temporal shows those in every list and
+    log), with its ``+`` or without (``call-_15557654321_...`` is a valid id as it stands).
+    The same room always gives the same id: a second agent, and the webhook receiver, find
+    the call. Rooms Ringflow makes carry their call id in their metadata instead."""
     return "in-" + hashlib.sha256(room.encode()).hexdigest()[:24]
 
 

@@ -30,6 +30,7 @@ from livekit.protocol import webhook as proto_webhook
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from ringflow.agents.http_guard import GuardedRunner, serve_guarded
 from ringflow.agents.lease import AgentLease
 from ringflow.agents.livekit_api import call_id_for_room
 from ringflow.contract.room import RoomEvent
@@ -41,29 +42,40 @@ _CALL_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_BODY = 256 * 1024
 
 
-def call_id_of(room: proto_models.Room) -> str | None:
-    """The call a room belongs to; None for a room that is not a call's own (a warm
-    transfer's consult room: what happens there is the transfer's business)."""
+def call_ids_of(room: proto_models.Room) -> list[str]:
+    """The calls a room may belong to, the likeliest first; none for a room that is not a
+    call's own (a warm transfer's consult room: what happens there is the transfer's
+    business). A room with no call id in its metadata is an inbound call's (its id is the
+    digest of the room's name) or one a call was started in by name (its id the name)."""
     try:
         meta = json.loads(room.metadata) if room.metadata else None
     except json.JSONDecodeError:
         meta = None
     if isinstance(meta, dict) and meta.get("consult"):
-        return None
+        return []
     call_id = meta.get("call_id") if isinstance(meta, dict) else None
-    if not isinstance(call_id, str):
-        call_id = call_id_for_room(room.name) if room.name else None
-    return call_id if call_id and _CALL_ID.match(call_id) else None
+    if isinstance(call_id, str):
+        return [call_id] if _CALL_ID.match(call_id) else []
+    if not room.name:
+        return []
+    return [call_id_for_room(room.name)] + ([room.name] if _CALL_ID.match(room.name) else [])
 
 
-def room_event_of(ev: proto_webhook.WebhookEvent) -> tuple[str, RoomEvent] | None:
-    """The call and what happened to it, or None for an event Ringflow has no use for."""
-    call_id = call_id_of(ev.room)
-    if call_id is None or not ev.id:
+def call_id_of(room: proto_models.Room) -> str | None:
+    """The likeliest call of a room (:func:`call_ids_of`), or None."""
+    ids = call_ids_of(room)
+    return ids[0] if ids else None
+
+
+def room_event_of(ev: proto_webhook.WebhookEvent) -> tuple[list[str], RoomEvent] | None:
+    """The calls it may be about (:func:`call_ids_of`) and what happened, or None for an
+    event Ringflow has no use for."""
+    call_ids = call_ids_of(ev.room)
+    if not call_ids or not ev.id:
         return None
     at = float(ev.created_at) if ev.created_at else None
     if ev.event == "room_finished":
-        return call_id, RoomEvent(event_id=ev.id[:128], kind="room_finished", at=at)
+        return call_ids, RoomEvent(event_id=ev.id[:128], kind="room_finished", at=at)
     if ev.event != "participant_left":
         return None
     p = ev.participant
@@ -78,7 +90,7 @@ def room_event_of(ev: proto_webhook.WebhookEvent) -> tuple[str, RoomEvent] | Non
         kind = "caller_left"
     else:
         return None
-    return call_id, RoomEvent(
+    return call_ids, RoomEvent(
         event_id=ev.id[:128], kind=kind, identity=p.identity[:256] or None, reason=reason, at=at
     )
 
@@ -112,33 +124,34 @@ class WebhookRelay:
         mapped = room_event_of(ev)
         if mapped is None:
             return web.Response(text="ignored")
-        call_id, room_event = mapped
+        call_ids, room_event = mapped
         if self.lease is not None and room_event.kind == "agent_left" and room_event.identity:
-            await self.lease.release(call_id, room_event.identity)
-        try:
-            await CallHandle(self.client, call_id).room_event(room_event)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:  # no such call, or it has ended
-                return web.Response(text="no running call")
-            log.warning("webhook %s for call %s not delivered: %s", ev.event, call_id, exc.status)
-            return web.Response(status=503, text="Temporal unavailable; send it again")
-        return web.Response(text="ok")
+            for call_id in call_ids:  # before the signal: the replacement must find it free
+                await self.lease.release(call_id, room_event.identity)
+        for call_id in call_ids:
+            try:
+                await CallHandle(self.client, call_id).room_event(room_event)
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:  # no such call, or it has ended
+                    continue
+                log.warning("webhook %s for call %s not delivered: %s", ev.event, call_id, exc.status)
+                return web.Response(status=503, text="Temporal unavailable; send it again")
+            return web.Response(text="ok")
+        return web.Response(text="no running call")
 
 
 def add_routes(app: web.Application, relay: WebhookRelay, path: str = WEBHOOK_PATH) -> None:
     app.router.add_post(path, relay.handle)
 
 
-async def serve(relay: WebhookRelay, host: str, port: int) -> web.AppRunner:
-    """Start the receiver on ``host:port``; the caller keeps the runner and cleans it up."""
+async def serve(relay: WebhookRelay, host: str, port: int) -> GuardedRunner:
+    """Start the receiver on ``host:port``, safe from slow clients (``agents/http_guard.py``:
+    read deadlines, a connection cap); the caller keeps the runner and cleans it up."""
     app = web.Application(client_max_size=MAX_BODY + 1)
     add_routes(app, relay)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+    return await serve_guarded(app, host, port)
 
 
-def bound_port(runner: web.AppRunner) -> int:
+def bound_port(runner: GuardedRunner | web.AppRunner) -> int:
     addresses: list[Any] = list(runner.addresses)
     return int(addresses[0][1])

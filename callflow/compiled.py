@@ -187,11 +187,14 @@ def _compile_node(
     )
 
 
-def _compile_functions(entries: list[FunctionEntry], definition: FlowDefinition) -> list[CompiledFunction]:
+def _compile_functions(
+    entries: list[FunctionEntry], definition: FlowDefinition, reserved: frozenset[str] = frozenset()
+) -> list[CompiledFunction]:
     """Each entry compiled; an ``mcp`` entry stands for the server tools pinned for the call
-    (``callflow/mcp_tools.py``), which never displace a function the flow names itself."""
+    (``callflow/mcp_tools.py``), which never displace a function the flow names itself:
+    one of these entries, or one of ``reserved`` (a node's: the flow's global functions)."""
     plain = [_compile_function(f, definition) for f in entries if f.mcp is None]
-    taken = {f.entry.name for f in plain}
+    taken = {f.entry.name for f in plain} | reserved
     for f in entries:
         for entry in expand(f, definition) if f.mcp is not None else []:
             if entry.name not in taken:
@@ -206,8 +209,10 @@ def compile_flow(definition: FlowDefinition) -> CompiledFlow:
     role = compile_template(flow.role) if flow.role else None
     nodes: dict[str, CompiledNode] = {}
     runs: dict[str, CompiledFunction] = {}
+    own_globals = frozenset(f.name for f in flow.global_functions if f.mcp is None)
     for nid, node in flow.nodes.items():
-        fns = {f.entry.name: f for f in _compile_functions(node.functions, definition)}
+        reserved = own_globals if node.type == "agent" else frozenset()
+        fns = {f.entry.name: f for f in _compile_functions(node.functions, definition, reserved)}
         if node.type == "agent":
             for g in globals_:
                 fns.setdefault(g.entry.name, g)

@@ -39,9 +39,19 @@ from ringflow.callflow.idle import idle_instructions
 from ringflow.callflow.inputs import resolve_variables, type_ok
 from ringflow.callflow.jobs import routes, start_effect
 from ringflow.callflow.model import BranchTable, FlowDefinition
+from ringflow.callflow.safe_text import has_unsafe, scrub
 from ringflow.callflow.state import CallState, extraction_node
 
 RESPONSES = ("transition_in_yaml", "no_response")
+# The fields of each event that carry text from outside (callers, LLMs, handlers, servers):
+# only these are checked for NUL and lone surrogates, so the hot path pays a lookup.
+_FREE_TEXT: dict[str, tuple[str, ...]] = {
+    "call_started": ("variables", "caller_number", "called_number"),
+    "function_called": ("args",),
+    "function_result": ("result", "error", "state"),
+    "extraction_result": ("values", "error"),
+    "jobs_finished": ("result",),
+}
 IDLE_INSTRUCTIONS = idle_instructions("silence", 1, 2, "end")  # the default flow's first re-prompt
 
 
@@ -84,6 +94,11 @@ class Engine:
                 first = exc.errors(include_url=False)[0]
                 where = ".".join(str(p) for p in first["loc"])
                 return Step(state, [Rejected(reason=f"malformed event: {where}: {first['msg']}")])
+        free = _FREE_TEXT.get(event.type)
+        if free and any(has_unsafe(getattr(event, f)) for f in free):
+            # A NUL or a lone surrogate (from an LLM, a handler, a caller's input) would be
+            # kept in the state and refused by every store: both sides replace it the same way.
+            event = type(event).model_validate(scrub(event.model_dump()))
         if state.node is not None and state.node not in self.flow.nodes:
             return self._reject(
                 state,

@@ -108,6 +108,42 @@ def missing_tools(definition: FlowDefinition) -> list[str]:
                 out.append(
                     f"MCP server '{ref.server}' has no tool '{tool}' (function '{fn.name}'): not offered"
                 )
+    out += [words for _, words in shadowed_tools(definition)]
+    return out
+
+
+def shadowed_tools(definition: FlowDefinition) -> list[tuple[str, str]]:
+    """Pinned server tools named like one of the flow's own functions, as (path, words):
+    the flow's function is kept and the tool is not offered (``compiled.py``), which the
+    workflow notes at pinning and ``flow validate --mcp`` reports."""
+    flow = definition.flow
+    own_globals = {f.name for f in flow.global_functions if f.mcp is None}
+    out: list[tuple[str, str]] = []
+
+    def check(path: str, fn: FunctionEntry, own: set[str]) -> None:
+        for entry in expand(fn, definition):
+            if entry.name in own:
+                tool = entry.mcp.tool if entry.mcp is not None else entry.name
+                out.append(
+                    (
+                        path,
+                        f"MCP server '{fn.mcp.server if fn.mcp else ''}' tool '{tool}' (function "
+                        f"'{fn.name}') is named like the flow's own function '{entry.name}': the "
+                        "flow's function is kept and the tool is not offered; give it another "
+                        "'name' with 'tool:'",
+                    )
+                )
+
+    for i, fn in enumerate(flow.global_functions):
+        if fn.mcp is not None:
+            check(f"global_functions[{i}]", fn, own_globals)
+    for nid, node in flow.nodes.items():
+        own = {f.name for f in node.functions if f.mcp is None}
+        if node.type == "agent":
+            own |= own_globals
+        for i, fn in enumerate(node.functions):
+            if fn.mcp is not None:
+                check(f"nodes.{nid}.functions[{i}]", fn, own)
     return out
 
 

@@ -23,7 +23,9 @@ from ringflow.activities.campaign_rules import RuleError, check_timezone, normal
 from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
 from ringflow.callflow.inputs import resolve_variables, undeclared_variables
 from ringflow.callflow.model import FlowDefinition
+from ringflow.callflow.safe_text import find_unsafe
 from ringflow.contract.ids import campaign_workflow_id
+from ringflow.contract.wire import MAX_TEXT_CHARS
 
 if TYPE_CHECKING:
     from ringflow.workflows.campaign_messages import CampaignInput
@@ -61,6 +63,13 @@ def _contact(
         if isinstance(given, dict)
         else {k: v for k, v in raw.items() if k not in skip and v not in (None, "")}
     )
+    if bad := find_unsafe(variables):
+        raise ContactsError(f"{where}: variable {bad}; remove it from the file")
+    for k, v in variables.items():
+        if isinstance(v, str) and len(v) > MAX_TEXT_CHARS:
+            raise ContactsError(
+                f"{where}: variable '{str(k)[:64]}' has {len(v)} characters; the limit is {MAX_TEXT_CHARS}"
+            )
     if definition is not None:
         _, issues = resolve_variables(definition.flow, variables)
         issues += undeclared_variables(definition.flow, variables)
@@ -99,9 +108,10 @@ def load_contacts(
 ) -> list[store.Contact]:
     """CSV (a header row; ``phone``, optional ``timezone``, other columns are variables) or
     JSONL (one object a line; ``variables`` an object, or the other keys). Every bad line
-    is reported in one :class:`ContactsError`."""
+    is reported in one :class:`ContactsError`. A UTF-8 byte-order mark (what Excel writes
+    first) is skipped."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ContactsError(f"{path}: cannot read it: {exc}") from None
     out: list[store.Contact] = []

@@ -44,6 +44,16 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=lambda: default_data_dir())
     # unset: SQLite in data_dir; a relative SQLite path is relative to the working directory
     database_url: str = Field(default_factory=lambda data: f"sqlite:///{data['data_dir'] / 'ringflow.db'}")
+    # Every database step is bounded (activities/persistence.py, DatabaseLimits): a connect,
+    # a statement (server side), a round trip that never returns (client side, the statement
+    # timeout plus up to 5 s: the connection is then closed and replaced). The stores run on
+    # threads of their own (activities/db_work.py); `/livez` fails once a database call has
+    # waited longer than database_stuck_s.
+    database_connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    database_statement_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    database_pool_recycle_s: float = Field(default=300.0, gt=0)
+    database_threads: int = Field(default=8, ge=1, le=256)
+    database_stuck_s: float = Field(default=120.0, gt=0)
 
     # Call-ended webhook
     webhook_url: str | None = None
@@ -129,6 +139,9 @@ class Settings(BaseSettings):
     recording_gcp_credentials: SecretStr | None = None  # the service account's JSON
     recording_azure_account: str | None = None
     recording_azure_key: SecretStr | None = None
+    # ...in a child process of its own (`ringflow webhooks`), so clients of that public port
+    # cannot take the files or the event loop the worker's calls need; true: in the worker's process
+    livekit_webhook_in_worker: bool = False
     # Heartbeats are the agent's sign of life when nothing else goes out. Without LiveKit's
     # webhooks they are how a dead agent is noticed (agent_timeout_s of silence); with them
     # (`livekit_webhooks` on the agent and call starters, or a worker receiving them on

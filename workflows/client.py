@@ -27,6 +27,7 @@ from ringflow.activities.search_attributes import (
 from ringflow.callflow.errors import FlowError, Issue
 from ringflow.callflow.inputs import resolve_variables, undeclared_variables
 from ringflow.callflow.model import FlowDefinition
+from ringflow.callflow.safe_text import find_unsafe
 from ringflow.callflow.state import CallState
 from ringflow.contract.call import CallInput, CallView, call_input_problems, call_workflow_id
 from ringflow.contract.events import (
@@ -117,6 +118,8 @@ async def start_call(
     **fields: Any,
 ) -> CallHandle:
     """Start a CallWorkflow; raises :class:`FlowError` when the inputs are wrong."""
+    if bad := find_unsafe(variables or {}):  # the workflow would replace it: the caller can fix it
+        raise FlowError([Issue("", f"variable {bad}")])
     inp, attrs = checked_call_input(definition, call_id, variables, fields)
     handle = await client.start_workflow(
         CALL_WORKFLOW,

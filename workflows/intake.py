@@ -11,11 +11,13 @@ that will never come. Pure and deterministic, like the inbox.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from ringflow.callflow.safe_text import scrub
 from ringflow.contract.events import (
     AgentEvent,
     CallEvent,
@@ -92,6 +94,25 @@ def _one(model: type[InboxEvent] | TypeAdapter[InboxEvent], raw: Any, what: str)
         return _refuse(raw, what, explain(exc))
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _read(decode: Callable[[Any], Any], raw: Any) -> Any:
+    """One payload as a plain value, NUL and lone surrogates replaced (``callflow/safe_text.py``).
+
+    The converter's JSON parser refuses a lone surrogate escape (``\ud800``) outright, which
+    lost the whole turn around it; JSON text it refuses is read again by the standard
+    parser, which takes it (and nothing that is not JSON: ``NaN`` stays refused)."""
+    try:
+        return scrub(decode(raw))
+    except Exception:
+        payload = getattr(raw, "payload", None)
+        if payload is None or payload.metadata.get("encoding") != b"json/plain":
+            raise
+        return scrub(json.loads(payload.data, parse_constant=_no_constant))
+
+
 def intake(name: str, payloads: Sequence[Any], decode: Callable[[Any], Any]) -> list[InboxEvent | Refusal]:
     """The events a signal carries, in order, each validated, or why each was refused.
 
@@ -102,7 +123,7 @@ def intake(name: str, payloads: Sequence[Any], decode: Callable[[Any], Any]) -> 
     if len(payloads) != 1:
         return [Refusal(reason=f"signal '{name}' needs exactly one payload, got {len(payloads)}")]
     try:
-        raw = decode(payloads[0])
+        raw = _read(decode, payloads[0])
     except Exception as exc:  # any converter failure: the payload is unreadable, nothing more
         return [Refusal(reason=f"signal '{name}': unreadable payload ({type(exc).__name__})")]
     if name != BATCH_SIGNAL:
@@ -128,7 +149,7 @@ def intake_one(
     if len(payloads) != 1:
         return Refusal(reason=f"signal '{name}' needs exactly one payload, got {len(payloads)}")
     try:
-        raw = decode(payloads[0])
+        raw = _read(decode, payloads[0])
     except Exception as exc:
         return Refusal(reason=f"signal '{name}': unreadable payload ({type(exc).__name__})")
     try:
@@ -148,7 +169,7 @@ def read_request(name: str, raw: Any, decode: Callable[[Any], Any], model: type[
     if raw is None:
         return Refusal(reason=f"update '{name}' needs exactly one payload, got none")
     try:
-        value = decode(raw)
+        value = _read(decode, raw)
     except Exception as exc:
         return Refusal(reason=f"update '{name}': unreadable payload ({type(exc).__name__})")
     try:

@@ -21,12 +21,14 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRu
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from ringflow.activities.campaign_acts import CampaignActivities
+from ringflow.activities.db_work import DB_WORK
 from ringflow.activities.dispatch import Dispatcher
 from ringflow.activities.handler_run import HandlerRunner
 from ringflow.activities.jobs import JobRunner
 from ringflow.activities.journeys import JourneyActivities
 from ringflow.activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from ringflow.activities.observability import ActivityLogInterceptor
+from ringflow.activities.persistence import DatabaseLimits, configure_database
 from ringflow.activities.recording import Recorder
 from ringflow.activities.registry import build_activities
 from ringflow.activities.telephony import Telephony
@@ -78,6 +80,7 @@ def build_worker(
     **kwargs: Any,
 ) -> Worker:
     log_redaction.install()  # before any workflow can log a payload it dropped
+    configure_stores(config)
     interceptors = [ActivityLogInterceptor(), *kwargs.pop("interceptors", ())]
     kwargs.setdefault("workflow_runner", workflow_runner())
     settle_heap()
@@ -92,6 +95,19 @@ def build_worker(
         interceptors=interceptors,
         **kwargs,
     )
+
+
+def configure_stores(config: Any) -> None:
+    """The database limits and the stores' thread count, from settings (defaults without)."""
+    defaults = DatabaseLimits()
+    configure_database(
+        DatabaseLimits(
+            connect_timeout_s=getattr(config, "database_connect_timeout_s", defaults.connect_timeout_s),
+            statement_timeout_s=getattr(config, "database_statement_timeout_s", defaults.statement_timeout_s),
+            pool_recycle_s=getattr(config, "database_pool_recycle_s", defaults.pool_recycle_s),
+        )
+    )
+    DB_WORK.resize(getattr(config, "database_threads", DB_WORK.threads))
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:

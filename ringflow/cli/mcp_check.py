@@ -15,6 +15,7 @@ from ringflow.activities.mcp_client import list_tools
 from ringflow.activities.mcp_tools import why
 from ringflow.callflow.errors import Issue
 from ringflow.callflow.mcp_spec import McpServerTools
+from ringflow.callflow.mcp_tools import pinned_definition, shadowed_tools
 from ringflow.callflow.model import FlowDefinition, FunctionEntry
 
 
@@ -67,4 +68,6 @@ async def check_servers(definition: FlowDefinition) -> list[Issue]:
                 issues.append(
                     Issue(where, f"MCP server '{ref.server}' has no tool '{tool}' (it has: {options})")
                 )
+    pinned = pinned_definition(definition, {n: s for n, s in servers.items() if not s.error})
+    issues += [Issue(f"{path}.mcp", words) for path, words in shadowed_tools(pinned)]
     return issues

@@ -54,6 +54,8 @@ def dial(
 
     settings = get_settings()
     require_keys(settings)  # the call's number and variables go into Temporal
+    if to.strip().startswith("+") and any(ch.isalpha() for ch in to):  # a keypad's letters: a typo
+        raise fail(f"--to: '{to[:32]}' has letters: write the number in digits", 2)
     try:
         target = Dial(
             to=to,

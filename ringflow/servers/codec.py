@@ -6,6 +6,10 @@ what comes back, so ops read calls in clear while Temporal itself only ever stor
 ciphertext. Only the last path segment selects the operation (the protocol lets a server be
 mounted at any depth, e.g. ``/default/decode``). The browser calls it cross-origin, so
 the UI's origin gets CORS headers; every other caller needs the bearer token.
+
+``/healthz`` names the key ids only to a caller with the token. Without a token
+(``--no-auth``, ``ringflow dev``) the server answers only requests whose ``Host`` is a
+loopback name, so a web page cannot reach it through a DNS name rebound to 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import hdrs, web
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload, Payloads
 
 from ringflow.codec import CodecKeyError, EncryptionCodec
@@ -23,6 +28,15 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def host_name(request: web.Request) -> str:
+    """The ``Host`` header's name, without its port (``[::1]:8081`` is ``::1``)."""
+    host = request.headers.get(hdrs.HOST, "")
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
 def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequence[str]) -> web.Application:
@@ -43,12 +57,24 @@ def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequen
     def error(request: web.Request, status: int, message: str) -> web.StreamResponse:
         return cors(request, web.json_response({"error": message}, status=status))
 
-    def authorized(request: web.Request) -> bool:
+    def has_token(request: web.Request) -> bool:
         if token is None:
-            return True
+            return False
         given = request.headers.get(hdrs.AUTHORIZATION, "")
         scheme, _, value = given.partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+
+    def authorized(request: web.Request) -> bool:
+        return token is None or has_token(request)
+
+    @web.middleware
+    async def loopback_only(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if token is None and host_name(request).lower() not in LOOPBACK_HOSTS:
+            return web.json_response(
+                {"error": "without a token this server answers only Host: localhost or 127.0.0.1"},
+                status=403,
+            )
+        return await handler(request)
 
     async def handle(request: web.Request) -> web.StreamResponse:
         op = request.path.rstrip("/").rsplit("/", 1)[-1]
@@ -73,13 +99,17 @@ def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequen
             )
         except CodecKeyError as err:
             return error(request, 422, str(err))
+        except (DecodeError, ValueError) as err:  # decrypted, but what it held is no payload
+            return error(request, 400, f"a payload could not be decoded: {type(err).__name__}")
         text = json_format.MessageToJson(Payloads(payloads=out))
         return cors(request, web.Response(text=text, content_type="application/json"))
 
     async def health(request: web.Request) -> web.StreamResponse:
+        if not has_token(request):  # which keys exist is for operators, not any prober
+            return web.json_response({"ok": True})
         return web.json_response({"ok": True, "keys": sorted(codec.keyring.keys) if codec.keyring else []})
 
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[loopback_only])
     app.router.add_get("/healthz", health)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app

@@ -4,6 +4,9 @@ receiver: alone (``ringflow webhooks``) or inside ``ringflow worker`` when
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import sys
 from typing import Any
 
 from ringflow.settings import Settings
@@ -37,3 +40,32 @@ async def start_relay(settings: Settings, client: Any, host: str, port: int) -> 
         client, settings.livekit_api_key or "", settings.livekit_api_secret.get_secret_value(), lease=lease
     )
     return await serve(relay, host, port)
+
+
+class RelayProcess:
+    """``ringflow webhooks`` as the worker's child: ``cleanup()`` stops it (SIGTERM, then kill)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def cleanup(self) -> None:
+        if self.proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.terminate()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 10)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            await self.proc.wait()
+
+
+async def start_relay_process(host: str, port: int) -> RelayProcess:
+    """The receiver in a process of its own, with the worker's environment (its settings):
+    what a slow or hostile client of that port can exhaust is then that process's, not the
+    worker's files and event loop."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ringflow.cli", "webhooks", "--host", host, "--port", str(port)
+    )
+    return RelayProcess(proc)

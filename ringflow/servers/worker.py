@@ -122,6 +122,16 @@ def store_credentials(settings: Settings) -> StoreCredentials:
     )
 
 
+def database_stuck(limit_s: float) -> str | None:
+    """Why the worker is not alive because of its database work, or None."""
+    from ringflow.activities.db_work import DB_WORK
+
+    waited = DB_WORK.oldest_s()
+    if waited <= limit_s:
+        return None
+    return f"a database call has waited {waited:.0f} s (limit {limit_s:g} s; {DB_WORK.pending()} pending)"
+
+
 async def serve(settings: Settings, services: CallServices | None = None) -> None:
     from ringflow.workflows.heap import GcPauses
     from ringflow.workflows.worker import prometheus_runtime, run_worker_forever
@@ -138,7 +148,12 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
 
     health = None
     if settings.health_port:
-        health = HealthServer(settings.metrics_host, settings.health_port, ready)
+        health = HealthServer(
+            settings.metrics_host,
+            settings.health_port,
+            ready,
+            stuck=lambda: database_stuck(settings.database_stuck_s),
+        )
         try:
             await health.start()
         except OSError as err:
@@ -174,11 +189,15 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
             f", health on :{settings.health_port}" if health else "",
             extra={"event": "worker_started"},
         )
-        relay = None
-        if settings.livekit_webhook_port:  # LiveKit's webhooks, received in the worker too
-            from ringflow.servers.webhook_relay import start_relay
+        relay: Any = None
+        if settings.livekit_webhook_port:  # LiveKit's webhooks, received beside the worker
+            from ringflow.servers.webhook_relay import start_relay, start_relay_process
 
-            relay = await start_relay(settings, client, settings.metrics_host, settings.livekit_webhook_port)
+            host, port = settings.metrics_host, settings.livekit_webhook_port
+            if settings.livekit_webhook_in_worker:
+                relay = await start_relay(settings, client, host, port)
+            else:
+                relay = await start_relay_process(host, port)
         try:
             services = services or CallServices()
             await run_worker_forever(

@@ -69,6 +69,8 @@ def test_rules_and_numbers_refuse_bad_input_with_a_clear_message() -> None:
     with pytest.raises(RuleError, match=r"E\.164"):
         normalize_phone("2125550101")
     assert normalize_phone("+1 212 555 0101") == "+12125550101"
+    with pytest.raises(RuleError, match="has letters"):  # phonenumbers would dial +12125552255
+        normalize_phone("+1212555CALL")
     assert timezone_for("+12125550101") == "America/New_York"
     assert timezone_for("+33142685300") == "Europe/Paris"
 

@@ -172,6 +172,8 @@ def test_call_dial_refuses_bad_input_before_reaching_temporal(monkeypatch: pytes
     runner = CliRunner()
     bad_number = runner.invoke(app, ["call", "dial", flow, "--to", "555 0100; rm", "--trunk", "ST_1"])
     assert bad_number.exit_code == 2 and "--to:" in bad_number.output
+    letters = runner.invoke(app, ["call", "dial", flow, "--to", "+1212555CALL", "--trunk", "ST_1"])
+    assert letters.exit_code == 2 and "has letters" in letters.output  # never dialed as +12125552255
     no_trunk = runner.invoke(app, ["call", "dial", flow, "--to", TO])
     assert no_trunk.exit_code == 2 and "RINGFLOW_SIP_TRUNK_ID" in no_trunk.output
     bad_ring = runner.invoke(

@@ -559,3 +559,66 @@ def test_a_server_tool_with_an_odd_name_is_offered_under_the_entrys_name() -> No
     run = engine.apply(state, FunctionCalled(name="odd", args={}, node="s")).effects[0]
     assert (run.kind, run.mcp_server, run.mcp_tool) == ("mcp", "crm", "bad-name")  # type: ignore[union-attr]
     assert any("'bad-name' not offered" in n for n in missing_tools(pinned))
+
+
+def clash_flow(url: str) -> dict[str, Any]:
+    """A global function and a server tool of one name, the tool offered by a node's entry."""
+    return {
+        "flow": "clash",
+        "mcp_servers": {"crm": {"url": url, "timeout_s": 5}},
+        "global_functions": [
+            {"name": "open_ticket", "description": "Hand the caller to a person.", "transition_only": True}
+            | {"transition_to": "bye"}
+        ],
+        "nodes": {
+            "start": {
+                "task": "Help.",
+                "functions": [
+                    {"mcp": {"server": "crm", "tools": ["open_ticket", "lookup_customer"]}},
+                    {"name": "done", "description": "Done.", "transition_only": True, "transition_to": "bye"},
+                ],
+            },
+            "bye": {"type": "end", "task": "Bye."},
+        },
+    }
+
+
+def test_a_server_tool_named_like_a_global_function_does_not_replace_it(
+    mcp_server: Server, tmp_path: Path
+) -> None:
+    """The flow's own function wins (the caller's way to a person once ran the server's
+    tool instead); the clash is a note at pinning and an error of ``flow validate --mcp``."""
+    from typer.testing import CliRunner
+
+    from ringflow.callflow.engine import Engine
+    from ringflow.callflow.events import CallStarted, FunctionCalled
+    from ringflow.callflow.mcp_spec import McpServerTools, McpTool
+    from ringflow.callflow.mcp_tools import missing_tools, pinned_definition
+    from ringflow.cli import app
+
+    report = validate_data(clash_flow("https://crm.example/mcp"))
+    assert report.definition is not None, report.errors
+    listed = McpServerTools(
+        tools=[McpTool(name="open_ticket", description="Open a ticket."), McpTool(name="lookup_customer")]
+    )
+    pinned = pinned_definition(report.definition, {"crm": listed})
+    engine = Engine(pinned)
+    state = engine.start(CallStarted(call_id="c1")).state
+    snap = engine.snapshot(state)
+    assert snap is not None
+    tools = {t.name: t for t in snap.tools}
+    assert sorted(tools) == ["done", "lookup_customer", "open_ticket"]
+    assert "a person" in tools["open_ticket"].description
+    step = engine.apply(state, FunctionCalled(name="open_ticket", args={}, node="start"))
+    assert step.state.node == "bye"  # the flow's transition, not a tools/call
+    assert not any(getattr(e, "kind", None) == "mcp" for e in step.effects)
+    notes = missing_tools(pinned)
+    assert any("tool 'open_ticket'" in n and "flow's own function 'open_ticket'" in n for n in notes), notes
+
+    path = tmp_path / "clash.yaml"
+    path.write_text(yaml.safe_dump(clash_flow(mcp_server.url)))
+    online = CliRunner().invoke(app, ["flow", "validate", "--mcp", "--json", str(path)])
+    assert online.exit_code == 1, online.output
+    errors = {e["path"]: e["message"] for e in json.loads(online.output)["errors"]}
+    assert set(errors) == {"nodes.start.functions[0].mcp"}, errors
+    assert "named like the flow's own function 'open_ticket'" in errors["nodes.start.functions[0].mcp"]

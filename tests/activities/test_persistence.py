@@ -188,3 +188,26 @@ def test_a_calls_table_from_before_the_line_columns_gets_them_added(database_url
     plain = make_record()  # a call that was not dialed: no line fields
     upsert_call(database_url, plain)
     assert load_call(plain.call_id, database_url=database_url) == plain
+
+
+def test_nul_and_lone_surrogates_are_stored_replaced(database_url: str) -> None:
+    record = make_record(
+        variables={"name": "A\x00da", "k\x00": "\ud800"},
+        state={"note": ["x\x00"]},
+        transcript=[{"role": "user", "text": "hi\x00"}],
+    )
+    upsert_call(database_url, record)
+    upsert_turns(database_url, record.call_id, [TranscriptItem(idx=0, role="user", text="a\x00b\udfff")])
+    got = load_call(record.call_id, database_url=database_url)
+    assert got is not None
+    assert got.variables == {"name": "A\ufffdda", "k\ufffd": "\ufffd"}
+    assert got.state == {"note": ["x\ufffd"]}
+    assert [t["text"] for t in got.transcript] == ["a\ufffdb\ufffd"]
+
+
+async def test_a_record_postgres_refuses_is_written_sanitised_instead(postgres_url: str) -> None:
+    # a flow name past its column (100): DataError, which no retry can cure
+    record = make_record(flow="f" * 150, variables={"secret": "s" * 5000})
+    await ActivityEnvironment().run(CallStore(postgres_url).persist_call, record)
+    got = load_call(record.call_id, database_url=postgres_url)
+    assert got is not None and got.flow == "f" * 100 and got.variables == {"secret": "s" * 5000}

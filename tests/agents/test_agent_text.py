@@ -293,6 +293,16 @@ async def test_a_turn_longer_than_the_workflow_takes_is_recorded_in_pieces_not_l
     assert "".join(t.text for t in pieces) == long and {t.node for t in pieces} == {"welcome"}
 
 
+async def test_a_turn_with_a_nul_or_a_lone_surrogate_reaches_the_transcript_replaced(tc: TextCall) -> None:
+    """STT or an LLM may produce U+0000 or an unpaired surrogate: the agent replaces each
+    (a lone surrogate cannot even be encoded as a signal), and the turn is kept."""
+    tc.controller.on_turn("user", "my code is 12\x0034 \ud83d")
+    st = await tc.synced()
+    assert st.rejected == []
+    texts = [t.text for t in await tc.call.transcript() if t.role == "user"]
+    assert texts == ["my code is 12\ufffd34 \ufffd"]
+
+
 async def test_oversized_transition_arguments_are_refused_before_anything_moves(tc: TextCall) -> None:
     """A transition whose arguments the workflow's signal could not carry is refused to the
     LLM at once, with the limit named; the call stays where it was and nothing is queued."""

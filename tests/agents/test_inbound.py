@@ -10,6 +10,7 @@ from temporalio.client import Client
 
 from ringflow.activities import flow_store
 from ringflow.activities.flow_store import FlowRefError
+from ringflow.agents.livekit_api import call_id_for_room
 from ringflow.callflow.loader import load_flow
 from ringflow.servers.agent import SIP_CALLED, SIP_CALLER, start_inbound
 from ringflow.settings import Settings
@@ -32,7 +33,7 @@ async def test_inbound_call_starts_its_own_workflow_and_a_second_agent_attaches(
     caller = Participant({SIP_CALLER: "+15550199", SIP_CALLED: "+15550100"})
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call_id = await start_inbound(temporal_client, settings, room, caller, None, "agent-1", {})
-        assert call_id == room
+        assert call_id == call_id_for_room(room) != room  # every dispatch-rule room is hashed
         call = CallHandle(temporal_client, call_id)
         st = await call.state()
         assert st.status == "live" and st.agent_id == "agent-1" and st.flow == "triage"
@@ -131,3 +132,14 @@ async def test_an_inbound_number_on_a_channel_starts_calls_of_the_version_it_ser
             "agent-1",
             {},
         )
+
+
+def test_every_dispatch_rule_room_is_hashed_with_or_without_a_plus() -> None:
+    """``call-_15557654321_...`` is a valid call id as it stands: it once became the workflow
+    id, the caller's number readable in every list and log."""
+    from ringflow.agents.livekit_api import call_id_for_room
+
+    for room in ("call-_15557654321_x7Yq2", "call-_+15557654321_x7Yq2", "lobby"):
+        call_id = call_id_for_room(room)
+        assert call_id.startswith("in-") and "5557654321" not in call_id and call_id == call_id_for_room(room)
+    assert call_id_for_room("call-_15557654321_a") != call_id_for_room("call-_15557654321_b")

@@ -254,3 +254,24 @@ async def test_start_refuses_without_telephony_before_claiming_a_contact(
     assert "does not answer" in res.output
     report = await asyncio.to_thread(CliRunner().invoke, app, ["campaign", "report", cid])
     assert report.exit_code == 1 and "no contacts" in report.output  # nothing was stored
+
+
+def test_contact_files_excel_writes_are_read_and_unstorable_cells_are_refused(tmp_path: Path) -> None:
+    """A UTF-8 BOM (Excel's "CSV UTF-8") is skipped; a NUL, a lone surrogate or a variable
+    over the text limit is refused with its line, not met at dial time or by the database."""
+    definition = load_flow(CLINIC)
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("\ufeffphone,patient\n+12125550101,Sam\n".encode())
+    [c] = load_contacts(bom, definition)
+    assert (c.phone, c.variables) == ("+12125550101", {"patient": "Sam"})
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        "phone,patient\n+12125550101,Sa\x00m\n+12125550102," + "x" * 20_000 + "\n+1212555CALL,Ann\n"
+    )
+    with pytest.raises(ContactsError) as err:
+        load_contacts(bad, definition)
+    text = str(err.value)
+    assert f"{bad}:2: variable patient contains a NUL character (U+0000)" in text
+    assert f"{bad}:3: variable 'patient' has 20000 characters; the limit is 16000" in text
+    assert f"{bad}:4: phone '+1212555CALL' has letters" in text
+    assert "x" * 100 not in text  # the cell itself is never echoed

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
@@ -322,3 +323,44 @@ async def test_saved_unencrypted_histories_replay_through_the_codec(path: Path, 
         WorkflowHistory.from_json(path.stem, path.read_text()), raise_on_replay_failure=False
     )
     assert result.replay_failure is None, repr(result.replay_failure)
+
+
+async def test_the_codec_server_answers_hostile_requests_without_a_500_or_a_leak(
+    codec_endpoint: str, keys: dict[str, str]
+) -> None:
+    """A valid ciphertext whose plaintext is no payload is the caller's 400; ``/healthz``
+    names the key ids to the token's holder only."""
+    cipher = EncryptionCodec(ring("k2", keys=keys))._ciphers["k2"]
+    nonce = b"\x01" * 12
+    sealed = nonce + cipher.encrypt(nonce, b"\xff\xff\xff not a protobuf", b"k2")
+    not_a_payload = Payload(metadata={"encoding": ENCODING, KEY_ID: b"k2"}, data=sealed)
+    body = {"payloads": [json.loads(json_format.MessageToJson(not_a_payload))]}
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient() as http:
+        resp = await http.post(f"{codec_endpoint}/decode", json=body, headers=auth)
+        assert resp.status_code == 400 and "could not be decoded" in resp.json()["error"]
+        assert (await http.get(f"{codec_endpoint}/healthz")).json() == {"ok": True}
+        assert (await http.get(f"{codec_endpoint}/healthz", headers=auth)).json()["keys"] == ["k1", "k2"]
+
+
+async def test_without_a_token_the_codec_server_answers_loopback_hosts_only(keys: dict[str, str]) -> None:
+    """A DNS name rebound to 127.0.0.1 reaches the port, but not the codec."""
+    port = free_port()
+    runner = await start(
+        build_app(EncryptionCodec(ring("k1", keys=keys)), token=None, cors_origins=[]), "127.0.0.1", port
+    )
+    try:
+        async with httpx.AsyncClient() as http:
+            url = f"http://127.0.0.1:{port}"
+            rebound = await http.post(
+                f"{url}/decode", json={"payloads": []}, headers={"Host": "evil.example"}
+            )
+            assert rebound.status_code == 403
+            assert (
+                await http.get(f"{url}/healthz", headers={"Host": f"attacker.test:{port}"})
+            ).status_code == 403
+            for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+                ok = await http.post(f"{url}/decode", json={"payloads": []}, headers={"Host": host})
+                assert ok.status_code == 200, host
+    finally:
+        await runner.cleanup()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 import signal
 import socket
@@ -12,7 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from google.protobuf import json_format
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
@@ -24,7 +28,7 @@ from ringflow.activities.search_attributes import (
     RINGFLOW_STATUS,
     RINGFLOW_TRANSITIONS,
 )
-from ringflow.codec import keyring_from_settings
+from ringflow.codec import EncryptionCodec, keyring_from_settings
 from ringflow.devstack import DevStack, DevStackError, find_temporal_binary, free_port
 from ringflow.settings import Settings
 from ringflow.temporal_setup import (
@@ -168,9 +172,15 @@ async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
         local = keyring_from_settings(Settings(codec_keys=None, data_dir=tmp_path / "dev"))
         assert local is not None  # what the CLI beside the stack finds
         assert f"Codec     http://127.0.0.1:{codec_port}".encode() in output
+        sealed = EncryptionCodec(local).encrypt(Payload(metadata={"encoding": b"json/plain"}, data=b'"hi"'))
         async with httpx.AsyncClient() as http:
             health = await http.get(f"http://127.0.0.1:{codec_port}/healthz")
-        assert health.json()["keys"] == list(local.keys)  # the UI decodes with the same key
+            decoded = await http.post(
+                f"http://127.0.0.1:{codec_port}/decode",
+                json={"payloads": [json.loads(json_format.MessageToJson(sealed))]},
+            )
+        assert health.json() == {"ok": True}  # no key ids without the token
+        assert base64.b64decode(decoded.json()["payloads"][0]["data"]) == b'"hi"'  # the UI's key is the CLI's
         if b"Metrics   http" in output:  # a worker with Prometheus metrics is running
             async with httpx.AsyncClient() as http:
                 resp = await http.get(f"http://127.0.0.1:{metrics_port}/metrics")

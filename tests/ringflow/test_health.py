@@ -77,3 +77,17 @@ async def test_readyz_follows_the_ready_check_and_unknown_paths_are_404() -> Non
             assert resp.headers["Content-Type"] == "application/json"
     finally:
         health.stop()
+
+
+async def test_livez_fails_while_stuck_names_a_reason() -> None:
+    """The worker's check (``database_stuck``): database work waiting too long is not alive."""
+    reason: list[str] = []
+    health = HealthServer("127.0.0.1", 0, lambda: True, stuck=lambda: reason[0] if reason else None)
+    await health.start()
+    try:
+        assert _get(health.port, "/livez")[0] == 200
+        reason.append("a database call has waited 200 s")
+        status, body = await asyncio.to_thread(_get, health.port, "/livez")
+        assert status == 503 and body["stuck"] == "a database call has waited 200 s"
+    finally:
+        health.stop()

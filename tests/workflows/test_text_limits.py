@@ -56,6 +56,10 @@ async def test_the_client_refuses_over_long_call_fields(temporal_client: Client,
         await start(temporal_client, task_queue, campaign_id="c" * 1000)
     with pytest.raises(FlowError, match="variable 'patient' has 20000 characters"):
         await start(temporal_client, task_queue, variables={"patient": "p" * 20_000})
+    with pytest.raises(
+        FlowError, match=r"variable patient contains a NUL character \(U\+0000\) at position 1"
+    ):
+        await start(temporal_client, task_queue, variables={"patient": "p\x00"})
 
 
 async def test_the_workflow_refuses_over_long_call_fields_itself(
