@@ -95,8 +95,13 @@ class Settings(BaseSettings):
     # On SIGTERM LiveKit stops taking jobs and waits up to this long for the calls in progress
     # to end; the pod's terminationGracePeriodSeconds must be a little longer.
     agent_drain_timeout_s: int = Field(default=1800, ge=0)
-    # LiveKit's agent server health endpoint (`GET /` 200 while connected to LiveKit; `/worker`)
+    # The agent's probes (`GET /` alive, `/readyz` registered with LiveKit and not draining;
+    # ringflow/servers/agent_probes.py); 0 disables them
     agent_health_port: int = Field(default=8081, ge=0, le=65535)
+    # Calls one agent takes before LiveKit stops offering it more (its load is active calls /
+    # this). LiveKit's load tests put a 4-core, 8 GB machine at about 25 voice sessions; the
+    # agent's autoscaler targets fewer per pod, so pods are added before agents fill.
+    agent_max_calls: int = Field(default=25, ge=1)
     livekit_url: str | None = Field(default=None, validation_alias=AliasChoices("LIVEKIT_URL", "livekit_url"))
     livekit_api_key: str | None = Field(
         default=None, validation_alias=AliasChoices("LIVEKIT_API_KEY", "livekit_api_key")

@@ -22,11 +22,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from ringflow.agents.metrics import CALLS_ACTIVE
 from ringflow.cli import app
+from ringflow.servers.agent_probes import LOAD_THRESHOLD
 from ringflow.settings import Settings
 from tests.support.k8s_crds import (
     CPU_METADATA,
     CRD_SCHEMAS,
+    PROMETHEUS_METADATA,
     TEMPORAL_AUTH_PARAMS,
     TEMPORAL_FROM_ENV,
     TEMPORAL_METADATA,
@@ -153,6 +156,11 @@ def test_keda_objects_use_only_what_keda_reads(objects: list[dict[str, Any]]) ->
             meta = trigger["metadata"]
             if trigger["type"] == "cpu":
                 assert set(meta) <= CPU_METADATA and trigger.get("metricType") == "Utilization"
+                continue
+            if trigger["type"] == "prometheus":
+                assert set(meta) <= PROMETHEUS_METADATA, set(meta) - PROMETHEUS_METADATA
+                assert {"serverAddress", "query", "threshold"} <= set(meta)
+                float(meta["threshold"])
                 continue
             assert trigger["type"] == "temporal", trigger["type"]
             for key, value in meta.items():
@@ -310,7 +318,6 @@ def test_autoscaled_deployments_leave_replicas_to_the_autoscaler(objects: list[d
     every sync: with an autoscaler that undoes its scaling (and drains the agents it removes)."""
     deployments = _by_kind(objects, "Deployment")
     scaled = _autoscaled(objects)
-    assert "ringflow-agent" in scaled
     for name in scaled:
         assert "replicas" not in deployments[name]["spec"], (
             f"Deployment/{name} is autoscaled: drop spec.replicas"
@@ -555,3 +562,44 @@ def test_every_container_has_a_read_only_root_filesystem(objects: list[dict[str,
             assert c["securityContext"].get("readOnlyRootFilesystem") is True, f"{name}/{c['name']}"
             mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
             assert "/tmp" in mounts, f"{name}/{c['name']} has nowhere to write temporary files"
+
+
+def _agent_calls_target(objects: list[dict[str, Any]]) -> float | None:
+    """The calls per agent pod the overlay's autoscaler aims at, None if it has none."""
+    metric = CALLS_ACTIVE._name  # what agents/metrics.py exports
+    for so in _by_kind(objects, "ScaledObject").values():
+        if so["spec"]["scaleTargetRef"]["name"] == "ringflow-agent":
+            (trigger,) = so["spec"]["triggers"]
+            assert trigger["type"] == "prometheus" and metric in trigger["metadata"]["query"]
+            assert trigger.get("metricType", "AverageValue") == "AverageValue"  # per pod
+            return float(trigger["metadata"]["threshold"])
+    for hpa in _by_kind(objects, "HorizontalPodAutoscaler").values():
+        if hpa["spec"]["scaleTargetRef"]["name"] == "ringflow-agent":
+            (signal,) = hpa["spec"]["metrics"]
+            assert signal["type"] == "Pods" and signal["pods"]["metric"]["name"] == metric
+            return float(signal["pods"]["target"]["averageValue"])
+    return None
+
+
+def test_agents_scale_on_the_calls_their_livekit_load_is_made_of(objects: list[dict[str, Any]]) -> None:
+    """LiveKit stops offering an agent calls when its load reaches the threshold; the load
+    is its calls over RINGFLOW_AGENT_MAX_CALLS, so the autoscaler, on the same calls, must aim
+    below that many per pod (it used to aim at 50 % CPU while LiveKit measured the node)."""
+    settings = Settings(**_deployed_settings(objects))
+    target = _agent_calls_target(objects)
+    deployments = _by_kind(objects, "Deployment")
+    if target is None:
+        assert deployments["ringflow-agent"]["spec"]["replicas"] >= 1, "an agent with no autoscaler"
+    else:
+        assert 0 < target <= 0.8 * settings.agent_max_calls * LOAD_THRESHOLD, (
+            target,
+            settings.agent_max_calls,
+        )
+    probe = deployments["ringflow-agent"]["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    assert probe["httpGet"]["path"] == "/readyz", "ready means registered with LiveKit"
+
+
+def test_production_overlays_scale_the_agents_on_calls(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp = str(tmp_path_factory.getbasetemp() / "kustomize")
+    for overlay in ("production", "production-no-keda"):
+        assert _agent_calls_target(list(render(overlay, None, tmp))) is not None, overlay
