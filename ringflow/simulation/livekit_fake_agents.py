@@ -83,22 +83,23 @@ class FakeAgentEndpoint:
                 self.ws = ws
         return ws
 
+    @staticmethod
+    def _job(job: lk_agent.Job, job_id: str) -> None:
+        job.id = job_id
+        job.type = lk_agent.JobType.JT_ROOM
+        job.agent_name = "ringflow"
+        job.room.name = f"room-{job_id}"
+
     async def offer_job(self, job_id: str) -> None:
         assert self.ws is not None
         msg = lk_agent.ServerMessage()
-        msg.availability.job.id = job_id
-        msg.availability.job.type = lk_agent.JobType.JT_ROOM
-        msg.availability.job.agent_name = "ringflow"
-        msg.availability.job.room.name = f"room-{job_id}"
+        self._job(msg.availability.job, job_id)
         await self.ws.send_bytes(msg.SerializeToString())
 
     async def assign(self, job_id: str, call_id: str = "drain-test") -> None:
         assert self.ws is not None
         msg = lk_agent.ServerMessage()
-        msg.assignment.job.id = job_id
-        msg.assignment.job.type = lk_agent.JobType.JT_ROOM
-        msg.assignment.job.agent_name = "ringflow"
-        msg.assignment.job.room.name = f"room-{job_id}"
+        self._job(msg.assignment.job, job_id)
         msg.assignment.job.metadata = json.dumps({"call_id": call_id})
         msg.assignment.url = self.url
         msg.assignment.token = "token-of-the-fake"
