@@ -137,6 +137,13 @@ class Settings(BaseSettings):
     codec_server_host: str = "127.0.0.1"
     codec_server_port: int = Field(default=8234, ge=0, le=65535)  # not 8081: the LiveKit agent health port
     codec_server_token: SecretStr | None = None  # bearer token `ringflow codec-server` demands
+    # The Temporal UI forwards its signed-in user's OIDC token: with an issuer set, the codec
+    # server also lets in JWTs that issuer signed for this audience (ringflow/servers/codec_auth.py).
+    codec_oidc_issuer: str | None = None
+    codec_oidc_audience: str | None = None
+    codec_oidc_jwks_url: str | None = None  # unset: the issuer's discovery document's jwks_uri
+    codec_oidc_group: str | None = None  # set: the token's groups claim must include it
+    codec_oidc_groups_claim: str = "groups"
     codec_cors_origins: str = "http://localhost:8233,http://127.0.0.1:8233"  # Temporal UI origins
 
     # `ringflow dev` local stack

@@ -5,12 +5,12 @@ The Temporal UI and the ``temporal`` CLI (``--codec-endpoint``, ``--codec-auth``
 what comes back, so ops read calls in clear while Temporal itself only ever stores
 ciphertext. Only the last path segment selects the operation (the protocol lets a server be
 mounted at any depth, e.g. ``/default/decode``). The browser calls it cross-origin, so
-the UI's origin gets CORS headers; every other caller needs the bearer token.
+the UI's origin gets CORS headers; every caller needs a bearer token: the static one, or
+(the Temporal UI, which forwards its user's) a JWT of the identity provider (codec_auth.py).
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import hdrs, web
@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from ringflow.codec import CodecKeyError, EncryptionCodec
+from ringflow.servers.codec_auth import CodecAuth, OidcVerifier, Unauthorized
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
@@ -25,9 +26,18 @@ ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequence[str]) -> web.Application:
-    """The aiohttp app; ``token=None`` serves without authentication (``ringflow dev`` on
-    loopback only, since the dev UI has no way to send a token)."""
+def build_app(
+    codec: EncryptionCodec,
+    *,
+    token: str | None,
+    cors_origins: Sequence[str],
+    oidc: OidcVerifier | None = None,
+) -> web.Application:
+    """The aiohttp app; ``token=None`` and no ``oidc`` serves without authentication
+    (``ringflow dev`` on loopback only, since the dev UI has no way to send a token). With
+    ``oidc`` the Temporal UI's users are let in by their identity provider's JWT
+    (codec_auth.py), the static ``token`` still serving the CLI."""
+    auth = None if token is None and oidc is None else CodecAuth(tokens=[token] if token else [], oidc=oidc)
     origins = {o.strip().rstrip("/") for o in cors_origins if o.strip()}
 
     def cors(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
@@ -43,12 +53,14 @@ def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequen
     def error(request: web.Request, status: int, message: str) -> web.StreamResponse:
         return cors(request, web.json_response({"error": message}, status=status))
 
-    def authorized(request: web.Request) -> bool:
-        if token is None:
-            return True
-        given = request.headers.get(hdrs.AUTHORIZATION, "")
-        scheme, _, value = given.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    async def refused(request: web.Request) -> str | None:
+        if auth is None:
+            return None
+        try:
+            await auth.check(request.headers.get(hdrs.AUTHORIZATION, ""))
+        except Unauthorized as err:
+            return str(err)
+        return None
 
     async def handle(request: web.Request) -> web.StreamResponse:
         op = request.path.rstrip("/").rsplit("/", 1)[-1]
@@ -58,8 +70,9 @@ def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequen
             return cors(request, web.Response())
         if request.method != hdrs.METH_POST:
             return error(request, 405, "POST only")
-        if not authorized(request):
-            return error(request, 401, "missing or wrong bearer token")
+        why = await refused(request)
+        if why is not None:
+            return error(request, 401, why)
         try:
             body = await request.read()
             payloads = json_format.Parse(body, Payloads())
