@@ -19,6 +19,7 @@ from temporalio.api.common.v1 import Payload, Payloads
 
 from ringflow.codec import CodecKeyError, EncryptionCodec
 from ringflow.servers.codec_auth import CodecAuth, OidcVerifier, Unauthorized
+from ringflow.servers.codec_metrics import count_requests, metrics
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
@@ -92,8 +93,9 @@ def build_app(
     async def health(request: web.Request) -> web.StreamResponse:
         return web.json_response({"ok": True, "keys": sorted(codec.keyring.keys) if codec.keyring else []})
 
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[count_requests])
     app.router.add_get("/healthz", health)
+    app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app
 

@@ -397,8 +397,11 @@ def test_the_temporal_address_in_the_secret_wins_over_the_configmap(
     maps = _by_kind(objects, "ConfigMap")
     scalers = {so["spec"]["scaleTargetRef"]["name"]: so for so in _by_kind(objects, "ScaledObject").values()}
     for name, template in _pods(objects).items():
+        sources = template["spec"]["containers"][0]["envFrom"]
+        if not any(s.get("secretRef", {}).get("name") == "temporal-client" for s in sources):
+            continue  # talks to no Temporal (the codec server)
         env: dict[str, str] = {}
-        for source in template["spec"]["containers"][0]["envFrom"]:  # in order: later sources win
+        for source in sources:  # in order: later sources win
             if "configMapRef" in source:
                 env.update(maps[source["configMapRef"]["name"]]["data"])
             else:
@@ -465,7 +468,10 @@ def test_network_policies_deny_by_default_and_name_each_components_traffic(
         ingress = set().union(*(_allowed_ports(p, "ingress") for p in mine))
         egress = set().union(*(_allowed_ports(p, "egress") for p in mine))
         assert {("UDP", 53), ("TCP", 53)} <= egress, f"{name} cannot resolve names"
-        assert ("TCP", 7233) in egress, f"{name} cannot reach Temporal"
+        if name == "ringflow-codec-server":  # payloads in, payloads out: only the IdP's JWKS
+            assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 443)}, egress
+        else:
+            assert ("TCP", 7233) in egress, f"{name} cannot reach Temporal"
         ports = {
             p["name"]: int(p["containerPort"]) for p in template["spec"]["containers"][0].get("ports", [])
         }
@@ -552,6 +558,7 @@ def test_one_secret_per_component_and_no_database_password_for_the_agent(
             assert own == [name], f"{name} reads {own}, not one Secret named after it"
             assert name in table, f"infra/k8s/README.md does not list the {name} Secret's keys"
     assert "RINGFLOW_DATABASE_URL" in table["ringflow-worker"]
+    assert table["ringflow-codec-server"] == {"RINGFLOW_CODEC_KEYS", "RINGFLOW_CODEC_SERVER_TOKEN"}
     assert "RINGFLOW_DATABASE_URL" not in table["ringflow-agent"]
     assert "LIVEKIT_API_SECRET" in table["ringflow-agent"]
 
@@ -603,3 +610,19 @@ def test_production_overlays_scale_the_agents_on_calls(tmp_path_factory: pytest.
     tmp = str(tmp_path_factory.getbasetemp() / "kustomize")
     for overlay in ("production", "production-no-keda"):
         assert _agent_calls_target(list(render(overlay, None, tmp))) is not None, overlay
+
+
+def test_the_codec_server_checks_the_uis_tokens(objects: list[dict[str, Any]]) -> None:
+    """The production UI sends its users' OIDC tokens: the deployed codec server checks them
+    (issuer and audience set, a valid Settings), serves its metrics where it is scraped, and
+    is reachable through its Service."""
+    dep = _by_kind(objects, "Deployment")["ringflow-codec-server"]
+    env = _container_env(dep, objects)
+    settings = Settings(**_deployed_settings(objects))
+    assert settings.codec_oidc_issuer and settings.codec_oidc_audience
+    assert settings.codec_oidc_issuer.startswith("https://")
+    assert env["RINGFLOW_CODEC_SERVER_HOST"] == "0.0.0.0"
+    port = _port(dep, "http")
+    assert int(dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]) == port
+    assert dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
+    assert "ringflow-codec-server" in _by_kind(objects, "Service")

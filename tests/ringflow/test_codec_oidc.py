@@ -160,6 +160,10 @@ async def test_forged_and_wrong_tokens_are_refused(
         {"iss": idp.issuer, "aud": AUDIENCE, "exp": int(time.time()) + 60}, "x" * 32, headers={"kid": "kid-1"}
     )
     assert (await _decode(base, codec, hs)).status_code == 401  # no symmetric tokens
+    async with httpx.AsyncClient() as client:
+        exported = (await client.get(f"{base}/metrics")).text
+    refused = [line for line in exported.splitlines() if line.startswith("ringflow_codec_requests_total{")]
+    assert any('outcome="unauthorized"' in line and not line.endswith(" 0.0") for line in refused), refused
 
 
 async def test_key_rotation_is_followed_without_a_restart(
