@@ -32,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ringflow.agents.lease import AgentLease
 from ringflow.agents.livekit_api import call_id_for_room
+from ringflow.agents.webhook_metrics import RECEIVED, SECONDS, metrics
 from ringflow.contract.room import RoomEvent
 from ringflow.workflows.client import CallHandle
 
@@ -95,23 +96,29 @@ class WebhookRelay:
         self.lease = lease
 
     async def handle(self, request: web.Request) -> web.Response:
+        with SECONDS.time():
+            outcome, response = await self._handle(request)
+        RECEIVED.labels(outcome).inc()
+        return response
+
+    async def _handle(self, request: web.Request) -> tuple[str, web.Response]:
         if (request.content_length or 0) > MAX_BODY:
-            return web.Response(status=413, text="webhook body too large")
+            return "too_large", web.Response(status=413, text="webhook body too large")
         try:
             raw = await request.read()  # bounded by the application's client_max_size too
         except web.HTTPRequestEntityTooLarge:
-            return web.Response(status=413, text="webhook body too large")
+            return "too_large", web.Response(status=413, text="webhook body too large")
         if len(raw) > MAX_BODY:
-            return web.Response(status=413, text="webhook body too large")
+            return "too_large", web.Response(status=413, text="webhook body too large")
         try:
             ev = self.receiver.receive(
                 raw.decode("utf-8", errors="replace"), request.headers.get("Authorization", "")
             )
         except Exception:  # any failure to verify is the same answer: not LiveKit's (or not ours)
-            return web.Response(status=401, text="webhook signature could not be verified")
+            return "unverified", web.Response(status=401, text="webhook signature could not be verified")
         mapped = room_event_of(ev)
         if mapped is None:
-            return web.Response(text="ignored")
+            return "ignored", web.Response(text="ignored")
         call_id, room_event = mapped
         if self.lease is not None and room_event.kind == "agent_left" and room_event.identity:
             await self.lease.release(call_id, room_event.identity)
@@ -119,10 +126,12 @@ class WebhookRelay:
             await CallHandle(self.client, call_id).room_event(room_event)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:  # no such call, or it has ended
-                return web.Response(text="no running call")
+                return "no_call", web.Response(text="no running call")
             log.warning("webhook %s for call %s not delivered: %s", ev.event, call_id, exc.status)
-            return web.Response(status=503, text="Temporal unavailable; send it again")
-        return web.Response(text="ok")
+            return "temporal_unavailable", web.Response(
+                status=503, text="Temporal unavailable; send it again"
+            )
+        return "relayed", web.Response(text="ok")
 
 
 def add_routes(app: web.Application, relay: WebhookRelay, path: str = WEBHOOK_PATH) -> None:
@@ -133,6 +142,7 @@ async def serve(relay: WebhookRelay, host: str, port: int) -> web.AppRunner:
     """Start the receiver on ``host:port``; the caller keeps the runner and cleans it up."""
     app = web.Application(client_max_size=MAX_BODY + 1)
     add_routes(app, relay)
+    app.router.add_get("/metrics", metrics)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
