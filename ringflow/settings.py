@@ -146,6 +146,10 @@ class Settings(BaseSettings):
     codec_oidc_groups_claim: str = "groups"
     codec_cors_origins: str = "http://localhost:8233,http://127.0.0.1:8233"  # Temporal UI origins
 
+    # The `.env` file every command loads first (ringflow/env_file.py); unset: `.env` in the
+    # working directory, if any. Variables already in the environment win over it.
+    env_file: str | None = None
+
     # `ringflow dev` local stack
     dev_port: int = Field(default=7233, ge=1, le=65535)
     dev_ui_port: int = Field(default=8233, ge=1, le=65535)
