@@ -246,7 +246,10 @@ async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord,
 
 
 @call_app.command()
-def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
+def hangup(
+    call_id: str = typer.Argument(..., help="The call id."),
+    json_out: bool = typer.Option(False, "--json", help='Print {"call_id": ..., "hangup": "sent"}.'),
+) -> None:
     """End a call as if the caller hung up."""
     from temporalio.service import RPCError
 
@@ -264,6 +267,9 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
             raise fail(f"call {call_id}: {exc.message}") from None
 
     run_async(go)
+    if json_out:
+        typer.echo(json.dumps({"call_id": call_id, "hangup": "sent"}))
+        return
     typer.echo(f"hangup sent to call {call_id}")
 
 

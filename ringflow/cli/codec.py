@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import signal
 import socket
 from datetime import UTC, datetime
@@ -98,10 +99,14 @@ def codec_server(
     asyncio.run(serve())
 
 
-def codec_key(key_id: str | None = typer.Option(None, "--id", help="Key id (default: k<today>).")) -> None:
+def codec_key(
+    key_id: str | None = typer.Option(None, "--id", help="Key id (default: k<today>)."),
+    json_out: bool = typer.Option(False, "--json", help='Print {"id": ..., "entry": "id:base64"}.'),
+) -> None:
     """Print a new AES-256 key entry (id:base64) to put in front of RINGFLOW_CODEC_KEYS."""
     key_id = key_id or datetime.now(UTC).strftime("k%Y%m%d")
     if not KEY_ID_RE.match(key_id):
         typer.echo("error: --id takes letters, digits, '.', '_' or '-' (at most 64)", err=True)
         raise typer.Exit(2)
-    typer.echo(f"{key_id}:{generate_key()}")
+    entry = f"{key_id}:{generate_key()}"
+    typer.echo(json.dumps({"id": key_id, "entry": entry}) if json_out else entry)

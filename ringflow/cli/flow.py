@@ -14,7 +14,7 @@ import typer
 
 from ringflow.callflow.errors import Issue
 from ringflow.callflow.loader import ValidationReport, read_file, validate_data, validate_file
-from ringflow.callflow.render import mermaid, show
+from ringflow.callflow.render import mermaid, show, table
 
 flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", no_args_is_help=True)
 
@@ -89,19 +89,32 @@ def validate(
     raise typer.Exit(worst)
 
 
+JSON_OUT = typer.Option(False, "--json", help="Print one JSON object.")
+
+
 @flow_app.command("show")
-def show_cmd(file: Path = typer.Argument(..., help="Flow file.")) -> None:
+def show_cmd(file: Path = typer.Argument(..., help="Flow file."), json_out: bool = JSON_OUT) -> None:
     """A table of nodes, their functions and where each one goes."""
     report = _report_or_exit(file)
     assert report.definition is not None
-    typer.echo(show(report.definition.flow))
+    flow = report.definition.flow
+    if json_out:
+        doc = {"flow": flow.flow, "version": flow.version, "start": flow.start_node, "rows": table(flow)}
+        typer.echo(json.dumps(doc))
+        return
+    typer.echo(show(flow))
 
 
 @flow_app.command()
-def graph(file: Path = typer.Argument(..., help="Flow file.")) -> None:
+def graph(file: Path = typer.Argument(..., help="Flow file."), json_out: bool = JSON_OUT) -> None:
     """The flow as a Mermaid flowchart, on stdout."""
     report = _report_or_exit(file)
     assert report.definition is not None
+    if json_out:
+        typer.echo(
+            json.dumps({"flow": report.definition.flow.flow, "mermaid": mermaid(report.definition.flow)})
+        )
+        return
     typer.echo(mermaid(report.definition.flow), nl=False)
 
 
@@ -121,6 +134,9 @@ def import_cmd(
         help="Import a Dograh workflow that Dograh itself would refuse to "
         "publish (an edge into the start node...), or a Pipecat Flows file whose "
         "function goes to a node that does not exist, with a warning per broken rule.",
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print one JSON object: source, flow (YAML), warnings, errors, written file."
     ),
 ) -> None:
     """Convert a Dograh or Pipecat Flows file to a Ringflow flow, then validate it."""
@@ -165,7 +181,16 @@ def import_cmd(
     if out is not None:
         out.write_text(text, encoding="utf-8")
         typer.echo(f"wrote {out}", err=True)
-    else:
+    if json_out:
+        doc = {
+            "source": source,
+            "flow": text,
+            "warnings": [str(w) for w in result.warnings],
+            "errors": [str(e) for e in report.errors],
+            "written": str(out) if out is not None else None,
+        }
+        typer.echo(json.dumps(doc))
+    elif out is None:
         typer.echo(text, nl=False)
     raise typer.Exit(0 if report.ok else 1)
 
