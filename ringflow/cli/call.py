@@ -321,10 +321,12 @@ def simulate(
     from ringflow.callflow.errors import FlowError
     from ringflow.callflow.inputs import resolve_variables
     from ringflow.callflow.loader import load_flow
+    from ringflow.cli.progress import Progress
     from ringflow.logs import configure_logging
     from ringflow.settings import get_settings
     from ringflow.simulation.report import text_report
     from ringflow.simulation.scripts import ScriptError, is_flow_file, kill_turn_problem, load_script
+    from ringflow.simulation.simulator import SimulationResult
     from ringflow.simulation.simulator import simulate as run
 
     if real_llm and not get_settings().openai_api_key:
@@ -354,7 +356,15 @@ def simulate(
         sim_settings.log_format,
     )  # the results are the output; logs only when asked
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # a simulated kill is not an error
-    results = run_async(lambda: run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm))
+    progress = Progress(len(runnable), "scripts simulated")
+
+    def heard(result: SimulationResult) -> None:
+        progress.step(Path(result.script).name, result.ok)
+
+    results = run_async(
+        lambda: run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm, on_result=heard)
+    )
+    progress.done()
     # the embedded server ends with this command; a server given with --address keeps the calls
     show = f"show: RINGFLOW_TEMPORAL_ADDRESS={address} ringflow call show" if address else None
     for r in results:
