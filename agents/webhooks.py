@@ -33,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from ringflow.agents.http_guard import GuardedRunner, serve_guarded
 from ringflow.agents.lease import AgentLease
 from ringflow.agents.livekit_api import call_id_for_room
+from ringflow.agents.webhook_metrics import RECEIVED, SECONDS, metrics
 from ringflow.contract.room import RoomEvent
 from ringflow.workflows.client import CallHandle
 
@@ -107,23 +108,29 @@ class WebhookRelay:
         self.lease = lease
 
     async def handle(self, request: web.Request) -> web.Response:
+        with SECONDS.time():
+            outcome, response = await self._handle(request)
+        RECEIVED.labels(outcome).inc()
+        return response
+
+    async def _handle(self, request: web.Request) -> tuple[str, web.Response]:
         if (request.content_length or 0) > MAX_BODY:
-            return web.Response(status=413, text="webhook body too large")
+            return "too_large", web.Response(status=413, text="webhook body too large")
         try:
             raw = await request.read()  # bounded by the application's client_max_size too
         except web.HTTPRequestEntityTooLarge:
-            return web.Response(status=413, text="webhook body too large")
+            return "too_large", web.Response(status=413, text="webhook body too large")
         if len(raw) > MAX_BODY:
-            return web.Response(status=413, text="webhook body too large")
+            return "too_large", web.Response(status=413, text="webhook body too large")
         try:
             ev = self.receiver.receive(
                 raw.decode("utf-8", errors="replace"), request.headers.get("Authorization", "")
             )
         except Exception:  # any failure to verify is the same answer: not LiveKit's (or not ours)
-            return web.Response(status=401, text="webhook signature could not be verified")
+            return "unverified", web.Response(status=401, text="webhook signature could not be verified")
         mapped = room_event_of(ev)
         if mapped is None:
-            return web.Response(text="ignored")
+            return "ignored", web.Response(text="ignored")
         call_ids, room_event = mapped
         if self.lease is not None and room_event.kind == "agent_left" and room_event.identity:
             for call_id in call_ids:  # before the signal: the replacement must find it free
@@ -135,9 +142,11 @@ class WebhookRelay:
                 if exc.status == RPCStatusCode.NOT_FOUND:  # no such call, or it has ended
                     continue
                 log.warning("webhook %s for call %s not delivered: %s", ev.event, call_id, exc.status)
-                return web.Response(status=503, text="Temporal unavailable; send it again")
-            return web.Response(text="ok")
-        return web.Response(text="no running call")
+                return "temporal_unavailable", web.Response(
+                    status=503, text="Temporal unavailable; send it again"
+                )
+            return "relayed", web.Response(text="ok")
+        return "no_call", web.Response(text="no running call")
 
 
 def add_routes(app: web.Application, relay: WebhookRelay, path: str = WEBHOOK_PATH) -> None:
@@ -149,6 +158,7 @@ async def serve(relay: WebhookRelay, host: str, port: int) -> GuardedRunner:
     read deadlines, a connection cap); the caller keeps the runner and cleans it up."""
     app = web.Application(client_max_size=MAX_BODY + 1)
     add_routes(app, relay)
+    app.router.add_get("/metrics", metrics)
     return await serve_guarded(app, host, port)
 
 

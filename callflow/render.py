@@ -14,6 +14,35 @@ def _where(fn_target: list[tuple[str, str]]) -> str:
     return ", ".join(f"{label}: {dst}" if label else dst for label, dst in fn_target)
 
 
+def table(flow: Flow) -> list[dict[str, str]]:
+    """One row per node and function: ``node``, ``type``, ``function``, ``goes_to`` (``flow
+    show``, and its ``--json``)."""
+    rows: list[dict[str, str]] = []
+
+    def row(nid: str, kind: str, function: str, goes_to: str) -> None:
+        rows.append({"node": nid, "type": kind, "function": function, "goes_to": goes_to})
+
+    for nid, node in flow.nodes.items():
+        if node.type == "gate":
+            for i, br in enumerate(node.branches or []):
+                row(nid, node.type, f"branch {i + 1}", br.to)
+            row(nid, node.type, "default", node.default or "")
+            continue
+        if node.type == "action" and node.run is not None:
+            row(nid, node.type, f"run {node.run.name}", _where(targets(node.transition_to)))
+            continue
+        functions = list(node_functions(flow, node))
+        for fn, is_global in functions:
+            name = f"{fn.name} ({fn.kind}{', global' if is_global else ''})"
+            if fn.mcp is not None and fn.mcp.tools is not None:  # a group of server tools: name them
+                tools = "all" if fn.mcp.tools == "all" else ", ".join(fn.mcp.tools)
+                name = f"{fn.mcp.server}: {tools} (mcp{', global' if is_global else ''})"
+            row(nid, node.type, name, _where(targets(fn.transition_to)))
+        if not functions:
+            row(nid, node.type, "-", f"ends call ({node.disposition})" if node.disposition else "-")
+    return rows
+
+
 def show(flow: Flow) -> str:
     lines = [
         f"flow {flow.flow} v{flow.version}" + (f": {flow.description}" if flow.description else ""),
@@ -21,28 +50,12 @@ def show(flow: Flow) -> str:
         "",
     ]
     rows: list[tuple[str, str, str, str]] = [("NODE", "TYPE", "FUNCTION", "GOES TO")]
-    for nid, node in flow.nodes.items():
-        first = True
-        if node.type == "gate":
-            for i, br in enumerate(node.branches or []):
-                rows.append((nid if first else "", node.type if first else "", f"branch {i + 1}", br.to))
-                first = False
-            rows.append((nid if first else "", node.type if first else "", "default", node.default or ""))
-            continue
-        if node.type == "action" and node.run is not None:
-            rows.append((nid, node.type, f"run {node.run.name}", _where(targets(node.transition_to))))
-            continue
-        for fn, is_global in node_functions(flow, node):
-            name = f"{fn.name} ({fn.kind}{', global' if is_global else ''})"
-            if fn.mcp is not None and fn.mcp.tools is not None:  # a group of server tools: name them
-                tools = "all" if fn.mcp.tools == "all" else ", ".join(fn.mcp.tools)
-                name = f"{fn.mcp.server}: {tools} (mcp{', global' if is_global else ''})"
-            rows.append(
-                (nid if first else "", node.type if first else "", name, _where(targets(fn.transition_to)))
-            )
-            first = False
-        if first:
-            rows.append((nid, node.type, "-", f"ends call ({node.disposition})" if node.disposition else "-"))
+    previous = None
+    for entry in table(flow):
+        first = entry["node"] != previous
+        previous = entry["node"]
+        node, kind = (entry["node"], entry["type"]) if first else ("", "")
+        rows.append((node, kind, entry["function"], entry["goes_to"]))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

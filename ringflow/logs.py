@@ -1,7 +1,8 @@
 """Structured logs: one JSON object per line, each naming the call it belongs to.
 
 An on-call engineer greps one call's story across the worker, the agent and the CLI by
-``call_id``. A record learns its call when it is created (``install_record_factory``):
+``call_id``, and jumps between a line and its trace by ``trace_id``/``span_id`` (set on
+every line logged inside a span). A record learns its call when it is created (``install_record_factory``):
 from the agent's call binding (``agents.logcontext``) or the Temporal activity running,
 and, for the SDK's workflow and activity loggers, from the context they attach. That works
 whichever handler formats the line later, including livekit-agents' own JSON handler in
@@ -21,6 +22,7 @@ import traceback
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from opentelemetry import trace
 from temporalio import activity
 
 from ringflow.agents.logcontext import call_fields
@@ -47,6 +49,15 @@ def _activity_fields() -> dict[str, str]:
     return {"call_id": call_id, "workflow_id": wf_id} if call_id is not None else {}
 
 
+def _trace_fields() -> dict[str, str]:
+    """``trace_id``/``span_id`` of the span the line is logged in (W3C hex), so a log line
+    leads to its trace and a span to its lines; nothing when no span is recording."""
+    ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return {}
+    return {"trace_id": format(ctx.trace_id, "032x"), "span_id": format(ctx.span_id, "016x")}
+
+
 def install_record_factory() -> None:
     """Stamp every record with the call it was logged for; idempotent."""
     global _installed
@@ -57,6 +68,8 @@ def install_record_factory() -> None:
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
         for key, value in (call_fields() or _activity_fields()).items():
+            setattr(record, key, value)
+        for key, value in _trace_fields().items():
             setattr(record, key, value)
         return record
 

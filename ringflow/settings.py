@@ -108,8 +108,13 @@ class Settings(BaseSettings):
     # On SIGTERM LiveKit stops taking jobs and waits up to this long for the calls in progress
     # to end; the pod's terminationGracePeriodSeconds must be a little longer.
     agent_drain_timeout_s: int = Field(default=1800, ge=0)
-    # LiveKit's agent server health endpoint (`GET /` 200 while connected to LiveKit; `/worker`)
+    # The agent's probes (`GET /` alive, `/readyz` registered with LiveKit and not draining;
+    # ringflow/servers/agent_probes.py); 0 disables them
     agent_health_port: int = Field(default=8081, ge=0, le=65535)
+    # Calls one agent takes before LiveKit stops offering it more (its load is active calls /
+    # this). LiveKit's load tests put a 4-core, 8 GB machine at about 25 voice sessions; the
+    # agent's autoscaler targets fewer per pod, so pods are added before agents fill.
+    agent_max_calls: int = Field(default=25, ge=1)
     livekit_url: str | None = Field(default=None, validation_alias=AliasChoices("LIVEKIT_URL", "livekit_url"))
     livekit_api_key: str | None = Field(
         default=None, validation_alias=AliasChoices("LIVEKIT_API_KEY", "livekit_api_key")
@@ -161,7 +166,18 @@ class Settings(BaseSettings):
     codec_server_host: str = "127.0.0.1"
     codec_server_port: int = Field(default=8234, ge=0, le=65535)  # not 8081: the LiveKit agent health port
     codec_server_token: SecretStr | None = None  # bearer token `ringflow codec-server` demands
+    # The Temporal UI forwards its signed-in user's OIDC token: with an issuer set, the codec
+    # server also lets in JWTs that issuer signed for this audience (ringflow/servers/codec_auth.py).
+    codec_oidc_issuer: str | None = None
+    codec_oidc_audience: str | None = None
+    codec_oidc_jwks_url: str | None = None  # unset: the issuer's discovery document's jwks_uri
+    codec_oidc_group: str | None = None  # set: the token's groups claim must include it
+    codec_oidc_groups_claim: str = "groups"
     codec_cors_origins: str = "http://localhost:8233,http://127.0.0.1:8233"  # Temporal UI origins
+
+    # The `.env` file every command loads first (ringflow/env_file.py); unset: `.env` in the
+    # working directory, if any. Variables already in the environment win over it.
+    env_file: str | None = None
 
     # `ringflow dev` local stack
     dev_port: int = Field(default=7233, ge=1, le=65535)

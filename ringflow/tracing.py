@@ -115,6 +115,17 @@ def redact(span: Any) -> Any:
     )
 
 
+def default_resource_attributes(env: dict[str, str] | None = None) -> dict[str, str]:
+    """What Ringflow adds to the SDK's resource: ``service.name=ringflow`` only when neither
+    ``OTEL_SERVICE_NAME`` nor ``OTEL_RESOURCE_ATTRIBUTES`` names the service (attributes given
+    to ``Resource.create`` win over both, so passing one always would override the operator's)."""
+    env = dict(os.environ) if env is None else env
+    if env.get("OTEL_SERVICE_NAME", "").strip():
+        return {}
+    given = (pair.split("=", 1)[0].strip() for pair in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","))
+    return {} if "service.name" in given else {"service.name": "ringflow"}
+
+
 def setup_tracing() -> bool:
     """Install the global tracer provider once per process, if configured; True when tracing."""
     global _provider
@@ -126,7 +137,7 @@ def setup_tracing() -> bool:
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-            resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "ringflow")})
+            resource = Resource.create(default_resource_attributes())
             providers = []
             for _ in range(2):
                 provider = TracerProvider(resource=resource)  # flushed and shut down at exit

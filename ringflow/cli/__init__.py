@@ -146,6 +146,13 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """Ringflow: durable AI phone calls. Every call is a Temporal workflow."""
+    from ringflow.env_file import EnvFileError, load_env_file
+
+    try:
+        load_env_file()  # .env in the working directory (RINGFLOW_ENV_FILE): the shell's variables win
+    except EnvFileError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
 
 
 def main() -> None:

@@ -248,7 +248,10 @@ async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord,
 
 
 @call_app.command()
-def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
+def hangup(
+    call_id: str = typer.Argument(..., help="The call id."),
+    json_out: bool = typer.Option(False, "--json", help='Print {"call_id": ..., "hangup": "sent"}.'),
+) -> None:
     """End a call as if the caller hung up."""
     from temporalio.service import RPCError
 
@@ -266,6 +269,9 @@ def hangup(call_id: str = typer.Argument(..., help="The call id.")) -> None:
             raise fail(f"call {call_id}: {exc.message}") from None
 
     run_async(go)
+    if json_out:
+        typer.echo(json.dumps({"call_id": call_id, "hangup": "sent"}))
+        return
     typer.echo(f"hangup sent to call {call_id}")
 
 
@@ -364,10 +370,12 @@ def simulate(
     from ringflow.callflow.errors import FlowError
     from ringflow.callflow.inputs import resolve_variables
     from ringflow.callflow.loader import load_flow
+    from ringflow.cli.progress import Progress
     from ringflow.logs import configure_logging
     from ringflow.settings import get_settings
     from ringflow.simulation.report import text_report
     from ringflow.simulation.scripts import ScriptError, is_flow_file, kill_turn_problem, load_script
+    from ringflow.simulation.simulator import SimulationResult
     from ringflow.simulation.simulator import simulate as run
 
     if real_llm and not get_settings().openai_api_key:
@@ -399,7 +407,15 @@ def simulate(
         sim_settings.log_format,
     )  # the results are the output; logs only when asked
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # a simulated kill is not an error
-    results = run_async(lambda: run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm))
+    progress = Progress(len(runnable), "scripts simulated")
+
+    def heard(result: SimulationResult) -> None:
+        progress.step(Path(result.script).name, result.ok)
+
+    results = run_async(
+        lambda: run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm, on_result=heard)
+    )
+    progress.done()
     # the embedded server ends with this command; a server given with --address keeps the calls
     show = f"show: RINGFLOW_TEMPORAL_ADDRESS={address} ringflow call show" if address else None
     for r in results:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import signal
 import socket
 from datetime import UTC, datetime
@@ -13,7 +14,8 @@ import typer
 from ringflow.codec import KEY_ID_RE, CodecKeyError, EncryptionCodec, generate_key, keyring_from_settings
 from ringflow.logs import configure_logging
 from ringflow.servers.codec import build_app, start
-from ringflow.settings import get_settings
+from ringflow.servers.codec_auth import OidcVerifier
+from ringflow.settings import Settings, get_settings
 
 
 def _loopback(host: str) -> bool:
@@ -21,6 +23,18 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
     except (OSError, ValueError):
         return False
+
+
+def _oidc(settings: Settings) -> OidcVerifier | None:
+    if not (settings.codec_oidc_issuer and settings.codec_oidc_audience):
+        return None
+    return OidcVerifier(
+        issuer=settings.codec_oidc_issuer,
+        audience=settings.codec_oidc_audience,
+        jwks_url=settings.codec_oidc_jwks_url,
+        group=settings.codec_oidc_group,
+        groups_claim=settings.codec_oidc_groups_claim,
+    )
 
 
 def codec_server(
@@ -33,9 +47,17 @@ def codec_server(
     host = host or settings.codec_server_host
     port = settings.codec_server_port if port is None else port
     token = settings.codec_server_token.get_secret_value() if settings.codec_server_token else None
-    if not token and not no_auth:
+    if settings.codec_oidc_issuer and not settings.codec_oidc_audience:
         typer.echo(
-            "error: set RINGFLOW_CODEC_SERVER_TOKEN (clients send `Authorization: Bearer <token>`), "
+            "error: RINGFLOW_CODEC_OIDC_ISSUER needs RINGFLOW_CODEC_OIDC_AUDIENCE (the UI's client id)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    oidc = _oidc(settings)
+    if not token and oidc is None and not no_auth:
+        typer.echo(
+            "error: set RINGFLOW_CODEC_SERVER_TOKEN (clients send `Authorization: Bearer <token>`) "
+            "and/or RINGFLOW_CODEC_OIDC_ISSUER and _AUDIENCE (the Temporal UI's users), "
             "or pass --no-auth on a loopback address",
             err=True,
         )
@@ -53,7 +75,12 @@ def codec_server(
         raise typer.Exit(2)
     configure_logging(settings.log_level, settings.log_format)
     origins = settings.codec_cors_origins.split(",")
-    app = build_app(EncryptionCodec(ring), token=None if no_auth else token, cors_origins=origins)
+    app = build_app(
+        EncryptionCodec(ring),
+        token=None if no_auth else token,
+        cors_origins=origins,
+        oidc=None if no_auth else oidc,
+    )
 
     async def serve() -> None:
         try:
@@ -80,10 +107,14 @@ def codec_server(
     asyncio.run(serve())
 
 
-def codec_key(key_id: str | None = typer.Option(None, "--id", help="Key id (default: k<today>).")) -> None:
+def codec_key(
+    key_id: str | None = typer.Option(None, "--id", help="Key id (default: k<today>)."),
+    json_out: bool = typer.Option(False, "--json", help='Print {"id": ..., "entry": "id:base64"}.'),
+) -> None:
     """Print a new AES-256 key entry (id:base64) to put in front of RINGFLOW_CODEC_KEYS."""
     key_id = key_id or datetime.now(UTC).strftime("k%Y%m%d")
     if not KEY_ID_RE.match(key_id):
         typer.echo("error: --id takes letters, digits, '.', '_' or '-' (at most 64)", err=True)
         raise typer.Exit(2)
-    typer.echo(f"{key_id}:{generate_key()}")
+    entry = f"{key_id}:{generate_key()}"
+    typer.echo(json.dumps({"id": key_id, "entry": entry}) if json_out else entry)

@@ -14,7 +14,7 @@ import typer
 
 from ringflow.callflow.errors import Issue
 from ringflow.callflow.loader import ValidationReport, read_file, validate_data, validate_file
-from ringflow.callflow.render import mermaid, show
+from ringflow.callflow.render import mermaid, show, table
 from ringflow.cli import flow_versions
 
 flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", no_args_is_help=True)
@@ -90,6 +90,8 @@ def validate(
     raise typer.Exit(worst)
 
 
+JSON_OUT = typer.Option(False, "--json", help="Print one JSON object.")
+
 flow_app.command("publish")(flow_versions.publish)
 flow_app.command("versions")(flow_versions.versions)
 flow_app.command("diff")(flow_versions.diff)
@@ -100,23 +102,33 @@ flow_app.command("promote")(flow_versions.promote)
 def show_cmd(
     file: str = typer.Argument(..., help="Flow file, or a published NAME@VERSION, NAME@CHANNEL or NAME."),
     json_out: bool = typer.Option(
-        False, "--json", help="A published version as JSON, its definition included."
+        False, "--json", help="One JSON object: a file's table, or a published version with its definition."
     ),
 ) -> None:
     """A table of nodes, their functions and where each one goes."""
-    if json_out or not flow_versions.is_file_ref(file):
+    if not flow_versions.is_file_ref(file):
         flow_versions.show_ref(file, json_out)
         return
     report = _report_or_exit(Path(file))
     assert report.definition is not None
-    typer.echo(show(report.definition.flow))
+    flow = report.definition.flow
+    if json_out:
+        doc = {"flow": flow.flow, "version": flow.version, "start": flow.start_node, "rows": table(flow)}
+        typer.echo(json.dumps(doc))
+        return
+    typer.echo(show(flow))
 
 
 @flow_app.command()
-def graph(file: Path = typer.Argument(..., help="Flow file.")) -> None:
+def graph(file: Path = typer.Argument(..., help="Flow file."), json_out: bool = JSON_OUT) -> None:
     """The flow as a Mermaid flowchart, on stdout."""
     report = _report_or_exit(file)
     assert report.definition is not None
+    if json_out:
+        typer.echo(
+            json.dumps({"flow": report.definition.flow.flow, "mermaid": mermaid(report.definition.flow)})
+        )
+        return
     typer.echo(mermaid(report.definition.flow), nl=False)
 
 
@@ -136,6 +148,9 @@ def import_cmd(
         help="Import a Dograh workflow that Dograh itself would refuse to "
         "publish (an edge into the start node...), or a Pipecat Flows file whose "
         "function goes to a node that does not exist, with a warning per broken rule.",
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print one JSON object: source, flow (YAML), warnings, errors, written file."
     ),
 ) -> None:
     """Convert a Dograh or Pipecat Flows file to a Ringflow flow, then validate it."""
@@ -180,7 +195,16 @@ def import_cmd(
     if out is not None:
         out.write_text(text, encoding="utf-8")
         typer.echo(f"wrote {out}", err=True)
-    else:
+    if json_out:
+        doc = {
+            "source": source,
+            "flow": text,
+            "warnings": [str(w) for w in result.warnings],
+            "errors": [str(e) for e in report.errors],
+            "written": str(out) if out is not None else None,
+        }
+        typer.echo(json.dumps(doc))
+    elif out is None:
         typer.echo(text, nl=False)
     raise typer.Exit(0 if report.ok else 1)
 

@@ -83,6 +83,9 @@ def setup(
         min=1,
         help="Also set the namespace's retention of closed calls (where the server allows it).",
     ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print one JSON object: namespace, address, retention."
+    ),
 ) -> None:
     """Register Ringflow's search attributes on a namespace (idempotent).
 
@@ -119,6 +122,20 @@ def setup(
     except Exception as err:
         typer.echo(f"error: cannot set up {namespace} at {address}: {err}", err=True)
         raise typer.Exit(1) from None
+    if json_out:
+        retention = (
+            None
+            if retention_days is None
+            else ({"refused": refused} if refused else {"days": retention_days})
+        )
+        doc = {
+            "namespace": namespace,
+            "address": address,
+            "search_attributes": "registered",
+            "retention": retention,
+        }
+        typer.echo(json.dumps(doc))
+        return
     typer.echo(f"search attributes registered on namespace {namespace!r} at {address}")
     if retention_days is not None:
         if refused:

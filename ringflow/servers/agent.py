@@ -35,6 +35,7 @@ from ringflow.codec import CodecKeyError, require_keyring
 from ringflow.contract.journey import JoinRequest
 from ringflow.contract.updates import Snapshot
 from ringflow.logs import install_record_factory
+from ringflow.servers.agent_probes import LOAD_THRESHOLD, AgentProbes, CallsLoad
 from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import start_or_attach
@@ -312,7 +313,13 @@ def build_server(settings: Settings) -> AgentServer:
         api_key=settings.livekit_api_key,
         api_secret=settings.livekit_api_secret.get_secret_value() if settings.livekit_api_secret else None,
         drain_timeout=settings.agent_drain_timeout_s,
-        port=settings.agent_health_port,
+        # Load is calls, not the node's CPU: LiveKit stops offering calls at
+        # RINGFLOW_AGENT_MAX_CALLS, the count the autoscaler scales on (agent_probes.py).
+        load_fnc=CallsLoad(settings.agent_max_calls),
+        load_threshold=LOAD_THRESHOLD,
+        # LiveKit's own health server moves to a port of its choosing; the probes on
+        # RINGFLOW_AGENT_HEALTH_PORT are Ringflow's (/readyz: registered with LiveKit).
+        port=0,
         # LiveKit's metrics server, which also serves Ringflow's (agents.metrics),
         # collected from every job process (multiprocess mode)
         prometheus_port=settings.agent_metrics_port or None,
@@ -323,6 +330,8 @@ def build_server(settings: Settings) -> AgentServer:
     )
     server.setup_fnc = prewarm
     server.rtc_session(entrypoint, agent_name=settings.agent_name)
+    if settings.agent_health_port:
+        AgentProbes(server, "", settings.agent_health_port).start_with_server()
     return server
 
 

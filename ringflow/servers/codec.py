@@ -5,16 +5,16 @@ The Temporal UI and the ``temporal`` CLI (``--codec-endpoint``, ``--codec-auth``
 what comes back, so ops read calls in clear while Temporal itself only ever stores
 ciphertext. Only the last path segment selects the operation (the protocol lets a server be
 mounted at any depth, e.g. ``/default/decode``). The browser calls it cross-origin, so
-the UI's origin gets CORS headers; every other caller needs the bearer token.
+the UI's origin gets CORS headers; every caller needs a bearer token: the static one, or
+(the Temporal UI, which forwards its user's) a JWT of the identity provider (codec_auth.py).
 
-``/healthz`` names the key ids only to a caller with the token. Without a token
+``/healthz`` names the key ids only to a caller with credentials. Without authentication
 (``--no-auth``, ``ringflow dev``) the server answers only requests whose ``Host`` is a
 loopback name, so a web page cannot reach it through a DNS name rebound to 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import hdrs, web
@@ -23,6 +23,8 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload, Payloads
 
 from ringflow.codec import CodecKeyError, EncryptionCodec
+from ringflow.servers.codec_auth import CodecAuth, OidcVerifier, Unauthorized
+from ringflow.servers.codec_metrics import count_requests, metrics
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
@@ -39,9 +41,18 @@ def host_name(request: web.Request) -> str:
     return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
-def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequence[str]) -> web.Application:
-    """The aiohttp app; ``token=None`` serves without authentication (``ringflow dev`` on
-    loopback only, since the dev UI has no way to send a token)."""
+def build_app(
+    codec: EncryptionCodec,
+    *,
+    token: str | None,
+    cors_origins: Sequence[str],
+    oidc: OidcVerifier | None = None,
+) -> web.Application:
+    """The aiohttp app; ``token=None`` and no ``oidc`` serves without authentication
+    (``ringflow dev`` on loopback only, since the dev UI has no way to send a token). With
+    ``oidc`` the Temporal UI's users are let in by their identity provider's JWT
+    (codec_auth.py), the static ``token`` still serving the CLI."""
+    auth = None if token is None and oidc is None else CodecAuth(tokens=[token] if token else [], oidc=oidc)
     origins = {o.strip().rstrip("/") for o in cors_origins if o.strip()}
 
     def cors(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
@@ -57,19 +68,21 @@ def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequen
     def error(request: web.Request, status: int, message: str) -> web.StreamResponse:
         return cors(request, web.json_response({"error": message}, status=status))
 
-    def has_token(request: web.Request) -> bool:
-        if token is None:
-            return False
-        given = request.headers.get(hdrs.AUTHORIZATION, "")
-        scheme, _, value = given.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    async def refused(request: web.Request) -> str | None:
+        if auth is None:
+            return None
+        try:
+            await auth.check(request.headers.get(hdrs.AUTHORIZATION, ""))
+        except Unauthorized as err:
+            return str(err)
+        return None
 
-    def authorized(request: web.Request) -> bool:
-        return token is None or has_token(request)
+    async def has_credentials(request: web.Request) -> bool:
+        return auth is not None and await refused(request) is None
 
     @web.middleware
     async def loopback_only(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if token is None and host_name(request).lower() not in LOOPBACK_HOSTS:
+        if auth is None and host_name(request).lower() not in LOOPBACK_HOSTS:
             return web.json_response(
                 {"error": "without a token this server answers only Host: localhost or 127.0.0.1"},
                 status=403,
@@ -84,8 +97,9 @@ def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequen
             return cors(request, web.Response())
         if request.method != hdrs.METH_POST:
             return error(request, 405, "POST only")
-        if not authorized(request):
-            return error(request, 401, "missing or wrong bearer token")
+        why = await refused(request)
+        if why is not None:
+            return error(request, 401, why)
         try:
             body = await request.read()
             payloads = json_format.Parse(body, Payloads())
@@ -105,12 +119,13 @@ def build_app(codec: EncryptionCodec, *, token: str | None, cors_origins: Sequen
         return cors(request, web.Response(text=text, content_type="application/json"))
 
     async def health(request: web.Request) -> web.StreamResponse:
-        if not has_token(request):  # which keys exist is for operators, not any prober
+        if not await has_credentials(request):  # which keys exist is for operators, not any prober
             return web.json_response({"ok": True})
         return web.json_response({"ok": True, "keys": sorted(codec.keyring.keys) if codec.keyring else []})
 
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[loopback_only])
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[loopback_only, count_requests])
     app.router.add_get("/healthz", health)
+    app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app
 

@@ -27,7 +27,7 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -560,9 +560,10 @@ async def simulate(
     resume: str = "dispatch",
     runtime: Runtime | None = None,
     codec: PayloadCodec | None = None,
+    on_result: Callable[[SimulationResult], None] | None = None,
 ) -> list[SimulationResult]:
     """Every script gets its own result: one that raises is ``ok: false`` with the error,
-    and the next one runs."""
+    and the next one runs. ``on_result`` hears of each as it is known (progress)."""
     results: list[SimulationResult] = []
     trusted = flows_dir_with(get_settings().flows_dir, paths)
     async with environment(address, runtime=runtime, flows_dir=trusted, codec=codec) as (
@@ -581,6 +582,8 @@ async def simulate(
             except Exception as exc:
                 log.debug("script %s raised", path, exc_info=True)
                 results.append(SimulationResult(script=str(path), error=describe_error(exc)))
+            if on_result is not None:
+                on_result(results[-1])
     return results
 
 

@@ -1,12 +1,13 @@
 """``ringflow agent`` on SIGTERM: LiveKit's drain, as far as it can be seen without media.
 
 No LiveKit server runs here, so the agent talks to a protocol-level fake of LiveKit's
-agent-worker endpoint (``/agent``: a WebSocket of ``livekit.protocol.agent`` protobuf
-messages, the ``WorkerMessage``/``ServerMessage`` pair the real server speaks), stood up
-at its network boundary. What this shows: the agent registers under Ringflow's agent
-name; its health endpoint (the pod's probe target) answers; on SIGTERM it tells LiveKit
-it is full, refuses the jobs LiveKit still offers, keeps running while a job it took
-before is still in progress, and exits cleanly when the drain is over. The job here
+agent-worker endpoint (``ringflow/simulation/livekit_fake_agents.py``: a WebSocket of
+``livekit.protocol.agent`` protobuf messages, the ``WorkerMessage``/``ServerMessage`` pair
+the real server speaks), stood up at its network boundary. What this shows: the agent
+registers under Ringflow's agent name; its health endpoint (the pod's probe target)
+answers; on SIGTERM it tells LiveKit it is full, refuses the jobs LiveKit still offers,
+keeps running while a job it took before is still in progress, and exits cleanly when the
+drain is over. The job here
 never reaches a room (no media in the fake): its entrypoint hangs on a Temporal port
 that never answers, so the drain runs to ``RINGFLOW_AGENT_DRAIN_TIMEOUT_S``; that a
 real call ending early ends the drain early is LiveKit's ``drain()`` and not shown here.
@@ -24,83 +25,11 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from aiohttp import WSMsgType, web
 from livekit.protocol import agent as lk_agent
 
 from ringflow.devstack import free_port
+from ringflow.simulation.livekit_fake_agents import FakeAgentEndpoint
 from tests.support.wfkit import wait_until
-
-
-class FakeAgentEndpoint:
-    """LiveKit's ``/agent`` WebSocket: registers workers, offers jobs, records what they say."""
-
-    def __init__(self) -> None:
-        self.received: list[lk_agent.WorkerMessage] = []
-        self.ws: web.WebSocketResponse | None = None
-        self._runner: web.AppRunner | None = None
-        self.port = free_port()
-
-    async def __aenter__(self) -> FakeAgentEndpoint:
-        app = web.Application()
-        app.router.add_get("/agent", self._agent)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._runner is not None
-        await self._runner.cleanup()
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
-
-    async def _agent(self, request: web.Request) -> web.WebSocketResponse:
-        assert request.headers["Authorization"].startswith("Bearer ")
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        async for frame in ws:
-            if frame.type != WSMsgType.BINARY:
-                continue
-            msg = lk_agent.WorkerMessage()
-            msg.ParseFromString(frame.data)
-            self.received.append(msg)
-            if msg.HasField("register"):
-                reply = lk_agent.ServerMessage()
-                reply.register.worker_id = "AW_fake"
-                reply.register.server_info.protocol = 16
-                await ws.send_bytes(reply.SerializeToString())
-                self.ws = ws
-        return ws
-
-    async def offer_job(self, job_id: str) -> None:
-        assert self.ws is not None
-        msg = lk_agent.ServerMessage()
-        msg.availability.job.id = job_id
-        msg.availability.job.type = lk_agent.JobType.JT_ROOM
-        msg.availability.job.agent_name = "ringflow"
-        msg.availability.job.room.name = f"room-{job_id}"
-        await self.ws.send_bytes(msg.SerializeToString())
-
-    async def assign(self, job_id: str) -> None:
-        assert self.ws is not None
-        msg = lk_agent.ServerMessage()
-        msg.assignment.job.id = job_id
-        msg.assignment.job.type = lk_agent.JobType.JT_ROOM
-        msg.assignment.job.agent_name = "ringflow"
-        msg.assignment.job.room.name = f"room-{job_id}"
-        msg.assignment.job.metadata = '{"call_id": "drain-test"}'
-        msg.assignment.url = self.url
-        msg.assignment.token = "token-of-the-fake"
-        await self.ws.send_bytes(msg.SerializeToString())
-
-    def answer(self, job_id: str) -> lk_agent.AvailabilityResponse | None:
-        found = [m.availability for m in self.of("availability") if m.availability.job_id == job_id]
-        return found[0] if found else None
-
-    def of(self, kind: str) -> list[lk_agent.WorkerMessage]:
-        return [m for m in self.received if m.HasField(kind)]
 
 
 @pytest_asyncio.fixture

@@ -7,6 +7,7 @@ have caused a replacement within the test's wait."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -110,8 +111,17 @@ async def test_the_receiver_refuses_what_livekit_did_not_sign(temporal_client: C
     async with FakeLiveKit() as fake:
         runner = await serve(WebhookRelay(temporal_client, fake.api_key, fake.api_secret), "127.0.0.1", 0)
         url = f"http://127.0.0.1:{bound_port(runner)}{WEBHOOK_PATH}"
+        metrics = f"http://127.0.0.1:{bound_port(runner)}/metrics"
+
+        async def counted(http: aiohttp.ClientSession) -> dict[str, float]:
+            async with http.get(metrics) as resp:
+                text = await resp.text()
+            found = re.findall(r'^ringflow_webhooks_received_total\{outcome="(\w+)"\} (\S+)$', text, re.M)
+            return {outcome: float(value) for outcome, value in found}
+
         try:
             async with aiohttp.ClientSession() as http:
+                before = await counted(http)
                 for headers, body in [
                     ({}, b"{}"),
                     ({"Authorization": "not-a-jwt"}, b"{}"),
@@ -121,6 +131,10 @@ async def test_the_receiver_refuses_what_livekit_did_not_sign(temporal_client: C
                     async with http.post(url, data=body, headers=headers) as resp:
                         assert resp.status in (401, 413), (headers, resp.status)
                         assert "Traceback" not in await resp.text()
+                after = await counted(http)  # the receiver's /metrics counts what it refused
+                assert after["unverified"] - before["unverified"] == 3
+                assert after["too_large"] - before["too_large"] == 1
+                assert after["relayed"] == before["relayed"]
         finally:
             await runner.cleanup()
 

@@ -22,11 +22,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from ringflow.agents.metrics import CALLS_ACTIVE
 from ringflow.cli import app
+from ringflow.servers.agent_probes import LOAD_THRESHOLD
 from ringflow.settings import Settings
 from tests.support.k8s_crds import (
     CPU_METADATA,
     CRD_SCHEMAS,
+    PROMETHEUS_METADATA,
     TEMPORAL_AUTH_PARAMS,
     TEMPORAL_FROM_ENV,
     TEMPORAL_METADATA,
@@ -153,6 +156,11 @@ def test_keda_objects_use_only_what_keda_reads(objects: list[dict[str, Any]]) ->
             meta = trigger["metadata"]
             if trigger["type"] == "cpu":
                 assert set(meta) <= CPU_METADATA and trigger.get("metricType") == "Utilization"
+                continue
+            if trigger["type"] == "prometheus":
+                assert set(meta) <= PROMETHEUS_METADATA, set(meta) - PROMETHEUS_METADATA
+                assert {"serverAddress", "query", "threshold"} <= set(meta)
+                float(meta["threshold"])
                 continue
             assert trigger["type"] == "temporal", trigger["type"]
             for key, value in meta.items():
@@ -285,3 +293,336 @@ def test_each_overlay_scales_the_workers_as_it_says(tmp_path_factory: pytest.Tem
     for obj in [*_by_kind(mtls, "Deployment").values(), *_by_kind(mtls, "Job").values()]:
         env = _container_env(obj, mtls)
         assert env["TEMPORAL_TLS_CLIENT_CERT_PATH"].startswith("/etc/temporal-tls/"), _name(obj)
+
+
+# --- GitOps and a hostile network ----------------------------------------------------------
+
+
+def _pods(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every workload's pod template (Deployments and Jobs) by workload name."""
+    return {
+        o["metadata"]["name"]: o["spec"]["template"] for o in objects if o["kind"] in ("Deployment", "Job")
+    }
+
+
+def _autoscaled(objects: list[dict[str, Any]]) -> set[str]:
+    targets = {so["spec"]["scaleTargetRef"]["name"] for so in _by_kind(objects, "ScaledObject").values()}
+    targets |= {
+        h["spec"]["scaleTargetRef"]["name"] for h in _by_kind(objects, "HorizontalPodAutoscaler").values()
+    }
+    return targets
+
+
+def test_autoscaled_deployments_leave_replicas_to_the_autoscaler(objects: list[dict[str, Any]]) -> None:
+    """Argo CD and server-side apply reset a Deployment's ``spec.replicas`` to the manifest's on
+    every sync: with an autoscaler that undoes its scaling (and drains the agents it removes)."""
+    deployments = _by_kind(objects, "Deployment")
+    scaled = _autoscaled(objects)
+    for name in scaled:
+        assert "replicas" not in deployments[name]["spec"], (
+            f"Deployment/{name} is autoscaled: drop spec.replicas"
+        )
+
+
+def _argo_order(obj: dict[str, Any]) -> tuple[int, int]:
+    """When Argo CD applies an object: (phase, wave); non-hooks are in the Sync phase."""
+    notes = obj["metadata"].get("annotations", {})
+    phases = ["PreSync", "Sync", "PostSync"]
+    phase = notes.get("argocd.argoproj.io/hook", "Sync").split(",")[0]
+    return phases.index(phase), int(notes.get("argocd.argoproj.io/sync-wave", "0"))
+
+
+def test_the_setup_job_runs_on_a_first_install_and_again_on_the_next_apply(
+    objects: list[dict[str, Any]],
+) -> None:
+    """The Job's ConfigMap, ServiceAccount and egress exist before it under Argo CD (a PreSync
+    hook ran before its ConfigMap and waited for it forever) and under plain kubectl (render
+    order), it runs before the new Deployments, and it is gone soon after it finished so the
+    next ``kubectl apply -k`` creates it again rather than failing on its immutable template."""
+    job = _by_kind(objects, "Job")["ringflow-temporal-setup"]
+    pod = job["spec"]["template"]["spec"]
+    needs = [
+        _by_kind(objects, "ConfigMap")[s["configMapRef"]["name"]]
+        for s in pod["containers"][0]["envFrom"]
+        if "configMapRef" in s
+    ]
+    needs.append(_by_kind(objects, "ServiceAccount")[pod["serviceAccountName"]])
+    needs += [p for p in _by_kind(objects, "NetworkPolicy").values() if _selects(p, job["spec"]["template"])]
+    assert len(needs) >= 3
+    for obj in needs:
+        assert _argo_order(obj) < _argo_order(job), (
+            f"Argo CD applies {_name(obj)} after the Job that needs it"
+        )
+    for dep in _by_kind(objects, "Deployment").values():
+        assert _argo_order(job) < _argo_order(dep), f"{_name(dep)} starts before the namespace is set up"
+    order = [id(o) for o in objects]
+    for obj in needs[:2]:  # ConfigMap and ServiceAccount precede the Job in what kubectl applies
+        assert order.index(id(obj)) < order.index(id(job)), _name(obj)
+    assert 0 <= job["spec"]["ttlSecondsAfterFinished"] <= 60
+
+
+def _selects(policy: dict[str, Any], template: dict[str, Any]) -> bool:
+    wanted = policy["spec"]["podSelector"].get("matchLabels", {})
+    labels = template["metadata"]["labels"]
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def test_secret_volumes_are_readable_by_the_pod_user(objects: list[dict[str, Any]]) -> None:
+    """A Secret volume's files belong to root; mode 0440 is readable by the non-root user only
+    when the pod's fsGroup is its group (the mTLS key was unreadable in the webhook receiver and
+    the setup Job, which had no fsGroup)."""
+    for name, template in _pods(objects).items():
+        pod = template["spec"]
+        ctx = pod["securityContext"]
+        for volume in pod.get("volumes", []):
+            if "secret" not in volume:
+                continue
+            mode = volume["secret"].get("defaultMode", 0o644)
+            if mode & 0o004:
+                continue  # world-readable: anyone can read it
+            assert mode & 0o040, f"{name}: volume {volume['name']} mode {mode:o} has no group read"
+            assert ctx.get("fsGroup") == ctx["runAsGroup"], f"{name}: cannot read volume {volume['name']}"
+
+
+_SECRET_VALUES = {
+    "temporal-client": {"TEMPORAL_ADDRESS": "from-secret:7233", "TEMPORAL_NAMESPACE": "from-secret"}
+}
+
+
+def test_the_temporal_address_in_the_secret_wins_over_the_configmap(
+    objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator who puts TEMPORAL_ADDRESS in the ``temporal-client`` Secret reaches that
+    address: every process, and KEDA's scaler reading the same container environment."""
+    maps = _by_kind(objects, "ConfigMap")
+    scalers = {so["spec"]["scaleTargetRef"]["name"]: so for so in _by_kind(objects, "ScaledObject").values()}
+    for name, template in _pods(objects).items():
+        sources = template["spec"]["containers"][0]["envFrom"]
+        if not any(s.get("secretRef", {}).get("name") == "temporal-client" for s in sources):
+            continue  # talks to no Temporal (the codec server)
+        env: dict[str, str] = {}
+        for source in sources:  # in order: later sources win
+            if "configMapRef" in source:
+                env.update(maps[source["configMapRef"]["name"]]["data"])
+            else:
+                env.update(_SECRET_VALUES.get(source["secretRef"]["name"], {}))
+        for var in template["spec"]["containers"][0].get("env", []):
+            env[var["name"]] = var["value"]
+        for key in [k for k in os.environ if k.startswith(("RINGFLOW_", "TEMPORAL_"))]:
+            monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        settings = Settings()
+        assert (settings.temporal_address, settings.temporal_namespace) == (
+            "from-secret:7233",
+            "from-secret",
+        ), name
+        for trigger in scalers.get(name, {}).get("spec", {}).get("triggers", []):
+            if trigger["type"] == "temporal":
+                assert env[trigger["metadata"]["endpointFromEnv"]] == "from-secret:7233"
+                assert env[trigger["metadata"]["namespaceFromEnv"]] == "from-secret"
+
+
+def _floor(path: Path) -> tuple[int, ...]:
+    import re
+
+    found = re.search(r"KEDA >= (\d+)\.(\d+)\.(\d+)", path.read_text())
+    assert found, f"{path.relative_to(ROOT)} states no KEDA version (KEDA >= X.Y.Z)"
+    return tuple(int(g) for g in found.groups())
+
+
+def test_the_keda_floor_is_where_api_key_tls_works() -> None:
+    """KEDA's temporal scaler first shipped in 2.17.0 but connected without TLS when given an
+    API key until 2.17.2 (kedacore/keda#6707, #6781): the API-key component must say so."""
+    assert _floor(K8S / "components" / "temporal-api-key" / "kustomization.yaml") >= (2, 17, 2)
+    assert _floor(K8S / "components" / "keda" / "kustomization.yaml") >= (2, 17, 0)
+
+
+def _allowed_ports(policy: dict[str, Any], direction: str) -> set[tuple[str, int]]:
+    return {
+        (p.get("protocol", "TCP"), int(p["port"]))
+        for rule in policy["spec"].get(direction, [])
+        for p in rule.get("ports", [])
+    }
+
+
+def test_network_policies_deny_by_default_and_name_each_components_traffic(
+    objects: list[dict[str, Any]],
+) -> None:
+    policies = _by_kind(objects, "NetworkPolicy")
+    deny = [
+        p
+        for p in policies.values()
+        if p["spec"]["podSelector"] == {}
+        and set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+        and not p["spec"].get("ingress")
+        and not p["spec"].get("egress")
+    ]
+    assert deny, "no default-deny NetworkPolicy (podSelector {}, Ingress and Egress, no rules)"
+    services = _by_kind(objects, "Service")
+    monitors = _by_kind(objects, "PodMonitor")
+    for name, template in _pods(objects).items():
+        mine = [p for p in policies.values() if _selects(p, template)]
+        own = [p for p in mine if p["spec"]["podSelector"] != {}]
+        assert own, f"{name} has no NetworkPolicy of its own"
+        ingress = set().union(*(_allowed_ports(p, "ingress") for p in mine))
+        egress = set().union(*(_allowed_ports(p, "egress") for p in mine))
+        assert {("UDP", 53), ("TCP", 53)} <= egress, f"{name} cannot resolve names"
+        if name == "ringflow-codec-server":  # payloads in, payloads out: only the IdP's JWKS
+            assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 443)}, egress
+        else:
+            assert ("TCP", 7233) in egress, f"{name} cannot reach Temporal"
+        ports = {
+            p["name"]: int(p["containerPort"]) for p in template["spec"]["containers"][0].get("ports", [])
+        }
+        served = {
+            ports[str(sp["targetPort"])]
+            for s in services.values()
+            if all(template["metadata"]["labels"].get(k) == v for k, v in s["spec"]["selector"].items())
+            for sp in s["spec"]["ports"]
+        }
+        served |= {
+            ports[e["port"]]
+            for m in monitors.values()
+            if m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == name
+            for e in m["spec"]["podMetricsEndpoints"]
+        }
+        if template["metadata"].get("annotations", {}).get("prometheus.io/scrape") == "true":
+            served.add(int(template["metadata"]["annotations"]["prometheus.io/port"]))
+        for port in served:
+            assert ("TCP", port) in ingress, f"{name} serves :{port} but its NetworkPolicy lets nothing in"
+        assert {port for _, port in ingress} <= served, f"{name} admits traffic to ports it does not serve"
+    agent = _pods(objects)["ringflow-agent"]
+    agent_egress = set().union(
+        *(_allowed_ports(p, "egress") for p in policies.values() if _selects(p, agent))
+    )
+    assert ("TCP", 5432) not in agent_egress, "the agent has no database to reach"
+
+
+def test_each_component_has_its_own_service_account_without_a_token(objects: list[dict[str, Any]]) -> None:
+    accounts = _by_kind(objects, "ServiceAccount")
+    used: dict[str, str] = {}
+    for name, template in _pods(objects).items():
+        pod = template["spec"]
+        account = pod.get("serviceAccountName")
+        assert account in accounts, f"{name} runs as {account or 'default'}, not its own ServiceAccount"
+        assert account not in used, f"{name} shares ServiceAccount {account} with {used.get(account)}"
+        used[account] = name
+        assert pod["automountServiceAccountToken"] is False, f"{name} mounts an API token it never uses"
+        assert accounts[account]["automountServiceAccountToken"] is False, account
+
+
+def test_deployments_spread_over_zones_and_nodes(objects: list[dict[str, Any]]) -> None:
+    for dep in _by_kind(objects, "Deployment").values():
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        constraints = dep["spec"]["template"]["spec"].get("topologySpreadConstraints", [])
+        keys = set()
+        for c in constraints:
+            assert all(labels.get(k) == v for k, v in c["labelSelector"]["matchLabels"].items()), _name(dep)
+            keys.add(c["topologyKey"])
+        assert {"topology.kubernetes.io/zone", "kubernetes.io/hostname"} <= keys, (
+            f"{_name(dep)} is not spread"
+        )
+
+
+_SHARED_SECRETS = {"temporal-client", "temporal-tls"}  # the Temporal client identity (KEDA reads it too)
+
+
+def _secret_table() -> dict[str, set[str]]:
+    """README "Secrets you create": Secret -> the keys it lists."""
+    import re
+
+    rows = {}
+    for line in (K8S / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = set(re.findall(r"`([A-Z][A-Z0-9_]+|[a-z.]+\.(?:crt|key))`", cells[1]))
+    return rows
+
+
+def test_one_secret_per_component_and_no_database_password_for_the_agent(
+    objects: list[dict[str, Any]],
+) -> None:
+    """Each component reads its own Secret (plus the shared Temporal client identity), so a
+    compromised agent holds only what the agent needs: never the database password."""
+    owners: dict[str, str] = {}
+    table = _secret_table()
+    for name, template in _pods(objects).items():
+        container = template["spec"]["containers"][0]
+        refs = [s["secretRef"]["name"] for s in container.get("envFrom", []) if "secretRef" in s]
+        refs += [v["secret"]["secretName"] for v in template["spec"].get("volumes", []) if "secret" in v]
+        own = [r for r in refs if r not in _SHARED_SECRETS]
+        for ref in own:
+            assert owners.setdefault(ref, name) == name, f"Secret {ref} goes to {owners[ref]} and {name}"
+        if name != "ringflow-temporal-setup":
+            assert own == [name], f"{name} reads {own}, not one Secret named after it"
+            assert name in table, f"infra/k8s/README.md does not list the {name} Secret's keys"
+    assert "RINGFLOW_DATABASE_URL" in table["ringflow-worker"]
+    assert table["ringflow-codec-server"] == {"RINGFLOW_CODEC_KEYS", "RINGFLOW_CODEC_SERVER_TOKEN"}
+    assert "RINGFLOW_DATABASE_URL" not in table["ringflow-agent"]
+    assert "LIVEKIT_API_SECRET" in table["ringflow-agent"]
+
+
+def test_every_container_has_a_read_only_root_filesystem(objects: list[dict[str, Any]]) -> None:
+    for name, template in _pods(objects).items():
+        for c in template["spec"]["containers"]:
+            assert c["securityContext"].get("readOnlyRootFilesystem") is True, f"{name}/{c['name']}"
+            mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
+            assert "/tmp" in mounts, f"{name}/{c['name']} has nowhere to write temporary files"
+
+
+def _agent_calls_target(objects: list[dict[str, Any]]) -> float | None:
+    """The calls per agent pod the overlay's autoscaler aims at, None if it has none."""
+    metric = CALLS_ACTIVE._name  # what agents/metrics.py exports
+    for so in _by_kind(objects, "ScaledObject").values():
+        if so["spec"]["scaleTargetRef"]["name"] == "ringflow-agent":
+            (trigger,) = so["spec"]["triggers"]
+            assert trigger["type"] == "prometheus" and metric in trigger["metadata"]["query"]
+            assert trigger.get("metricType", "AverageValue") == "AverageValue"  # per pod
+            return float(trigger["metadata"]["threshold"])
+    for hpa in _by_kind(objects, "HorizontalPodAutoscaler").values():
+        if hpa["spec"]["scaleTargetRef"]["name"] == "ringflow-agent":
+            (signal,) = hpa["spec"]["metrics"]
+            assert signal["type"] == "Pods" and signal["pods"]["metric"]["name"] == metric
+            return float(signal["pods"]["target"]["averageValue"])
+    return None
+
+
+def test_agents_scale_on_the_calls_their_livekit_load_is_made_of(objects: list[dict[str, Any]]) -> None:
+    """LiveKit stops offering an agent calls when its load reaches the threshold; the load
+    is its calls over RINGFLOW_AGENT_MAX_CALLS, so the autoscaler, on the same calls, must aim
+    below that many per pod (it used to aim at 50 % CPU while LiveKit measured the node)."""
+    settings = Settings(**_deployed_settings(objects))
+    target = _agent_calls_target(objects)
+    deployments = _by_kind(objects, "Deployment")
+    if target is None:
+        assert deployments["ringflow-agent"]["spec"]["replicas"] >= 1, "an agent with no autoscaler"
+    else:
+        assert 0 < target <= 0.8 * settings.agent_max_calls * LOAD_THRESHOLD, (
+            target,
+            settings.agent_max_calls,
+        )
+    probe = deployments["ringflow-agent"]["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    assert probe["httpGet"]["path"] == "/readyz", "ready means registered with LiveKit"
+
+
+def test_production_overlays_scale_the_agents_on_calls(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp = str(tmp_path_factory.getbasetemp() / "kustomize")
+    for overlay in ("production", "production-no-keda"):
+        assert _agent_calls_target(list(render(overlay, None, tmp))) is not None, overlay
+
+
+def test_the_codec_server_checks_the_uis_tokens(objects: list[dict[str, Any]]) -> None:
+    """The production UI sends its users' OIDC tokens: the deployed codec server checks them
+    (issuer and audience set, a valid Settings), serves its metrics where it is scraped, and
+    is reachable through its Service."""
+    dep = _by_kind(objects, "Deployment")["ringflow-codec-server"]
+    env = _container_env(dep, objects)
+    settings = Settings(**_deployed_settings(objects))
+    assert settings.codec_oidc_issuer and settings.codec_oidc_audience
+    assert settings.codec_oidc_issuer.startswith("https://")
+    assert env["RINGFLOW_CODEC_SERVER_HOST"] == "0.0.0.0"
+    port = _port(dep, "http")
+    assert int(dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]) == port
+    assert dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
+    assert "ringflow-codec-server" in _by_kind(objects, "Service")

@@ -8,6 +8,7 @@ against live scrapes in ``tests/ringflow/test_metrics.py``.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -142,6 +143,36 @@ def test_alert_rules_match_the_rule_file_schema_and_cover_the_issue() -> None:
         assert rule["annotations"].get("summary"), f"{rule['alert']} needs a summary"
 
 
+def test_alerts_cover_temporals_worker_minimum_and_every_component() -> None:
+    """Temporal's recommended worker alerts (schedule-to-start latency of workflow and
+    activity tasks, slots exhausted, poll failures), `up`/absent for every component the
+    Kubernetes base runs, and the webhook receiver's verification failures and latency."""
+    exprs = " ".join(alert_expressions().values())
+    for series in (
+        "temporal_workflow_task_schedule_to_start_latency_bucket",
+        "temporal_activity_schedule_to_start_latency_bucket",
+        "temporal_worker_task_slots_available",
+        "temporal_long_request_failure_total",
+        'ringflow_webhooks_received_total{outcome="unverified"}',
+        "ringflow_webhook_seconds_bucket",
+    ):
+        assert series in exprs, f"no alert on {series}"
+    components = [
+        d["metadata"]["name"]
+        for f in (INFRA / "k8s" / "base").glob("*.yaml")
+        for d in yaml.safe_load_all(f.read_text())
+        if d and d["kind"] == "Deployment"
+    ]
+    assert len(components) >= 4
+    for name in components:
+        assert f'absent(up{{namespace="ringflow", pod=~"{name}-.+"}} == 1)' in exprs, (
+            f"no absent alert for {name}"
+        )
+        assert name.removeprefix("ringflow-") in exprs.split("RingflowComponentDown")[0] or re.search(
+            r"up\{[^}]*" + re.escape(name.removeprefix("ringflow-")), exprs
+        ), name
+
+
 def test_dashboard_matches_grafanas_model() -> None:
     dash = dashboard()
     jsonschema.validate(dash, DASHBOARD_SCHEMA)
@@ -151,7 +182,12 @@ def test_dashboard_matches_grafanas_model() -> None:
         refs = [t["refId"] for t in panel["targets"]]
         assert len(refs) == len(set(refs)), f"{panel['title']}: refIds must be unique"
         assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
-    assert [v["name"] for v in dash["templating"]["list"]] == ["datasource"]
+    assert [v["name"] for v in dash["templating"]["list"]] == ["datasource", "namespace", "pod"]
+    pods = dash["templating"]["list"][2]
+    assert pods["multi"] and pods["includeAll"], "one pod, several, or all"
+    for where, expr in dashboard_expressions().items():  # every series scoped to the chosen ones
+        for selector in re.findall(r"\b(?:ringflow|temporal)_[a-z_]+(\{[^}]*\})?", expr):
+            assert 'namespace="$namespace"' in selector and 'pod=~"$pod"' in selector, (where, expr)
     titles = " ".join(p["title"].lower() for p in dash["panels"])
     for topic in ("calls", "transitions", "function", "signal lag", "outbox", "workflow task latency"):
         assert topic in titles, topic
@@ -197,4 +233,6 @@ def test_kubernetes_scrapes_the_agent_and_the_worker_where_they_serve() -> None:
     assert {m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] for m in monitors} == {
         "ringflow-agent",
         "ringflow-worker",
+        "ringflow-webhooks",
+        "ringflow-codec-server",
     }

@@ -91,3 +91,18 @@ def test_exception_messages_stay_out_but_type_and_stack_are_kept(captured: io.St
     assert line["level"] == "error" and line["event"] == "handler_failed" and line["error"] == "ValueError"
     assert any("test_logs.py" in frame for frame in line["stack"])
     assert "4711" not in captured.getvalue()
+
+
+def test_lines_logged_in_a_span_carry_its_trace_and_span_ids(captured: io.StringIO) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracer = TracerProvider().get_tracer("test")  # not the global provider: no exporter needed
+    log = logging.getLogger("ringflow.agents.test")
+    log.info("outside any span")
+    with tracer.start_as_current_span("turn") as span:
+        log.info("inside the turn")
+        ctx = span.get_span_context()
+    outside, inside = lines_of(captured)
+    assert "trace_id" not in outside and "span_id" not in outside
+    assert inside["trace_id"] == format(ctx.trace_id, "032x")
+    assert inside["span_id"] == format(ctx.span_id, "016x")

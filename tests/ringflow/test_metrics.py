@@ -134,13 +134,24 @@ def test_the_worker_exports_its_series(scrapes: Scrapes) -> None:
 
 
 # Counters the Temporal SDK creates at their first increment, so absent from a healthy run.
-SDK_ON_FAILURE = {"temporal_workflow_task_execution_failed_total"}
+SDK_ON_FAILURE = {"temporal_workflow_task_execution_failed_total", "temporal_long_request_failure_total"}
+# Prometheus' own series for every target it scrapes.
+PROMETHEUS_OWN = {"up"}
+
+
+def _receiver_series() -> set[str]:
+    """What the webhook receiver's /metrics serves (its process registry, agents/webhook_metrics.py)."""
+    from prometheus_client import generate_latest
+
+    import ringflow.agents.webhook_metrics  # noqa: F401  (registers the receiver's series)
+
+    return {m.group(1) for m in SAMPLE.finditer(generate_latest().decode())}
 
 
 def test_dashboard_and_alerts_name_only_series_ringflow_exports(scrapes: Scrapes) -> None:
     from tests.support.promql import alert_expressions, dashboard_expressions, series_in
 
-    exported = scrapes.names() | SDK_ON_FAILURE
+    exported = scrapes.names() | SDK_ON_FAILURE | PROMETHEUS_OWN | _receiver_series()
     for where, expr in {**alert_expressions(), **dashboard_expressions()}.items():
         named = series_in(expr)
         assert named, f"{where}: no series in {expr!r}"

@@ -18,7 +18,7 @@ from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ringflow.devstack import DevStack, free_port
-from ringflow.tracing import tracing_configured, tracing_interceptors
+from ringflow.tracing import default_resource_attributes, tracing_configured, tracing_interceptors
 from tests.support.paths import ROOT
 
 SCRIPT = ROOT / "examples" / "scripts" / "appointment_reminder_reschedule.yaml"
@@ -144,3 +144,28 @@ def test_exported_spans_carry_exception_types_not_their_messages() -> None:
     [event] = span.events
     assert event.name == "exception" and event.attributes["exception.type"] == "ValueError"
     assert "4711" not in repr(span.to_json())
+
+
+@pytest.mark.parametrize(
+    ("env", "service"),
+    [
+        ({}, "ringflow"),
+        ({"OTEL_SERVICE_NAME": "ringflow-agent"}, "ringflow-agent"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "service.name=calls-eu,deployment.environment=prod"}, "calls-eu"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod"}, "ringflow"),
+    ],
+)
+def test_the_service_name_comes_from_the_otel_variables(
+    env: dict[str, str], service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OTEL_RESOURCE_ATTRIBUTES``' service.name used to be overridden by the default."""
+    from opentelemetry.sdk.resources import Resource
+
+    for key in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    resource = Resource.create(default_resource_attributes())
+    assert resource.attributes["service.name"] == service
+    if "deployment.environment" in env.get("OTEL_RESOURCE_ATTRIBUTES", ""):
+        assert resource.attributes["deployment.environment"] == "prod"

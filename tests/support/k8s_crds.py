@@ -167,3 +167,16 @@ TEMPORAL_FROM_ENV = {
 TEMPORAL_AUTH_PARAMS = {"apiKey", "cert", "key", "keyPassword", "ca"}
 TEMPORAL_QUEUE_TYPES = {"workflow", "activity", "nexus"}
 CPU_METADATA = {"value", "containerName"}
+# KEDA's prometheus scaler metadata (pkg/scalers/prometheus_scaler.go, KEDA >= 2.17).
+PROMETHEUS_METADATA = {
+    "serverAddress",
+    "query",
+    "queryParameters",
+    "threshold",
+    "activationThreshold",
+    "namespace",
+    "customHeaders",
+    "ignoreNullValues",
+    "unsafeSsl",
+    "timeout",
+}
