@@ -7,9 +7,6 @@ trunk's pacer) is configured and answers.
 
 from __future__ import annotations
 
-import asyncio
-import csv
-import io
 import json
 import sys
 import time
@@ -94,9 +91,8 @@ def start(
     from pydantic import ValidationError
     from temporalio.service import RPCError
 
-    from ringflow.campaigns import ContactsError, load_contacts, load_dnc, start_campaign
+    from ringflow.campaigns import ContactsError, campaign_input, load_contacts, load_dnc, start_campaign
     from ringflow.settings import get_settings
-    from ringflow.workflows.campaign_messages import CampaignInput, Limits
 
     settings = get_settings()
     require_keys(settings)
@@ -108,16 +104,15 @@ def start(
     try:
         people = load_contacts(contacts, definition, default_tz)
         blocked = load_dnc(dnc) if dnc else []
-        inp = CampaignInput(
-            campaign_id=campaign_id or uuid.uuid4().hex[:12],
-            definition=definition,
-            trunk_id=trunk,
-            from_number=from_number or settings.sip_from,
-            ringing_timeout_s=settings.sip_ringing_timeout_s,
-            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
+        inp = campaign_input(
+            settings,
+            definition,
+            campaign_id or uuid.uuid4().hex[:12],
+            trunk=trunk,
+            from_number=from_number,
+            limits={"max_concurrent": max_concurrent, "cps": cps, "max_attempts": max_attempts},
             windows=windows,
-            retry=retries,
-            agent_timeout_s=settings.call_agent_timeout_s,
+            retries=retries,
         )
     except ContactsError as exc:
         raise fail(str(exc), 2) from None
@@ -162,25 +157,13 @@ def start(
 
 
 async def _progress(settings: Settings, campaign_id: str) -> dict[str, Any]:
-    from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError
-
-    from ringflow.activities import campaign_store as store
-    from ringflow.campaigns import campaign_handle
+    from ringflow.campaigns import CampaignNotFound, campaign_progress
 
     client = await temporal_client(settings)
-    handle = campaign_handle(client, campaign_id)
     try:
-        desc = await handle.describe()
-    except RPCError:
-        raise fail(f"no campaign '{campaign_id}'") from None
-    out: dict[str, Any] = {"campaign_id": campaign_id, "workflow": desc.status.name if desc.status else None}
-    if desc.status == WorkflowExecutionStatus.RUNNING:
-        out.update(await handle.query("progress"))
-    elif desc.status == WorkflowExecutionStatus.COMPLETED:
-        out.update(await handle.result())
-    out["contacts"] = (await asyncio.to_thread(store.counts, settings.database_url, campaign_id))["contacts"]
-    return out
+        return await campaign_progress(client, settings.database_url, campaign_id)
+    except CampaignNotFound as exc:
+        raise fail(str(exc)) from None
 
 
 def _show(p: dict[str, Any]) -> str:
@@ -336,6 +319,7 @@ def report(
 ) -> None:
     """One row per contact: attempts, final state and outcome, disposition, extracted variables."""
     from ringflow.activities import campaign_store as store
+    from ringflow.campaigns import report_csv
     from ringflow.settings import get_settings
 
     rows = store.report(get_settings().database_url, campaign_id)
@@ -344,25 +328,11 @@ def report(
     if json_out:
         typer.echo(json.dumps(rows))
         return
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["phone", "timezone", "state", "attempts", "outcome", "disposition", "extracted"])
-    for r in rows:
-        w.writerow(
-            [
-                r["phone"],
-                r["timezone"],
-                r["state"],
-                r["attempts"],
-                r["outcome"] or "",
-                r["disposition"] or "",
-                json.dumps(r["extracted"]) if r["extracted"] else "",
-            ]
-        )
+    text = report_csv(rows)
     if csv_out:
-        typer.echo(buf.getvalue(), nl=False)
+        typer.echo(text, nl=False)
         return
-    for line in buf.getvalue().splitlines():
+    for line in text.splitlines():
         typer.echo(line.replace(",", "  "))
 
 
