@@ -152,9 +152,15 @@ def load_dnc(path: Path) -> list[str]:
     """One number a line (or a CSV whose first column is the number); blank lines and # skipped.
     Every bad line is reported in one :class:`ContactsError`."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ContactsError(f"{path}: cannot read it: {exc}") from None
+    return parse_dnc(text, path)
+
+
+def parse_dnc(text: str, path: Path) -> list[str]:
+    """Do-not-call numbers from a file's text (an upload); ``path`` names it in each problem."""
+    lines = text.splitlines()
     out = []
     problems = _Problems(path)
     for n, line in enumerate(lines, 1):

@@ -41,6 +41,22 @@ def _campaign_id(raw: str) -> str:
     return cid
 
 
+async def _upload(upload: UploadFile, name: str) -> bytes:
+    raw = await upload.read(MAX_UPLOAD_BYTES + 1)
+    if len(raw) > MAX_UPLOAD_BYTES:
+        raise ProblemError(413, f"{name} over {MAX_UPLOAD_BYTES} bytes", errors=[field(name, "too large")])
+    return raw
+
+
+def _text(raw: bytes, name: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProblemError(
+            422, f"{name}: not UTF-8 text (byte {exc.start})", errors=[field(name, "not UTF-8")]
+        ) from None
+
+
 @router.post("", status_code=201, response_model=CampaignStarted, summary="Create a campaign")
 async def create(
     request: Request,
@@ -55,16 +71,14 @@ async def create(
     skip_date: list[str] = Form([]),
     retry: list[str] = Form([]),
     default_timezone: str | None = Form(None, max_length=64),
+    dnc: UploadFile | None = File(None, description="Do-not-call numbers to add (one a line)."),
     campaign_id: str | None = Form(None, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$"),
     key: keys.KeyInfo = Depends(require("campaigns:write")),
     idempotency_key: str | None = IdempotencyKey,
 ) -> JSONResponse:
     """The same options as ``ringflow campaign start``; every bad contact line is named."""
-    raw = await contacts.read(MAX_UPLOAD_BYTES + 1)
-    if len(raw) > MAX_UPLOAD_BYTES:
-        raise ProblemError(
-            413, f"contacts over {MAX_UPLOAD_BYTES} bytes", errors=[field("contacts", "too large")]
-        )
+    raw = await _upload(contacts, "contacts")
+    dnc_raw = await _upload(dnc, "dnc") if dnc is not None else b""
     name = PurePosixPath(contacts.filename or "contacts.csv").name
     fields = {
         "flow": flow,
@@ -79,6 +93,7 @@ async def create(
         "default_timezone": default_timezone,
         "campaign_id": campaign_id,
         "contacts": hashlib.sha256(raw).hexdigest(),
+        "dnc": hashlib.sha256(dnc_raw).hexdigest(),
     }
 
     async def make() -> tuple[int, Any]:
@@ -90,7 +105,13 @@ async def create(
 
         from ringflow.activities.campaign_rules import RuleError, parse_retry, parse_windows
         from ringflow.callflow.errors import FlowError
-        from ringflow.campaigns import ContactsError, campaign_input, parse_contacts, start_campaign
+        from ringflow.campaigns import (
+            ContactsError,
+            campaign_input,
+            parse_contacts,
+            parse_dnc,
+            start_campaign,
+        )
         from ringflow.flow_refs import FlowRefError, load_ref
 
         settings = request.app.state.settings
@@ -116,15 +137,16 @@ async def create(
         except FlowError as exc:
             raise issues_problem(422, f"flow '{flow}' is invalid", exc.errors, "flow") from None
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ProblemError(
-                422, "contacts are not UTF-8 text", errors=[field("contacts", "not UTF-8")]
-            ) from None
-        try:
-            people = await asyncio.to_thread(parse_contacts, text, Path(name), definition, default_timezone)
+            people = await asyncio.to_thread(
+                parse_contacts, _text(raw, "contacts"), Path(name), definition, default_timezone
+            )
         except ContactsError as exc:
             raise ProblemError(422, str(exc), errors=[field("contacts", str(exc))]) from None
+        try:
+            dnc_name = PurePosixPath((dnc.filename if dnc is not None else None) or "dnc.txt").name
+            blocked = parse_dnc(_text(dnc_raw, "dnc"), Path(dnc_name)) if dnc_raw else []
+        except ContactsError as exc:
+            raise ProblemError(422, str(exc), errors=[field("dnc", str(exc))]) from None
         cid = campaign_id or (
             derived_id(key, idempotency_key)[:12] if idempotency_key else uuid.uuid4().hex[:12]
         )
@@ -149,7 +171,12 @@ async def create(
         client = await temporal(request)
         try:
             await start_campaign(
-                client, inp, people, database_url=settings.database_url, task_queue=settings.task_queue
+                client,
+                inp,
+                people,
+                database_url=settings.database_url,
+                task_queue=settings.task_queue,
+                dnc=blocked,
             )
         except WorkflowAlreadyStartedError:
             raise ProblemError(
