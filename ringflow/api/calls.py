@@ -25,7 +25,7 @@ from ringflow.contract.ids import CALL_WORKFLOW_PREFIX, call_workflow_id
 router = APIRouter(prefix="/v1/calls", tags=["calls"], responses=PROBLEM_RESPONSES)
 
 
-def _call_id(raw: str) -> str:
+def call_id_of(raw: str) -> str:
     call_id = raw.removeprefix(CALL_WORKFLOW_PREFIX)
     if not call_id or len(call_id) > 128 or not all(c.isalnum() or c in "._:-" for c in call_id):
         raise ProblemError(404, f"no call '{raw}'", errors=[field("path.call_id", "not a call id")])
@@ -176,7 +176,7 @@ async def list_calls(
 async def _read(request: Request, raw: str) -> tuple[Any, list[dict[str, Any]]]:
     from temporalio.service import RPCError
 
-    call_id = _call_id(raw)
+    call_id = call_id_of(raw)
     settings = request.app.state.settings
     try:
         return await read_call(await temporal(request), call_id, settings.database_url, settings.redis_url)
@@ -229,7 +229,7 @@ async def hangup(
 
     from ringflow.workflows.client import CallHandle
 
-    cid = _call_id(call_id)
+    cid = call_id_of(call_id)
 
     async def make() -> tuple[int, Any]:
         handle = CallHandle(await temporal(request), cid)

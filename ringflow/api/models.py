@@ -16,6 +16,8 @@ SCOPES = (
     "campaigns:read",
     "campaigns:write",
     "flows:read",
+    "webhooks:read",
+    "webhooks:write",
 )
 
 
@@ -200,6 +202,30 @@ class ReportRow(BaseModel):
     outcome: str | None = None
     disposition: str | None = None
     extracted: dict[str, Any] | None = None
+
+
+class WebhookEndpoint(BaseModel):
+    host: str = Field(description="The receiver's host only: a URL's path or query may hold a token.")
+    events: list[str]
+    signed: bool
+
+
+class DeliveryAttempt(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    event: str
+    attempt: int
+    outcome: Literal["delivered", "failed", "skipped", "pending"]
+    http_status: int | None = None
+    detail: str | None = None
+    at: str | None = None
+
+
+class WebhookTest(BaseModel):
+    outcome: Literal["delivered", "failed", "skipped"]
+    delivery_id: str | None = None
+    http_status: int | None = None
+    detail: str | None = None
 
 
 Problem.model_rebuild()

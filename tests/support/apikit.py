@@ -15,7 +15,15 @@ from ringflow.api.keys import create_key
 from ringflow.settings import Settings
 from tests.support.wfkit import FIXTURES
 
-ALL_SCOPES = ["calls:read", "calls:write", "campaigns:read", "campaigns:write", "flows:read"]
+ALL_SCOPES = [
+    "calls:read",
+    "calls:write",
+    "campaigns:read",
+    "campaigns:write",
+    "flows:read",
+    "webhooks:read",
+    "webhooks:write",
+]
 
 
 def api_settings(database_url: str, task_queue: str, **extra: Any) -> Settings:
