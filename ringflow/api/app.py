@@ -50,6 +50,7 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
     app.state.client_lock = asyncio.Lock()
     app.state.limiter = RateLimiter(settings.api_rate_per_s, settings.api_rate_burst)
     problems.install(app)
+    problems.document(app)
     app.include_router(calls.router)
     app.include_router(campaigns.router)
     app.include_router(flows.router)

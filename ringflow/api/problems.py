@@ -112,7 +112,31 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, on_http)
 
 
+def document(app: FastAPI) -> None:
+    """Put the ``Problem`` schema into the OpenAPI document's components (the routes' error
+    answers refer to it; no route returns it as its model, so FastAPI would leave it out)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = build()
+        schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+        found = doc.setdefault("components", {}).setdefault("schemas", {})
+        found.update(schema.pop("$defs", {}))
+        found["Problem"] = schema
+        app.openapi_schema = doc
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+# Documented on every route: any route may meet a bad parameter, a missing key or scope, the
+# rate limit, or an unreachable Temporal; the rest are the routes' own (a missing call...).
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": Problem, "description": TITLES[code], "content": {MEDIA_TYPE: {}}}
-    for code in (401, 403, 422, 429)
+    code: {
+        "description": TITLES[code],
+        "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+    for code in (400, 401, 403, 404, 409, 413, 422, 429, 503, 504)
 }

@@ -49,3 +49,57 @@ async def api_client(
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=headers) as http:
         yield http
+
+
+@asynccontextmanager
+async def api_process(temporal_address: str, database_url: str, **env: str) -> AsyncIterator[str]:
+    """``ringflow api`` as a process on a free port, once it answers ``/livez``: its base URL.
+    The real server the Schemathesis run and the browser tests talk to."""
+    import asyncio
+    import os
+    import sys
+
+    from ringflow.devstack import free_port
+    from tests.support.paths import ROOT
+    from tests.support.wfkit import wait_until
+
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "ringflow.cli",
+        "api",
+        "--port",
+        str(port),
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "RINGFLOW_TEMPORAL_ADDRESS": temporal_address,
+            "RINGFLOW_DATABASE_URL": database_url,
+            "RINGFLOW_FLOWS_DIR": str(FIXTURES),
+            "RINGFLOW_ENCRYPTION": "0",
+            "RINGFLOW_LOG_LEVEL": "WARNING",
+            **env,
+        },
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    async def up() -> bool:
+        if proc.returncode is not None:
+            raise AssertionError(f"ringflow api exited with {proc.returncode}")
+        try:
+            async with httpx.AsyncClient() as http:
+                return (await http.get(f"{url}/livez")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        await wait_until(up, what="ringflow api to answer /livez")
+        yield url
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
