@@ -78,7 +78,6 @@ async def api_process(temporal_address: str, database_url: str, **env: str) -> A
             "RINGFLOW_TEMPORAL_ADDRESS": temporal_address,
             "RINGFLOW_DATABASE_URL": database_url,
             "RINGFLOW_FLOWS_DIR": str(FIXTURES),
-            "RINGFLOW_ENCRYPTION": "0",
             "RINGFLOW_LOG_LEVEL": "WARNING",
             **env,
         },
