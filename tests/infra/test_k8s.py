@@ -285,3 +285,17 @@ def test_each_overlay_scales_the_workers_as_it_says(tmp_path_factory: pytest.Tem
     for obj in [*_by_kind(mtls, "Deployment").values(), *_by_kind(mtls, "Job").values()]:
         env = _container_env(obj, mtls)
         assert env["TEMPORAL_TLS_CLIENT_CERT_PATH"].startswith("/etc/temporal-tls/"), _name(obj)
+
+
+def test_the_api_runs_beside_the_worker_probed_and_scaled(objects: list[dict[str, Any]]) -> None:
+    """``ringflow api``: its own Deployment and Service, probed on its own health routes (not
+    a bare TCP check: readiness means Temporal and the database answer), scaled by an HPA."""
+    api = _by_kind(objects, "Deployment")["ringflow-api"]
+    container = api["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "api"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    service = _by_kind(objects, "Service")["ringflow-api"]
+    assert service["spec"]["selector"] == api["spec"]["selector"]["matchLabels"]
+    hpa = _by_kind(objects, "HorizontalPodAutoscaler")["ringflow-api"]
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "ringflow-api"
