@@ -189,6 +189,7 @@ async def _run_dev(
         # SIGTERM (e.g. from a process manager) must still stop the server we started.
         loop.add_signal_handler(signal.SIGTERM, main.cancel)
     codec_runner = await _dev_codec_server(stack, settings)
+    api: asyncio.Task[None] | None = None
     try:
         await stack.start()
         typer.echo(f"Temporal  {stack.address}  (namespace {stack.namespace})")
@@ -213,6 +214,7 @@ async def _run_dev(
         )  # local plain gRPC even in a shell set up for Cloud
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
         serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
+        api = await _dev_api(settings, client)
         if demo is not None:
             from ringflow.simulation.demo import run_demo
 
@@ -229,11 +231,34 @@ async def _run_dev(
         typer.echo("\nThe stack keeps running for you to look around. Ctrl-C to stop.")
         await serving
     finally:
+        if api is not None:
+            api.cancel()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
         stack.stop()
         if codec_runner is not None:
             await codec_runner.cleanup()
+
+
+async def _dev_api(settings: Settings, client: Any) -> asyncio.Task[None] | None:
+    """``ringflow api`` beside the dev worker, on its client; a busy port or an install without
+    the API's dependencies costs the API, not the dev session."""
+    try:
+        from ringflow.servers.api import serve_beside
+    except ImportError:
+        return None
+    host, port = settings.api_host, settings.api_port
+    try:
+        task = await serve_beside(settings, client, host, port)
+    except (OSError, SystemExit) as err:
+        typer.echo(f"API       not started: {err}")
+        return None
+    typer.echo(
+        f"API       http://{host}:{port}/v1  (OpenAPI /openapi.json; a key: ringflow api-key create "
+        "--scopes calls:read,calls:write)"
+    )
+    typer.echo(f"Console   http://{host}:{port}/console/")
+    return task
 
 
 def _dev_keys(settings: Settings) -> dict[str, Any]:

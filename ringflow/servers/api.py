@@ -6,7 +6,14 @@ number of replicas serve the same API (the rate limit is per replica).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from ringflow.settings import Settings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 
 def serve(settings: Settings, host: str, port: int) -> None:
@@ -24,3 +31,27 @@ def serve(settings: Settings, host: str, port: int) -> None:
         server_header=False,
     )
     uvicorn.Server(config).run()
+
+
+async def serve_beside(settings: Settings, client: Client, host: str, port: int) -> asyncio.Task[None]:
+    """The API in the running event loop, on ``client`` (``ringflow dev``: beside its worker);
+    the caller's signal handling stays its own. Returns the serving task once it listens."""
+    import contextlib
+
+    import uvicorn
+
+    from ringflow.api.app import create_app
+
+    class Beside(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield  # Ctrl-C and SIGTERM are the dev stack's to handle
+
+    server = Beside(uvicorn.Config(create_app(settings, client), host=host, port=port, log_level="warning"))
+    task = asyncio.ensure_future(server.serve())
+    while not server.started and not task.done():
+        await asyncio.sleep(0.05)  # uvicorn sets `started` once bound; a busy port ends the task
+    if task.done():
+        task.result()
+        raise OSError(f"the API could not listen on {host}:{port}")
+    return task
