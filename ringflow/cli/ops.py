@@ -12,7 +12,7 @@ import json
 import signal
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from aiohttp import web
@@ -40,6 +40,9 @@ from ringflow.temporal_setup import (
     register_search_attributes,
     set_retention,
 )
+
+if TYPE_CHECKING:
+    from ringflow.servers.api import Beside
 
 temporal_app = typer.Typer(help="Prepare a Temporal server for Ringflow.", no_args_is_help=True)
 
@@ -189,7 +192,7 @@ async def _run_dev(
         # SIGTERM (e.g. from a process manager) must still stop the server we started.
         loop.add_signal_handler(signal.SIGTERM, main.cancel)
     codec_runner = await _dev_codec_server(stack, settings)
-    api: asyncio.Task[None] | None = None
+    api: Beside | None = None
     try:
         await stack.start()
         typer.echo(f"Temporal  {stack.address}  (namespace {stack.namespace})")
@@ -232,7 +235,7 @@ async def _run_dev(
         await serving
     finally:
         if api is not None:
-            api.cancel()
+            await api.stop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
         stack.stop()
@@ -240,7 +243,7 @@ async def _run_dev(
             await codec_runner.cleanup()
 
 
-async def _dev_api(settings: Settings, client: Any) -> asyncio.Task[None] | None:
+async def _dev_api(settings: Settings, client: Any) -> Beside | None:
     """``ringflow api`` beside the dev worker, on its client; a busy port or an install without
     the API's dependencies costs the API, not the dev session."""
     try:
@@ -249,7 +252,7 @@ async def _dev_api(settings: Settings, client: Any) -> asyncio.Task[None] | None
         return None
     host, port = settings.api_host, settings.api_port
     try:
-        task = await serve_beside(settings, client, host, port)
+        serving = await serve_beside(settings, client, host, port)
     except (OSError, SystemExit) as err:
         typer.echo(f"API       not started: {err}")
         return None
@@ -258,7 +261,7 @@ async def _dev_api(settings: Settings, client: Any) -> asyncio.Task[None] | None
         "--scopes calls:read,calls:write)"
     )
     typer.echo(f"Console   http://{host}:{port}/console/")
-    return task
+    return serving
 
 
 def _dev_keys(settings: Settings) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ringflow.settings import Settings
 
@@ -33,25 +33,38 @@ def serve(settings: Settings, host: str, port: int) -> None:
     uvicorn.Server(config).run()
 
 
-async def serve_beside(settings: Settings, client: Client, host: str, port: int) -> asyncio.Task[None]:
+class Beside:
+    """The API serving inside another process's event loop (``serve_beside``)."""
+
+    def __init__(self, server: Any, task: asyncio.Task[None]) -> None:
+        self.server = server
+        self.task = task
+
+    async def stop(self) -> None:
+        """Close the listener and let requests in flight finish (uvicorn's own shutdown)."""
+        self.server.should_exit = True
+        await asyncio.wait({self.task}, timeout=10)
+
+
+async def serve_beside(settings: Settings, client: Client, host: str, port: int) -> Beside:
     """The API in the running event loop, on ``client`` (``ringflow dev``: beside its worker);
-    the caller's signal handling stays its own. Returns the serving task once it listens."""
+    the caller's signal handling stays its own. Returns once it listens."""
     import contextlib
 
     import uvicorn
 
     from ringflow.api.app import create_app
 
-    class Beside(uvicorn.Server):
+    class Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
-            yield  # Ctrl-C and SIGTERM are the dev stack's to handle
+            yield  # Ctrl-C and SIGTERM are the host process's to handle
 
-    server = Beside(uvicorn.Config(create_app(settings, client), host=host, port=port, log_level="warning"))
+    server = Server(uvicorn.Config(create_app(settings, client), host=host, port=port, log_level="warning"))
     task = asyncio.ensure_future(server.serve())
     while not server.started and not task.done():
         await asyncio.sleep(0.05)  # uvicorn sets `started` once bound; a busy port ends the task
     if task.done():
         task.result()
         raise OSError(f"the API could not listen on {host}:{port}")
-    return task
+    return Beside(server, task)
