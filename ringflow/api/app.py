@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
 
-from ringflow.api import calls, campaigns, console, flows, problems, webhooks
+from ringflow.api import calls, campaigns, console, flows, functions, problems, webhooks
 from ringflow.api.auth import RateLimiter
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
     app.include_router(campaigns.router)
     app.include_router(flows.router)
     app.include_router(webhooks.router)
+    app.include_router(functions.router)
     app.include_router(console.router)
 
     @app.get("/livez", include_in_schema=False)

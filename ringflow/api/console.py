@@ -268,6 +268,14 @@ async def call_page(request: Request, call_id: str) -> Response:
     )
     rejected = "".join(f"<li>{e(r.get('reason'))}</li>" for r in doc.get("rejected") or [])
     errors = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in (doc.get("extraction_errors") or {}).items())
+    from ringflow.api.functions import function_calls
+
+    ran = await function_calls(await temporal(request), cid)
+    fns = "".join(
+        f"<tr><td>{e(f['name'])}</td><td>{e(f['node'])}</td><td>{e(f['args'])}</td><td>{e(f.get('result'))}</td>"
+        f"<td>{e(f.get('decision'))} {e(f.get('to_node'))}</td><td>{e(f.get('duration_ms'))}</td></tr>"
+        for f in ran
+    )
     definition = await asyncio.to_thread(_flow_for, settings, doc["flow"], doc.get("flow_version", 1))
     svg = graph_svg(definition, doc["path"], doc["node"] if doc["live"] else None) if definition else ""
     action = (
@@ -278,6 +286,8 @@ async def call_page(request: Request, call_id: str) -> Response:
     )
     inner = (
         f"<p>{action}</p><table>{facts}</table><h2>Path</h2>{svg}<h2>Transcript</h2><div id=transcript>{said or 'no turns yet'}</div>"
+        "<h2>Function calls</h2><table id=functions><tr><th>function</th><th>node</th><th>arguments</th>"
+        f"<th>result</th><th>then</th><th>ms</th></tr>{fns or '<tr><td colspan=6>none</td></tr>'}</table>"
         f"<h2>Rejected events</h2><ul id=rejected>{rejected or '<li>none</li>'}</ul>"
         f"<h2>Extraction errors</h2><ul>{errors or '<li>none</li>'}</ul>"
     )

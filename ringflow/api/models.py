@@ -228,4 +228,18 @@ class WebhookTest(BaseModel):
     detail: str | None = None
 
 
+class FunctionCall(BaseModel):
+    """One ``call_function`` the agent asked the workflow for, from the call's history."""
+
+    name: str
+    node: str
+    args: dict[str, Any] = {}
+    result: Any = None
+    error: bool = False
+    decision: str | None = None
+    to_node: str | None = None
+    at: str | None = None
+    duration_ms: float | None = None
+
+
 Problem.model_rebuild()

@@ -110,7 +110,9 @@ async def deliveries(
                 if (row := scheduled.get(started.scheduled_event_id)) is not None:
                     row["attempt"] = started.attempt
                     if started.HasField("last_failure") and started.attempt > 1:
-                        row["detail"] = await _message(client, started.last_failure)  # the attempt before
+                        row["detail"] = await failure_message(
+                            client, started.last_failure
+                        )  # the attempt before
             elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
                 done = ev.activity_task_completed_event_attributes
                 if (row := scheduled.get(done.scheduled_event_id)) is not None:
@@ -125,7 +127,7 @@ async def deliveries(
             elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
                 failed = ev.activity_task_failed_event_attributes
                 if (row := scheduled.get(failed.scheduled_event_id)) is not None:
-                    row.update(outcome="failed", detail=await _message(client, failed.failure), at=at)
+                    row.update(outcome="failed", detail=await failure_message(client, failed.failure), at=at)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise ProblemError(
@@ -135,7 +137,7 @@ async def deliveries(
     return [DeliveryAttempt(**r) for r in rows]
 
 
-async def _message(client: Any, failure: Any) -> str:
+async def failure_message(client: Any, failure: Any) -> str:
     """A failure's message, decrypted (the codec encodes failures' messages too)."""
     exc = await client.data_converter.decode_failure(failure)
     return str(getattr(exc, "message", None) or exc)

@@ -47,6 +47,11 @@ async def test_a_call_started_over_http_runs_to_its_end_and_reads_as_call_show(
         await wait_until(call.handle.result, what="the call's record")
         got = await http.get(f"/v1/calls/{call_id}")
         turns = await http.get(f"/v1/calls/{call_id}/transcript")
+        ran = await http.get(f"/v1/calls/{call_id}/functions")
+    assert [(f["name"], f["args"], f["decision"], f["to_node"]) for f in ran.json()] == [
+        ("book", {"slot": "Mon 9"}, "end", "booked")
+    ]
+    assert ran.json()[0]["duration_ms"] >= 0
     assert got.status_code == 200, got.text
     doc = got.json()
     assert doc["id"] == call_id and doc["live"] is False
