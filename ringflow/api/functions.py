@@ -12,8 +12,8 @@ from fastapi import APIRouter, Depends, Request
 from ringflow.api import keys
 from ringflow.api.auth import require
 from ringflow.api.models import FunctionCall
-from ringflow.api.problems import PROBLEM_RESPONSES, ProblemError, field
-from ringflow.api.temporal import temporal
+from ringflow.api.problems import PROBLEM_RESPONSES
+from ringflow.api.temporal import call_problem, temporal
 from ringflow.api.webhooks import failure_message
 
 router = APIRouter(tags=["calls"], responses=PROBLEM_RESPONSES)
@@ -70,16 +70,12 @@ async def function_calls(client: Any, call_id: str) -> list[dict[str, Any]]:
 )
 async def functions(request: Request, call_id: str, _: keys.KeyInfo = Depends(require("calls:read"))) -> Any:
     """Each function the call ran (this run of its workflow): arguments, result, timing."""
-    from temporalio.service import RPCError, RPCStatusCode
+    from temporalio.service import RPCError
 
     from ringflow.api.calls import call_id_of
 
     try:
         rows = await function_calls(await temporal(request), call_id_of(call_id))
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise ProblemError(
-                404, f"no call '{call_id}'", errors=[field("path.call_id", "no such call")]
-            ) from None
-        raise ProblemError(503, f"call {call_id}: {exc.message}") from None
+        raise call_problem(call_id, exc) from None
     return [FunctionCall(**r) for r in rows]

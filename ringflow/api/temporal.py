@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 
-from ringflow.api.problems import ProblemError
+from ringflow.api.problems import ProblemError, field
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -37,3 +37,13 @@ async def connected(state: Any) -> Client:
                     503, f"cannot reach Temporal at {settings.temporal_address}: {exc or 'timed out'}"
                 ) from None
     return state.client
+
+
+def call_problem(call_id: str, exc: Exception) -> ProblemError:
+    """What a Temporal error reading a call's workflow means to a client: no such call (404),
+    or Temporal could not answer (503)."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    if isinstance(exc, RPCError) and exc.status == RPCStatusCode.NOT_FOUND:
+        return ProblemError(404, f"no call '{call_id}'", errors=[field("path.call_id", "no such call")])
+    return ProblemError(503, f"call {call_id}: {getattr(exc, 'message', exc)}")

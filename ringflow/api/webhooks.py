@@ -15,8 +15,8 @@ from ringflow.api import keys
 from ringflow.api.auth import require
 from ringflow.api.idempotency import IdempotencyKey, once
 from ringflow.api.models import DeliveryAttempt, WebhookEndpoint, WebhookTest
-from ringflow.api.problems import PROBLEM_RESPONSES, ProblemError, field
-from ringflow.api.temporal import temporal
+from ringflow.api.problems import PROBLEM_RESPONSES
+from ringflow.api.temporal import call_problem, temporal
 
 router = APIRouter(tags=["webhooks"], responses=PROBLEM_RESPONSES)
 EVENTS = ["call.ended"]
@@ -83,7 +83,7 @@ async def deliveries(
 ) -> Any:
     """Every delivery of the call's events, an attempt per row, from its workflow's history."""
     from temporalio.api.enums.v1 import EventType
-    from temporalio.service import RPCError, RPCStatusCode
+    from temporalio.service import RPCError
 
     from ringflow.api.calls import call_id_of
     from ringflow.workflows.client import CallHandle
@@ -129,11 +129,7 @@ async def deliveries(
                 if (row := scheduled.get(failed.scheduled_event_id)) is not None:
                     row.update(outcome="failed", detail=await failure_message(client, failed.failure), at=at)
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise ProblemError(
-                404, f"no call '{call_id}'", errors=[field("path.call_id", "no such call")]
-            ) from None
-        raise ProblemError(503, f"call {call_id}: {exc.message}") from None
+        raise call_problem(call_id, exc) from None
     return [DeliveryAttempt(**r) for r in rows]
 
 
