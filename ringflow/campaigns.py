@@ -28,6 +28,9 @@ from ringflow.contract.ids import campaign_workflow_id
 from ringflow.contract.wire import MAX_TEXT_CHARS
 
 if TYPE_CHECKING:
+    from ringflow.activities.campaign_rules import RetryRule, Windows
+    from ringflow.contract.flow_ref import FlowRef
+    from ringflow.settings import Settings
     from ringflow.workflows.campaign_messages import CampaignInput
 
 PHONE_KEYS = ("phone", "number", "to", "phone_number")
@@ -114,6 +117,14 @@ def load_contacts(
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ContactsError(f"{path}: cannot read it: {exc}") from None
+    return parse_contacts(text, path, definition, default_tz)
+
+
+def parse_contacts(
+    text: str, path: Path, definition: FlowDefinition | None = None, default_tz: str | None = None
+) -> list[store.Contact]:
+    """Contacts from a file's text (an upload has no file on disk); ``path`` names it in each
+    problem and its suffix says the format (``.jsonl``/``.ndjson``, else CSV)."""
     out: list[store.Contact] = []
     seen: set[str] = set()
     problems = _Problems(path)
@@ -152,9 +163,15 @@ def load_dnc(path: Path) -> list[str]:
     """One number a line (or a CSV whose first column is the number); blank lines and # skipped.
     Every bad line is reported in one :class:`ContactsError`."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ContactsError(f"{path}: cannot read it: {exc}") from None
+    return parse_dnc(text, path)
+
+
+def parse_dnc(text: str, path: Path) -> list[str]:
+    """Do-not-call numbers from a file's text (an upload); ``path`` names it in each problem."""
+    lines = text.splitlines()
     out = []
     problems = _Problems(path)
     for n, line in enumerate(lines, 1):
@@ -207,3 +224,99 @@ def campaign_handle(client: Client, campaign_id: str) -> WorkflowHandle[Any, Any
     """The campaign's workflow by id, its result a dict (``CampaignWorkflow.run``'s type):
     reading or steering a campaign loads no workflow code."""
     return client.get_workflow_handle(campaign_workflow_id(campaign_id), result_type=dict)
+
+
+def campaign_input(
+    settings: Settings,
+    definition: FlowDefinition,
+    campaign_id: str,
+    *,
+    trunk: str,
+    from_number: str | None,
+    limits: dict[str, Any],
+    windows: Windows,
+    retries: dict[str, RetryRule],
+    flow_ref: FlowRef | None = None,
+) -> CampaignInput:
+    """A campaign's input as ``campaign start`` and ``POST /v1/campaigns`` build it: the SIP
+    and agent settings from ``settings``; raises pydantic's ``ValidationError``."""
+    from ringflow.workflows.campaign_messages import CampaignInput, Limits
+
+    return CampaignInput(
+        campaign_id=campaign_id,
+        definition=definition,
+        flow_ref=flow_ref,
+        trunk_id=trunk,
+        from_number=from_number or settings.sip_from,
+        ringing_timeout_s=settings.sip_ringing_timeout_s,
+        limits=Limits(**limits),
+        windows=windows,
+        retry=retries,
+        agent_timeout_s=settings.call_agent_timeout_s,
+    )
+
+
+class CampaignNotFound(LookupError):
+    """No campaign workflow of that id."""
+
+
+async def campaign_progress(client: Client, database_url: str, campaign_id: str) -> dict[str, Any]:
+    """What ``campaign status`` and ``GET /v1/campaigns/{id}`` show: the workflow's progress
+    (its query while it runs, its result once done) and the contacts by state."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    handle = campaign_handle(client, campaign_id)
+    try:
+        desc = await handle.describe()
+    except RPCError:
+        raise CampaignNotFound(f"no campaign '{campaign_id}'") from None
+    out: dict[str, Any] = {"campaign_id": campaign_id, "workflow": desc.status.name if desc.status else None}
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        out.update(await handle.query("progress"))
+    elif desc.status == WorkflowExecutionStatus.COMPLETED:
+        out.update(await handle.result())
+    out["contacts"] = (await asyncio.to_thread(store.counts, database_url, campaign_id))["contacts"]
+    return out
+
+
+# a contact's columns, then its last call's analysis and recording
+REPORT_COLUMNS = [
+    "phone",
+    "timezone",
+    "state",
+    "attempts",
+    "outcome",
+    "disposition",
+    "extracted",
+    "success",
+    "score",
+    "sentiment",
+    "recording",
+]
+
+
+def report_csv(rows: list[dict[str, Any]]) -> str:
+    """``campaign report --csv`` and the API's ``text/csv`` report: one row per contact."""
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(REPORT_COLUMNS)
+    for r in rows:
+        w.writerow(
+            [
+                r["phone"],
+                r["timezone"],
+                r["state"],
+                r["attempts"],
+                r["outcome"] or "",
+                r["disposition"] or "",
+                json.dumps(r["extracted"]) if r["extracted"] else "",
+                "" if r.get("success") is None else str(r["success"]).lower(),
+                "" if r.get("score") is None else r["score"],
+                r.get("sentiment") or "",
+                r.get("recording") or "",
+            ]
+        )
+    return buf.getvalue()

@@ -178,6 +178,12 @@ class Settings(BaseSettings):
     # The `.env` file every command loads first (ringflow/env_file.py); unset: `.env` in the
     # working directory, if any. Variables already in the environment win over it.
     env_file: str | None = None
+    # `ringflow api`: the HTTP API and console. The rate limit is per API key and per API
+    # process (a token bucket: api_rate_per_s sustained, api_rate_burst at once).
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8240, ge=0, le=65535)
+    api_rate_per_s: float = Field(default=20.0, gt=0, le=100_000)
+    api_rate_burst: int = Field(default=100, ge=1, le=1_000_000)
 
     # `ringflow dev` local stack
     dev_port: int = Field(default=7233, ge=1, le=65535)

@@ -75,6 +75,14 @@ COMMANDS: dict[str, Lazy] = {
         "Receive LiveKit's webhooks (POST /livekit/webhook) and relay them to the calls' workflows: "
         "a lost agent is replaced at once, a caller who hangs up ends the call.",
     ),
+    "api": Lazy(
+        "ringflow.cli.api",
+        "api",
+        "Serve the HTTP API (/v1, OpenAPI at /openapi.json) and the console (/console/).",
+    ),
+    "api-key": Lazy(
+        "ringflow.cli.api", "api_key_app", "API keys of `ringflow api`: create (shown once), list, revoke."
+    ),
     "codec-server": Lazy(
         "ringflow.cli.codec",
         "codec_server",

@@ -6,7 +6,6 @@ over Ringflow's search attributes, so it answers without any worker running.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,6 @@ from ringflow.contract.ids import CALL_WORKFLOW_PREFIX, call_workflow_id
 if TYPE_CHECKING:
     from ringflow.contract.call import CallView
     from ringflow.contract.records import CallRecord
-    from ringflow.workflows.client import CallHandle
 
 # Each command imports what it uses, in its body: `call list` is a visibility query and needs
 # the Temporal client and the settings, not the flow model, the call's contract or the
@@ -84,23 +82,6 @@ def start(
     typer.echo(started)
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def visibility_query(status: str | None, node: str | None, flow: str | None) -> str:
-    from ringflow.activities import search_attributes as attrs
-
-    parts = ["WorkflowType = 'CallWorkflow'"]
-    if status:
-        parts.append(f"{attrs.RINGFLOW_STATUS.name} = {_quote(status)}")
-    if node:
-        parts.append(f"{attrs.RINGFLOW_NODE.name} = {_quote(node)}")
-    if flow:
-        parts.append(f"{attrs.RINGFLOW_FLOW.name} = {_quote(flow)}")
-    return " AND ".join(parts)
-
-
 @call_app.command("list")
 def list_cmd(
     status: str | None = typer.Option(None, "--status", help="dialing, live or ended."),
@@ -112,31 +93,14 @@ def list_cmd(
     """List calls through Temporal visibility (search attributes)."""
     if status and status not in ("dialing", "live", "ended"):
         raise fail("--status must be dialing, live or ended", 2)
-    from ringflow.activities import search_attributes as attrs
+    from ringflow.calls import CallFilter, list_calls
     from ringflow.settings import get_settings
 
     settings = get_settings()
-    query = visibility_query(status, node, flow)
+    query = CallFilter(status=status, node=node, flow=flow).query()
 
     async def go() -> list[dict[str, Any]]:
-        client = await temporal_client(settings)
-        rows = []
-        async for wf in client.list_workflows(query, limit=limit):
-            sa = wf.typed_search_attributes
-            rows.append(
-                {
-                    "call_id": wf.id.removeprefix(CALL_WORKFLOW_PREFIX),
-                    "workflow_id": wf.id,
-                    "status": sa.get(attrs.RINGFLOW_STATUS),
-                    "node": sa.get(attrs.RINGFLOW_NODE),
-                    "flow": sa.get(attrs.RINGFLOW_FLOW),
-                    "transitions": sa.get(attrs.RINGFLOW_TRANSITIONS),
-                    "disposition": sa.get(attrs.RINGFLOW_DISPOSITION),
-                    "end_reason": sa.get(attrs.RINGFLOW_END_REASON),
-                    "started": wf.start_time.isoformat() if wf.start_time else None,
-                }
-            )
-        return rows
+        return await list_calls(await temporal_client(settings), query, limit)
 
     rows = run_async(go)
     if json_out:
@@ -161,30 +125,21 @@ def show(
     still holds (journaled in Redis, not yet sent to the workflow)."""
     from temporalio.service import RPCError
 
-    from ringflow.cli.live_transcript import held_turns
+    from ringflow.calls import CallNotFound, NoWorkerAnswered, read_call
     from ringflow.contract.call import CallView
     from ringflow.settings import get_settings
-    from ringflow.workflows.client import CallHandle
 
     settings = get_settings()
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
 
     async def go() -> tuple[CallView | CallRecord, list[dict[str, Any]]]:
         client = await temporal_client(settings)
-        call = CallHandle(client, call_id)
         try:
-            if (closed := await _closed_call(call, settings.database_url)) is not None:
-                return closed
-            state = await asyncio.wait_for(call.state(), 15)
-            transcript = [t.model_dump() for t in await call.transcript(settings.database_url)]
-            transcript += await held_turns(settings.redis_url, call_id, state.next_seq)
+            return await read_call(client, call_id, settings.database_url, settings.redis_url)
+        except (CallNotFound, NoWorkerAnswered) as exc:
+            raise fail(str(exc)) from None
         except RPCError as exc:
             raise fail(f"call {call_id}: {exc.message}") from None
-        except TimeoutError:
-            raise fail(
-                f"call {call_id}: no worker answered the query (is `ringflow worker` running?)"
-            ) from None
-        return state, transcript
 
     call, transcript = run_async(go)
     shown = call.model_dump(mode="json")
@@ -217,34 +172,9 @@ def show(
     if isinstance(call, CallView) and call.rejected:
         typer.echo(f"{'rejected':<12} {len(call.rejected)} event(s); last: {call.rejected[-1].reason}")
     typer.echo("transcript:")
-    for t in transcript:  # held: still in the agent's outbox (ringflow/cli/live_transcript.py)
+    for t in transcript:  # held: still in the agent's outbox (ringflow/live_transcript.py)
         held = " (held by the agent)" if t.get("held") else ""
         typer.echo(f"  [{t.get('node')}] {t['role']}: {t['text']}{held}")
-
-
-async def _closed_call(call: CallHandle, database_url: str) -> tuple[CallRecord, list[dict[str, Any]]] | None:
-    """An ended call read from its workflow's result, which needs no worker: the worker of a
-    simulated call (its own task queue) is gone once the simulation ends. None while the
-    call runs, or when it ended without a record (terminated): then the query decides.
-    A record without its transcript (a long call's) points at the database for it."""
-    from temporalio.client import WorkflowExecutionStatus
-
-    desc = await call.handle.describe()
-    if desc.status != WorkflowExecutionStatus.COMPLETED:
-        return None
-    record = await call.handle.result()
-    transcript = record.transcript
-    record = record.model_copy(update={"transcript": []})
-    local = database_url.removeprefix("sqlite:///") if database_url.startswith("sqlite:///") else None
-    if not transcript and (local is None or Path(local).exists()):  # a missing SQLite file holds nothing
-        from ringflow.activities.persistence import load_transcript
-
-        try:
-            stored = load_transcript(call.call_id, database_url=database_url)
-        except Exception:  # no database here: ask the workflow instead
-            return None
-        transcript = [{"role": t.role, "node": t.node, "text": t.text} for t in stored]
-    return record, transcript
 
 
 @call_app.command()

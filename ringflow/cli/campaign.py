@@ -8,8 +8,6 @@ trunk's pacer) is configured and answers.
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
 import json
 import sys
 import time
@@ -120,9 +118,8 @@ def start(
     from pydantic import ValidationError
     from temporalio.service import RPCError
 
-    from ringflow.campaigns import ContactsError, load_contacts, load_dnc, start_campaign
+    from ringflow.campaigns import ContactsError, campaign_input, load_contacts, load_dnc, start_campaign
     from ringflow.settings import get_settings
-    from ringflow.workflows.campaign_messages import CampaignInput, Limits
 
     settings = get_settings()
     require_keys(settings)
@@ -137,17 +134,16 @@ def start(
     try:
         people = load_contacts(contacts, definition, default_tz)
         blocked = load_dnc(dnc) if dnc else []
-        inp = CampaignInput(
-            campaign_id=campaign_id or uuid.uuid4().hex[:12],
-            definition=definition,
-            flow_ref=version.ref,
-            trunk_id=trunk,
-            from_number=from_number or settings.sip_from,
-            ringing_timeout_s=settings.sip_ringing_timeout_s,
-            limits=Limits(max_concurrent=max_concurrent, cps=cps, max_attempts=max_attempts),
+        inp = campaign_input(
+            settings,
+            definition,
+            campaign_id or uuid.uuid4().hex[:12],
+            trunk=trunk,
+            from_number=from_number,
+            limits={"max_concurrent": max_concurrent, "cps": cps, "max_attempts": max_attempts},
             windows=windows,
-            retry=retries,
-            agent_timeout_s=settings.call_agent_timeout_s,
+            retries=retries,
+            flow_ref=version.ref,
         )
     except ContactsError as exc:
         raise fail(str(exc), 2) from None
@@ -193,25 +189,13 @@ def start(
 
 
 async def _progress(settings: Settings, campaign_id: str) -> dict[str, Any]:
-    from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError
-
-    from ringflow.activities import campaign_store as store
-    from ringflow.campaigns import campaign_handle
+    from ringflow.campaigns import CampaignNotFound, campaign_progress
 
     client = await temporal_client(settings)
-    handle = campaign_handle(client, campaign_id)
     try:
-        desc = await handle.describe()
-    except RPCError:
-        raise fail(f"no campaign '{campaign_id}'") from None
-    out: dict[str, Any] = {"campaign_id": campaign_id, "workflow": desc.status.name if desc.status else None}
-    if desc.status == WorkflowExecutionStatus.RUNNING:
-        out.update(await handle.query("progress"))
-    elif desc.status == WorkflowExecutionStatus.COMPLETED:
-        out.update(await handle.result())
-    out["contacts"] = (await asyncio.to_thread(store.counts, settings.database_url, campaign_id))["contacts"]
-    return out
+        return await campaign_progress(client, settings.database_url, campaign_id)
+    except CampaignNotFound as exc:
+        raise fail(str(exc)) from None
 
 
 def _show(p: dict[str, Any]) -> str:
@@ -369,6 +353,7 @@ def report(
     """One row per contact: attempts, final state and outcome, disposition, extracted variables,
     the last call's analysis (success, score) and recording; then the campaign's figures."""
     from ringflow.activities import campaign_store as store
+    from ringflow.campaigns import report_csv
     from ringflow.settings import get_settings
 
     rows = store.report(get_settings().database_url, campaign_id)
@@ -382,30 +367,11 @@ def report(
         for key, value in figures.items():
             typer.echo(f"{key:<14} {value if value is not None else '-'}")
         return
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    contact = ["phone", "timezone", "state", "attempts", "outcome", "disposition", "extracted"]
-    w.writerow([*contact, "success", "score", "sentiment", "recording"])  # then the last call's
-    for r in rows:
-        w.writerow(
-            [
-                r["phone"],
-                r["timezone"],
-                r["state"],
-                r["attempts"],
-                r["outcome"] or "",
-                r["disposition"] or "",
-                json.dumps(r["extracted"]) if r["extracted"] else "",
-                "" if r["success"] is None else str(r["success"]).lower(),
-                "" if r["score"] is None else r["score"],
-                r["sentiment"] or "",
-                r["recording"] or "",
-            ]
-        )
+    text = report_csv(rows)
     if csv_out:
-        typer.echo(buf.getvalue(), nl=False)
+        typer.echo(text, nl=False)
         return
-    for line in buf.getvalue().splitlines():
+    for line in text.splitlines():
         typer.echo(line.replace(",", "  "))
     rate, score = figures["success_rate"], figures["average_score"]
     typer.echo(

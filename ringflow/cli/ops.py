@@ -12,7 +12,7 @@ import json
 import signal
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from aiohttp import web
@@ -40,6 +40,9 @@ from ringflow.temporal_setup import (
     register_search_attributes,
     set_retention,
 )
+
+if TYPE_CHECKING:
+    from ringflow.servers.api import Beside
 
 temporal_app = typer.Typer(help="Prepare a Temporal server for Ringflow.", no_args_is_help=True)
 
@@ -213,6 +216,7 @@ async def _run_dev(
     # every port the stack needs is checked before anything starts: a busy one is an error
     runtime = _metrics_runtime(worker, settings) if worker is not None else None
     codec_runner = await _dev_codec_server(stack, settings)
+    api: Beside | None = None
     try:
         await stack.start()
         typer.echo(f"Temporal  {stack.address}  (namespace {stack.namespace})")
@@ -242,6 +246,7 @@ async def _run_dev(
         )
         typer.echo(f"Worker    task queue {settings.task_queue!r}.")
         serving = asyncio.ensure_future(worker.run_worker_forever(client, settings))
+        api = await _dev_api(settings, client)
         if demo is not None:
             from ringflow.simulation.demo import run_demo
 
@@ -258,11 +263,34 @@ async def _run_dev(
         typer.echo("\nThe stack keeps running for you to look around. Ctrl-C to stop.")
         await serving
     finally:
+        if api is not None:
+            await api.stop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
         stack.stop()
         if codec_runner is not None:
             await codec_runner.cleanup()
+
+
+async def _dev_api(settings: Settings, client: Any) -> Beside | None:
+    """``ringflow api`` beside the dev worker, on its client; a busy port or an install without
+    the API's dependencies costs the API, not the dev session."""
+    try:
+        from ringflow.servers.api import serve_beside
+    except ImportError:
+        return None
+    host, port = settings.api_host, settings.api_port
+    try:
+        serving = await serve_beside(settings, client, host, port)
+    except (OSError, SystemExit) as err:
+        typer.echo(f"API       not started: {err}")
+        return None
+    typer.echo(
+        f"API       http://{host}:{port}/v1  (OpenAPI /openapi.json; a key: ringflow api-key create "
+        "--scopes calls:read,calls:write)"
+    )
+    typer.echo(f"Console   http://{host}:{port}/console/")
+    return serving
 
 
 def _dev_keys(settings: Settings) -> dict[str, Any]:

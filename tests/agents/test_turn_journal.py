@@ -20,9 +20,9 @@ from temporalio.client import Client
 from ringflow.activities.turn_journal import TurnJournalReader
 from ringflow.agents.journal import OutboxJournal
 from ringflow.agents.outbox import Outbox
-from ringflow.cli.live_transcript import held_turns
 from ringflow.contract.events import AgentEvent, Turn, TurnsEvent
 from ringflow.contract.journal import JournalRead, entries_from, journal_key
+from ringflow.live_transcript import held_turns
 from ringflow.simulation.scripted_llm import ScriptedLLM
 from tests.support.agentkit import TIMEOUT_S, TextCall, say, text_call
 from tests.support.wfkit import running_worker, wait_until

@@ -626,3 +626,20 @@ def test_the_codec_server_checks_the_uis_tokens(objects: list[dict[str, Any]]) -
     assert int(dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]) == port
     assert dep["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
     assert "ringflow-codec-server" in _by_kind(objects, "Service")
+
+
+def test_the_api_runs_beside_the_worker_probed_and_scaled(objects: list[dict[str, Any]]) -> None:
+    """``ringflow api``: its own Deployment and Service, probed on its own health routes (not
+    a bare TCP check: readiness means Temporal and the database answer), scaled by an HPA."""
+    api = _by_kind(objects, "Deployment")["ringflow-api"]
+    container = api["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "api"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    service = _by_kind(objects, "Service")["ringflow-api"]
+    assert service["spec"]["selector"] == api["spec"]["selector"]["matchLabels"]
+    hpa = _by_kind(objects, "HorizontalPodAutoscaler").get("ringflow-api")
+    if hpa is None:  # dev: one pod, no autoscaler
+        assert api["spec"]["replicas"] == 1
+    else:
+        assert hpa["spec"]["scaleTargetRef"]["name"] == "ringflow-api"

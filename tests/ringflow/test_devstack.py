@@ -139,12 +139,14 @@ def _port_open(port: int) -> bool:
 
 async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     port, ui_port, metrics_port, codec_port = free_port(), free_port(), free_port(), free_port()
+    api_port = free_port()
     code = "import typer; from ringflow.cli.ops import dev; typer.run(dev)"
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "RINGFLOW_METRICS_PORT": str(metrics_port),
         "RINGFLOW_CODEC_SERVER_PORT": str(codec_port),
+        "RINGFLOW_API_PORT": str(api_port),
     }
     env.pop("RINGFLOW_CODEC_KEYS", None)  # no configured key: `ringflow dev` makes a local one
     proc = await asyncio.create_subprocess_exec(
@@ -181,6 +183,10 @@ async def test_dev_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
             )
         assert health.json() == {"ok": True}  # no key ids without the token
         assert base64.b64decode(decoded.json()["payloads"][0]["data"]) == b'"hi"'  # the UI's key is the CLI's
+        assert f"Console   http://127.0.0.1:{api_port}/console/".encode() in output
+        async with httpx.AsyncClient() as http:  # the API, beside the worker, answers
+            assert (await http.get(f"http://127.0.0.1:{api_port}/livez")).status_code == 200
+            assert (await http.get(f"http://127.0.0.1:{api_port}/v1/calls")).status_code == 401
         if b"Metrics   http" in output:  # a worker with Prometheus metrics is running
             async with httpx.AsyncClient() as http:
                 resp = await http.get(f"http://127.0.0.1:{metrics_port}/metrics")

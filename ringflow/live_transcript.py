@@ -1,4 +1,4 @@
-"""The turns a live call's agent still holds, for ``ringflow call show``.
+"""The turns a live call's agent still holds, for ``ringflow call show`` and the API.
 
 While a call talks, its agent's outbox holds transcript turns for up to a heartbeat interval
 before they ride to the workflow with the next state change (``agents/outbox.py``), so the

@@ -1,0 +1,404 @@
+"""The operations console at ``/console/``: server-rendered pages on the API's own reads.
+
+No framework and nothing fetched at run time: each page is HTML written here (every value
+escaped), a stylesheet inline, and a few lines of plain JavaScript that refresh the live
+parts. The console signs in with an API key (kept in an HttpOnly, SameSite=Strict cookie)
+and each page asks the key for the scope its API route asks for, so a key sees the same in
+both. A flow's graph is an SVG drawn here: nodes in layers by distance from the start, the
+call's path drawn over it, its current node lit while it talks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import itertools
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from ringflow.api import keys
+from ringflow.api.problems import ProblemError
+from ringflow.api.temporal import temporal
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+COOKIE = "ringflow_console_key"
+STYLE = """
+body{font:14px system-ui,sans-serif;margin:0;color:#222}
+nav{background:#1d3557;padding:8px 16px}nav a{color:#fff;margin-right:16px;text-decoration:none}
+main{padding:16px}table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left}
+.live{color:#0a7d27;font-weight:600}.turn{margin:4px 0}.who{font-weight:600}
+.node{color:#666;font-size:12px}.err{color:#b00020}svg{border:1px solid #ddd;background:#fafafa}
+form.inline{display:inline}button{cursor:pointer}
+"""
+REFRESH = """
+<script>
+setInterval(async () => {
+  const r = await fetch(location.href, {headers: {"X-Partial": "1"}});
+  if (r.ok) document.getElementById("live").innerHTML = await r.text();
+}, %d);
+</script>
+"""
+
+
+def e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def page(title: str, body: str, refresh_ms: int | None = None) -> HTMLResponse:
+    nav = (
+        '<nav><a href="/console/calls">Calls</a><a href="/console/campaigns">Campaigns</a>'
+        '<a href="/console/flows">Flows</a><a href="/console/logout">Sign out</a></nav>'
+    )
+    script = REFRESH % refresh_ms if refresh_ms else ""
+    doc = (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{e(title)} · Ringflow</title>"
+        f"<style>{STYLE}</style></head><body>{nav}<main><h1>{e(title)}</h1>{body}</main>{script}</body></html>"
+    )
+    return HTMLResponse(doc)
+
+
+class SignIn(Exception):
+    """No key, or one that lacks the page's scope: back to the sign-in page."""
+
+
+async def key_for(request: Request, scope: str) -> keys.KeyInfo:
+    raw = request.cookies.get(COOKIE)
+    if not raw:
+        raise SignIn("sign in with an API key")
+    info = await asyncio.to_thread(keys.verify, request.app.state.settings.database_url, raw)
+    if info is None:
+        raise SignIn("the API key is unknown or revoked")
+    if scope not in info.scopes:
+        raise SignIn(f"the API key lacks the scope '{scope}'")
+    if request.app.state.limiter.take(info.id) > 0:
+        raise ProblemError(429, "rate limit for this key")
+    return info
+
+
+def sign_in(reason: str = "") -> HTMLResponse:
+    note = f'<p class="err">{e(reason)}</p>' if reason else ""
+    form = (
+        f'{note}<form method="post" action="/console/login"><label>API key '
+        '<input name="key" type="password" size="60" autocomplete="off"></label> '
+        '<button type="submit">Sign in</button></form>'
+    )
+    return page("Sign in", form)
+
+
+@router.get("/")
+async def home(request: Request) -> Response:
+    if not request.cookies.get(COOKIE):
+        return sign_in()
+    return RedirectResponse("/console/calls", status_code=303)
+
+
+@router.post("/login")
+async def login(request: Request, key: str = Form(max_length=300)) -> Response:
+    info = await asyncio.to_thread(keys.verify, request.app.state.settings.database_url, key)
+    if info is None:
+        return sign_in("the API key is unknown or revoked")
+    out = RedirectResponse("/console/calls", status_code=303)
+    out.set_cookie(COOKIE, key, httponly=True, samesite="strict", path="/console")
+    return out
+
+
+@router.get("/logout")
+async def logout() -> Response:
+    out = RedirectResponse("/console/", status_code=303)
+    out.delete_cookie(COOKIE, path="/console")
+    return out
+
+
+def _partial(request: Request, title: str, inner: str, refresh_ms: int | None) -> Response:
+    if request.headers.get("X-Partial"):
+        return HTMLResponse(inner)
+    return page(title, f'<div id="live">{inner}</div>', refresh_ms)
+
+
+@router.get("/calls")
+async def calls_page(request: Request) -> Response:
+    from ringflow.calls import STATUSES, CallFilter, page_calls
+
+    try:
+        await key_for(request, "calls:read")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    q = request.query_params
+    status = q.get("status") if q.get("status") in STATUSES else None
+    filt = CallFilter(status=status, flow=q.get("flow") or None, campaign=q.get("campaign") or None)
+    client = await temporal(request)
+    rows, _ = await page_calls(client, filt.query(), 100, None)
+    await _live_nodes(client, rows)
+    head = "<tr><th>call</th><th>status</th><th>flow</th><th>node</th><th>disposition</th><th>campaign</th><th>started</th></tr>"
+    body = "".join(
+        f'<tr data-call="{e(r["call_id"])}"><td><a href="/console/calls/{quote(r["call_id"])}">{e(r["call_id"])}</a></td>'
+        f'<td class="{"live" if r["status"] == "live" else ""}">{e(r["status"])}</td><td>{e(r["flow"])}</td>'
+        f"<td>{e(r['node'])}</td><td>{e(r['disposition'])}</td><td>{e(r['campaign'])}</td><td>{e(r['started'])}</td></tr>"
+        for r in rows
+    )
+    options = "".join(
+        f'<option value="{s}"{" selected" if s == status else ""}>{s}</option>' for s in ("", *STATUSES)
+    )
+    filters = (
+        f'<form method="get">status <select name="status">{options}</select> flow <input name="flow" '
+        f'value="{e(q.get("flow"))}"> campaign <input name="campaign" value="{e(q.get("campaign"))}"> '
+        "<button>Filter</button></form>"
+    )
+    table = f"<table id=calls>{head}{body or '<tr><td colspan=7>no calls</td></tr>'}</table>"
+    if request.headers.get("X-Partial"):
+        return HTMLResponse(table)
+    return page("Calls", f'{filters}<div id="live">{table}</div>', 2000)
+
+
+LIVE_QUERIES = 25  # live rows whose node is read from the call itself, per refresh
+
+
+async def _live_nodes(client: Any, rows: list[dict[str, Any]]) -> None:
+    """The node of each live call as it is now: visibility's trails a running call by up to
+    its refresh interval (``workflows/visibility.py``), the ``state`` query does not."""
+    from ringflow.workflows.client import CallHandle
+
+    live = [r for r in rows if r["status"] in ("dialing", "live", "takeover")][:LIVE_QUERIES]
+
+    async def one(row: dict[str, Any]) -> None:
+        try:
+            st = await asyncio.wait_for(CallHandle(client, row["call_id"]).state(), 2)
+        except Exception:  # no worker answered in time: the row keeps visibility's values
+            return
+        row.update(status=st.status, node=st.node, disposition=st.disposition)
+
+    await asyncio.gather(*(one(r) for r in live))
+
+
+def graph_svg(definition: Any, path: list[str], current: str | None) -> str:
+    """The flow as an SVG: layers by distance from the start node, the path's nodes and
+    steps drawn bold, the current node lit."""
+    from ringflow.callflow.graph import edges
+
+    flow = definition.flow
+    start = flow.start_node
+    out = edges(flow)
+    level = {start: 0}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for n in frontier:
+            for ed in out:
+                if ed.src == n and ed.dst not in level:
+                    level[ed.dst] = level[n] + 1
+                    nxt.append(ed.dst)
+        frontier = nxt
+    for nid in flow.nodes:
+        level.setdefault(nid, max(level.values(), default=0) + 1)
+    rows: dict[int, list[str]] = {}
+    for nid in flow.nodes:
+        rows.setdefault(level[nid], []).append(nid)
+    pos = {nid: (20 + i * 170, 20 + lv * 80) for lv, ids in rows.items() for i, nid in enumerate(ids)}
+    width = 40 + 170 * max(len(ids) for ids in rows.values())
+    height = 60 + 80 * (max(rows) + 1)
+    steps = set(itertools.pairwise(path))
+    parts = [f'<svg id="graph" width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">']
+    for ed in out:
+        (x1, y1), (x2, y2) = pos[ed.src], pos[ed.dst]
+        taken = (ed.src, ed.dst) in steps
+        parts.append(
+            f'<line x1="{x1 + 70}" y1="{y1 + 36}" x2="{x2 + 70}" y2="{y2}" stroke="{"#1d3557" if taken else "#bbb"}" '
+            f'stroke-width="{3 if taken else 1}"><title>{e(ed.label)}</title></line>'
+        )
+    for nid, (x, y) in pos.items():
+        fill = "#ffd166" if nid == current else ("#a8dadc" if nid in path else "#fff")
+        parts.append(
+            f'<g data-node="{e(nid)}" class="{"current" if nid == current else ""}"><rect x="{x}" y="{y}" width="140" '
+            f'height="36" rx="6" fill="{fill}" stroke="#333"/><text x="{x + 70}" y="{y + 22}" '
+            f'text-anchor="middle">{e(nid)}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _flow_for(settings: Any, name: str, version: int) -> Any:
+    from ringflow.flow_refs import FlowRefError, load_ref
+
+    try:
+        return load_ref(f"{name}@{version}", settings.flows_dir)
+    except (FlowRefError, Exception):  # a flow the API cannot load: the page shows no graph
+        return None
+
+
+@router.get("/calls/{call_id}")
+async def call_page(request: Request, call_id: str) -> Response:
+    from ringflow.api.calls import call_document, call_id_of
+    from ringflow.calls import CallNotFound, NoWorkerAnswered, read_call
+
+    try:
+        await key_for(request, "calls:read")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    settings = request.app.state.settings
+    cid = call_id_of(call_id)
+    try:
+        call, turns = await read_call(await temporal(request), cid, settings.database_url, settings.redis_url)
+    except CallNotFound:
+        return page("No such call", f"<p class=err>no call {e(cid)}</p>")
+    except NoWorkerAnswered as exc:
+        return page(f"Call {cid}", f"<p class=err>{e(exc)}</p>")
+    doc = call_document(call)
+    facts = "".join(
+        f"<tr><th>{k}</th><td id='f-{k}'>{e(doc.get(k))}</td></tr>"
+        for k in (
+            "status",
+            "flow",
+            "node",
+            "path",
+            "disposition",
+            "end_reason",
+            "variables",
+            "extracted",
+            "state",
+        )
+    )
+    said = "".join(
+        f'<div class="turn"><span class="who">{e(t.get("role"))}</span> <span class="node">[{e(t.get("node"))}]</span> '
+        f"{e(t.get('text'))}{' <em>(held by the agent)</em>' if t.get('held') else ''}</div>"
+        for t in turns
+    )
+    rejected = "".join(f"<li>{e(r.get('reason'))}</li>" for r in doc.get("rejected") or [])
+    errors = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in (doc.get("extraction_errors") or {}).items())
+    from ringflow.api.functions import function_calls
+
+    ran = await function_calls(await temporal(request), cid)
+    fns = "".join(
+        f"<tr><td>{e(f['name'])}</td><td>{e(f['node'])}</td><td>{e(f['args'])}</td><td>{e(f.get('result'))}</td>"
+        f"<td>{e(f.get('decision'))} {e(f.get('to_node'))}</td><td>{e(f.get('duration_ms'))}</td></tr>"
+        for f in ran
+    )
+    definition = await asyncio.to_thread(_flow_for, settings, doc["flow"], doc.get("flow_version", 1))
+    svg = graph_svg(definition, doc["path"], doc["node"] if doc["live"] else None) if definition else ""
+    action = (
+        f'<form class="inline" method="post" action="/console/calls/{quote(cid)}/hangup">'
+        '<button id="hangup">Hang up</button></form>'
+        if doc["live"] or doc["status"] == "dialing"
+        else ""
+    )
+    inner = (
+        f"<p>{action}</p><table>{facts}</table><h2>Path</h2>{svg}<h2>Transcript</h2><div id=transcript>{said or 'no turns yet'}</div>"
+        "<h2>Function calls</h2><table id=functions><tr><th>function</th><th>node</th><th>arguments</th>"
+        f"<th>result</th><th>then</th><th>ms</th></tr>{fns or '<tr><td colspan=6>none</td></tr>'}</table>"
+        f"<h2>Rejected events</h2><ul id=rejected>{rejected or '<li>none</li>'}</ul>"
+        f"<h2>Extraction errors</h2><ul>{errors or '<li>none</li>'}</ul>"
+    )
+    return _partial(
+        request, f"Call {cid}", inner, 2000 if doc["live"] or doc["status"] == "dialing" else None
+    )
+
+
+@router.post("/calls/{call_id}/hangup")
+async def hangup(request: Request, call_id: str) -> Response:
+    from ringflow.api.calls import call_id_of
+    from ringflow.workflows.client import CallHandle
+
+    try:
+        await key_for(request, "calls:write")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    cid = call_id_of(call_id)
+    await CallHandle(await temporal(request), cid).hangup("user_hangup")
+    return RedirectResponse(f"/console/calls/{quote(cid)}", status_code=303)
+
+
+@router.get("/campaigns")
+async def campaigns_page(request: Request) -> Response:
+    from ringflow.campaigns import CampaignNotFound, campaign_progress
+
+    try:
+        await key_for(request, "campaigns:read")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    client = await temporal(request)
+    settings = request.app.state.settings
+    rows = []
+    async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=50):
+        cid = wf.id.removeprefix("campaign-")
+        try:
+            p = await campaign_progress(client, settings.database_url, cid)
+        except CampaignNotFound:
+            continue
+        contacts = ", ".join(f"{k} {v}" for k, v in sorted((p.get("contacts") or {}).items()))
+        steer = "".join(
+            f'<form class="inline" method="post" action="/console/campaigns/{quote(cid)}/{a}"><button>{a}</button></form>'
+            for a in ("pause", "resume", "cancel")
+            if p.get("workflow") == "RUNNING"
+        )
+        rows.append(
+            f'<tr data-campaign="{e(cid)}"><td>{e(cid)}</td><td>{e(p.get("status") or p.get("workflow"))}</td>'
+            f"<td>{e(contacts)}</td><td>{e(p.get('live'))}</td><td>{e(p.get('attempts_last_minute'))}</td>"
+            f"<td>{e(p.get('next_due'))}</td><td>{steer}</td></tr>"
+        )
+    head = "<tr><th>campaign</th><th>status</th><th>contacts</th><th>live</th><th>attempts/min</th><th>next due</th><th></th></tr>"
+    inner = f"<table id=campaigns>{head}{''.join(rows) or '<tr><td colspan=7>no campaigns</td></tr>'}</table>"
+    return _partial(request, "Campaigns", inner, 3000)
+
+
+@router.post("/campaigns/{campaign_id}/{action}")
+async def steer(request: Request, campaign_id: str, action: str) -> Response:
+    from ringflow.campaigns import campaign_handle
+
+    try:
+        await key_for(request, "campaigns:write")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    if action not in ("pause", "resume", "cancel"):
+        return page("No such action", f"<p class=err>{e(action)}</p>")
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    try:
+        await campaign_handle(await temporal(request), campaign_id).execute_update(action)
+    except (WorkflowUpdateFailedError, RPCError) as exc:
+        return page("Campaign", f"<p class=err>{e(exc)}</p>")
+    return RedirectResponse("/console/campaigns", status_code=303)
+
+
+@router.get("/flows")
+async def flows_page(request: Request) -> Response:
+    from ringflow.api.flows import validate
+    from ringflow.api.models import FlowCheck
+    from ringflow.callflow.loader import load_flow
+    from ringflow.flow_refs import catalogue, flow_dirs
+
+    try:
+        await key_for(request, "flows:read")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    settings = request.app.state.settings
+    found = await asyncio.to_thread(catalogue, settings.flows_dir)
+    dirs = flow_dirs(settings.flows_dir)
+    chosen = request.query_params.get("file")
+    items = []
+    for f in found:
+        rel = next((str(f.path.relative_to(d)) for d in dirs if d in f.path.parents), f.path.name)
+        link = "/console/flows?" + urlencode({"file": rel})
+        items.append(
+            f'<li><a href="{e(link)}">{e(f.name)} v{f.version}</a> <span class=node>{e(rel)}</span></li>'
+        )
+    detail = ""
+    if chosen:
+        report = await asyncio.to_thread(validate, settings, FlowCheck(flow=chosen))
+        problems = "".join(
+            f"<li class=err>{e(i['path'])}: {e(i['message'])}</li>" for i in report["errors"]
+        ) + "".join(f"<li>{e(i['path'])}: {e(i['message'])}</li>" for i in report["warnings"])
+        svg = ""
+        if report["valid"]:
+            from ringflow.flow_refs import resolve
+
+            definition = await asyncio.to_thread(load_flow, resolve(chosen, settings.flows_dir))
+            svg = graph_svg(definition, [], None)
+        state = "valid" if report["valid"] else "invalid"
+        detail = (
+            f"<h2>{e(chosen)}: {state}</h2><ul id=problems>{problems or '<li>no problems</li>'}</ul>{svg}"
+        )
+    return page("Flows", f"<ul id=flows>{''.join(items) or '<li>no flows</li>'}</ul>{detail}")

@@ -1,0 +1,245 @@
+"""The API's request and answer bodies: pydantic models from which FastAPI writes the
+OpenAPI document and with which the Python client (``ringflow/client.py``) reads answers,
+so the two cannot drift apart. Pure pydantic: the client imports this without FastAPI."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ringflow.contract.dial import Dial
+
+SCOPES = (
+    "calls:read",
+    "calls:write",
+    "campaigns:read",
+    "campaigns:write",
+    "flows:read",
+    "webhooks:read",
+    "webhooks:write",
+)
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document; ``errors`` names each offending field."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[FieldError] = []
+
+
+class FieldError(BaseModel):
+    field: str = Field(description="Where in the request: e.g. `variables.patient`, `query.status`.")
+    detail: str
+
+
+class DialIn(BaseModel):
+    """Whom to ring (a phone call through LiveKit SIP); unset fields come from the worker's settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: str = Field(min_length=3, max_length=64, pattern=r"^\+?[0-9A-Za-z*#@.:_-]+$")
+    from_number: str | None = Field(None, max_length=64, pattern=r"^\+?[0-9A-Za-z*#@.:_-]+$")
+    trunk_id: str | None = Field(None, max_length=128)
+    ringing_timeout_s: float | None = Field(None, gt=0, le=300)
+
+    def to_dial(self) -> Dial:
+        return Dial(**self.model_dump())
+
+
+class StartCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    flow: str = Field(
+        min_length=1,
+        max_length=300,
+        description="A flow file under RINGFLOW_FLOWS_DIR, a flow's NAME or NAME@VERSION.",
+    )
+    variables: dict[str, Any] = {}
+    dial: DialIn | None = None
+    campaign: str | None = Field(None, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
+    direction: Literal["outbound", "inbound"] = "outbound"
+
+
+class CallStarted(BaseModel):
+    id: str
+    workflow_id: str
+    flow: str
+    version: int
+    status: str = "dialing"
+
+
+class Call(BaseModel):
+    """A call as ``ringflow call show --json`` prints it (without the transcript), with its ``id``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    call_id: str
+    flow: str
+    status: str
+    node: str | None = None
+    path: list[str] = []
+    variables: dict[str, Any] = {}
+    extracted: dict[str, Any] = {}
+    disposition: str | None = None
+    end_reason: str | None = None
+    live: bool = Field(description="True while the call talks (read from its running workflow).")
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    text: str
+    node: str | None = None
+    held: bool = False
+
+
+class Transcript(BaseModel):
+    id: str
+    turns: list[Turn]
+
+
+class CallSummary(BaseModel):
+    """A call as a list shows it: its search attributes (no query to its workflow)."""
+
+    id: str
+    workflow_id: str
+    status: str | None = None
+    node: str | None = None
+    flow: str | None = None
+    campaign: str | None = None
+    transitions: int | None = None
+    disposition: str | None = None
+    end_reason: str | None = None
+    started: str | None = None
+    closed: str | None = None
+
+
+class CallPage(BaseModel):
+    data: list[CallSummary]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null after the last.")
+
+
+class Accepted(BaseModel):
+    id: str
+    result: Any = None
+
+
+class FlowCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    flow: str | None = Field(None, max_length=300, description="A flow reference, as for starting a call.")
+    source: str | None = Field(
+        None, max_length=1_000_000, description="A flow's YAML or JSON text (its handlers are not imported)."
+    )
+
+
+class FlowIssue(BaseModel):
+    path: str
+    message: str
+
+
+class FlowReport(BaseModel):
+    file: str | None
+    valid: bool
+    errors: list[FlowIssue]
+    warnings: list[FlowIssue]
+
+
+class FlowInfo(BaseModel):
+    name: str
+    version: int
+    file: str
+
+
+class LimitsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_concurrent: int | None = Field(None, ge=1, le=10_000)
+    cps: float | None = Field(None, gt=0, le=1000)
+    max_attempts: int | None = Field(None, ge=1, le=100)
+
+
+class CampaignStarted(BaseModel):
+    id: str
+    workflow_id: str
+    contacts: int
+    flow: str
+
+
+class CampaignProgress(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    workflow: str | None
+    status: str | None = None
+    contacts: dict[str, int] = {}
+
+
+class CampaignSummary(BaseModel):
+    id: str
+    status: str | None
+    flow: str | None
+    workflow: str | None
+    started_at: str | None
+
+
+class ReportRow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    phone: str
+    timezone: str | None = None
+    state: str
+    attempts: int
+    outcome: str | None = None
+    disposition: str | None = None
+    extracted: dict[str, Any] | None = None
+
+
+class WebhookEndpoint(BaseModel):
+    host: str = Field(description="The receiver's host only: a URL's path or query may hold a token.")
+    events: list[str]
+    signed: bool
+
+
+class DeliveryAttempt(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    event: str
+    attempt: int
+    outcome: Literal["delivered", "failed", "skipped", "pending"]
+    http_status: int | None = None
+    detail: str | None = None
+    at: str | None = None
+
+
+class WebhookTest(BaseModel):
+    outcome: Literal["delivered", "failed", "skipped"]
+    delivery_id: str | None = None
+    http_status: int | None = None
+    detail: str | None = None
+
+
+class FunctionCall(BaseModel):
+    """One ``call_function`` the agent asked the workflow for, from the call's history."""
+
+    name: str
+    node: str
+    args: dict[str, Any] = {}
+    result: Any = None
+    error: bool = False
+    decision: str | None = None
+    to_node: str | None = None
+    at: str | None = None
+    duration_ms: float | None = None
+
+
+Problem.model_rebuild()

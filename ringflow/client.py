@@ -1,0 +1,149 @@
+"""``from ringflow import Client``: the HTTP API from Python, its answers parsed with the
+API's own models (``ringflow/api/models.py``), its errors raised as :class:`ApiError`
+carrying the problem document. Synchronous (httpx), for scripts, CRMs' Python services and
+notebooks; it needs neither Temporal nor the worker's dependencies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from ringflow.api.models import (
+    Accepted,
+    Call,
+    CallPage,
+    CallStarted,
+    CallSummary,
+    CampaignProgress,
+    CampaignStarted,
+    FlowReport,
+    Problem,
+    Transcript,
+)
+
+
+class ApiError(Exception):
+    """An answer that is not a success: ``problem`` is its RFC 9457 document."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        fields = "; ".join(f"{e.field}: {e.detail}" for e in problem.errors)
+        super().__init__(
+            f"{problem.status} {problem.title}: {problem.detail or ''}{' (' + fields + ')' if fields else ''}"
+        )
+
+    @property
+    def status(self) -> int:
+        return self.problem.status
+
+
+class Client:
+    """A client of ``ringflow api`` at ``base_url`` with an API key."""
+
+    def __init__(
+        self, base_url: str, api_key: str, *, timeout: float = 30.0, http: httpx.Client | None = None
+    ) -> None:
+        self._http = http or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout)
+        self._http.headers["Authorization"] = f"Bearer {api_key}"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(
+        self, method: str, path: str, *, idempotency_key: str | None = None, **kw: Any
+    ) -> httpx.Response:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        r = self._http.request(method, path, headers=headers, **kw)
+        if r.status_code >= 400:
+            try:
+                problem = Problem.model_validate(r.json())
+            except ValueError:
+                problem = Problem(title=r.reason_phrase, status=r.status_code, detail=r.text[:500])
+            raise ApiError(problem)
+        return r
+
+    # calls
+    def start_call(
+        self,
+        flow: str,
+        variables: dict[str, Any] | None = None,
+        *,
+        dial: dict[str, Any] | None = None,
+        campaign: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> CallStarted:
+        body: dict[str, Any] = {"flow": flow, "variables": variables or {}}
+        if dial is not None:
+            body["dial"] = dial
+        if campaign is not None:
+            body["campaign"] = campaign
+        r = self._call("POST", "/v1/calls", json=body, idempotency_key=idempotency_key)
+        return CallStarted.model_validate(r.json())
+
+    def get_call(self, call_id: str) -> Call:
+        return Call.model_validate(self._call("GET", f"/v1/calls/{call_id}").json())
+
+    def transcript(self, call_id: str) -> Transcript:
+        return Transcript.model_validate(self._call("GET", f"/v1/calls/{call_id}/transcript").json())
+
+    def hangup(self, call_id: str, *, idempotency_key: str | None = None) -> Accepted:
+        r = self._call("POST", f"/v1/calls/{call_id}/hangup", idempotency_key=idempotency_key)
+        return Accepted.model_validate(r.json())
+
+    def list_calls(self, *, cursor: str | None = None, limit: int = 50, **filters: Any) -> CallPage:
+        params = {k: v for k, v in {**filters, "limit": limit, "cursor": cursor}.items() if v is not None}
+        return CallPage.model_validate(self._call("GET", "/v1/calls", params=params).json())
+
+    def iter_calls(self, *, page_size: int = 200, **filters: Any) -> Iterator[CallSummary]:
+        """Every matching call, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_calls(cursor=cursor, limit=page_size, **filters)
+            yield from page.data
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    # flows
+    def validate_flow(self, *, flow: str | None = None, source: str | None = None) -> FlowReport:
+        body = {k: v for k, v in {"flow": flow, "source": source}.items() if v is not None}
+        return FlowReport.model_validate(self._call("POST", "/v1/flows/validate", json=body).json())
+
+    # campaigns
+    def create_campaign(
+        self,
+        contacts: bytes | str,
+        *,
+        flow: str,
+        filename: str = "contacts.csv",
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> CampaignStarted:
+        """``options`` as ``POST /v1/campaigns``'s form: trunk, cps, window (a list), retry..."""
+        files = {"contacts": (filename, contacts)}
+        data = {"flow": flow, **{k: v for k, v in options.items() if v is not None}}
+        r = self._call("POST", "/v1/campaigns", data=data, files=files, idempotency_key=idempotency_key)
+        return CampaignStarted.model_validate(r.json())
+
+    def campaign(self, campaign_id: str) -> CampaignProgress:
+        return CampaignProgress.model_validate(self._call("GET", f"/v1/campaigns/{campaign_id}").json())
+
+    def steer_campaign(
+        self, campaign_id: str, action: str, *, idempotency_key: str | None = None
+    ) -> Accepted:
+        """``action``: pause, resume or cancel."""
+        r = self._call("POST", f"/v1/campaigns/{campaign_id}/{action}", idempotency_key=idempotency_key)
+        return Accepted.model_validate(r.json())
+
+    def campaign_report(self, campaign_id: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self._call("GET", f"/v1/campaigns/{campaign_id}/report").json()
+        return rows
