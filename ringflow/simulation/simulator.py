@@ -360,6 +360,12 @@ async def _run_script(
     idle_s = definition.flow.settings.idle.timeout_s
     lines: list[Any] = []  # audio: each agent's line, the current one last
     phrases = [t.user for t in script.turns if t.user]
+    voice: Any = None
+    if audio:  # every line spoken (or found in the cache) before the call: no gap mid-call
+        from ringflow.simulation.audio.stack import caller_voice
+
+        voice = caller_voice(get_settings().data_dir)
+        await asyncio.get_running_loop().run_in_executor(None, lambda: [voice.speak(p) for p in phrases])
     dial = line.dial
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
@@ -442,6 +448,7 @@ async def _run_script(
             lines,
             lane,
             handle,
+            voice=voice,
             call_id=call_id,
             kill_at=kill_at,
             real_llm=real_llm,
@@ -515,6 +522,7 @@ async def _run_audio(
     lane: Any,
     handle: Any,
     *,
+    voice: Any,
     call_id: str,
     kill_at: int | None,
     real_llm: bool,
@@ -531,9 +539,6 @@ async def _run_audio(
         play_user,
         settle,
     )
-    from ringflow.simulation.audio.stack import caller_voice
-
-    voice = caller_voice(get_settings().data_dir)
     first = script.turns[0] if script.turns else None
     if first is None or first.interrupt_after_s is None:
         await run.session.wait_for_idle()  # the greeting, heard to its end

@@ -32,7 +32,7 @@ from ringflow.simulation.audio.caller_voice import CallerVoice, noise
 from ringflow.simulation.audio.line import AudioLine
 from ringflow.simulation.audio.microphone import Utterance
 
-HEARD_TIMEOUT_S = 6.0  # endpointing's longest wait (3 s) plus recognition, with room for load
+HEARD_TIMEOUT_S = 10.0  # endpointing's longest wait (3 s) plus recognition, with room for load
 REPLY_TIMEOUT_S = 30.0
 
 
@@ -95,12 +95,10 @@ async def play_user(
     """Speak one line; ``cut_fraction``: return that far into it (the simulator kills the
     agent there: the rest of the line reaches nobody)."""
     line = caller.line
-    if interrupt_after_s is not None:
-        speaking = await line.until(
-            lambda: line.speaker.active and line.speaker.position_s > 0, REPLY_TIMEOUT_S
-        )
-        if speaking:
-            await asyncio.sleep(interrupt_after_s)  # the script's timing: this far into the reply
+    if interrupt_after_s is not None:  # the script's timing: this far into the agent's speech
+        if await line.until(lambda: line.speaker.playing, REPLY_TIMEOUT_S):
+            started = line.speaker.segments[-1].started_at or time.perf_counter()
+            await asyncio.sleep(max(0.0, started + interrupt_after_s - time.perf_counter()))
     else:
         await line.until(line.quiet, REPLY_TIMEOUT_S)
     manual = getattr(run.agent, "listen_mode", "auto") == "manual" and run.talk is not None
@@ -114,16 +112,17 @@ async def play_user(
         await utt.at(utt.duration_s * cut_fraction).wait()
         return utt
     await utt.ended.wait()
-    if segment is not None:
-        timing.interrupted = segment.finished and segment.interrupted
-        if timing.interrupted and segment.ended_at is not None and utt.started_at is not None:
-            timing.barge_in_stop_ms = max(0.0, (segment.ended_at - utt.started_at) * 1000)
     if manual:
         await run.talk.handle("end")
     ended = utt.ended_at or time.perf_counter()
     await line.until(lambda: line.since(utt.started_at or ended, "user_turn") != [], HEARD_TIMEOUT_S)
     heard = line.since(utt.started_at or ended, "user_turn")
     timing.heard = heard[0].value if heard else None
+    if segment is not None:  # the caller spoke over the agent
+        timing.interrupted = segment.interrupted
+        stopped = segment.stopped_at
+        if timing.interrupted and stopped is not None and utt.started_at is not None:
+            timing.barge_in_stop_ms = max(0.0, (stopped - utt.started_at) * 1000)
     if heard and await wait_for_reply_start(line, ended, REPLY_TIMEOUT_S):
         first = first_frame_after(line, ended)
         if first is not None:
@@ -133,7 +132,9 @@ async def play_user(
 
 async def play_noise(caller: Caller, seconds: float, timing: TurnTiming) -> None:
     line = caller.line
-    await line.until(lambda: line.speaker.active and line.speaker.position_s > 0, REPLY_TIMEOUT_S)
+    if await line.until(lambda: line.speaker.playing, REPLY_TIMEOUT_S):  # a noise over the agent
+        started = line.speaker.segments[-1].started_at or time.perf_counter()
+        await asyncio.sleep(max(0.0, started + 1.0 - time.perf_counter()))
     segment = line.speaker.segments[-1] if line.speaker.segments else None
     started = time.perf_counter()
     utt = line.mic.play(noise(seconds))

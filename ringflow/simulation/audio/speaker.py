@@ -33,6 +33,14 @@ class Segment:
     played_s: float = 0.0
     interrupted: bool = False
     finished: bool = False
+    paused_at: float | None = None  # livekit paused it (speech heard over it: maybe an interruption)
+
+    @property
+    def stopped_at(self) -> float | None:
+        """When the caller stopped hearing it: paused, or cut (a resumed pause counts too)."""
+        cut = self.ended_at if self.interrupted else None
+        stops = [t for t in (self.paused_at, cut) if t is not None]
+        return min(stops) if stops else None
 
 
 class Speaker(io.AudioOutput):
@@ -61,6 +69,11 @@ class Speaker(io.AudioOutput):
     def active(self) -> bool:
         """A segment is captured and not finished yet."""
         return self._current is not None and not self._current.finished
+
+    @property
+    def playing(self) -> bool:
+        """A segment is under way and its first frame has played."""
+        return self.active and self._current is not None and self._current.started_at is not None
 
     @property
     def position_s(self) -> float:
@@ -105,6 +118,9 @@ class Speaker(io.AudioOutput):
     def pause(self) -> None:
         super().pause()
         self._playing.clear()
+        seg = self._current
+        if seg is not None and not seg.finished and seg.paused_at is None:
+            seg.paused_at = time.perf_counter()
 
     def resume(self) -> None:
         super().resume()

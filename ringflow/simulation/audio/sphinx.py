@@ -2,7 +2,7 @@
 
 pocketsphinx decodes in C while holding the GIL (0.2-1 s an utterance): in the agent's
 process it would stall the event loop that paces the audio, so each utterance is decoded
-in a worker process. The plugin is non-streaming (``recognize``): livekit wraps it in its
+in a worker process of its own (a plain subprocess: stdin/stdout). The plugin is non-streaming (``recognize``): livekit wraps it in its
 ``StreamAdapter``, which cuts utterances with the session's VAD, as it does for any batch STT.
 
 ``phrases`` (the script's caller lines) become a JSGF grammar: the decoder then picks one
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import multiprocessing
+import json
 import re
-from concurrent.futures import Executor, ProcessPoolExecutor
+import sys
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGive
 
 SAMPLE_RATE = 16000
 _DECODERS: dict[str, Any] = {}  # in the worker: one decoder per grammar
-_POOL: ProcessPoolExecutor | None = None
+_POOLS: dict[asyncio.AbstractEventLoop, SphinxPool] = {}
 
 
 def words_of(line: str) -> list[str]:
@@ -44,20 +44,25 @@ def grammar_of(phrases: list[str]) -> str | None:
 
 
 def _decoder(grammar: str | None) -> Any:
-    key = hashlib.sha256((grammar or "").encode()).hexdigest()
-    dec = _DECODERS.get(key)
+    """The worker's one decoder (its acoustic model loads once, 1-3 s), with one search per
+    grammar added to it (milliseconds), the grammar's search active."""
+    dec = _DECODERS.get("")
     if dec is None:
         from pocketsphinx import Decoder  # type: ignore[import-untyped]
 
         dec = Decoder(samprate=SAMPLE_RATE, fwdflat=False, loglevel="FATAL")
-        if grammar is not None:
-            known = all(
-                dec.lookup_word(w) is not None for w in re.findall(r"[a-z']+", grammar.split("=", 1)[1])
-            )
+        _DECODERS[""] = dec
+    name = None
+    if grammar is not None:
+        key = "g" + hashlib.sha256(grammar.encode()).hexdigest()[:16]
+        if key not in _DECODERS:
+            words = re.findall(r"[a-z']+", grammar.split("=", 1)[1])
+            known = all(dec.lookup_word(w) is not None for w in words)
             if known:
-                dec.add_jsgf_string("caller", grammar)
-                dec.activate_search("caller")
-        _DECODERS[key] = dec
+                dec.add_jsgf_string(key, grammar)
+            _DECODERS[key] = known
+        name = key if _DECODERS[key] else None
+    dec.activate_search(name)
     return dec
 
 
@@ -71,25 +76,97 @@ def decode(pcm: bytes, grammar: str | None) -> str:
     return hyp.hypstr.strip() if hyp is not None else ""
 
 
-def _warm() -> None:
-    _decoder(None)
+def serve() -> None:
+    """The worker's loop (``python -m ringflow.simulation.audio.sphinx``): a JSON header line
+    ``{"n": BYTES, "g": GRAMMAR}`` then the audio on stdin; a JSON line ``{"text": ...}`` out."""
+    import sys
+
+    _decoder(None)  # the acoustic model, loaded before the first utterance
+    src, out = sys.stdin.buffer, sys.stdout
+    out.write("ready\n")
+    out.flush()
+    for header in src:
+        ask = json.loads(header)
+        pcm = src.read(ask["n"])
+        out.write(json.dumps({"text": decode(pcm, ask.get("g"))}) + "\n")
+        out.flush()
 
 
-def shared_pool() -> Executor:
-    """The process's decoder workers (spawned: this process runs threads a fork would copy)."""
-    global _POOL
-    if _POOL is None:
-        _POOL = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
-        _POOL.submit(_warm)
-        _POOL.submit(_warm)
-    return _POOL
+class SphinxWorker:
+    """One decoder process, one utterance at a time."""
+
+    def __init__(self) -> None:
+        self.proc: asyncio.subprocess.Process | None = None
+        self.lock = asyncio.Lock()
+        self.ready: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.ready is None:
+            self.ready = asyncio.get_running_loop().create_task(self._start())
+
+    async def _start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "ringflow.simulation.audio.sphinx",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        await self.proc.stdout.readline()  # "ready"
+
+    async def decode(self, pcm: bytes, grammar: str | None) -> str:
+        self.start()
+        assert self.ready is not None
+        async with self.lock:
+            await self.ready
+            proc = self.proc
+            assert proc is not None and proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps({"n": len(pcm), "g": grammar}).encode() + b"\n" + pcm)
+            await proc.stdin.drain()
+            line = await proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the pocketsphinx worker exited")
+        return str(json.loads(line)["text"])
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+
+
+class SphinxPool:
+    """The process's decoder workers: an utterance goes to a free one (calls in parallel)."""
+
+    def __init__(self, size: int = 2) -> None:
+        self.workers = [SphinxWorker() for _ in range(size)]
+
+    def start(self) -> None:
+        for w in self.workers:
+            w.start()
+
+    async def decode(self, pcm: bytes, grammar: str | None) -> str:
+        free = [w for w in self.workers if not w.lock.locked()]
+        return await (free[0] if free else self.workers[0]).decode(pcm, grammar)
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.stop()
+
+
+def shared_pool() -> SphinxPool:
+    """This event loop's decoder workers (started on first use)."""
+    loop = asyncio.get_running_loop()
+    pool = _POOLS.get(loop)
+    if pool is None:
+        pool = _POOLS[loop] = SphinxPool()
+        pool.start()
+    return pool
 
 
 def shutdown_pool() -> None:
-    global _POOL
-    if _POOL is not None:
-        _POOL.shutdown(wait=False, cancel_futures=True)
-        _POOL = None
+    for pool in _POOLS.values():
+        pool.stop()
+    _POOLS.clear()
 
 
 def to_16k(buffer: utils.AudioBuffer) -> bytes:
@@ -105,10 +182,10 @@ def to_16k(buffer: utils.AudioBuffer) -> bytes:
 
 
 class SphinxSTT(stt.STT):
-    def __init__(self, *, phrases: list[str] | None = None, executor: Executor | None = None) -> None:
+    def __init__(self, *, phrases: list[str] | None = None, pool: SphinxPool | None = None) -> None:
         super().__init__(capabilities=stt.STTCapabilities(streaming=False, interim_results=False))
         self._grammar = grammar_of(phrases or [])
-        self._executor = executor or shared_pool()
+        self._pool = pool or shared_pool()
         self.decode_s: list[float] = []  # how long each utterance took to decode (the bench's STT)
 
     @property
@@ -129,9 +206,13 @@ class SphinxSTT(stt.STT):
         loop = asyncio.get_running_loop()
         pcm = to_16k(buffer)
         started = loop.time()
-        text = await loop.run_in_executor(self._executor, decode, pcm, self._grammar)
+        text = await self._pool.decode(pcm, self._grammar)
         self.decode_s.append(loop.time() - started)
         return stt.SpeechEvent(
             type=stt.SpeechEventType.FINAL_TRANSCRIPT,
             alternatives=[stt.SpeechData(language=LanguageCode("en"), text=text)],
         )
+
+
+if __name__ == "__main__":
+    serve()
