@@ -2,8 +2,9 @@
 
 pocketsphinx decodes in C while holding the GIL (0.2-1 s an utterance): in the agent's
 process it would stall the event loop that paces the audio, so each utterance is decoded
-in a worker process of its own (a plain subprocess: stdin/stdout). The plugin is non-streaming (``recognize``): livekit wraps it in its
-``StreamAdapter``, which cuts utterances with the session's VAD, as it does for any batch STT.
+in a worker process (a plain subprocess on stdin/stdout: nothing of this process is
+re-imported there). The plugin is non-streaming (``recognize``): livekit wraps it in its
+``StreamAdapter``, which cuts utterances with the session's VAD, as for any batch STT.
 
 ``phrases`` (the script's caller lines) become a JSGF grammar: the decoder then picks one
 of the lines it could hear, so a test's transcript is exact. Lines with a word outside the
