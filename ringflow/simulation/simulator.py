@@ -362,10 +362,12 @@ async def _run_script(
     phrases = [t.user for t in script.turns if t.user]
     voice: Any = None
     if audio:  # every line spoken (or found in the cache) before the call: no gap mid-call
+        from ringflow.simulation.audio.caller_voice import BABBLE
         from ringflow.simulation.audio.stack import caller_voice
 
         voice = caller_voice(get_settings().data_dir)
-        await asyncio.get_running_loop().run_in_executor(None, lambda: [voice.speak(p) for p in phrases])
+        lines_and_noise = [*phrases, BABBLE]
+        await asyncio.get_running_loop().run_in_executor(None, lambda: [voice.speak(p) for p in lines_and_noise])
     dial = line.dial
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
@@ -539,6 +541,7 @@ async def _run_audio(
         play_user,
         settle,
     )
+
     first = script.turns[0] if script.turns else None
     if first is None or first.interrupt_after_s is None:
         await run.session.wait_for_idle()  # the greeting, heard to its end

@@ -18,6 +18,7 @@ import numpy as np
 from ringflow.simulation.audio.microphone import SAMPLE_RATE
 
 VOICE = "en_US-joe-medium"
+BABBLE = "The quick brown fox jumps over the lazy dog near the river bank, and then it runs away."
 _LOCK = threading.Lock()
 _VOICE: Any = None
 
@@ -43,6 +44,21 @@ class CallerVoice:
         tmp.replace(path)  # atomic: a parallel run never reads half a line
         self.synthesized += 1
         return pcm
+
+    def noise(self, seconds: float) -> np.ndarray:
+        """A burst of sound with no words (someone in the room, a voice through the wall):
+        the caller's voice played backwards. livekit's VAD hears speech in it (a tone or
+        shaped noise it rightly ignores), the recognizer, held to the script's lines, finds
+        no words: a false interruption."""
+        speech = self.speak(BABBLE)[::-1]
+        n = min(len(speech), int(seconds * SAMPLE_RATE))
+        out = speech[:n].astype(np.float64)
+        fade = min(n // 2, int(0.02 * SAMPLE_RATE))
+        if fade:
+            ramp = np.linspace(0.0, 1.0, fade)
+            out[:fade] *= ramp
+            out[n - fade :] *= ramp[::-1]
+        return out.astype(np.int16)
 
 
 def _voice() -> Any:
@@ -71,15 +87,3 @@ def resample(audio: np.ndarray, src: int, dst: int) -> np.ndarray:
     n = int(len(audio) * dst / src)
     x = np.linspace(0, len(audio) - 1, n)
     return np.interp(x, np.arange(len(audio)), audio.astype(np.float64)).astype(np.int16)
-
-
-def noise(seconds: float, f0: float = 130.0) -> np.ndarray:
-    """A voiced burst with no words (a hum, a cough through the vocal cords, someone in the
-    room): harmonics of a 130 Hz voice, swelling at a syllable rate. livekit's VAD takes it
-    for speech, the recognizer finds no words in it: a false interruption. (White or shaped
-    noise is not enough: the VAD ignores it, as it should.)"""
-    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
-    voiced = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 25))
-    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3.0 * t - np.pi / 2)
-    out = voiced * envelope
-    return (out / (np.max(np.abs(out)) or 1.0) * 8000).astype(np.int16)

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ringflow.simulation.audio.caller_voice import CallerVoice, noise
+from ringflow.simulation.audio.caller_voice import CallerVoice
 from ringflow.simulation.audio.line import AudioLine
 from ringflow.simulation.audio.microphone import Utterance
 
@@ -46,6 +46,7 @@ class TurnTiming(BaseModel):
     turn_latency_ms: float | None = None
     barge_in_stop_ms: float | None = None  # a barge-in that stopped the agent
     interrupted: bool | None = None  # the agent's speech the caller talked over was cut
+    paused: bool | None = None  # livekit paused the agent's audio when the caller's sound began
     false_interruption: bool | None = None  # livekit resumed the agent after the noise
     idle_prompts: int | None = None  # prompts the silence got
 
@@ -137,12 +138,16 @@ async def play_noise(caller: Caller, seconds: float, timing: TurnTiming) -> None
         await asyncio.sleep(max(0.0, started + 1.0 - time.perf_counter()))
     segment = line.speaker.segments[-1] if line.speaker.segments else None
     started = time.perf_counter()
-    utt = line.mic.play(noise(seconds))
+    pcm = await asyncio.get_running_loop().run_in_executor(None, caller.voice.noise, seconds)
+    utt = line.mic.play(pcm)
     timing.caller_s = utt.duration_s
     await utt.ended.wait()
+    # livekit resumes after its false-interruption timeout with no words heard
+    await line.until(lambda: line.since(started, "false_interruption") != [] or line.quiet(), REPLY_TIMEOUT_S)
     await settle(line, started)
     timing.false_interruption = any(h.value for h in line.since(started, "false_interruption"))
     timing.interrupted = bool(segment is not None and segment.interrupted)
+    timing.paused = bool(segment is not None and segment.paused_at is not None)
 
 
 async def play_silence(run: Any, caller: Caller, seconds: float, timing: TurnTiming) -> None:
