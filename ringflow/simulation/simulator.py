@@ -367,7 +367,8 @@ async def _run_script(
 
         voice = caller_voice(get_settings().data_dir)
         lines_and_noise = [*phrases, BABBLE]
-        await asyncio.get_running_loop().run_in_executor(None, lambda: [voice.speak(p) for p in lines_and_noise])
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, lambda: [voice.speak(p) for p in lines_and_noise])
     dial = line.dial
     lane = llm.lane(call_id)
     for node, values in script.extract.items():

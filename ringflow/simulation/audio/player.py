@@ -49,6 +49,7 @@ class TurnTiming(BaseModel):
     paused: bool | None = None  # livekit paused the agent's audio when the caller's sound began
     false_interruption: bool | None = None  # livekit resumed the agent after the noise
     idle_prompts: int | None = None  # prompts the silence got
+    first_prompt_ms: float | None = None  # the silence's start to its first prompt's first frame
 
 
 @dataclass
@@ -164,3 +165,6 @@ async def play_silence(run: Any, caller: Caller, seconds: float, timing: TurnTim
         w.cancel()
     await settle(line, started)
     timing.idle_prompts = len(line.speaker.segments) - before
+    first = first_frame_after(line, started)
+    if first is not None:
+        timing.first_prompt_ms = (first - started) * 1000
