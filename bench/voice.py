@@ -37,20 +37,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psutil  # noqa: E402
-from _report import emit, percentile  # noqa: E402
-from livekit.agents import Agent, AgentSession  # noqa: E402
-from livekit.plugins import openai as lk_openai  # noqa: E402
+import psutil
+from _report import emit, percentile
+from livekit.agents import Agent, AgentSession
+from livekit.plugins import openai as lk_openai
 
-from ringflow.servers.agent import shared_openai_client  # noqa: E402
-from ringflow.simulation.audio.espeak import EspeakTTS  # noqa: E402
-from ringflow.simulation.audio.line import AudioLine  # noqa: E402
-from ringflow.simulation.audio.player import Caller, TurnTiming, play_silence, play_user  # noqa: E402
-from ringflow.simulation.audio.sphinx import SphinxSTT  # noqa: E402
-from ringflow.simulation.audio.stack import caller_voice, shared_vad, warm  # noqa: E402
-from ringflow.simulation.scripts import load_script  # noqa: E402
-from ringflow.simulation.simulator import environment, run_script  # noqa: E402
-from ringflow.settings import get_settings  # noqa: E402
+from ringflow.servers.agent import shared_openai_client
+from ringflow.settings import get_settings
+from ringflow.simulation.audio.espeak import EspeakTTS
+from ringflow.simulation.audio.line import AudioLine
+from ringflow.simulation.audio.player import Caller, TurnTiming, play_silence, play_user
+from ringflow.simulation.audio.sphinx import SphinxSTT
+from ringflow.simulation.audio.stack import caller_voice, shared_vad, warm
+from ringflow.simulation.scripts import load_script
+from ringflow.simulation.simulator import environment, run_script
 
 SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1"
 AUDIO = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "audio"
@@ -88,7 +88,9 @@ class Timings:
                 self.idle.append(abs(float(t["first_prompt_ms"]) - IDLE_S * 1000))
 
 
-async def baseline_call(llm: Any, name: str, stats: Timings, parts: dict[str, list[float]], idle: bool) -> None:
+async def baseline_call(
+    llm: Any, name: str, stats: Timings, parts: dict[str, list[float]], idle: bool
+) -> None:
     """The plain livekit Agent: the same audio, stack and scripted replies, nothing durable."""
     script, _ = load_script(IDLE if idle else TALK)
     phrases = [t.user for t in script.turns if t.user]
@@ -168,9 +170,7 @@ async def main() -> None:
                 *(run_script(TALK, client, task_queue, llm, audio=True) for _ in range(n))
             )
             wall = time.perf_counter() - started
-            after = sum(me.cpu_times()[:2]) + sum(
-                sum(c.cpu_times()[:2]) for c in me.children(recursive=True)
-            )
+            after = sum(me.cpu_times()[:2]) + sum(sum(c.cpu_times()[:2]) for c in me.children(recursive=True))
             for r in results:
                 level.add(r.timings)
             cpu[n] = round((after - before) / wall / n * 100, 1)  # % of one core per call
@@ -178,9 +178,7 @@ async def main() -> None:
                 held = n
     rest = [
         max(0.0, lat - stt - tts)
-        for lat, stt, tts in zip(
-            base.latency, parts["stt"] or [0.0], parts["tts"] or [0.0], strict=False
-        )
+        for lat, stt, tts in zip(base.latency, parts["stt"] or [0.0], parts["tts"] or [0.0], strict=False)
     ]
     metrics = [
         metric("turn_latency", "ms", ours.latency, base.latency),

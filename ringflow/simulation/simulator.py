@@ -488,16 +488,21 @@ async def _run_script(
             run = await new_agent()
             continue  # replay this turn on the new agent
         i += 1
+    record = await _hang_up(run, handle)
+    result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
+    await run.close()
+    LOCAL.forget(call_id)
+    return _finish(result, script, record)
+
+
+async def _hang_up(run: AgentRun, handle: Any) -> Any:
+    """The script is over: the caller hangs up unless the call ended; the call's record."""
     if not run.controller.ended:
         await run.controller.on_caller_hangup()
     ending = run.controller.ending
     if ending is not None:
         await asyncio.wait_for(ending, TURN_TIMEOUT_S)
-    record = await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)
-    result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
-    await run.close()
-    LOCAL.forget(call_id)
-    return _finish(result, script, record)
+    return await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)
 
 
 def voice_report() -> dict[str, Any]:
@@ -593,12 +598,7 @@ async def _run_audio(
         result.timings.append(timing.model_dump())
         i += 1
     await lines[-1].until(lines[-1].quiet, REPLY_TIMEOUT_S)
-    if not run.controller.ended:
-        await run.controller.on_caller_hangup()
-    ending = run.controller.ending
-    if ending is not None:
-        await asyncio.wait_for(ending, TURN_TIMEOUT_S)
-    record = await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)
+    record = await _hang_up(run, handle)
     await run.close()
     for line in lines:
         await line.close()
