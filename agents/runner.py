@@ -349,10 +349,13 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
                 empty_speech.user_turn()
             controller.on_turn(item.role, item.text_content or "", interrupted=item.interrupted)
 
+    away = [0]  # which silence this is: a task prompting for an earlier one stops
+
     def on_user_state(ev: UserStateChangedEvent) -> None:
         empty_speech.user_state(ev.new_state)
+        away[0] += 1
         if ev.new_state == "away" and not controller.ended:
-            run.tasks.append(asyncio.get_running_loop().create_task(controller.on_idle()))
+            run.tasks.append(asyncio.get_running_loop().create_task(_while_away(run, away, away[0])))
 
     def on_barge_in(ev: UserStateChangedEvent) -> None:
         if ev.new_state == "speaking":
@@ -413,6 +416,23 @@ async def _heartbeat(run: AgentRun, every: float, lease: AgentLease | None) -> N
                     controller.stop(f"the call's agent is epoch {current} now, not {controller.epoch}")
                     return
         await asyncio.sleep(every)
+
+
+async def _while_away(run: AgentRun, away: list[int], silence: int) -> None:
+    """The idle rule on a live session. livekit reports ``away`` once per silence (after
+    ``user_away_timeout``) and the caller stays away until they speak, so the later prompts
+    of the same silence, and the goodbye of the rule of three, are timed here, each one
+    ``idle.timeout_s`` after the previous prompt was said (livekit's own recipe for an absent
+    user). A caller who speaks ends this silence: its task stops."""
+    controller = run.controller
+    every = controller.engine.definition.flow.settings.idle.timeout_s
+    while away[0] == silence and not controller.ended and not controller.dead:
+        await controller.on_idle()
+        with contextlib.suppress(Exception):  # a closing session: nothing more is said
+            await run.session.wait_for_idle()
+        await asyncio.sleep(every)
+        if run.session.user_state != "away":
+            return
 
 
 async def _max_duration(controller: FlowController, after: float) -> None:

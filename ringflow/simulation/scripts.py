@@ -25,14 +25,23 @@ class ScriptTurn(BaseModel):
     # speech with no words (``user: ""``): an empty transcript, or on a ``listen: manual``
     # node a push-to-talk turn ended with nothing said; an empty input like a silence
     empty: bool = False
+    # audio only (``--audio``): the caller starts this line this long into the agent's reply
+    # (a barge-in); in text mode the line is said after the reply, as any other
+    interrupt_after_s: float | None = Field(None, gt=0, le=60)
+    # audio only: a burst of noise with no words this long (a false interruption); nothing in text mode
+    noise: float | None = Field(None, gt=0, le=10)
 
     @model_validator(mode="after")
     def _one(self) -> ScriptTurn:
-        if sum(x is not None for x in (self.user, self.silence, self.dtmf)) != 1:
+        if sum(x is not None for x in (self.user, self.silence, self.dtmf, self.noise)) != 1:
             raise ValueError(
                 "a turn has either 'user' (with optional 'llm'), 'dtmf' (keys pressed, "
-                "with optional 'llm') or 'silence'"
+                "with optional 'llm'), 'silence' or 'noise'"
             )
+        if self.noise is not None and self.llm:
+            raise ValueError("a noise has no 'llm' replies: it is no turn of the caller's")
+        if self.interrupt_after_s is not None and (self.user is None or self.empty):
+            raise ValueError("'interrupt_after_s' is when a 'user' line starts over the agent's reply")
         if self.silence is not None and self.llm:
             raise ValueError("a silence has no 'llm' replies: the idle re-prompt is generated")
         if self.empty and self.user != "":

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -108,6 +109,10 @@ class SimulationResult(BaseModel):
     analysis: dict[str, Any] | None = None  # the post-call analysis: {summary, success, sentiment, fields}
     # the script's allow_private: the private addresses HTTP entries were let through to here
     allow_private: list[str] = []
+    # audio (``--audio``): each turn as the caller lived it (ringflow/simulation/audio/player.py)
+    timings: list[dict[str, Any]] = []
+    # audio: the offline stack that ran, and what production would have used (the settings')
+    voice: dict[str, Any] | None = None
 
 
 def flows_dir_with(configured: str | None, scripts: list[Path]) -> str:
@@ -238,6 +243,7 @@ async def run_script(
     inbound: bool = False,
     journey: JourneyStart | None = None,
     publish_to: str | None = None,
+    audio: bool = False,
 ) -> SimulationResult:
     """``inbound``: the caller of a script without ``dial:`` rings in through a dispatch rule,
     so LiveKit names the room (``sim_phone.inbound_room``) and the call id is derived from it,
@@ -249,10 +255,16 @@ async def run_script(
     with ``dial:`` is placed as a phone call first (``ringflow/simulation/phone.py``).
     ``journey``: the call is a journey's (``CallInput.journey``): its node, state, context.
     ``publish_to`` (a database URL): the flow is published there first and the call names
-    the version instead of carrying the definition (``ringflow/flow_codec.py``)."""
+    the version instead of carrying the definition (``ringflow/flow_codec.py``).
+
+    ``audio``: the call runs on real audio (``ringflow/simulation/audio/``); ``kill_at`` then
+    kills the agent halfway through the caller's line of that turn."""
     script, flow_path = load_script(path)
     if (problem := kill_turn_problem(script, kill_at)) is not None:
         raise ScriptError(f"{path}: {problem}")
+    if audio and kill_at is not None and script.turns[kill_at].user is None:
+        why = f"with --audio the kill is mid-utterance: turn {kill_at} has no 'user' line"
+        raise ScriptError(f"{path}: --kill-agent-at {kill_at}: {why}")
     call_id = f"sim-{uuid.uuid4().hex[:10]}"
     room = inbound_room() if inbound and script.dial is None else None
     call_id = call_id_for_room(room) if room is not None else call_id
@@ -280,6 +292,7 @@ async def run_script(
                 jobs=jobs,
                 journey=journey,
                 publish_to=publish_to,
+                audio=audio,
             )
             result.transfer = line.transferred()
             result.failures = check(script.expect, result.model_dump())
@@ -365,12 +378,25 @@ async def _run_script(
     jobs: ScriptedJobs,
     journey: JourneyStart | None = None,
     publish_to: str | None = None,
+    audio: bool = False,
 ) -> SimulationResult:
     definition = load_flow(flow_path)
     ref: dict[str, Any] = {}
     if publish_to is not None:
         definition, version = publish_file(publish_to, flow_path)
         ref = {"flow_ref": version.ref}
+    idle_s = definition.flow.settings.idle.timeout_s
+    lines: list[Any] = []  # audio: each agent's line, the current one last
+    phrases = [t.user for t in script.turns if t.user]
+    voice: Any = None
+    if audio:  # every line spoken (or found in the cache) before the call: no gap mid-call
+        from ringflow.simulation.audio.caller_voice import BABBLE
+        from ringflow.simulation.audio.stack import caller_voice
+
+        voice = caller_voice(get_settings().data_dir)
+        lines_and_noise = [*phrases, BABBLE]
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, lambda: [voice.speak(p) for p in lines_and_noise])
     dial = line.dial
     lane = llm.lane(call_id)
     for node, values in script.extract.items():
@@ -412,6 +438,12 @@ async def _run_script(
                 client=shared_openai_client(llm.base_url, "scripted"),
                 extra_headers={"X-Ringflow-Script": call_id},
             )
+        if audio:
+            from ringflow.simulation.audio.stack import audio_session
+
+            session, audio_line = audio_session(model, phrases=phrases, idle_s=idle_s)
+            lines.append(audio_line)
+            return session
         return AgentSession(llm=model, user_away_timeout=None)
 
     async def new_agent(greet: bool = True) -> AgentRun:
@@ -424,7 +456,7 @@ async def _run_script(
             greet=greet,
             session_factory=session_factory,
             hooks=kill_hooks(killer, on_refused=_recorder(refused)),
-            idle_from_session=False,
+            idle_from_session=audio,  # on audio, idle prompts come from the caller's real silence
             own_max_duration=False,
             answer_pending=False,  # the simulator replays the killed turn
             heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0,
@@ -441,8 +473,24 @@ async def _run_script(
         report_verdict(run.controller, verdict, reason=SIMULATED_AMD, speech_s=1.2, delay_s=0.4)
         if machine:
             await run.controller.on_machine(verdict)
+    if audio:
+        result.voice = voice_report()
+        return await _run_audio(
+            result,
+            script,
+            run,
+            new_agent,
+            lines,
+            lane,
+            handle,
+            voice=voice,
+            call_id=call_id,
+            kill_at=kill_at,
+            real_llm=real_llm,
+            idle_s=idle_s,
+            jobs=jobs,
+        )
     await run.session.wait_for_idle()  # the greeting is spoken before the caller answers
-    idle_s = definition.flow.settings.idle.timeout_s
     i = 0
     while i < len(script.turns) and not run.controller.ended:
         turn = script.turns[i]
@@ -472,14 +520,120 @@ async def _run_script(
             run = await new_agent()
             continue  # replay this turn on the new agent
         i += 1
+    record = await _hang_up(run, handle)
+    result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
+    await run.close()
+    LOCAL.forget(call_id)
+    return _finish(result, script, record)
+
+
+async def _hang_up(run: AgentRun, handle: Any) -> Any:
+    """The script is over: the caller hangs up unless the call ended; the call's record."""
     if not run.controller.ended:
         await run.controller.on_caller_hangup()
     ending = run.controller.ending
     if ending is not None:
         await asyncio.wait_for(ending, TURN_TIMEOUT_S)
-    record = await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)
-    result.sent_dtmf += getattr(run.controller.port, "sent_dtmf", [])
+    return await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S)
+
+
+def voice_report() -> dict[str, Any]:
+    """What ran (the offline stack) and what production would have used (the settings)."""
+    from ringflow.simulation.audio.stack import OFFLINE
+
+    settings = get_settings()
+    production = {"stt": settings.stt, "tts": settings.tts, "vad": settings.vad, "llm": settings.llm_model}
+    return {"ran": dict(OFFLINE), "production": production}
+
+
+def _kind(turn: Any) -> str:
+    for kind in ("user", "noise", "silence", "dtmf"):
+        if getattr(turn, kind) is not None:
+            return "empty" if kind == "user" and turn.empty else kind
+    return "turn"
+
+
+async def _run_audio(
+    result: SimulationResult,
+    script: Any,
+    run: AgentRun,
+    new_agent: Any,
+    lines: list[Any],
+    lane: Any,
+    handle: Any,
+    *,
+    voice: Any,
+    call_id: str,
+    kill_at: int | None,
+    real_llm: bool,
+    idle_s: float,
+    jobs: ScriptedJobs,
+) -> SimulationResult:
+    """The turn loop on real audio (``ringflow/simulation/audio/player.py``)."""
+    from ringflow.simulation.audio.player import (
+        REPLY_TIMEOUT_S,
+        Caller,
+        TurnTiming,
+        play_noise,
+        play_silence,
+        play_user,
+        settle,
+    )
+
+    first = script.turns[0] if script.turns else None
+    if first is None or first.interrupt_after_s is None:
+        await run.session.wait_for_idle()  # the greeting, heard to its end
+    i = 0
+    while i < len(script.turns) and not run.controller.ended:
+        turn = script.turns[i]
+        if not real_llm:
+            lane.replace_replies([t.llm for t in script.turns[i:] if t.llm is not None])
+        line = lines[-1]
+        caller = Caller(voice, line)
+        timing = TurnTiming(turn=i, kind=_kind(turn))
+        key = f"t{i}"
+        kill_here = kill_at == i and result.kills == 0
+        if kill_here:  # what came before is in the workflow, as in a real call (see the text loop)
+            await run.outbox.flush(timeout=TURN_TIMEOUT_S)
+        if turn.user is not None and not turn.empty:
+            run.controller.begin_turn(key)
+            await asyncio.wait_for(
+                play_user(
+                    run,
+                    caller,
+                    turn.user,
+                    timing,
+                    interrupt_after_s=turn.interrupt_after_s,
+                    cut_fraction=0.5 if kill_here else None,
+                ),
+                TURN_TIMEOUT_S,
+            )
+            if kill_here:  # the agent's process dies mid-utterance; a new one takes the call
+                result.kills = 1
+                await run.kill()
+                await line.close()
+                run = await new_agent()
+                await lines[-1].until(lines[-1].quiet, REPLY_TIMEOUT_S)
+                continue  # the caller says it again to the new agent
+        elif turn.noise is not None:
+            await asyncio.wait_for(play_noise(caller, turn.noise, timing), TURN_TIMEOUT_S)
+        elif turn.silence is not None:
+            run.controller.begin_turn(key)
+            await asyncio.wait_for(
+                play_silence(run, caller, turn.silence, timing), turn.silence + TURN_TIMEOUT_S
+            )
+        else:  # keys and empty speech: as in text mode
+            started = time.perf_counter()
+            await asyncio.wait_for(_play(run, turn, key, idle_s), TURN_TIMEOUT_S)
+            await settle(line, started)
+        await after_turn(jobs, run, turn, i)
+        result.timings.append(timing.model_dump())
+        i += 1
+    await lines[-1].until(lines[-1].quiet, REPLY_TIMEOUT_S)
+    record = await _hang_up(run, handle)
     await run.close()
+    for line in lines:
+        await line.close()
     LOCAL.forget(call_id)
     return _finish(result, script, record)
 
@@ -503,6 +657,8 @@ def _finish(result: SimulationResult, script: Any, record: Any) -> SimulationRes
 
 async def _play(run: AgentRun, turn: Any, key: str, idle_s: float, killer: _Killer | None = None) -> None:
     ctrl = run.controller
+    if turn.noise is not None:  # no words: text mode hears nothing
+        return
     if turn.dtmf is not None:  # one key at a time, as LiveKit delivers them; the end flushes
         ctrl.begin_turn(key)
         keys = KeyCollector(ctrl)
@@ -561,11 +717,17 @@ async def simulate(
     runtime: Runtime | None = None,
     codec: PayloadCodec | None = None,
     on_result: Callable[[SimulationResult], None] | None = None,
+    audio: bool = False,
 ) -> list[SimulationResult]:
     """Every script gets its own result: one that raises is ``ok: false`` with the error,
-    and the next one runs. ``on_result`` hears of each as it is known (progress)."""
+    and the next one runs. ``on_result`` hears of each as it is known (progress). ``audio``:
+    on real audio (``ringflow/simulation/audio/``)."""
     results: list[SimulationResult] = []
     trusted = flows_dir_with(get_settings().flows_dir, paths)
+    if audio:
+        from ringflow.simulation.audio.stack import warm
+
+        warm()  # on this thread (livekit registers plugins on the main thread), before any call
     async with environment(address, runtime=runtime, flows_dir=trusted, codec=codec) as (
         client,
         task_queue,
@@ -576,7 +738,14 @@ async def simulate(
             try:
                 results.append(
                     await run_script(
-                        path, client, task_queue, llm, kill_at=kill_at, real_llm=real_llm, resume=resume
+                        path,
+                        client,
+                        task_queue,
+                        llm,
+                        kill_at=kill_at,
+                        real_llm=real_llm,
+                        resume=resume,
+                        audio=audio,
                     )
                 )
             except Exception as exc:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 from types import SimpleNamespace
 from typing import Any
 
 from ringflow.agents.livekit_api import parse_job_metadata
 from ringflow.callflow.state import CallState
 from ringflow.contract.updates import Snapshot
-from ringflow.servers.agent import build_server, make_session, prewarm
+from ringflow.servers.agent import aec_warmup_s, build_server, load_turn_detector, make_session, prewarm
 from ringflow.settings import Settings
 from tests.support.wfkit import clinic
 
@@ -33,10 +34,31 @@ async def test_the_server_prewarms_and_a_session_uses_the_prewarmed_vad(monkeypa
     settings = Settings(livekit_url="ws://127.0.0.1:7880", livekit_api_key="k", livekit_api_secret="s" * 32)
     assert build_server(settings).setup_fnc is prewarm
     proc = SimpleNamespace(userdata={})
-    prewarm(proc)  # type: ignore[arg-type]
+    try:
+        prewarm(proc)  # type: ignore[arg-type]
+        # the heap prewarm left is frozen: full collections mid-call do not walk it
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # this test process goes on to other tests
     vad = proc.userdata["vad"]
     session = make_session(settings, snapshot(), vad)
     assert session.vad is vad  # the call did not load a VAD of its own
+
+
+def test_prewarm_loads_the_end_of_turn_model_from_the_wheel(monkeypatch: Any) -> None:
+    """The turn detector livekit gives every session by default runs locally
+    (``turn-detector-v1-mini``, no hub download); prewarm has loaded its weights."""
+    monkeypatch.delenv("LIVEKIT_INFERENCE_URL", raising=False)
+    load_turn_detector()
+    session = make_session(Settings(), snapshot())
+    assert getattr(session.turn_detection, "model", None) == "turn-detector-v1-mini"
+
+
+def test_a_phone_call_has_no_echo_cancellation_warm_up() -> None:
+    """A phone line has no loudspeaker feeding the caller's microphone: the caller may talk
+    over the greeting from its first word (tests/ringflow/test_audio_calls.py hears it)."""
+    assert aec_warmup_s(phone=True) is None
+    assert aec_warmup_s(phone=False) == 3.0  # browser and app calls keep livekit's default
 
 
 def test_a_dialed_call_job_names_the_participant_to_wait_for() -> None:
