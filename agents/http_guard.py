@@ -148,6 +148,8 @@ async def serve_guarded(
             if transport is not None:
                 transport.abort()
             raise web.HTTPRequestTimeout(text="request body too slow") from None
+        except web.HTTPRequestEntityTooLarge:
+            pass  # over the app's client_max_size: the handler answers it (and counts it) itself
         try:
             return await handler(request)
         finally:
