@@ -32,6 +32,12 @@ def show(flow: Flow) -> str:
         if node.type == "action" and node.run is not None:
             rows.append((nid, node.type, f"run {node.run.name}", _where(targets(node.transition_to))))
             continue
+        g = node.global_
+        if g is not None:  # a digression: offered everywhere, back to where the call was (or on)
+            back = "where it came from" if g.return_ is True else (g.return_ or "(stays)")
+            label = "go_back (global node)" if g.returns else "(global node)"
+            rows.append((nid, node.type, label, str(back)))
+            first = False
         for fn, is_global in node_functions(flow, node):
             name = f"{fn.name} ({fn.kind}{', global' if is_global else ''})"
             if fn.mcp is not None and fn.mcp.tools is not None:  # a group of server tools: name them
