@@ -10,7 +10,7 @@ import pytest
 
 from ringflow.callflow.effects import LLMTurn, Say, SetNode, ToolResponse
 from ringflow.callflow.engine import Engine, Step
-from ringflow.callflow.events import CallStarted, FunctionCalled
+from ringflow.callflow.events import CallStarted, ExtractionResult, FunctionCalled
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.render import mermaid
 from ringflow.callflow.state import CallState, Digression
@@ -232,3 +232,24 @@ def test_a_misspelt_global_key_gets_a_hint() -> None:
     data["nodes"]["hours"]["global"] = {"description": "Hours.", "retrun": True, "max_uses": 1}
     found = errors(data)
     assert any("nodes.hours.global.retrun" in e and "did you mean 'return'" in e for e in found), found
+
+
+def test_a_return_that_waits_for_an_extraction_still_resumes_without_the_greeting() -> None:
+    """The origin's prompt reads a value its own extraction gives: leaving it for the
+    digression started that extraction, so the return waits for it (the wait speech), and
+    the result resumes the node as a return, not as a fresh entry."""
+    data = digressing(max_uses=2)
+    data["variables"] = {"tier": {"type": "string"}}
+    data["nodes"]["offer"]["extract"] = [{"name": "tier", "type": "string"}]
+    data["nodes"]["offer"]["task"] = "Offer a slot to a {{tier}} member."
+    eng = ef.engine(data)
+    state = call(eng, call(eng, eng.start(START).state, "next").state, "hours").state
+    assert state.extracting == ["offer#1"]
+    back = call(eng, state, "go_back")
+    assert back.state.waiting is not None and back.state.waiting.resuming
+    assert [e.text for e in back.effects if isinstance(e, Say)] == ["One moment."]
+    done = eng.apply(back.state, ExtractionResult(node="offer", id="offer#1", values={"tier": "gold"}))
+    assert done.state.node == "offer" and done.state.waiting is None
+    assert "gold member" in ef.only(done.effects, SetNode).prompt
+    assert not any(isinstance(e, Say) for e in done.effects)
+    assert ef.only(done.effects, LLMTurn).reason == "return"

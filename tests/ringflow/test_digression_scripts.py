@@ -20,7 +20,7 @@ import pytest_asyncio
 from ringflow.devstack import DevStack
 from ringflow.simulation.scripts import load_script, said_failures
 from ringflow.simulation.simulator import SimulationResult
-from tests.support.killcases import kill_in_every_turn
+from tests.support.killcases import differences, kill_in_every_turn, outcome
 from tests.support.paths import ROOT
 from tests.support.scriptenv import ScriptEnv, script_env
 
@@ -66,3 +66,19 @@ async def test_digressions_return_where_the_call_was_even_with_a_kill_in_any_tur
     play = functools.partial(env.play, name)
     failures = await kill_in_every_turn(play, turns, base, lambda r: problems(r, wanted))
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("turn", [0, 1, 4])  # into hours, go_back from it, go_back from robot
+async def test_a_kill_with_the_digression_applied_but_not_yet_signalled_ends_the_call_the_same(
+    env: ScriptEnv, turn: int
+) -> None:
+    """The agent dies right after its engine entered (or left) a global node, before the
+    transition's signal was queued: the next agent replays the turn from the workflow's return
+    stack, and the call ends as the uninterrupted one, every greeting said once."""
+    name = "clinic_front_desk_digressions.yaml"
+    wanted = load_script(SCRIPTS / name)[0].expect.said or []
+    base = await env.play(name)
+    result = await env.play(name, kill_at=turn, kill_point="after_local_transition")
+    assert result.kills == 1
+    assert not differences(outcome(result), outcome(base)), differences(outcome(result), outcome(base))
+    assert not problems(result, wanted), f"{problems(result, wanted)}\n{result.transcript}"
