@@ -14,7 +14,14 @@ import jsonschema
 
 from ringflow.callflow.effects import ToolSpec
 from ringflow.callflow.mcp_tools import expand
-from ringflow.callflow.model import SEND_DTMF_PARAMETERS, FlowDefinition, FunctionEntry, Node
+from ringflow.callflow.model import (
+    RETURN_TOOL,
+    SEND_DTMF_PARAMETERS,
+    FlowDefinition,
+    FunctionEntry,
+    GlobalNode,
+    Node,
+)
 from ringflow.callflow.reads import extracted_names, node_reads
 from ringflow.callflow.schema import drop_nulls, to_strict
 from ringflow.callflow.templating import Template, _render_value, compile_template, lookup
@@ -101,6 +108,9 @@ class CompiledNode:
     render_greeting: Render | None = None
     tools: tuple[ToolSpec, ...] | None = None
     static: bool = False
+    # the global nodes (and a returning global node's ``go_back``) among ``functions``: offered
+    # only while the call's state allows (``digressions.offered``), so never in ``tools``
+    dynamic: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,7 @@ class CompiledFlow:
     # what entering each node reads, and what each node's extraction gives (callflow/reads.py)
     reads: dict[str, frozenset[str]] = field(default_factory=dict)
     extracts: dict[str, frozenset[str]] = field(default_factory=dict)
+    global_nodes: dict[str, GlobalNode] = field(default_factory=dict)  # ``global:`` nodes, by id
 
 
 def closed(params: dict[str, Any]) -> dict[str, Any]:
@@ -163,8 +174,57 @@ def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> Compiled
     )
 
 
+def _digression(name: str, description: str, kind: str) -> CompiledFunction:
+    """The tool entering a global node (``global_node``) or ending the digression (``go_back``):
+    no arguments, answered by the engine alone (the agent treats it as a local transition)."""
+    entry = FunctionEntry(name=name, description=description, transition_only=True)
+    template = compile_template("")  # the description is plain text, said to the LLM as written
+    return CompiledFunction(
+        entry=entry,
+        kind=kind,
+        description=template,
+        parameters=_EMPTY_PARAMS,
+        llm_parameters=to_strict(_EMPTY_PARAMS) or _EMPTY_PARAMS,
+        strict=True,
+        validator=jsonschema.Draft202012Validator(closed(_EMPTY_PARAMS)),
+        timeout_s=10.0,
+        cancel_on_interruption=False,
+        render_description=renderer(template),
+        tool=ToolSpec(
+            name=name,
+            description=description,
+            parameters=to_strict(_EMPTY_PARAMS) or _EMPTY_PARAMS,
+            strict=True,
+        ),
+    )
+
+
+RETURN_DESCRIPTION = (
+    "The caller's question here is answered: go back to the conversation from before it. "
+    "Call it as soon as this detour is done."
+)
+
+
+def _offered_here(nid: str, node: Node, global_nodes: dict[str, GlobalNode]) -> list[CompiledFunction]:
+    """The dynamic tools of a node: ``go_back`` on a returning global node, then the flow's
+    global nodes (but itself) on an agent node that does not opt out."""
+    out: list[CompiledFunction] = []
+    own = global_nodes.get(nid)
+    if own is not None and own.returns:
+        out.append(_digression(RETURN_TOOL, RETURN_DESCRIPTION, "go_back"))
+    if node.type == "agent" and node.global_nodes:
+        out += [
+            _digression(g, spec.description, "global_node") for g, spec in global_nodes.items() if g != nid
+        ]
+    return out
+
+
 def _compile_node(
-    nid: str, node: Node, role: Template | None, fns: dict[str, CompiledFunction]
+    nid: str,
+    node: Node,
+    role: Template | None,
+    fns: dict[str, CompiledFunction],
+    dynamic: tuple[str, ...] = (),
 ) -> CompiledNode:
     task = compile_template(node.task) if node.task else None
     greeting = compile_template(node.greeting) if node.greeting else None
@@ -174,6 +234,7 @@ def _compile_node(
     if prompt_static:
         render_prompt = _constant(render_prompt({}))
     tools_static = all(fn.tool is not None for fn in fns.values())
+    fixed = [fn for name, fn in fns.items() if name not in dynamic]
     return CompiledNode(
         id=nid,
         node=node,
@@ -182,8 +243,9 @@ def _compile_node(
         functions=fns,
         render_prompt=render_prompt,
         render_greeting=renderer(greeting) if greeting is not None else None,
-        tools=tuple(fn.tool for fn in fns.values() if fn.tool is not None) if tools_static else None,
+        tools=tuple(fn.tool for fn in fixed if fn.tool is not None) if tools_static else None,
         static=prompt_static and tools_static and (greeting is None or greeting.is_static),
+        dynamic=dynamic,
     )
 
 
@@ -210,13 +272,19 @@ def compile_flow(definition: FlowDefinition) -> CompiledFlow:
     nodes: dict[str, CompiledNode] = {}
     runs: dict[str, CompiledFunction] = {}
     own_globals = frozenset(f.name for f in flow.global_functions if f.mcp is None)
+    global_nodes = {nid: n.global_ for nid, n in flow.nodes.items() if n.global_ is not None}
     for nid, node in flow.nodes.items():
         reserved = own_globals if node.type == "agent" else frozenset()
         fns = {f.entry.name: f for f in _compile_functions(node.functions, definition, reserved)}
         if node.type == "agent":
             for g in globals_:
                 fns.setdefault(g.entry.name, g)
-        nodes[nid] = _compile_node(nid, node, role, fns)
+        dynamic: list[str] = []
+        for d in _offered_here(nid, node, global_nodes):
+            if d.entry.name not in fns:  # (validation refuses a clash)
+                fns[d.entry.name] = d
+                dynamic.append(d.entry.name)
+        nodes[nid] = _compile_node(nid, node, role, fns, tuple(dynamic))
         if node.run is not None:
             runs[nid] = _compile_function(node.run, definition)
     reads = {
@@ -234,6 +302,7 @@ def compile_flow(definition: FlowDefinition) -> CompiledFlow:
         run_functions=runs,
         reads=reads,
         extracts={nid: extracted_names(node) for nid, node in flow.nodes.items() if node.extract},
+        global_nodes=global_nodes,
     )
 
 

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from ringflow.callflow.compiled import CompiledFlow, CompiledNode
+from ringflow.callflow.digressions import offered
 from ringflow.callflow.effects import SetNode, ToolSpec
 from ringflow.callflow.journey import with_context
 from ringflow.callflow.state import CallState
@@ -58,7 +59,9 @@ def prompt_for(flow: CompiledFlow, node: CompiledNode, values: dict[str, Any]) -
 
 
 def tools_for(node: CompiledNode, values: dict[str, Any]) -> list[ToolSpec]:
-    """Node functions then globals; tools with a static description are built once, at compile time."""
+    """Node functions then globals; tools with a static description are built once, at compile
+    time. The global nodes' tools (``node.dynamic``) are not among them: ``compose`` adds
+    those the call's state offers."""
     if node.tools is not None:
         return list(node.tools)
     return [
@@ -70,6 +73,7 @@ def tools_for(node: CompiledNode, values: dict[str, Any]) -> list[ToolSpec]:
             strict=fn.strict,
         )
         for name, fn in node.functions.items()
+        if name not in node.dynamic
     ]
 
 
@@ -79,10 +83,13 @@ _NO_VALUES: dict[str, Any] = {}
 def compose(flow: CompiledFlow, state: CallState, node_id: str) -> SetNode:
     node = flow.nodes[node_id]
     values = _NO_VALUES if node.static else template_values(state)
+    tools = tools_for(node, values)
+    if node.dynamic:
+        tools += [t for name in offered(flow, state, node_id) if (t := node.functions[name].tool) is not None]
     return SetNode(
         node=node_id,
         prompt=with_context(node.render_prompt(values), state.journey),
-        tools=tools_for(node, values),
+        tools=tools,
         context=node.node.context or flow.definition.flow.settings.context,
         allow_interrupt=node.node.allow_interrupt,
         greeting=node.render_greeting(values) if node.render_greeting is not None else None,

@@ -20,7 +20,7 @@ from ringflow.callflow.end_reasons import EndReason
 from ringflow.callflow.http_render import referenced_values, render_http
 from ringflow.callflow.model import Action, HttpSpec, TransferSpec, Transition
 from ringflow.callflow.reads import NONE, template_names
-from ringflow.callflow.state import CallState, PendingRun, Waiting, extraction_node
+from ringflow.callflow.state import CallState, Digression, PendingRun, Waiting, extraction_node
 from ringflow.callflow.templating import (
     Template,
     TemplateSyntaxError,
@@ -31,6 +31,13 @@ MAX_CHAIN = 1000  # gates and actions entered in one step; max_node_visits stops
 
 
 _ENTER_TURN = LLMTurn(reason="enter")  # effects are frozen: one instance serves every node entry
+# A digression's return re-enters the node the call was on: not its greeting again, a bridge.
+RESUME_INSTRUCTIONS = (
+    "The caller's side question is dealt with and the call is back here. Pick the "
+    "conversation up where it was, with a short bridge such as 'As I was saying'; do not "
+    "greet the caller again or repeat everything already said."
+)
+_RESUME_TURN = LLMTurn(reason="return", instructions=RESUME_INSTRUCTIONS)
 
 
 @lru_cache(maxsize=1024)
@@ -153,11 +160,41 @@ class Draft:
             self.effects.append(Say(text=self.render(speech), allow_interrupt=False))
         self.go(node_id, from_node, deferred)
 
+    # --- global nodes (callflow/digressions.py) ----------------------------------------
+    def digress(self, node_id: str, origin: str) -> None:
+        """Into the global node ``node_id`` from ``origin``: a returning one pushes the frame
+        its ``go_back`` pops (before entering, so the node's tools show ``go_back``)."""
+        spec = self.flow.global_nodes[node_id]
+        self.call.global_uses = {**self.call.global_uses, node_id: self.call.global_uses.get(node_id, 0) + 1}
+        if spec.returns:
+            self.call.return_stack = [*self.call.return_stack, Digression(node=node_id, origin=origin)]
+        else:  # a plain jump: its cooldown counts from the entry
+            self.call.global_since = {**self.call.global_since, node_id: self.call.transitions + 1}
+        self.enter(node_id, origin)
+
+    def go_back(self, node_id: str) -> None:
+        """End the innermost digression (the one into ``node_id``): back to where it left,
+        re-entered as a resumption, or on to the node ``return`` names, entered as usual."""
+        frame = self.call.return_stack[-1]
+        self.call.return_stack = self.call.return_stack[:-1]
+        spec = self.flow.global_nodes[node_id]
+        self.call.global_since = {**self.call.global_since, node_id: self.call.transitions + 1}
+        if spec.return_ is True:
+            self.go(frame.origin, node_id, resuming=True)
+        else:
+            self.enter(str(spec.return_), node_id)
+
     def go(
-        self, node_id: str, from_node: str | None, speech: str | None = None, arrived: bool = False
+        self,
+        node_id: str,
+        from_node: str | None,
+        speech: str | None = None,
+        arrived: bool = False,
+        resuming: bool = False,
     ) -> None:
         """Enter ``node_id`` and whatever gates and actions lead on from it. ``arrived``: the
-        call is on it already (an entry that waited for values, resumed)."""
+        call is on it already (an entry that waited for values, resumed). ``resuming``: a
+        digression returns to it (``show_node``)."""
         for _ in range(MAX_CHAIN):
             if self.call.ended:
                 return
@@ -173,6 +210,9 @@ class Draft:
                     return
                 if from_node is not None:
                     self.leave(from_node)
+                    stack = self.call.return_stack
+                    if stack and stack[-1].node == from_node:  # left by its own way: no return
+                        self.call.return_stack = stack[:-1]
                 self.call.path = [*self.call.path, node_id]
                 self.call.visits = {**self.call.visits, node_id: visits}
                 self.call.node = node_id
@@ -181,7 +221,7 @@ class Draft:
             if self.blocked(self.flow.reads.get(node_id, NONE)) or (
                 speech is not None and self.blocked(template_names(speech))
             ):
-                self.wait(node_id, from_node, speech)
+                self.wait(node_id, from_node, speech, resuming)
                 return
             self.call.waiting = None
             if speech:
@@ -196,7 +236,7 @@ class Draft:
             if node.type == "action":
                 self.run_function(self.flow.run_functions[node_id], node_id, {}, "action_node")
                 return
-            self.show_node(node_id, from_node)
+            self.show_node(node_id, from_node, resuming)
             return
         self.end("error")
 
@@ -205,24 +245,27 @@ class Draft:
         """Whether something reading ``names`` must wait: an extraction still running gives one."""
         return bool(waits_for(self.flow, self.call.extracting, names))
 
-    def wait(self, node_id: str, from_node: str | None, speech: str | None) -> None:
+    def wait(self, node_id: str, from_node: str | None, speech: str | None, resuming: bool = False) -> None:
         """Pause the entry until the extraction's result (``resume``). The caller is not left
         in silence: the transition's speech was said, or the flow's ``wait_speech`` is."""
         if self.call.waiting is None and not any(isinstance(e, Say) for e in self.effects):
             self.effects.append(Say(text=self.settings.wait_speech, allow_interrupt=False))
-        self.call.waiting = Waiting(node=node_id, from_node=from_node, speech=speech)
+        self.call.waiting = Waiting(node=node_id, from_node=from_node, speech=speech, resuming=resuming)
 
     def resume(self) -> None:
         """An extraction ended: an entry that waited for it goes on, or waits on for another."""
         w = self.call.waiting
         if w is not None and not self.call.ended and self.call.node == w.node:
-            self.go(w.node, w.from_node, w.speech, arrived=True)
+            self.go(w.node, w.from_node, w.speech, arrived=True, resuming=w.resuming)
 
-    def show_node(self, node_id: str, from_node: str | None) -> None:
+    def show_node(self, node_id: str, from_node: str | None, resuming: bool = False) -> None:
         cn = self.flow.nodes[node_id]
         node = cn.node
         set_node = compose(self.flow, self.call, node_id)
         self.effects.append(set_node)
+        if resuming:  # back from a digression: its actions ran and its greeting was said already
+            self.effects.append(_RESUME_TURN)
+            return
         if not self.actions(node.pre_actions, node_id):
             return
         opening = (

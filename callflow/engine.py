@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ringflow.callflow.compiled import CompiledFlow, compiled_for
+from ringflow.callflow.compiled import CompiledFlow, CompiledFunction, compiled_for
 from ringflow.callflow.compose import compose, template_values
+from ringflow.callflow.digressions import offered, refusal
 from ringflow.callflow.dispositions import disposition_of
 from ringflow.callflow.draft import Draft
 from ringflow.callflow.effects import Effect, EndCall, LLMTurn, Rejected, Say, SetNode, ToolResponse
@@ -207,8 +208,11 @@ class Engine:
         if state.ended and cnode.node.type != "end":
             return Step(state, [_llm_error(ev.name, "the call has ended")])
         fn = cnode.functions.get(ev.name)
+        if fn is not None and fn.kind in ("global_node", "go_back"):
+            return self._digression(state, ev, fn)
         if fn is None:
-            valid = list(cnode.functions)
+            valid = [n for n in cnode.functions if n not in cnode.dynamic]
+            valid += offered(self.flow, state, state.node)
             return Step(
                 state,
                 [
@@ -249,6 +253,23 @@ class Engine:
         if error:
             return Step(state, [_llm_error(ev.name, error)])
         d.effects.insert(marker, ToolResponse(name=ev.name, result=result, run_llm=not moved))
+        return Step(d.call, d.effects)
+
+    def _digression(self, state: CallState, ev: FunctionCalled, fn: CompiledFunction) -> Step:
+        """Into a global node, or (``go_back``) out of it: refused, with the reason for the
+        LLM, when the call's state does not offer it now (``callflow/digressions.py``)."""
+        node = state.node or ""
+        problem = refusal(self.flow, state, node, ev.name)
+        if problem is None:
+            _args, problem = fn.check_args(ev.args)
+        if problem is not None:
+            return Step(state, [_llm_error(ev.name, problem)])
+        d = Draft(self.flow, state, ev.at)
+        if fn.kind == "global_node":
+            d.digress(ev.name, node)
+        else:
+            d.go_back(node)
+        d.effects.insert(0, ToolResponse(name=ev.name, result={"status": "ok"}, run_llm=False))
         return Step(d.call, d.effects)
 
     def _on_function_result(self, state: CallState, ev: FunctionResult) -> Step:

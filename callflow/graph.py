@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ringflow.callflow.model import BranchTable, Flow, FunctionEntry, Node, Transition
+from ringflow.callflow.model import RETURN_TOOL, BranchTable, Flow, FunctionEntry, Node, Transition
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,27 @@ def node_functions(flow: Flow, node: Node) -> Iterator[tuple[FunctionEntry, bool
             yield fn, True
 
 
+def offers_global_nodes(node: Node) -> bool:
+    """Whether the flow's global nodes are offered on this node (``global_nodes: false`` opts out)."""
+    return node.type == "agent" and node.global_nodes
+
+
+def global_edges(flow: Flow) -> list[Edge]:
+    """Digressions: every node that offers a global node can go there; a returning one goes
+    back to any of them (``return: true``) or on to the node its ``return`` names."""
+    out: list[Edge] = []
+    for gid, g in flow.nodes.items():
+        if g.global_ is None:
+            continue
+        offering = [nid for nid, n in flow.nodes.items() if nid != gid and offers_global_nodes(n)]
+        out += [Edge(nid, gid, f"global {gid}", True) for nid in offering]
+        if g.global_.return_ is True:
+            out += [Edge(gid, nid, RETURN_TOOL, True) for nid in offering]
+        elif isinstance(g.global_.return_, str):
+            out.append(Edge(gid, g.global_.return_, RETURN_TOOL))
+    return out
+
+
 def edges(flow: Flow) -> list[Edge]:
     out: list[Edge] = []
     for nid, node in flow.nodes.items():
@@ -66,6 +87,7 @@ def edges(flow: Flow) -> list[Edge]:
             if node.dtmf is not None:
                 for label, dst in targets(node.dtmf.transition_to):
                     out.append(Edge(nid, dst, f"keys {label}".strip()))
+    out += global_edges(flow)
     voicemail = flow.settings.voicemail
     if voicemail is not None and voicemail.node in flow.nodes:  # a machine answers: from the start
         out.append(Edge(flow.start_node, voicemail.node, "answering machine"))

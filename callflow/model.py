@@ -364,7 +364,37 @@ class AnalysisSettings(Strict):
     redact: bool = False
 
 
+class GlobalNode(Strict):
+    """A node the caller can digress into from anywhere (``global:`` on a node): offered to the
+    LLM as a tool named after the node on every agent node that does not opt out
+    (``global_nodes: false``), described by ``description`` (when it applies).
+
+    ``return``: ``true`` comes back to the node the call was on (re-entered with a short
+    "as I was saying" turn, not its greeting); a node id goes there instead; ``false`` (the
+    default) is a plain jump. A returning node offers the LLM ``go_back`` (``RETURN_TOOL``)
+    while the digression is open. ``max_uses`` caps digressions into it per call;
+    ``cooldown``: after one, it is offered again only once the call has moved that many
+    times (counted from its return). One of the two is required: a digression offered on
+    the node it returns to is a loop, and this is its bound."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    description: str = Field(min_length=1, max_length=1000)
+    return_: bool | str = Field(False, alias="return")
+    max_uses: int | None = Field(None, ge=1, le=100)
+    cooldown: int | None = Field(None, ge=1, le=100)
+
+    @property
+    def returns(self) -> bool:
+        return self.return_ is not False
+
+
+RETURN_TOOL = "go_back"  # what the LLM calls on a returning global node to end the digression
+
+
 class Node(Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
     type: NodeType = "agent"
     task: str | None = None
     greeting: str | None = None
@@ -386,6 +416,8 @@ class Node(Strict):
     device_tools: bool | list[str] = False
     listen: ListenMode | None = None  # overrides settings.listen on this node
     follow_up: FollowUp | None = None  # an end node: the journey's next call (callflow/journey.py)
+    global_: GlobalNode | None = Field(None, alias="global")  # a digression offered everywhere
+    global_nodes: bool = True  # false: the flow's global nodes are not offered on this node
 
 
 class Flow(Strict):

@@ -31,6 +31,10 @@ def table(flow: Flow) -> list[dict[str, str]]:
         if node.type == "action" and node.run is not None:
             row(nid, node.type, f"run {node.run.name}", _where(targets(node.transition_to)))
             continue
+        g = node.global_
+        if g is not None:  # a digression: offered everywhere, back to where the call was (or on)
+            back = "where it came from" if g.return_ is True else (g.return_ or "(stays)")
+            row(nid, node.type, "go_back (global node)" if g.returns else "(global node)", str(back))
         functions = list(node_functions(flow, node))
         for fn, is_global in functions:
             name = f"{fn.name} ({fn.kind}{', global' if is_global else ''})"
@@ -38,7 +42,7 @@ def table(flow: Flow) -> list[dict[str, str]]:
                 tools = "all" if fn.mcp.tools == "all" else ", ".join(fn.mcp.tools)
                 name = f"{fn.mcp.server}: {tools} (mcp{', global' if is_global else ''})"
             row(nid, node.type, name, _where(targets(fn.transition_to)))
-        if not functions:
+        if not functions and g is None:
             row(nid, node.type, "-", f"ends call ({node.disposition})" if node.disposition else "-")
     return rows
 

@@ -16,7 +16,7 @@ from ringflow.callflow.model import Flow
 
 
 def _field_names(model: type[BaseModel]) -> list[str]:
-    return list(model.model_fields)
+    return [f.alias or name for name, f in model.model_fields.items()]
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -43,6 +43,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         "post_actions": m.Action,
         "variables": m.Variable,
         "nodes": m.Node,
+        "global": m.GlobalNode,
     }
     if len(tail) >= 3 and tail[-3] in ("nodes", "variables"):
         return by_parent[tail[-3]]

@@ -13,7 +13,15 @@ from pydantic import BaseModel, ConfigDict
 from ringflow.callflow.end_reasons import END_REASONS, EndReason
 from ringflow.callflow.journey import JourneyContext
 
-__all__ = ["END_REASONS", "CallState", "EndReason", "PendingRun", "Waiting", "extraction_node"]
+__all__ = [
+    "END_REASONS",
+    "CallState",
+    "Digression",
+    "EndReason",
+    "PendingRun",
+    "Waiting",
+    "extraction_node",
+]
 
 
 def extraction_node(extraction_id: str) -> str:
@@ -46,6 +54,17 @@ class Waiting(BaseModel):
     node: str
     from_node: str | None = None
     speech: str | None = None
+    resuming: bool = False  # a digression's return: shown without its greeting (Draft.show_node)
+
+
+class Digression(BaseModel):
+    """One frame of the return stack: the call went from ``origin`` into the global node
+    ``node``, whose ``go_back`` pops it and returns there (or to the node's named target)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node: str
+    origin: str
 
 
 class CallState(BaseModel):
@@ -71,6 +90,11 @@ class CallState(BaseModel):
     # both engines add one on leaving a node that extracts and drop it on its result.
     extracting: list[str] = []
     waiting: Waiting | None = None
+    # Global nodes (``global:``): the open digressions, innermost last; how often each global
+    # node was digressed into; the transition count its last digression ended at (cooldown).
+    return_stack: list[Digression] = []
+    global_uses: dict[str, int] = {}
+    global_since: dict[str, int] = {}
     caller_number: str | None = None
     called_number: str | None = None
     started_at: float | None = None

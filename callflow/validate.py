@@ -14,7 +14,14 @@ from typing import Any
 import jsonschema
 
 from ringflow.callflow.errors import Issue, did_you_mean
-from ringflow.callflow.graph import adjacency, ends_by_action, reachable, strongly_connected, targets
+from ringflow.callflow.graph import (
+    adjacency,
+    ends_by_action,
+    offers_global_nodes,
+    reachable,
+    strongly_connected,
+    targets,
+)
 from ringflow.callflow.handlers import (
     HandlerModuleError,
     SignatureError,
@@ -22,7 +29,15 @@ from ringflow.callflow.handlers import (
     handler_spec,
     load_module,
 )
-from ringflow.callflow.model import NODE_ID_PATTERN, Flow, FunctionEntry, HandlerSpec, Node, Transition
+from ringflow.callflow.model import (
+    NODE_ID_PATTERN,
+    RETURN_TOOL,
+    Flow,
+    FunctionEntry,
+    HandlerSpec,
+    Node,
+    Transition,
+)
 from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
 from ringflow.callflow.validate_analysis import check_analysis
 from ringflow.callflow.validate_gates import GateChecks
@@ -379,15 +394,26 @@ class _Checker(GateChecks):
             self.check_transition(f"{path}.dtmf.transition_to", t)
         self.check_template(f"{path}.task", node.task)
         self.check_template(f"{path}.greeting", node.greeting)
+        self.check_global_node(nid, node)
         seen: dict[str, str] = {}
         globals_offered = node.type == "agent"
         if globals_offered:
             for fn in self.flow.global_functions:
                 seen.setdefault(fn.name, "global_functions")
+        if node.global_ is not None and node.global_.returns:
+            seen[RETURN_TOOL] = "go_back"
+        if offers_global_nodes(node):
+            for gid, g in self.flow.nodes.items():
+                if g.global_ is not None and gid != nid:
+                    seen.setdefault(gid, "global node")
         for i, fn in enumerate(node.functions):
             fpath = f"{path}.functions[{i}]"
             if fn.name in seen:
-                where = "a global function" if seen[fn.name] == "global_functions" else "another function"
+                where = {
+                    "global_functions": "a global function",
+                    "go_back": "the return of this global node",
+                    "global node": f"the global node '{fn.name}'",
+                }.get(seen[fn.name], "another function")
                 self.err(
                     f"{fpath}.name",
                     f"duplicate function name '{fn.name}': {where} on this node "
@@ -406,6 +432,40 @@ class _Checker(GateChecks):
                 self.check_template(f"{apath}.{text_key}", act.tts_say or act.end_conversation)
                 if act.function is not None:
                     self.handler(f"{apath}.function", act.function, no_args=True)
+
+    def check_global_node(self, nid: str, node: Node) -> None:
+        """A global node's rules: where it may be, where it returns, and its loop's bound."""
+        path = f"nodes.{nid}"
+        if "global_nodes" in node.model_fields_set and node.type != "agent":
+            self.err(f"{path}.global_nodes", "only an agent node offers global nodes")
+        g = node.global_
+        if g is None:
+            return
+        gpath = f"{path}.global"
+        if node.type not in ("agent", "end"):
+            self.err(gpath, f"a {node.type} node cannot be global: only an agent or end node")
+            return
+        if node.type == "end" and g.returns:
+            self.err(f"{gpath}.return", f"'{nid}' is an end node: the call ends there, it cannot return")
+        if isinstance(g.return_, str):
+            if g.return_ == nid:
+                self.err(
+                    f"{gpath}.return",
+                    f"global node '{nid}' cannot return into itself: name another node, "
+                    "or return: true to go back where the call was",
+                )
+            else:
+                self.check_target(f"{gpath}.return", g.return_)
+        if g.return_ is True and nid == self.flow.start_node:
+            self.err(f"{gpath}.return", f"'{nid}' is the start node: there is nowhere to go back to")
+        if node.type == "agent" and g.max_uses is None and g.cooldown is None:
+            self.err(
+                gpath,
+                f"global node '{nid}' is a loop without a bound: it is offered again where it "
+                "leads back to; give it max_uses or a cooldown",
+            )
+        if not any(offers_global_nodes(n) for other, n in self.flow.nodes.items() if other != nid):
+            self.warn(gpath, f"global node '{nid}' is offered nowhere: every agent node opts out")
 
     # --- graph ------------------------------------------------------------------------
     def check_graph(self) -> None:

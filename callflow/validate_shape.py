@@ -52,9 +52,10 @@ _GRAPH_KEYS = frozenset(
         "dtmf",
         "pre_actions",
         "post_actions",
+        "global",
     }
 )
-_NODE_KEYS = list(Node.model_fields)
+_NODE_KEYS = [f.alias or name for name, f in Node.model_fields.items()]
 
 Parts = tuple[str | int, ...]
 

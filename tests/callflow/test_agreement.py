@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.support import agreement
@@ -24,6 +24,19 @@ AGREEMENT = settings(
 @given(ef.flows(), st.data())
 def test_agent_and_workflow_hold_equal_state_after_every_step(flow: ef.Data, data: st.DataObject) -> None:
     agreement.play(data, flow)
+
+
+@AGREEMENT
+@given(agreement.digressing_flows(), st.data())
+def test_both_sides_agree_on_digressions_and_the_return_stack(flow: ef.Data, data: st.DataObject) -> None:
+    """Global nodes entered, returned from, refused (used up, cooling down, already open) and
+    left their own way, with kills and continue-as-new between: the return stack, the uses
+    and the cooldown marks are equal on both sides after every step."""
+    s = agreement.play(data, flow, max_steps=40)
+    returned = sum(
+        1 for a, b in zip(s.wf.path, s.wf.path[1:], strict=False) if a in ("hours", "robot") and b != a
+    )
+    event(f"digressions: {min(sum(s.wf.global_uses.values()), 2)}, left: {min(returned, 2)}")
 
 
 def test_a_workflow_that_applied_results_itself_is_caught() -> None:
@@ -48,3 +61,32 @@ def test_a_workflow_that_applied_results_itself_is_caught() -> None:
     assert s.agent != s.expected()
     assert "extracted: agent {} / workflow {'tier': 'gold'}" in message
     assert "extracting: agent ['ask#1'] / workflow []" in message
+
+
+def test_a_digression_open_across_a_kill_and_continue_as_new_returns_on_both_sides() -> None:
+    """The agent digresses and reports it, dies, the workflow continues as new with the frame
+    on its return stack, the next agent (attached from the workflow's state) goes back: both
+    sides end on the origin with an empty stack, the digression in the path."""
+    flow = ef.flow(
+        {
+            "ask": ef.agent(ef.go("next", "bye"), greeting="Hello."),
+            "hours": ef.agent(
+                task="Hours.", **{"global": {"description": "Hours?", "return": True, "max_uses": 1}}
+            ),
+            "bye": ef.end(),
+        },
+        start="ask",
+    )
+    eng = agreement.Engine(ef.build(flow))
+    first = eng.start(agreement.START).state
+    s = agreement.Sides(eng, first, first)
+    s.agent_apply(agreement.FunctionCalled(name="hours", node="ask", at=s.now()))
+    s.caught_up()
+    s.queue, s.agent = [], s.wf  # killed after its signal was sent
+    agreement.continue_as_new(s)
+    s.agent = s.wf  # the next agent attaches
+    assert s.agent.return_stack[-1].origin == "ask"
+    s.agent_apply(agreement.FunctionCalled(name="go_back", node="hours", at=s.now()))
+    s.caught_up()
+    assert s.agent == s.wf
+    assert s.wf.node == "ask" and s.wf.return_stack == [] and s.wf.path == ["ask", "hours", "ask"]

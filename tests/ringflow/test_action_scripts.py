@@ -25,7 +25,7 @@ from ringflow.devstack import DevStack
 from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.simulation.scripts import load_script, said_failures
 from ringflow.simulation.simulator import SimulationResult, environment, run_script
-from tests.support.killcases import differences, fresh_handlers, outcome
+from tests.support.killcases import differences, fresh_handlers, kill_in_every_turn, outcome
 from tests.support.paths import ROOT
 
 SCRIPTS = ROOT / "examples" / "scripts"
@@ -84,13 +84,8 @@ async def test_action_node_scripts_say_everything_on_the_way_even_with_a_kill_in
     assert base.ok, base.failures
     assert not unsaid(base, said(name)), f"not said: {unsaid(base, said(name))}\n{base.transcript}"
     script, _ = load_script(SCRIPTS / name)
-    failures: list[str] = []
-    for turn in range(len(script.turns)):
-        result = await env.play(name, kill_at=turn)
-        assert result.kills == 1, f"turn {turn}: no kill"
-        failures += [f"kill in turn {turn}: {d}" for d in differences(outcome(result), outcome(base))]
-        if missing := unsaid(result, said(name)):
-            failures.append(f"kill in turn {turn}: not said {missing}")
+    heard = lambda r: [f"not said {m}" for m in [unsaid(r, said(name))] if m]  # noqa: E731
+    failures = await kill_in_every_turn(lambda **kw: env.play(name, **kw), len(script.turns), base, heard)
     assert not failures, "\n".join(failures)
 
 

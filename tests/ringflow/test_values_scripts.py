@@ -16,19 +16,15 @@ the gate waits (``extract_delay_s``), or never (``values_extraction_fails``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from ringflow.activities.persistence import dispose_engines
 from ringflow.devstack import DevStack
-from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.simulation.scripts import load_script
-from ringflow.simulation.simulator import SimulationResult, environment, run_script
 from tests.support.killcases import differences, outcome
 from tests.support.paths import TESTS
+from tests.support.scriptenv import ScriptEnv, script_env
 
 SCRIPTS = TESTS / "fixtures" / "values"
 NAMES = sorted(p.name for p in SCRIPTS.glob("values_*.yaml"))
@@ -36,29 +32,16 @@ NAMES = sorted(p.name for p in SCRIPTS.glob("values_*.yaml"))
 pytestmark = pytest.mark.timeout(300)
 
 
-@dataclass
-class Env:
-    client: Any
-    task_queue: str
-    llm: ScriptedLLM
-
-    async def play(self, name: str, **kw: Any) -> SimulationResult:
-        return await run_script(SCRIPTS / name, self.client, self.task_queue, self.llm, **kw)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def env(temporal_server: DevStack) -> AsyncIterator[Env]:
-    if not temporal_server.running:
-        await temporal_server.start()
-    try:
-        async with environment(temporal_server.address) as (client, task_queue, llm, _):
-            yield Env(client, task_queue, llm)
-    finally:
-        dispose_engines()
+async def env(temporal_server: DevStack) -> AsyncIterator[ScriptEnv]:
+    async for e in script_env(temporal_server, SCRIPTS):
+        yield e
 
 
 @pytest.mark.parametrize("name", NAMES)
-async def test_what_reads_an_extracted_value_hears_and_routes_as_the_record_says(env: Env, name: str) -> None:
+async def test_what_reads_an_extracted_value_hears_and_routes_as_the_record_says(
+    env: ScriptEnv, name: str
+) -> None:
     """Each script's own ``expect`` (path, disposition, ``said``, ``not_said``), then the
     same script with the agent killed in each turn: the same path, end and words."""
     base = await env.play(name)

@@ -42,7 +42,7 @@ from ringflow.callflow.events import (
 from ringflow.callflow.state import CallState, extraction_node
 from tests.support import engine_flows as ef
 
-LOCAL = ("transition_only", "capture")
+LOCAL = ("transition_only", "capture", "global_node", "go_back")  # the agent's own steps
 START = CallStarted(call_id="agree", caller_number="+15550100", at=ef.T0)
 
 
@@ -52,6 +52,40 @@ def with_extracted_reads(data: ef.Data) -> ef.Data:
     for node in data["nodes"].values():
         if node.get("extract") and node.get("type") is None:
             node["extract"] = [*node["extract"], {"name": "tier", "type": "string"}]
+    return data
+
+
+@st.composite
+def digressing_flows(draw: st.DrawFn) -> ef.Data:
+    """A generated flow with two global nodes: ``hours`` returns where the call was (capped by
+    ``max_uses``, perhaps a cooldown, perhaps extracting what the nodes it returns to read),
+    ``robot`` returns there, goes on to a named node, or (no return) leaves by its own
+    function; one agent node may opt out."""
+    data = draw(ef.flows())
+    # room for a few digressions before the call's limits end it
+    data["settings"]["max_transitions"] = draw(st.integers(4, 12))
+    data["settings"]["max_node_visits"] = draw(st.integers(2, 4))
+    nodes = data["nodes"]
+    agents = [n for n, v in nodes.items() if v.get("type") is None]
+    ends = [n for n, v in nodes.items() if v.get("type") == "end"]
+    hours: dict[str, Any] = {
+        "description": "Opening hours.",
+        "return": True,
+        "max_uses": draw(st.integers(1, 3)),
+    }
+    if draw(st.booleans()):
+        hours["cooldown"] = draw(st.integers(1, 3))
+    nodes["hours"] = ef.agent(task="Give the hours.", **{"global": hours})
+    if draw(st.booleans()):
+        nodes["hours"]["extract"] = [{"name": "rating", "type": "integer"}]
+    if draw(st.booleans()):
+        nodes["hours"]["greeting"] = "We open at eight."
+    back = draw(st.sampled_from([True, False, *agents, *ends]))
+    robot: dict[str, Any] = {"description": "A robot?", "return": back, "cooldown": draw(st.integers(1, 3))}
+    exits = [] if back is not False else [ef.go("leave_robot", draw(st.sampled_from(ends)))]
+    nodes["robot"] = ef.agent(*exits, task="Say you are an assistant.", **{"global": robot})
+    if len(agents) > 1 and draw(st.booleans()):
+        nodes[draw(st.sampled_from(agents[1:]))]["global_nodes"] = False
     return data
 
 
@@ -145,6 +179,9 @@ def agent_event(s: Sides, data: st.DataObject, definition: Any) -> Event | None:
     """What the agent's LLM or caller does on its own node, applied by the agent itself."""
     state = s.agent
     at = s.now()
+    dynamic = s.eng.flow.nodes[state.node].dynamic if state.node is not None else ()
+    if dynamic and data.draw(st.booleans(), label="digress"):  # (only a flow with global nodes)
+        return FunctionCalled(name=data.draw(st.sampled_from(dynamic)), args={}, node=state.node, at=at)
     kind = data.draw(st.sampled_from(("local", "local", "local", "spoke", "idle", "keys", "hangup")))
     if kind == "spoke":
         return UserSpoke(at=at)
@@ -252,6 +289,7 @@ def divergence(step: int, log: list[str], agent: CallState, wf: CallState) -> st
 
 
 def play(data: st.DataObject, flow: ef.Data, max_steps: int = 30) -> Sides:
+    """Play a drawn sequence of the two sides' steps, checking agreement after each."""
     definition = ef.build(with_extracted_reads(flow))
     eng = Engine(definition)
     first = eng.start(START).state

@@ -4,6 +4,7 @@ by field, each run with its flow's handler module imported anew."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +32,21 @@ def outcome(result: SimulationResult) -> dict[str, Any]:
 
 def differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     return [f"{k}: {got[k]!r} != baseline {want[k]!r}" for k in COMPARED if got[k] != want[k]]
+
+
+async def kill_in_every_turn(
+    play: Callable[..., Awaitable[SimulationResult]],
+    turns: int,
+    base: SimulationResult,
+    heard: Callable[[SimulationResult], list[str]],
+) -> list[str]:
+    """Play the script again with the agent killed in each of its ``turns`` (``kill_at``): what
+    differs from ``base``'s outcome, and what ``heard`` finds wrong in what was said."""
+    failures: list[str] = []
+    for turn in range(turns):
+        result = await play(kill_at=turn)
+        if result.kills != 1:
+            failures.append(f"kill in turn {turn}: no kill")
+        failures += [f"kill in turn {turn}: {d}" for d in differences(outcome(result), outcome(base))]
+        failures += [f"kill in turn {turn}: {p}" for p in heard(result)]
+    return failures
