@@ -269,7 +269,7 @@ class FlowController:
             await gate.enter()
         try:
             # a NUL or lone surrogate in the LLM's arguments: replaced as the workflow would
-            return await self._tool_call(name, scrub(args))
+            return await self._tool_call(name, scrub(args) if args else args)
         finally:
             gate.leave()
 

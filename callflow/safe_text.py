@@ -79,7 +79,10 @@ def scrub_text(text: str) -> str:
 
 def scrub(value: Any) -> Any:
     """``value`` with every NUL and lone surrogate (in strings and keys) replaced by U+FFFD.
-    The same object when there is nothing to replace, so the common case copies nothing."""
+    The same object when there is nothing to replace, so the common case copies nothing
+    (and builds nothing: one search per string, as on the agent's transition hot path)."""
+    if not has_unsafe(value):
+        return value
     if isinstance(value, str):
         return scrub_text(value)
     if isinstance(value, dict):
