@@ -271,11 +271,14 @@ def test_registry_builds_all_activities_from_settings() -> None:
         "post_call_webhook",
         "http_tool",
         "extract_variables",
+        "analyze_call",
         "dispatch_agent",
         "prepare_call",
         "dial_call",
         "transfer_call",
         "hang_up_room",
+        "start_recording",
+        "stop_recording",
     ]
 
 
