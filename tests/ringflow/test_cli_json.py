@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ringflow.cli import COMMANDS, app, load
 from tests.support.paths import ROOT, TESTS
 
-SERVERS = {"dev", "worker", "agent", "webhooks", "codec-server"}
+SERVERS = {"dev", "worker", "agent", "webhooks", "codec-server", "api"}
 FLOW = ROOT / "examples" / "flows" / "appointment_reminder" / "flow.yaml"
 
 

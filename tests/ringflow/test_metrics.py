@@ -135,6 +135,10 @@ def test_the_worker_exports_its_series(scrapes: Scrapes) -> None:
 
 # Counters the Temporal SDK creates at their first increment, so absent from a healthy run.
 SDK_ON_FAILURE = {"temporal_workflow_task_execution_failed_total", "temporal_long_request_failure_total"}
+# Ringflow's workflow counters that, like the SDK's, exist only once incremented (a recording
+# that failed): each is checked to be created by the workflow's meter, so a misspelt name in
+# an alert still fails here.
+RINGFLOW_ON_FAILURE = {"ringflow_recordings_failed_total"}
 # Prometheus' own series for every target it scrapes.
 PROMETHEUS_OWN = {"up"}
 
@@ -151,7 +155,10 @@ def _receiver_series() -> set[str]:
 def test_dashboard_and_alerts_name_only_series_ringflow_exports(scrapes: Scrapes) -> None:
     from tests.support.promql import alert_expressions, dashboard_expressions, series_in
 
-    exported = scrapes.names() | SDK_ON_FAILURE | PROMETHEUS_OWN | _receiver_series()
+    meter_source = (ROOT / "workflows" / "visibility.py").read_text()
+    for name in RINGFLOW_ON_FAILURE:
+        assert f'"{name.removesuffix("_total")}"' in meter_source, f"{name} is created by no workflow meter"
+    exported = scrapes.names() | SDK_ON_FAILURE | RINGFLOW_ON_FAILURE | PROMETHEUS_OWN | _receiver_series()
     for where, expr in {**alert_expressions(), **dashboard_expressions()}.items():
         named = series_in(expr)
         assert named, f"{where}: no series in {expr!r}"
