@@ -45,7 +45,9 @@ async def test_the_server_prewarms_and_a_session_uses_the_prewarmed_vad(monkeypa
     assert session.vad is vad  # the call did not load a VAD of its own
 
 
-def test_prewarm_loads_the_end_of_turn_model_from_the_wheel(monkeypatch: Any) -> None:
+async def test_prewarm_loads_the_end_of_turn_model_from_the_wheel(monkeypatch: Any) -> None:
+    # async: an AgentSession takes the running loop (a sync test found none once an earlier
+    # test had closed the main thread's)
     """The turn detector livekit gives every session by default runs locally
     (``turn-detector-v1-mini``, no hub download); prewarm has loaded its weights."""
     monkeypatch.delenv("LIVEKIT_INFERENCE_URL", raising=False)
