@@ -206,9 +206,7 @@ async def test_a_failed_attempt_is_retried_and_the_value_lands(
         # While the call runs, the agent applies an extraction's result (the values channel);
         # this stand-in agent does not, so the values land when the call ends. What is tested
         # here is the retry: the second attempt's answer is the one the record keeps.
-        await wait_state(
-            call, lambda s: len(lane.of_kind("schema")) == 2, what="the extraction asked twice"
-        )
+        await wait_state(call, lambda s: len(lane.of_kind("schema")) == 2, what="the extraction asked twice")
         await call.hangup()
         record = await call.handle.result()
     assert [r.status for r in lane.of_kind("schema")] == [503, 200]
