@@ -10,6 +10,7 @@ them over its workers.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,14 @@ from ringflow.simulation.simulator import SimulationResult, environment, run_scr
 from tests.support.paths import TESTS
 
 AUDIO = TESTS / "fixtures" / "audio"
-pytestmark = [pytest.mark.audio, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.audio,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(
+        shutil.which("espeak-ng") is None,
+        reason="needs Debian's espeak-ng, the agent's voice (.ci/run installs it)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
