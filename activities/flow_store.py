@@ -94,8 +94,14 @@ def canonical(data: Any) -> str:
 def content_of(definition: FlowDefinition | dict[str, Any]) -> str:
     """The definition's JSON without ``source`` (where a client loaded it from is not
     content: the same flow published from two checkouts is one version). Keys keep the
-    model's order, not sorted: the order of ``nodes`` is content (the first is the start)."""
-    data = definition.model_dump(mode="json") if isinstance(definition, FlowDefinition) else dict(definition)
+    model's order, not sorted: the order of ``nodes`` is content (the first is the start).
+    By alias, as the payload converter writes it (a node's ``global``, not ``global_``): the
+    codec compares this with what a payload carries."""
+    data = (
+        definition.model_dump(mode="json", by_alias=True)
+        if isinstance(definition, FlowDefinition)
+        else dict(definition)
+    )
     data.pop("source", None)
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
