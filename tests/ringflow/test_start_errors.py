@@ -114,7 +114,9 @@ async def test_worker_retries_its_first_connection_until_temporal_is_up(tmp_path
             await server.start()  # Temporal comes up after the worker: it connects, no restart
             await line_with("worker_started")
             proc.send_signal(signal.SIGTERM)
-            assert await proc.wait() == 0
+            rest = (await proc.stderr.read()).decode()  # what it said while it stopped
+            seen.append(rest)
+            assert await proc.wait() == 0, rest[-2000:]
         assert not any("Traceback" in line for line in seen)
     finally:
         if proc.returncode is None:
