@@ -249,7 +249,7 @@ async def run() -> list[dict[str, Any]]:
             "RINGFLOW_LOG_LEVEL": "WARNING",
         }
         WORKER_METRICS[:] = [f"http://127.0.0.1:{metrics_port}/metrics"]
-        ringflow = [sys.executable, "-c", "from ringflow.cli import main; main()", "worker"]
+        ringflow = [sys.executable, "-m", "ringflow.cli", "worker"]
         # the children's output goes to stderr: stdout carries the one JSON document
         worker = subprocess.Popen(ringflow, cwd=ROOT, env=env, stdout=sys.stderr)
         baseline = subprocess.Popen(

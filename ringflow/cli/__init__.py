@@ -181,3 +181,29 @@ def main() -> None:
             raise
         typer.echo(f"error: {err}", err=True)
         raise SystemExit(1) from None
+
+
+def entry_point() -> None:
+    """The ``ringflow`` script and ``python -m ringflow.cli``: ``main()``, then an exit that
+    cannot abort.
+
+    The Temporal SDK's Tokio threads live until the process ends (its bridge runtime is
+    global), and one that completes a Python future while the interpreter finalizes kills
+    the process with SIGABRT, ``Fatal Python error: PyGILState_Release``
+    (temporalio/sdk-python#300, open upstream): a worker that had shut down gracefully
+    exited 134 about once in a dozen stops on a loaded machine. Once the command is done, a
+    process that loaded the SDK therefore runs its exit handlers (log and span flushing,
+    child processes), flushes its streams and leaves without finalizing. ``main()`` stays a
+    plain function for callers in the same interpreter.
+    """
+    from ringflow.cli.run import exit_now
+
+    try:
+        main()
+    except SystemExit as done:
+        code = done.code
+    else:
+        code = 0
+    if "temporalio" not in sys.modules:  # no Tokio threads: the usual exit
+        raise SystemExit(code)
+    exit_now(code)

@@ -1,5 +1,5 @@
 """``python -m ringflow.cli``: the ``ringflow`` command."""
 
-from ringflow.cli import main
+from ringflow.cli import entry_point
 
-main()
+entry_point()

@@ -8,13 +8,18 @@ interpreter's teardown, and about half the runs of a short command died with exi
 The workaround: free every client while the interpreter and the event loop are still
 fully alive. ``run_async`` does that whatever way the command ends: it clears the locals
 of the frames an exception carries (the traceback stays printable) and collects garbage
-before the loop closes.
+before the loop closes. The SDK's own Tokio threads outlive every client, though, and can
+still race the teardown; ``exit_now`` is the second half: the ``ringflow`` script leaves a
+process that loaded the SDK without finalizing it (``ringflow.cli.entry_point``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
+import os
+import sys
 import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -53,6 +58,29 @@ def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
             gc.collect()
 
     return asyncio.run(guarded())
+
+
+def exit_now(code: object) -> None:
+    """Leave the process with ``code`` (``SystemExit``'s meaning: None is 0, an int is the
+    status, anything else is printed and is 1) without finalizing the interpreter, after what
+    finalizing would have done that matters: the exit handlers (logging's flush, OpenTelemetry's
+    span export, multiprocessing's children) and the standard streams. Why: ``entry_point``."""
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing left to save
+                pass
+        os._exit(status)
 
 
 def missing_extra(err: ModuleNotFoundError, extra: str, command: str) -> str:

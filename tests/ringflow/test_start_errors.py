@@ -123,3 +123,30 @@ async def test_worker_retries_its_first_connection_until_temporal_is_up(tmp_path
             proc.kill()
             await proc.wait()
         server.stop()
+
+
+async def test_the_script_flushes_and_runs_exit_handlers_when_it_skips_finalizing() -> None:
+    """A process that loaded the Temporal SDK leaves without finalizing (the SDK's Tokio
+    threads could abort it there): what finalizing would do that matters still happens, the
+    exit handlers run, buffered output arrives, the command's status is the process's."""
+    code = (
+        "import atexit, sys, temporalio.client; "
+        "atexit.register(lambda: print('exit handler ran', file=sys.stderr)); "
+        "sys.stdout.write('buffered, no newline'); "
+        "sys.argv = ['ringflow', 'flow', 'validate', 'no/such/flow.yaml']; "
+        "from ringflow.cli import entry_point; entry_point()"
+    )
+    env = {k: v for k, v in base_env().items() if k != "PYTHONUNBUFFERED"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        env=env,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2, err.decode()
+    assert out.decode().startswith("buffered, no newline")
+    assert "exit handler ran" in err.decode() and "no/such/flow.yaml" in err.decode()
