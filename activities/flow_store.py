@@ -222,6 +222,12 @@ def list_versions(database_url: str, name: str) -> list[PublishedVersion]:
     return [_published(r, sorted(c for c, v in chans.items() if v == r.version)) for r in rows]
 
 
+def list_names(database_url: str) -> list[str]:
+    """Every flow name with a published version, in order (the console's list)."""
+    with engine_for(database_url).connect() as conn:
+        return list(conn.execute(select(V.c.name).distinct().order_by(V.c.name)).scalars())
+
+
 def channels(database_url: str, name: str) -> dict[str, str]:
     with engine_for(database_url).connect() as conn:
         return _channels(conn, name)

@@ -221,12 +221,10 @@ def graph_svg(definition: Any, path: list[str], current: str | None) -> str:
 
 
 def _flow_for(settings: Any, name: str, version: int) -> Any:
-    from ringflow.flow_refs import FlowRefError, load_ref
+    """The call's flow for its graph (None: the page shows no graph)."""
+    from ringflow.flow_refs import load_version
 
-    try:
-        return load_ref(f"{name}@{version}", settings.flows_dir)
-    except (FlowRefError, Exception):  # a flow the API cannot load: the page shows no graph
-        return None
+    return load_version(settings.database_url, name, version, settings.flows_dir)
 
 
 @router.get("/calls/{call_id}")
@@ -365,40 +363,75 @@ async def steer(request: Request, campaign_id: str, action: str) -> Response:
 
 @router.get("/flows")
 async def flows_page(request: Request) -> Response:
+    """The flow files of the API's directories and the published flows with their versions;
+    ``?file=`` shows a file's graph and validation problems, ``?ref=`` a published version's
+    graph (``NAME``, ``NAME@VERSION`` or ``NAME@CHANNEL``, as the API resolves it)."""
+    from ringflow.activities import flow_store
     from ringflow.api.flows import validate
     from ringflow.api.models import FlowCheck
     from ringflow.callflow.loader import load_flow
-    from ringflow.flow_refs import catalogue, flow_dirs
+    from ringflow.flow_refs import catalogue, relative, resolve_file
 
     try:
         await key_for(request, "flows:read")
     except SignIn as exc:
         return sign_in(str(exc))
     settings = request.app.state.settings
+    db = settings.database_url
     found = await asyncio.to_thread(catalogue, settings.flows_dir)
-    dirs = flow_dirs(settings.flows_dir)
-    chosen = request.query_params.get("file")
     items = []
     for f in found:
-        rel = next((str(f.path.relative_to(d)) for d in dirs if d in f.path.parents), f.path.name)
+        rel = relative(f.path, settings.flows_dir)
         link = "/console/flows?" + urlencode({"file": rel})
         items.append(
             f'<li><a href="{e(link)}">{e(f.name)} v{f.version}</a> <span class=node>{e(rel)}</span></li>'
         )
+
+    def published() -> list[Any]:
+        return [v for n in flow_store.list_names(db) for v in flow_store.list_versions(db, n)]
+
+    rows = "".join(
+        f'<tr data-ref="{e(v.name)}@{e(v.version)}"><td>{e(v.name)}</td>'
+        f'<td><a href="/console/flows?{e(urlencode({"ref": f"{v.name}@{v.version}"}))}">{e(v.version)}</a></td>'
+        f"<td>v{v.flow_version}</td><td>{e(', '.join(v.channels))}</td></tr>"
+        for v in await asyncio.to_thread(published)
+    )
+    versions = (
+        "<h2>Published versions</h2><table id=versions><tr><th>flow</th><th>version</th><th>flow:"
+        f" version</th><th>channels</th></tr>{rows or '<tr><td colspan=4>none published</td></tr>'}</table>"
+    )
     detail = ""
+    chosen = request.query_params.get("file")
+    ref = request.query_params.get("ref")
     if chosen:
-        report = await asyncio.to_thread(validate, settings, FlowCheck(flow=chosen))
+        try:
+            report = await asyncio.to_thread(validate, settings, FlowCheck(flow=chosen))
+        except ProblemError as exc:
+            report = {"valid": False, "errors": [{"path": "", "message": exc.detail}], "warnings": []}
         problems = "".join(
             f"<li class=err>{e(i['path'])}: {e(i['message'])}</li>" for i in report["errors"]
         ) + "".join(f"<li>{e(i['path'])}: {e(i['message'])}</li>" for i in report["warnings"])
         svg = ""
         if report["valid"]:
-            from ringflow.flow_refs import resolve
-
-            definition = await asyncio.to_thread(load_flow, resolve(chosen, settings.flows_dir))
+            definition = await asyncio.to_thread(load_flow, resolve_file(chosen, settings.flows_dir))
             svg = graph_svg(definition, [], None)
         state = "valid" if report["valid"] else "invalid"
         detail = (
             f"<h2>{e(chosen)}: {state}</h2><ul id=problems>{problems or '<li>no problems</li>'}</ul>{svg}"
         )
-    return page("Flows", f"<ul id=flows>{''.join(items) or '<li>no flows</li>'}</ul>{detail}")
+    elif ref:
+
+        def read() -> tuple[Any, Any]:
+            v = flow_store.resolve(db, ref)
+            return v, flow_store.load_definition(db, v.name, v.version)
+
+        try:
+            v, definition = await asyncio.to_thread(read)
+            chans = f" [{', '.join(v.channels)}]" if v.channels else ""
+            detail = (
+                f"<h2 id=shown>{e(v.name)}@{e(v.version)}{e(chans)}</h2>{graph_svg(definition, [], None)}"
+            )
+        except flow_store.FlowRefError as exc:
+            detail = f"<p class=err>{e(exc)}</p>"
+    body = f"<h2>Files</h2><ul id=flows>{''.join(items) or '<li>no flows</li>'}</ul>{versions}{detail}"
+    return page("Flows", body)
