@@ -185,7 +185,8 @@ async def list_calls(
     )
 
 
-async def _read(request: Request, raw: str) -> tuple[Any, list[dict[str, Any]]]:
+async def read(request: Request, raw: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The call and its transcript (``ringflow.calls.read_call``), its failures as problems."""
     from temporalio.service import RPCError
 
     call_id = call_id_of(raw)
@@ -218,14 +219,14 @@ def call_document(call: Any) -> dict[str, Any]:
 @router.get("/{call_id}", response_model=Call, summary="Get a call")
 async def get_call(request: Request, call_id: str, _: keys.KeyInfo = Depends(require("calls:read"))) -> Any:
     """The call's state: from its running workflow while it talks, from its record once ended."""
-    call, _turns = await _read(request, call_id)
+    call, _turns = await read(request, call_id)
     return JSONResponse(call_document(call))
 
 
 @router.get("/{call_id}/transcript", response_model=Transcript, summary="A call's transcript")
 async def transcript(request: Request, call_id: str, _: keys.KeyInfo = Depends(require("calls:read"))) -> Any:
     """Every turn with the node it was said on; turns the agent still holds are marked ``held``."""
-    call, turns = await _read(request, call_id)
+    call, turns = await read(request, call_id)
     return JSONResponse({"id": call.call_id, "turns": turns})
 
 

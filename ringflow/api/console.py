@@ -283,7 +283,9 @@ async def call_page(request: Request, call_id: str) -> Response:
         else ""
     )
     inner = (
-        f"<p>{action}</p><table>{facts}</table><h2>Path</h2>{svg}<h2>Transcript</h2><div id=transcript>{said or 'no turns yet'}</div>"
+        f"<p>{action}</p><table>{facts}</table>{recording_html(cid, doc.get('recording'))}"
+        f"{analysis_html(doc.get('analysis'))}"
+        f"<h2>Path</h2>{svg}<h2>Transcript</h2><div id=transcript>{said or 'no turns yet'}</div>"
         "<h2>Function calls</h2><table id=functions><tr><th>function</th><th>node</th><th>arguments</th>"
         f"<th>result</th><th>then</th><th>ms</th></tr>{fns or '<tr><td colspan=6>none</td></tr>'}</table>"
         f"<h2>Rejected events</h2><ul id=rejected>{rejected or '<li>none</li>'}</ul>"
@@ -291,6 +293,67 @@ async def call_page(request: Request, call_id: str) -> Response:
     )
     return _partial(
         request, f"Call {cid}", inner, 2000 if doc["live"] or doc["status"] == "dialing" else None
+    )
+
+
+def recording_html(call_id: str, rec: dict[str, Any] | None) -> str:
+    """The player of a completed recording (its audio from ``/console/calls/{id}/recording``),
+    else what became of it; nothing for a call its flow does not record."""
+    if not rec:
+        return ""
+    if rec.get("status") == "completed" and rec.get("location"):
+        length = f" {rec['duration_s']:.1f} s" if rec.get("duration_s") is not None else ""
+        body = (
+            f'<audio id=recording controls preload=metadata src="/console/calls/{quote(call_id)}/recording">'
+            f"</audio> <span class=node>{e(rec.get('location'))}{e(length)}</span>"
+        )
+    else:
+        error = f": {rec['error']}" if rec.get("error") else ""
+        body = f"<p id=recording-status>recording {e(rec.get('status'))}{e(error)}</p>"
+    return f"<h2>Recording</h2>{body}"
+
+
+def analysis_html(found: dict[str, Any] | None) -> str:
+    """The post-call analysis: summary, success against the rubric, sentiment, custom fields."""
+    if not found:
+        return ""
+    rows = []
+    if found.get("summary"):
+        rows.append(f"<tr><th>summary</th><td id=a-summary>{e(found['summary'])}</td></tr>")
+    if (ok := found.get("success")) is not None:
+        verdict = "pass" if ok.get("pass") else "fail"
+        score = f" ({ok['score']:g})" if ok.get("score") is not None else ""
+        reason = f": {ok['reason']}" if ok.get("reason") else ""
+        rows.append(
+            f'<tr><th>success</th><td id=a-success class="{"live" if ok.get("pass") else "err"}">'
+            f"{verdict}{e(score)}{e(reason)}</td></tr>"
+        )
+    if found.get("sentiment"):
+        rows.append(f"<tr><th>sentiment</th><td id=a-sentiment>{e(found['sentiment'])}</td></tr>")
+    rows += [
+        f'<tr data-field="{e(k)}"><th>{e(k)}</th><td>{e(v)}</td></tr>'
+        for k, v in (found.get("fields") or {}).items()
+    ]
+    if found.get("error"):
+        rows.append(f"<tr><th>error</th><td class=err>{e(found['error'])}</td></tr>")
+    return f"<h2>Analysis</h2><table id=analysis>{''.join(rows)}</table>"
+
+
+@router.get("/calls/{call_id}/recording")
+async def recording(request: Request, call_id: str) -> Response:
+    """The call's audio for the page's player, as ``GET /v1/calls/{id}/recording`` answers it
+    (an ``<audio>`` element sends the console's cookie, not a Bearer key)."""
+    from ringflow.api.calls import call_document, read
+    from ringflow.api.recordings import recording_answer
+
+    try:
+        await key_for(request, "calls:read")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    call, _turns = await read(request, call_id)
+    doc = call_document(call)
+    return await asyncio.to_thread(
+        recording_answer, request.app.state.settings, doc["id"], doc.get("recording")
     )
 
 

@@ -8,7 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ringflow.contract.analysis import CallAnalysis
 from ringflow.contract.dial import Dial
+from ringflow.contract.recording import RecordingInfo
 
 SCOPES = (
     "calls:read",
@@ -97,6 +99,10 @@ class Call(BaseModel):
     extracted: dict[str, Any] = {}
     disposition: str | None = None
     end_reason: str | None = None
+    recording: RecordingInfo | None = Field(
+        None, description="The call's recording, when its flow records it (`GET /v1/calls/{id}/recording`)."
+    )
+    analysis: CallAnalysis | None = Field(None, description="The post-call analysis, once the call ended.")
     live: bool = Field(description="True while the call talks (read from its running workflow).")
 
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
@@ -108,3 +109,63 @@ async def test_console_pages_live_list_and_hang_up(
     for p in shots:
         print(f"screenshot: {p}")
     assert all(p.stat().st_size > 0 for p in shots)
+
+
+@pytest.mark.timeout(300)
+async def test_console_call_page_plays_the_recording_and_shows_the_analysis(
+    temporal_server: DevStack, sqlite_url: str, browser_page: Any, tmp_path: Path
+) -> None:
+    from ringflow.simulation.simulator import environment, run_script
+    from tests.support.paths import ROOT
+
+    # the example survey, recorded into this test's folder: a real Ogg Opus file of the
+    # LiveKit fake's egress, and the analysis its script answers
+    store = tmp_path / "recordings"
+    flow = tmp_path / "flows" / "satisfaction_survey" / "flow.yaml"
+    flow.parent.mkdir(parents=True)
+    text = (ROOT / "examples/flows/satisfaction_survey/flow.yaml").read_text()
+    flow.write_text(text.replace("file:///tmp/ringflow-recordings/", f"file://{store}/"))
+    script = tmp_path / "scripts" / "rated.yaml"
+    script.parent.mkdir()
+    script.write_text((ROOT / "examples/scripts/satisfaction_survey_rated.yaml").read_text())
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        result = await run_script(script, client, task_queue, llm)
+    assert result.ok, (result.failures, result.error)
+    assert result.recording is not None and result.recording["location"].startswith(f"file://{store}/")
+    page = browser_page
+    key = new_key(sqlite_url)
+    async with api_process(temporal_server.address, sqlite_url) as url:
+        await page.goto(f"{url}/console/")
+        await page.fill("input[name=key]", key)
+        await page.click("button[type=submit]")
+        await page.goto(f"{url}/console/calls/{result.call_id}")
+        player = page.locator("audio#recording")
+        await player.wait_for(state="attached")
+        # the browser fetched and decoded the recording through the console (its cookie)
+        await page.wait_for_function("document.querySelector('#recording').readyState >= 1")
+        duration = await page.evaluate("document.querySelector('#recording').duration")
+        assert (
+            await page.inner_text("#a-summary")
+            == "Robin agreed to the recording and rated the visit 5 out of 5."
+        )
+        success = await page.inner_text("#a-success")
+        sentiment = await page.inner_text("#a-sentiment")
+        field = await page.inner_text('#analysis tr[data-field="would_recommend"]')
+        await page.screenshot(path=str(tmp_path / "console-call-recorded.png"), full_page=True)
+        print(f"screenshot: {tmp_path / 'console-call-recorded.png'}")
+        async with httpx.AsyncClient(base_url=url) as http:
+            signed_out = await http.get(f"/console/calls/{result.call_id}/recording")
+            auth = {"Authorization": f"Bearer {key}"}
+            audio = await http.get(f"/v1/calls/{result.call_id}/recording", headers=auth)
+            part = await http.get(
+                f"/v1/calls/{result.call_id}/recording", headers={**auth, "Range": "bytes=0-3"}
+            )
+            doc = (await http.get(f"/v1/calls/{result.call_id}", headers=auth)).json()
+    assert duration > 0 and abs(duration - result.recording["duration_s"]) < 1.0
+    assert success == "pass (1): A score of 5 was given." and sentiment == "positive"
+    assert "True" in field
+    assert "Sign in" in signed_out.text and "audio" not in signed_out.headers["content-type"]  # no key
+    assert audio.status_code == 200 and audio.headers["content-type"] == "audio/ogg"
+    assert audio.content == (store / f"{result.call_id}.ogg").read_bytes()
+    assert part.status_code == 206 and part.content == b"OggS"  # a player seeks by range
+    assert doc["recording"]["status"] == "completed" and doc["analysis"]["success"]["pass"] is True
