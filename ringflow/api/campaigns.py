@@ -199,22 +199,13 @@ async def list_campaigns(
     _: keys.KeyInfo = Depends(require("campaigns:read")),
     limit: int = Query(50, ge=1, le=1000),
 ) -> Any:
-    from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
+    from ringflow.listing import workflow_rows
 
-    client = await temporal(request)
-    out = []
-    async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=limit):
-        attrs = wf.typed_search_attributes
-        out.append(
-            CampaignSummary(
-                id=wf.id.removeprefix(CAMPAIGN_WORKFLOW_PREFIX),
-                status=attrs.get(RINGFLOW_STATUS),
-                flow=attrs.get(RINGFLOW_FLOW),
-                workflow=wf.status.name if wf.status else None,
-                started_at=wf.start_time.isoformat() if wf.start_time else None,
-            )
-        )
-    return out
+    query = "WorkflowType = 'CampaignWorkflow'"
+    rows = await workflow_rows(
+        await temporal(request), query, limit, id_key="id", prefix=CAMPAIGN_WORKFLOW_PREFIX
+    )
+    return [CampaignSummary(**r) for r in rows]
 
 
 async def progress(request: Request, cid: str) -> dict[str, Any]:

@@ -374,6 +374,7 @@ async def hangup(request: Request, call_id: str) -> Response:
 @router.get("/campaigns")
 async def campaigns_page(request: Request) -> Response:
     from ringflow.campaigns import CampaignNotFound, campaign_progress
+    from ringflow.listing import CAMPAIGNS
 
     try:
         await key_for(request, "campaigns:read")
@@ -382,7 +383,7 @@ async def campaigns_page(request: Request) -> Response:
     client = await temporal(request)
     settings = request.app.state.settings
     rows = []
-    async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=50):
+    async for wf in client.list_workflows(CAMPAIGNS, limit=50):
         cid = wf.id.removeprefix("campaign-")
         try:
             p = await campaign_progress(client, settings.database_url, cid)
