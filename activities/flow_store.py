@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,19 @@ class PublishedVersion(BaseModel):
         return FlowRef(name=self.name, version=self.version, handlers=self.handlers)
 
 
+_ready: set[str] = set()
+_ready_lock = threading.Lock()
+
+
 def engine_for(database_url: str) -> Engine:
+    """The store's engine, its tables made once per process: two first uses at once (the
+    API's concurrent requests) would both see no table and the second CREATE fail."""
     remember_store(database_url)
     engine = get_engine(database_url)
-    SQLModel.metadata.create_all(engine, tables=_TABLES)  # checks first: cheap after the first call
+    with _ready_lock:
+        if database_url not in _ready:
+            SQLModel.metadata.create_all(engine, tables=_TABLES)
+            _ready.add(database_url)
     return engine
 
 
