@@ -461,8 +461,8 @@ async def flows_page(request: Request) -> Response:
         for v in await asyncio.to_thread(published)
     )
     versions = (
-        "<h2>Published versions</h2><table id=versions><tr><th>flow</th><th>version</th><th>flow:"
-        f" version</th><th>channels</th></tr>{rows or '<tr><td colspan=4>none published</td></tr>'}</table>"
+        "<h2>Published versions</h2><table id=versions><tr><th>flow</th><th>version</th><th>its version:"
+        f"</th><th>channels</th></tr>{rows or '<tr><td colspan=4>none published</td></tr>'}</table>"
     )
     detail = ""
     chosen = request.query_params.get("file")

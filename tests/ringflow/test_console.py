@@ -1,7 +1,8 @@
 """The console in a real browser (Debian's chromium driven by Playwright) against a real
 ``ringflow api`` process, Temporal dev server and worker: each page renders with real data,
 the live list follows a call as it moves, and hang-up from the call's page ends the call.
-Screenshots of each page are kept in the test's tmp folder (their paths are printed)."""
+Screenshots of each page are kept as the run's artefacts in ``build/artefacts/console/``
+(ignored by git; their paths are printed)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
+from ringflow.activities import flow_store
 from ringflow.devstack import DevStack
 from tests.support.apikit import api_process, new_key
-from tests.support.wfkit import Agent, running_worker, start, wait_state, wait_until
+from tests.support.paths import ROOT
+from tests.support.wfkit import FIXTURES, Agent, running_worker, start, wait_state, wait_until
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTEFACTS = ROOT / "build" / "artefacts" / "console"
 ARGS = [
     "--no-sandbox",
     "--headless",
@@ -55,13 +59,13 @@ async def test_console_pages_live_list_and_hang_up(
     task_queue: str,
     sqlite_url: str,
     browser_page: Any,
-    tmp_path: Path,
 ) -> None:
     page = browser_page
     shots: list[Path] = []
 
     async def shot(name: str) -> None:
-        path = tmp_path / f"console-{name}.png"
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTEFACTS / f"console-{name}.png"
         await page.screenshot(path=str(path), full_page=True)
         shots.append(path)
 
@@ -106,6 +110,16 @@ async def test_console_pages_live_list_and_hang_up(
         assert "clinic.yaml: valid" in await page.inner_text("main")
         assert await page.locator('#graph g[data-node="booked"]').count() == 1
         await shot("flows")
+        v = flow_store.publish_file(sqlite_url, FIXTURES / "clinic.yaml")[1]
+        flow_store.promote(sqlite_url, v.name, v.version, "production")
+        await page.goto(f"{url}/console/flows")
+        version_row = page.locator(f'#versions tr[data-ref="clinic_reminder@{v.version}"]')
+        assert "production" in await version_row.inner_text()
+        await version_row.locator("a").click()
+        await page.locator("#shown").wait_for()
+        assert await page.inner_text("#shown") == f"clinic_reminder@{v.version} [production]"
+        assert await page.locator('#graph g[data-node="booked"]').count() == 1
+        await shot("flow-version")
     for p in shots:
         print(f"screenshot: {p}")
     assert all(p.stat().st_size > 0 for p in shots)
@@ -116,7 +130,6 @@ async def test_console_call_page_plays_the_recording_and_shows_the_analysis(
     temporal_server: DevStack, sqlite_url: str, browser_page: Any, tmp_path: Path
 ) -> None:
     from ringflow.simulation.simulator import environment, run_script
-    from tests.support.paths import ROOT
 
     # the example survey, recorded into this test's folder: a real Ogg Opus file of the
     # LiveKit fake's egress, and the analysis its script answers
@@ -151,8 +164,10 @@ async def test_console_call_page_plays_the_recording_and_shows_the_analysis(
         success = await page.inner_text("#a-success")
         sentiment = await page.inner_text("#a-sentiment")
         field = await page.inner_text('#analysis tr[data-field="would_recommend"]')
-        await page.screenshot(path=str(tmp_path / "console-call-recorded.png"), full_page=True)
-        print(f"screenshot: {tmp_path / 'console-call-recorded.png'}")
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTEFACTS / "console-call-recorded.png"
+        await page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot: {shot}")
         async with httpx.AsyncClient(base_url=url) as http:
             signed_out = await http.get(f"/console/calls/{result.call_id}/recording")
             auth = {"Authorization": f"Bearer {key}"}
