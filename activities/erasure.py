@@ -55,6 +55,34 @@ class S3Keys:
     def __repr__(self) -> str:  # never the secret
         return f"S3Keys(endpoint={self.endpoint!r}, region={self.region!r})"
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> S3Keys:
+        """The recording store's keys of ``settings`` (``RINGFLOW_RECORDING_S3_*``)."""
+        secret = settings.recording_s3_secret
+        return cls(
+            settings.recording_s3_access_key,
+            secret.get_secret_value() if secret is not None else None,
+            settings.recording_s3_region,
+            settings.recording_s3_endpoint,
+            settings.recording_s3_force_path_style,
+        )
+
+    def client(self) -> Any:
+        """A boto3 S3 client with these keys (``RuntimeError`` without boto3)."""
+        try:
+            import boto3  # type: ignore[import-untyped]
+            from botocore.config import Config  # type: ignore[import-untyped]
+        except ImportError:
+            raise RuntimeError("boto3 is not installed (pip install 'ringflow[worker]')") from None
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint or None,
+            aws_access_key_id=self.access_key or None,
+            aws_secret_access_key=self.secret or None,
+            region_name=self.region or None,
+            config=Config(s3={"addressing_style": "path" if self.force_path_style else "auto"}),
+        )
+
 
 def calls_of_phone(database_url: str, phone: str) -> list[str]:
     """Every stored call of a person: those of campaign contacts with that number (by their
@@ -119,20 +147,7 @@ def erase_recording(out: Erasure, location: str | None, keys: S3Keys) -> None:
 
 
 def _delete_s3(bucket: str, key: str, keys: S3Keys) -> None:
-    try:
-        import boto3  # type: ignore[import-untyped]
-        from botocore.config import Config  # type: ignore[import-untyped]
-    except ImportError:
-        raise RuntimeError("boto3 is not installed (pip install 'ringflow[worker]')") from None
-    client = boto3.client(
-        "s3",
-        endpoint_url=keys.endpoint or None,
-        aws_access_key_id=keys.access_key or None,
-        aws_secret_access_key=keys.secret or None,
-        region_name=keys.region or None,
-        config=Config(s3={"addressing_style": "path" if keys.force_path_style else "auto"}),
-    )
-    client.delete_object(Bucket=bucket, Key=key)
+    keys.client().delete_object(Bucket=bucket, Key=key)
 
 
 async def erase_redis(out: Erasure, redis_url: str | None) -> None:

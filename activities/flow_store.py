@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,19 @@ class PublishedVersion(BaseModel):
         return FlowRef(name=self.name, version=self.version, handlers=self.handlers)
 
 
+_ready: set[str] = set()
+_ready_lock = threading.Lock()
+
+
 def engine_for(database_url: str) -> Engine:
+    """The store's engine, its tables made once per process: two first uses at once (the
+    API's concurrent requests) would both see no table and the second CREATE fail."""
     remember_store(database_url)
     engine = get_engine(database_url)
-    SQLModel.metadata.create_all(engine, tables=_TABLES)  # checks first: cheap after the first call
+    with _ready_lock:
+        if database_url not in _ready:
+            SQLModel.metadata.create_all(engine, tables=_TABLES)
+            _ready.add(database_url)
     return engine
 
 
@@ -220,6 +230,12 @@ def list_versions(database_url: str, name: str) -> list[PublishedVersion]:
             select(V).where(V.c.name == name).order_by(V.c.published_at.desc(), V.c.version)
         ).all()
     return [_published(r, sorted(c for c, v in chans.items() if v == r.version)) for r in rows]
+
+
+def list_names(database_url: str) -> list[str]:
+    """Every flow name with a published version, in order (the console's list)."""
+    with engine_for(database_url).connect() as conn:
+        return list(conn.execute(select(V.c.name).distinct().order_by(V.c.name)).scalars())
 
 
 def channels(database_url: str, name: str) -> dict[str, str]:

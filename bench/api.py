@@ -5,10 +5,12 @@ Prints one JSON document (``_report.emit``). A private Temporal dev server
 (``_stack.bench_stack``), a worker in this process, and the API under uvicorn on a free
 port, on the same client; requests go over real HTTP (httpx, keep-alive), one at a time.
 
-* ``api_start_call``: ``POST /v1/calls`` (key check in SQLite, the flow loaded from its
-  file, the call started). Baseline: ``start_call`` from Python on the same client with
-  the flow already loaded, what an embedding service pays; ``ratio`` is the API's cost
-  over it.
+* ``api_start_call``: ``POST /v1/calls`` of a file (key check in SQLite, the flow loaded
+  from its file and published, the same content being the same version, the call started
+  naming it). Baseline: ``start_call`` from Python on the same client with the flow already
+  loaded, what an embedding service pays; ``ratio`` is the API's cost over it.
+* ``api_start_call_by_version``: the same call by ``NAME@VERSION`` (the version read from
+  the store, no file parsed), against the same baseline.
 * ``api_get_call``: ``GET /v1/calls/{id}`` of a live call (the workflow's ``state`` query).
   Baseline: the same query from Python. ``rps`` beside it: reads a second with 16 clients
   at once.
@@ -31,6 +33,7 @@ import httpx
 from _report import emit, metric
 from _stack import bench_stack
 
+from ringflow.activities import flow_store
 from ringflow.api.keys import create_key
 from ringflow.callflow.loader import load_flow
 from ringflow.devstack import free_port
@@ -66,9 +69,12 @@ async def main() -> None:
         async with worker:
             api = await serve_beside(settings, bs.client, "127.0.0.1", port)
             definition = load_flow(FLOWS / FLOW)
+            pinned = flow_store.publish_file(db, FLOWS / FLOW)[1]
+            by_version = f"{pinned.name}@{pinned.version}"
             headers = {"Authorization": f"Bearer {key}"}
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers) as http:
                 api_ns: list[int] = []
+                ref_ns: list[int] = []
                 py_ns: list[int] = []
                 ids: list[str] = []
                 for _ in range(N):  # interleaved: a slow patch of the machine hits both
@@ -76,6 +82,11 @@ async def main() -> None:
                     r = await http.post("/v1/calls", json={"flow": FLOW, "variables": VARIABLES})
                     api_ns.append(time.perf_counter_ns() - t0)
                     assert r.status_code == 201, r.text
+                    ids.append(r.json()["id"])
+                    t0 = time.perf_counter_ns()
+                    r = await http.post("/v1/calls", json={"flow": by_version, "variables": VARIABLES})
+                    ref_ns.append(time.perf_counter_ns() - t0)
+                    assert r.status_code == 201 and r.json()["flow_ref"] == by_version, r.text
                     ids.append(r.json()["id"])
                     t0 = time.perf_counter_ns()
                     await start_call(bs.client, definition, task_queue=queue, variables=VARIABLES)
@@ -111,7 +122,11 @@ async def main() -> None:
                 await CallHandle(bs.client, cid).hangup()
     reads = metric("api_get_call", get_ns, query_ns, unit="ms")
     reads["rps"] = round(rps, 1)
-    emit("api", [metric("api_start_call", api_ns, py_ns, unit="ms"), reads])
+    starts = [
+        metric("api_start_call", api_ns, py_ns, unit="ms"),
+        metric("api_start_call_by_version", ref_ns, py_ns, unit="ms"),
+    ]
+    emit("api", [*starts, reads])
 
 
 if __name__ == "__main__":

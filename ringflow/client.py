@@ -20,7 +20,11 @@ from ringflow.api.models import (
     CampaignProgress,
     CampaignStarted,
     FlowReport,
+    FlowVersion,
+    FlowVersionShown,
     Problem,
+    Promoted,
+    PublishedFlow,
     Transcript,
 )
 
@@ -117,6 +121,32 @@ class Client:
     def validate_flow(self, *, flow: str | None = None, source: str | None = None) -> FlowReport:
         body = {k: v for k, v in {"flow": flow, "source": source}.items() if v is not None}
         return FlowReport.model_validate(self._call("POST", "/v1/flows/validate", json=body).json())
+
+    def publish_flow(
+        self,
+        *,
+        flow: str | None = None,
+        source: str | None = None,
+        name: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> PublishedFlow:
+        """A file under the API's flow directories, or the flow's text, as a published version."""
+        body = {k: v for k, v in {"flow": flow, "source": source, "name": name}.items() if v is not None}
+        r = self._call("POST", "/v1/flows/publish", json=body, idempotency_key=idempotency_key)
+        return PublishedFlow.model_validate(r.json())
+
+    def flow_versions(self, name: str) -> list[FlowVersion]:
+        return [FlowVersion.model_validate(v) for v in self._call("GET", f"/v1/flows/{name}/versions").json()]
+
+    def show_flow(self, ref: str) -> FlowVersionShown:
+        """``NAME``, ``NAME@VERSION`` or ``NAME@CHANNEL``: the version it names now."""
+        return FlowVersionShown.model_validate(self._call("GET", f"/v1/flows/{ref}").json())
+
+    def promote_flow(self, ref: str, channel: str, *, idempotency_key: str | None = None) -> Promoted:
+        """Point ``channel`` at ``ref`` (``NAME@VERSION``)."""
+        body = {"flow": ref, "channel": channel}
+        r = self._call("POST", "/v1/flows/promote", json=body, idempotency_key=idempotency_key)
+        return Promoted.model_validate(r.json())
 
     # campaigns
     def create_campaign(

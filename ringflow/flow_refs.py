@@ -1,9 +1,12 @@
-"""Finding a flow by reference for callers that cannot hand over a file: the HTTP API.
+"""A flow reference as the HTTP API takes it: a file, ``NAME``, ``NAME@VERSION`` or ``NAME@CHANNEL``.
 
-A reference is a file (relative to one of the trusted flow directories, ``RINGFLOW_FLOWS_DIR``,
-default the working directory), a flow's ``NAME`` or ``NAME@VERSION`` (the file of the
-directories whose ``flow:`` and ``version:`` match; the highest version for a bare name).
-Only files under those directories are read: a reference never reaches outside them.
+The meaning is the CLI's (``docs/flow-versions.md``): a name or a pinned version is resolved
+by the published store (``activities.flow_store.resolve``, the one resolution every caller
+shares), a file is published on the fly. What differs is where a file may come from: the API
+reads only files under its trusted flow directories (``RINGFLOW_FLOWS_DIR``, default the
+working directory), so a reference never reaches outside them; the CLI reads any file its
+user can. The directories' flows are also listed (:func:`catalogue`) for ``GET /v1/flows``
+and the console.
 """
 
 from __future__ import annotations
@@ -11,16 +14,20 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ringflow.callflow.loader import load_flow, read_file
-from ringflow.callflow.model import FlowDefinition
+from ringflow.callflow.loader import read_file
+
+if TYPE_CHECKING:
+    from ringflow.activities.flow_store import PublishedVersion
+    from ringflow.callflow.model import FlowDefinition
 
 FLOW_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_FILES = 2000  # a directory scan stops here: a reference is not a crawl
 
 
 class FlowRefError(LookupError):
-    """A reference that names no flow; the message says what was looked for and where."""
+    """A reference that names no flow; the message says what was looked for and what exists."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,14 @@ def flow_dirs(flows_dir: str | None) -> list[Path]:
 
 def _inside(path: Path, dirs: list[Path]) -> bool:
     return any(path == d or d in path.parents for d in dirs)
+
+
+def relative(path: Path, flows_dir: str | None) -> str:
+    """The file as a reference names it: relative to the directory it is under."""
+    for d in flow_dirs(flows_dir):
+        if d in path.parents:
+            return str(path.relative_to(d))
+    return path.name
 
 
 def catalogue(flows_dir: str | None) -> list[FlowFile]:
@@ -64,29 +79,53 @@ def catalogue(flows_dir: str | None) -> list[FlowFile]:
     return found
 
 
-def resolve(ref: str, flows_dir: str | None) -> Path:
-    """The file a reference names; raises :class:`FlowRefError`."""
+def is_file_ref(ref: str) -> bool:
+    """A file rather than a name: a suffix or a slash, which flow names never have. Unlike the
+    CLI's rule, whether a path exists in the API's working directory does not matter."""
+    return ref.endswith(FLOW_SUFFIXES) or "/" in ref
+
+
+def resolve_file(ref: str, flows_dir: str | None) -> Path:
+    """The file under the trusted directories a file reference names; :class:`FlowRefError`
+    for any other (outside them, or missing)."""
     dirs = flow_dirs(flows_dir)
-    where = ", ".join(str(d) for d in dirs)
-    if ref.endswith(FLOW_SUFFIXES) or "/" in ref:
-        for base in dirs:
-            path = (base / ref).resolve()
-            if _inside(path, dirs) and path.is_file():
-                return path
-        raise FlowRefError(f"no flow file '{ref}' under {where}")
-    name, _, version = ref.partition("@")
-    files = [f for f in catalogue(flows_dir) if f.name == name]
-    if not files:
-        raise FlowRefError(f"no flow named '{name}' under {where}")
-    if version:
-        if not version.isdigit():
-            raise FlowRefError(f"'{ref}': a version is a number (channels need published flows)")
-        files = [f for f in files if f.version == int(version)]
-        if not files:
-            raise FlowRefError(f"flow '{name}' has no version {version} under {where}")
-    return max(files, key=lambda f: f.version).path
+    for base in dirs:
+        path = (base / ref).resolve()
+        if _inside(path, dirs) and path.is_file():
+            return path
+    raise FlowRefError(f"no flow file '{ref[:300]}' under {', '.join(str(d) for d in dirs)}")
 
 
-def load_ref(ref: str, flows_dir: str | None) -> FlowDefinition:
-    """The loaded flow; raises :class:`FlowRefError` or the loader's ``FlowError``."""
-    return load_flow(resolve(ref, flows_dir))
+def load_ref(ref: str, database_url: str, flows_dir: str | None) -> tuple[FlowDefinition, PublishedVersion]:
+    """The definition and the published version ``ref`` names; a file is published first (the
+    same content is the same version). Raises :class:`FlowRefError`, or the loader's
+    ``FlowError`` for an invalid file."""
+    from ringflow.activities import flow_store
+
+    if is_file_ref(ref):
+        return flow_store.publish_file(database_url, resolve_file(ref, flows_dir))
+    try:
+        found = flow_store.resolve(database_url, ref)
+        return flow_store.load_definition(database_url, found.name, found.version), found
+    except flow_store.FlowRefError as exc:
+        raise FlowRefError(str(exc)) from None
+
+
+def load_version(
+    database_url: str, name: str, flow_version: int, flows_dir: str | None
+) -> FlowDefinition | None:
+    """A flow by its name and its own ``version:`` number (what a call's record keeps): the
+    newest published version with that number, else a file of the directories; None when
+    neither exists or it does not load (the console then draws no graph)."""
+    from ringflow.activities import flow_store
+    from ringflow.callflow.errors import FlowError
+    from ringflow.callflow.loader import load_flow
+
+    try:
+        for v in flow_store.list_versions(database_url, name):
+            if v.flow_version == flow_version:
+                return flow_store.load_definition(database_url, v.name, v.version)
+        files = [f for f in catalogue(flows_dir) if f.name == name and f.version == flow_version]
+        return load_flow(files[0].path) if files else None
+    except (FlowError, flow_store.FlowRefError, FileNotFoundError):
+        return None

@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
 
-from ringflow.api import calls, campaigns, console, flows, functions, metrics, problems, webhooks
+from ringflow.api import (
+    calls,
+    campaigns,
+    console,
+    flows,
+    functions,
+    metrics,
+    problems,
+    recordings,
+    webhooks,
+)
 from ringflow.api.auth import RateLimiter
 
 if TYPE_CHECKING:
@@ -57,6 +67,7 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
     app.include_router(flows.router)
     app.include_router(webhooks.router)
     app.include_router(functions.router)
+    app.include_router(recordings.router)
     app.include_router(console.router)
 
     @app.get("/livez", include_in_schema=False)

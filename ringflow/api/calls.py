@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -39,25 +40,21 @@ async def start(
     key: keys.KeyInfo = Depends(require("calls:write")),
     idempotency_key: str | None = IdempotencyKey,
 ) -> JSONResponse:
-    """Start a call of a flow (a file under ``RINGFLOW_FLOWS_DIR``, ``NAME`` or ``NAME@VERSION``);
-    with ``dial`` the call rings that number, without it an agent attaches as with ``call start``."""
+    """Start a call of a flow: a file under ``RINGFLOW_FLOWS_DIR`` (published on the fly),
+    ``NAME``, ``NAME@VERSION`` or ``NAME@CHANNEL``; the call keeps the version it starts with.
+    With ``dial`` the call rings that number, without it an agent attaches as with ``call start``."""
 
     async def make() -> tuple[int, Any]:
         from temporalio.exceptions import WorkflowAlreadyStartedError
         from temporalio.service import RPCError
 
         from ringflow.callflow.errors import FlowError
-        from ringflow.flow_refs import FlowRefError, load_ref
-        from ringflow.workflows.client import start_call
+        from ringflow.workflows.client import new_call_id, start_call
 
         settings = request.app.state.settings
-        try:
-            definition = load_ref(body.flow, settings.flows_dir)
-        except FlowRefError as exc:
-            raise ProblemError(422, str(exc), errors=[field("flow", str(exc))]) from None
-        except FlowError as exc:
-            raise issues_problem(422, f"flow '{body.flow}' is invalid", exc.errors, "flow") from None
-        call_id = derived_id(key, idempotency_key) if idempotency_key else None
+        # the id first: a reference is resolved for the call it starts
+        call_id = derived_id(key, idempotency_key) if idempotency_key else new_call_id()
+        definition, version = await published(settings, body.flow)
         fields: dict[str, Any] = {"campaign_id": body.campaign, "direction": body.direction}
         if body.dial is not None:
             dial = body.dial.to_dial()
@@ -83,13 +80,13 @@ async def start(
                 agent_timeout_s=settings.call_agent_timeout_s,
                 call_id=call_id,
                 variables=body.variables,
+                flow_ref=version.ref,
                 **fields,
             )
             started = handle.call_id
         except FlowError as exc:
             raise issues_problem(422, "the call's input is invalid", exc.errors, "variables") from None
-        except WorkflowAlreadyStartedError:
-            assert call_id is not None  # only a derived id can meet an existing call
+        except WorkflowAlreadyStartedError:  # only a derived id meets an existing call
             started = call_id
         except RPCError as exc:
             raise ProblemError(503, f"Temporal refused the call: {exc.message}") from None
@@ -98,10 +95,25 @@ async def start(
             workflow_id=call_workflow_id(started),
             flow=definition.flow.flow,
             version=definition.flow.version,
+            flow_ref=f"{version.name}@{version.version}",
         )
         return 201, answer.model_dump(mode="json")
 
     return await once(request, key, idempotency_key, body.model_dump(mode="json"), make)
+
+
+async def published(settings: Any, ref: str, where: str = "flow") -> tuple[Any, Any]:
+    """The definition and published version a request's flow reference names
+    (``ringflow/flow_refs.py``), or a 422 naming the field ``where``."""
+    from ringflow.callflow.errors import FlowError
+    from ringflow.flow_refs import FlowRefError, load_ref
+
+    try:
+        return await asyncio.to_thread(load_ref, ref, settings.database_url, settings.flows_dir)
+    except FlowRefError as exc:
+        raise ProblemError(422, str(exc), errors=[field(where, str(exc))]) from None
+    except FlowError as exc:
+        raise issues_problem(422, f"flow '{ref[:300]}' is invalid", exc.errors, where) from None
 
 
 def _cursor(query: str, token: bytes | None) -> str | None:
@@ -173,7 +185,8 @@ async def list_calls(
     )
 
 
-async def _read(request: Request, raw: str) -> tuple[Any, list[dict[str, Any]]]:
+async def read(request: Request, raw: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The call and its transcript (``ringflow.calls.read_call``), its failures as problems."""
     from temporalio.service import RPCError
 
     call_id = call_id_of(raw)
@@ -206,14 +219,14 @@ def call_document(call: Any) -> dict[str, Any]:
 @router.get("/{call_id}", response_model=Call, summary="Get a call")
 async def get_call(request: Request, call_id: str, _: keys.KeyInfo = Depends(require("calls:read"))) -> Any:
     """The call's state: from its running workflow while it talks, from its record once ended."""
-    call, _turns = await _read(request, call_id)
+    call, _turns = await read(request, call_id)
     return JSONResponse(call_document(call))
 
 
 @router.get("/{call_id}/transcript", response_model=Transcript, summary="A call's transcript")
 async def transcript(request: Request, call_id: str, _: keys.KeyInfo = Depends(require("calls:read"))) -> Any:
     """Every turn with the node it was said on; turns the agent still holds are marked ``held``."""
-    call, turns = await _read(request, call_id)
+    call, turns = await read(request, call_id)
     return JSONResponse({"id": call.call_id, "turns": turns})
 
 

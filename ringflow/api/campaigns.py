@@ -15,8 +15,10 @@ from fastapi.responses import JSONResponse, Response
 
 from ringflow.api import keys
 from ringflow.api.auth import require
+from ringflow.api.calls import published
 from ringflow.api.idempotency import IdempotencyKey, derived_id, once
 from ringflow.api.models import (
+    FLOW_REF,
     Accepted,
     CampaignProgress,
     CampaignStarted,
@@ -24,7 +26,7 @@ from ringflow.api.models import (
     LimitsIn,
     ReportRow,
 )
-from ringflow.api.problems import PROBLEM_RESPONSES, ProblemError, field, issues_problem
+from ringflow.api.problems import PROBLEM_RESPONSES, ProblemError, field
 from ringflow.api.temporal import temporal
 from ringflow.contract.ids import CAMPAIGN_WORKFLOW_PREFIX, campaign_workflow_id
 
@@ -61,7 +63,7 @@ def _text(raw: bytes, name: str) -> str:
 async def create(
     request: Request,
     contacts: UploadFile = File(description="CSV (phone, timezone, variables...) or JSONL (`.jsonl`)."),
-    flow: str = Form(min_length=1, max_length=300),
+    flow: str = Form(min_length=1, max_length=300, description=FLOW_REF),
     trunk: str | None = Form(None, max_length=128),
     from_number: str | None = Form(None, max_length=64),
     max_concurrent: int = Form(10, ge=1, le=10_000),
@@ -104,7 +106,6 @@ async def create(
         from temporalio.service import RPCError
 
         from ringflow.activities.campaign_rules import RuleError, parse_retry, parse_windows
-        from ringflow.callflow.errors import FlowError
         from ringflow.campaigns import (
             ContactsError,
             campaign_input,
@@ -112,7 +113,6 @@ async def create(
             parse_dnc,
             start_campaign,
         )
-        from ringflow.flow_refs import FlowRefError, load_ref
 
         settings = request.app.state.settings
         try:
@@ -130,12 +130,8 @@ async def create(
                 "no SIP trunk: give `trunk` or set RINGFLOW_SIP_TRUNK_ID",
                 errors=[field("trunk", "required")],
             )
-        try:
-            definition = load_ref(flow, settings.flows_dir)
-        except FlowRefError as exc:
-            raise ProblemError(422, str(exc), errors=[field("flow", str(exc))]) from None
-        except FlowError as exc:
-            raise issues_problem(422, f"flow '{flow}' is invalid", exc.errors, "flow") from None
+        # the campaign pins the version: its calls and their retries keep it, whatever is promoted
+        definition, version = await published(settings, flow)
         try:
             people = await asyncio.to_thread(
                 parse_contacts, _text(raw, "contacts"), Path(name), definition, default_timezone
@@ -160,6 +156,7 @@ async def create(
                 limits={"max_concurrent": max_concurrent, "cps": cps, "max_attempts": max_attempts},
                 windows=windows,
                 retries=retries,
+                flow_ref=version.ref,
             )
         except ValidationError as exc:
             errors = [field(".".join(str(x) for x in e["loc"]), e["msg"]) for e in exc.errors()]
@@ -185,7 +182,11 @@ async def create(
         except RPCError as exc:
             raise ProblemError(503, f"Temporal refused the campaign: {exc.message}") from None
         answer = CampaignStarted(
-            id=cid, workflow_id=campaign_workflow_id(cid), contacts=len(people), flow=definition.flow.flow
+            id=cid,
+            workflow_id=campaign_workflow_id(cid),
+            contacts=len(people),
+            flow=definition.flow.flow,
+            flow_ref=f"{version.name}@{version.version}",
         )
         return 201, answer.model_dump(mode="json")
 
@@ -198,22 +199,13 @@ async def list_campaigns(
     _: keys.KeyInfo = Depends(require("campaigns:read")),
     limit: int = Query(50, ge=1, le=1000),
 ) -> Any:
-    from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
+    from ringflow.listing import workflow_rows
 
-    client = await temporal(request)
-    out = []
-    async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=limit):
-        attrs = wf.typed_search_attributes
-        out.append(
-            CampaignSummary(
-                id=wf.id.removeprefix(CAMPAIGN_WORKFLOW_PREFIX),
-                status=attrs.get(RINGFLOW_STATUS),
-                flow=attrs.get(RINGFLOW_FLOW),
-                workflow=wf.status.name if wf.status else None,
-                started_at=wf.start_time.isoformat() if wf.start_time else None,
-            )
-        )
-    return out
+    query = "WorkflowType = 'CampaignWorkflow'"
+    rows = await workflow_rows(
+        await temporal(request), query, limit, id_key="id", prefix=CAMPAIGN_WORKFLOW_PREFIX
+    )
+    return [CampaignSummary(**r) for r in rows]
 
 
 async def progress(request: Request, cid: str) -> dict[str, Any]:

@@ -221,12 +221,10 @@ def graph_svg(definition: Any, path: list[str], current: str | None) -> str:
 
 
 def _flow_for(settings: Any, name: str, version: int) -> Any:
-    from ringflow.flow_refs import FlowRefError, load_ref
+    """The call's flow for its graph (None: the page shows no graph)."""
+    from ringflow.flow_refs import load_version
 
-    try:
-        return load_ref(f"{name}@{version}", settings.flows_dir)
-    except (FlowRefError, Exception):  # a flow the API cannot load: the page shows no graph
-        return None
+    return load_version(settings.database_url, name, version, settings.flows_dir)
 
 
 @router.get("/calls/{call_id}")
@@ -285,7 +283,9 @@ async def call_page(request: Request, call_id: str) -> Response:
         else ""
     )
     inner = (
-        f"<p>{action}</p><table>{facts}</table><h2>Path</h2>{svg}<h2>Transcript</h2><div id=transcript>{said or 'no turns yet'}</div>"
+        f"<p>{action}</p><table>{facts}</table>{recording_html(cid, doc.get('recording'))}"
+        f"{analysis_html(doc.get('analysis'))}"
+        f"<h2>Path</h2>{svg}<h2>Transcript</h2><div id=transcript>{said or 'no turns yet'}</div>"
         "<h2>Function calls</h2><table id=functions><tr><th>function</th><th>node</th><th>arguments</th>"
         f"<th>result</th><th>then</th><th>ms</th></tr>{fns or '<tr><td colspan=6>none</td></tr>'}</table>"
         f"<h2>Rejected events</h2><ul id=rejected>{rejected or '<li>none</li>'}</ul>"
@@ -293,6 +293,67 @@ async def call_page(request: Request, call_id: str) -> Response:
     )
     return _partial(
         request, f"Call {cid}", inner, 2000 if doc["live"] or doc["status"] == "dialing" else None
+    )
+
+
+def recording_html(call_id: str, rec: dict[str, Any] | None) -> str:
+    """The player of a completed recording (its audio from ``/console/calls/{id}/recording``),
+    else what became of it; nothing for a call its flow does not record."""
+    if not rec:
+        return ""
+    if rec.get("status") == "completed" and rec.get("location"):
+        length = f" {rec['duration_s']:.1f} s" if rec.get("duration_s") is not None else ""
+        body = (
+            f'<audio id=recording controls preload=metadata src="/console/calls/{quote(call_id)}/recording">'
+            f"</audio> <span class=node>{e(rec.get('location'))}{e(length)}</span>"
+        )
+    else:
+        error = f": {rec['error']}" if rec.get("error") else ""
+        body = f"<p id=recording-status>recording {e(rec.get('status'))}{e(error)}</p>"
+    return f"<h2>Recording</h2>{body}"
+
+
+def analysis_html(found: dict[str, Any] | None) -> str:
+    """The post-call analysis: summary, success against the rubric, sentiment, custom fields."""
+    if not found:
+        return ""
+    rows = []
+    if found.get("summary"):
+        rows.append(f"<tr><th>summary</th><td id=a-summary>{e(found['summary'])}</td></tr>")
+    if (ok := found.get("success")) is not None:
+        verdict = "pass" if ok.get("pass") else "fail"
+        score = f" ({ok['score']:g})" if ok.get("score") is not None else ""
+        reason = f": {ok['reason']}" if ok.get("reason") else ""
+        rows.append(
+            f'<tr><th>success</th><td id=a-success class="{"live" if ok.get("pass") else "err"}">'
+            f"{verdict}{e(score)}{e(reason)}</td></tr>"
+        )
+    if found.get("sentiment"):
+        rows.append(f"<tr><th>sentiment</th><td id=a-sentiment>{e(found['sentiment'])}</td></tr>")
+    rows += [
+        f'<tr data-field="{e(k)}"><th>{e(k)}</th><td>{e(v)}</td></tr>'
+        for k, v in (found.get("fields") or {}).items()
+    ]
+    if found.get("error"):
+        rows.append(f"<tr><th>error</th><td class=err>{e(found['error'])}</td></tr>")
+    return f"<h2>Analysis</h2><table id=analysis>{''.join(rows)}</table>"
+
+
+@router.get("/calls/{call_id}/recording")
+async def recording(request: Request, call_id: str) -> Response:
+    """The call's audio for the page's player, as ``GET /v1/calls/{id}/recording`` answers it
+    (an ``<audio>`` element sends the console's cookie, not a Bearer key)."""
+    from ringflow.api.calls import call_document, read
+    from ringflow.api.recordings import recording_answer
+
+    try:
+        await key_for(request, "calls:read")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    call, _turns = await read(request, call_id)
+    doc = call_document(call)
+    return await asyncio.to_thread(
+        recording_answer, request.app.state.settings, doc["id"], doc.get("recording")
     )
 
 
@@ -313,6 +374,7 @@ async def hangup(request: Request, call_id: str) -> Response:
 @router.get("/campaigns")
 async def campaigns_page(request: Request) -> Response:
     from ringflow.campaigns import CampaignNotFound, campaign_progress
+    from ringflow.listing import CAMPAIGNS
 
     try:
         await key_for(request, "campaigns:read")
@@ -321,7 +383,7 @@ async def campaigns_page(request: Request) -> Response:
     client = await temporal(request)
     settings = request.app.state.settings
     rows = []
-    async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=50):
+    async for wf in client.list_workflows(CAMPAIGNS, limit=50):
         cid = wf.id.removeprefix("campaign-")
         try:
             p = await campaign_progress(client, settings.database_url, cid)
@@ -365,40 +427,75 @@ async def steer(request: Request, campaign_id: str, action: str) -> Response:
 
 @router.get("/flows")
 async def flows_page(request: Request) -> Response:
+    """The flow files of the API's directories and the published flows with their versions;
+    ``?file=`` shows a file's graph and validation problems, ``?ref=`` a published version's
+    graph (``NAME``, ``NAME@VERSION`` or ``NAME@CHANNEL``, as the API resolves it)."""
+    from ringflow.activities import flow_store
     from ringflow.api.flows import validate
     from ringflow.api.models import FlowCheck
     from ringflow.callflow.loader import load_flow
-    from ringflow.flow_refs import catalogue, flow_dirs
+    from ringflow.flow_refs import catalogue, relative, resolve_file
 
     try:
         await key_for(request, "flows:read")
     except SignIn as exc:
         return sign_in(str(exc))
     settings = request.app.state.settings
+    db = settings.database_url
     found = await asyncio.to_thread(catalogue, settings.flows_dir)
-    dirs = flow_dirs(settings.flows_dir)
-    chosen = request.query_params.get("file")
     items = []
     for f in found:
-        rel = next((str(f.path.relative_to(d)) for d in dirs if d in f.path.parents), f.path.name)
+        rel = relative(f.path, settings.flows_dir)
         link = "/console/flows?" + urlencode({"file": rel})
         items.append(
             f'<li><a href="{e(link)}">{e(f.name)} v{f.version}</a> <span class=node>{e(rel)}</span></li>'
         )
+
+    def published() -> list[Any]:
+        return [v for n in flow_store.list_names(db) for v in flow_store.list_versions(db, n)]
+
+    rows = "".join(
+        f'<tr data-ref="{e(v.name)}@{e(v.version)}"><td>{e(v.name)}</td>'
+        f'<td><a href="/console/flows?{e(urlencode({"ref": f"{v.name}@{v.version}"}))}">{e(v.version)}</a></td>'
+        f"<td>v{v.flow_version}</td><td>{e(', '.join(v.channels))}</td></tr>"
+        for v in await asyncio.to_thread(published)
+    )
+    versions = (
+        "<h2>Published versions</h2><table id=versions><tr><th>flow</th><th>version</th><th>its version:"
+        f"</th><th>channels</th></tr>{rows or '<tr><td colspan=4>none published</td></tr>'}</table>"
+    )
     detail = ""
+    chosen = request.query_params.get("file")
+    ref = request.query_params.get("ref")
     if chosen:
-        report = await asyncio.to_thread(validate, settings, FlowCheck(flow=chosen))
+        try:
+            report = await asyncio.to_thread(validate, settings, FlowCheck(flow=chosen))
+        except ProblemError as exc:
+            report = {"valid": False, "errors": [{"path": "", "message": exc.detail}], "warnings": []}
         problems = "".join(
             f"<li class=err>{e(i['path'])}: {e(i['message'])}</li>" for i in report["errors"]
         ) + "".join(f"<li>{e(i['path'])}: {e(i['message'])}</li>" for i in report["warnings"])
         svg = ""
         if report["valid"]:
-            from ringflow.flow_refs import resolve
-
-            definition = await asyncio.to_thread(load_flow, resolve(chosen, settings.flows_dir))
+            definition = await asyncio.to_thread(load_flow, resolve_file(chosen, settings.flows_dir))
             svg = graph_svg(definition, [], None)
         state = "valid" if report["valid"] else "invalid"
         detail = (
             f"<h2>{e(chosen)}: {state}</h2><ul id=problems>{problems or '<li>no problems</li>'}</ul>{svg}"
         )
-    return page("Flows", f"<ul id=flows>{''.join(items) or '<li>no flows</li>'}</ul>{detail}")
+    elif ref:
+
+        def read() -> tuple[Any, Any]:
+            v = flow_store.resolve(db, ref)
+            return v, flow_store.load_definition(db, v.name, v.version)
+
+        try:
+            v, definition = await asyncio.to_thread(read)
+            chans = f" [{', '.join(v.channels)}]" if v.channels else ""
+            detail = (
+                f"<h2 id=shown>{e(v.name)}@{e(v.version)}{e(chans)}</h2>{graph_svg(definition, [], None)}"
+            )
+        except flow_store.FlowRefError as exc:
+            detail = f"<p class=err>{e(exc)}</p>"
+    body = f"<h2>Files</h2><ul id=flows>{''.join(items) or '<li>no flows</li>'}</ul>{versions}{detail}"
+    return page("Flows", body)

@@ -8,7 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ringflow.contract.analysis import CallAnalysis
 from ringflow.contract.dial import Dial
+from ringflow.contract.recording import RecordingInfo
 
 SCOPES = (
     "calls:read",
@@ -16,8 +18,14 @@ SCOPES = (
     "campaigns:read",
     "campaigns:write",
     "flows:read",
+    "flows:write",
     "webhooks:read",
     "webhooks:write",
+)
+
+FLOW_REF = (
+    "A flow reference: a file under RINGFLOW_FLOWS_DIR (published on the fly), NAME (its "
+    "production channel, else its newest version), NAME@VERSION or NAME@CHANNEL."
 )
 
 
@@ -59,7 +67,7 @@ class StartCall(BaseModel):
     flow: str = Field(
         min_length=1,
         max_length=300,
-        description="A flow file under RINGFLOW_FLOWS_DIR, a flow's NAME or NAME@VERSION.",
+        description=FLOW_REF,
     )
     variables: dict[str, Any] = {}
     dial: DialIn | None = None
@@ -71,7 +79,8 @@ class CallStarted(BaseModel):
     id: str
     workflow_id: str
     flow: str
-    version: int
+    version: int = Field(description="The flow's own `version:` number.")
+    flow_ref: str | None = Field(None, description="NAME@VERSION: the published version the call runs.")
     status: str = "dialing"
 
 
@@ -90,6 +99,10 @@ class Call(BaseModel):
     extracted: dict[str, Any] = {}
     disposition: str | None = None
     end_reason: str | None = None
+    recording: RecordingInfo | None = Field(
+        None, description="The call's recording, when its flow records it (`GET /v1/calls/{id}/recording`)."
+    )
+    analysis: CallAnalysis | None = Field(None, description="The post-call analysis, once the call ended.")
     live: bool = Field(description="True while the call talks (read from its running workflow).")
 
 
@@ -160,6 +173,56 @@ class FlowInfo(BaseModel):
     file: str
 
 
+class PublishFlow(BaseModel):
+    """What to publish: a flow file under RINGFLOW_FLOWS_DIR (with the hash of its handlers
+    module beside it) or the flow's text (a handlers module it names is not hashed: the
+    worker then checks only that it has one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    flow: str | None = Field(None, max_length=300, description="A flow file under RINGFLOW_FLOWS_DIR.")
+    source: str | None = Field(None, max_length=1_000_000, description="A flow's YAML or JSON text.")
+    name: str | None = Field(
+        None, max_length=64, description="Publish under this name (default: the flow's `flow:`)."
+    )
+
+
+class FlowVersion(BaseModel):
+    """A published version, as ``ringflow flow versions --json`` prints it."""
+
+    name: str
+    version: str = Field(description="12 hex digits: the content address.")
+    ref: str = Field(description="NAME@VERSION, a reference a call can pin.")
+    flow_version: int = Field(description="The flow's own `version:` number.")
+    handlers: dict[str, str] = Field(description="The sha256 of each handlers module it was published with.")
+    channels: list[str] = Field(description="The channels serving it now.")
+    published_at: float
+
+
+class PublishedFlow(FlowVersion):
+    created: bool = Field(description="False when the same content was already published.")
+
+
+class FlowVersionShown(FlowVersion):
+    definition: dict[str, Any] = Field(description="The flow definition as published.")
+
+
+class PromoteFlow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    flow: str = Field(
+        min_length=3, max_length=200, description="NAME@VERSION (or NAME@CHANNEL) to point the channel at."
+    )
+    channel: str = Field(min_length=1, max_length=40, description="production, canary, any name.")
+
+
+class Promoted(BaseModel):
+    name: str
+    channel: str
+    version: str
+    previous: str | None = Field(description="The version the channel served before, if any.")
+
+
 class LimitsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -173,6 +236,7 @@ class CampaignStarted(BaseModel):
     workflow_id: str
     contacts: int
     flow: str
+    flow_ref: str | None = Field(None, description="NAME@VERSION: the version every call of it runs.")
 
 
 class CampaignProgress(BaseModel):

@@ -314,26 +314,17 @@ def list_campaigns(
     json_out: bool = typer.Option(False, "--json"), limit: int = typer.Option(50, "--limit")
 ) -> None:
     """Campaigns known to Temporal, newest first."""
-    from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
+    from ringflow.listing import workflow_rows
     from ringflow.settings import get_settings
 
     settings = get_settings()
 
     async def go() -> list[dict[str, Any]]:
         client = await temporal_client(settings)
-        out = []
-        async for wf in client.list_workflows("WorkflowType = 'CampaignWorkflow'", limit=limit):
-            attrs = wf.typed_search_attributes
-            out.append(
-                {
-                    "campaign_id": wf.id.removeprefix(CAMPAIGN_WORKFLOW_PREFIX),
-                    "status": attrs.get(RINGFLOW_STATUS),
-                    "flow": attrs.get(RINGFLOW_FLOW),
-                    "workflow": wf.status.name if wf.status else None,
-                    "started_at": wf.start_time.isoformat(),
-                }
-            )
-        return out
+        query = "WorkflowType = 'CampaignWorkflow'"
+        return await workflow_rows(
+            client, query, limit, id_key="campaign_id", prefix=CAMPAIGN_WORKFLOW_PREFIX
+        )
 
     rows = run_async(go)
     if json_out:

@@ -23,14 +23,7 @@ async def forget_calls(settings: Any, client: Any, call_ids: list[str]) -> list[
         recording_location,
     )
 
-    secret = settings.recording_s3_secret.get_secret_value() if settings.recording_s3_secret else None
-    keys = S3Keys(
-        settings.recording_s3_access_key,
-        secret,
-        settings.recording_s3_region,
-        settings.recording_s3_endpoint,
-        settings.recording_s3_force_path_style,
-    )
+    keys = S3Keys.from_settings(settings)
     out: list[Erasure] = []
     for call_id in call_ids:
         done = Erasure(call_id)

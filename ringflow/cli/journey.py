@@ -105,8 +105,8 @@ def list_journeys(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Journeys known to Temporal, newest first."""
-    from ringflow.activities.search_attributes import RINGFLOW_FLOW, RINGFLOW_STATUS
     from ringflow.contract.journey import JOURNEY_WORKFLOW
+    from ringflow.listing import workflow_rows
     from ringflow.settings import get_settings
 
     settings = get_settings()
@@ -118,20 +118,7 @@ def list_journeys(
             query += f" AND {key} = '{value}'"
 
     async def go() -> list[dict[str, Any]]:
-        client = await temporal_client(settings)
-        out = []
-        async for wf in client.list_workflows(query, limit=limit):
-            attrs = wf.typed_search_attributes
-            out.append(
-                {
-                    "journey_id": wf.id,
-                    "flow": attrs.get(RINGFLOW_FLOW),
-                    "status": attrs.get(RINGFLOW_STATUS),
-                    "workflow": wf.status.name if wf.status else None,
-                    "started_at": wf.start_time.isoformat(),
-                }
-            )
-        return out
+        return await workflow_rows(await temporal_client(settings), query, limit, id_key="journey_id")
 
     rows = run_async(go)
     if json_out:

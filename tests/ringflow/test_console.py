@@ -1,7 +1,8 @@
 """The console in a real browser (Debian's chromium driven by Playwright) against a real
 ``ringflow api`` process, Temporal dev server and worker: each page renders with real data,
 the live list follows a call as it moves, and hang-up from the call's page ends the call.
-Screenshots of each page are kept in the test's tmp folder (their paths are printed)."""
+Screenshots of each page are kept as the run's artefacts in ``build/artefacts/console/``
+(ignored by git; their paths are printed)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
+from ringflow.activities import flow_store
 from ringflow.devstack import DevStack
 from tests.support.apikit import api_process, new_key
-from tests.support.wfkit import Agent, running_worker, start, wait_state, wait_until
+from tests.support.paths import ROOT
+from tests.support.wfkit import FIXTURES, Agent, running_worker, start, wait_state, wait_until
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTEFACTS = ROOT / "build" / "artefacts" / "console"
 ARGS = [
     "--no-sandbox",
     "--headless",
@@ -54,13 +59,13 @@ async def test_console_pages_live_list_and_hang_up(
     task_queue: str,
     sqlite_url: str,
     browser_page: Any,
-    tmp_path: Path,
 ) -> None:
     page = browser_page
     shots: list[Path] = []
 
     async def shot(name: str) -> None:
-        path = tmp_path / f"console-{name}.png"
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTEFACTS / f"console-{name}.png"
         await page.screenshot(path=str(path), full_page=True)
         shots.append(path)
 
@@ -105,6 +110,77 @@ async def test_console_pages_live_list_and_hang_up(
         assert "clinic.yaml: valid" in await page.inner_text("main")
         assert await page.locator('#graph g[data-node="booked"]').count() == 1
         await shot("flows")
+        v = flow_store.publish_file(sqlite_url, FIXTURES / "clinic.yaml")[1]
+        flow_store.promote(sqlite_url, v.name, v.version, "production")
+        await page.goto(f"{url}/console/flows")
+        version_row = page.locator(f'#versions tr[data-ref="clinic_reminder@{v.version}"]')
+        assert "production" in await version_row.inner_text()
+        await version_row.locator("a").click()
+        await page.locator("#shown").wait_for()
+        assert await page.inner_text("#shown") == f"clinic_reminder@{v.version} [production]"
+        assert await page.locator('#graph g[data-node="booked"]').count() == 1
+        await shot("flow-version")
     for p in shots:
         print(f"screenshot: {p}")
     assert all(p.stat().st_size > 0 for p in shots)
+
+
+@pytest.mark.timeout(300)
+async def test_console_call_page_plays_the_recording_and_shows_the_analysis(
+    temporal_server: DevStack, sqlite_url: str, browser_page: Any, tmp_path: Path
+) -> None:
+    from ringflow.simulation.simulator import environment, run_script
+
+    # the example survey, recorded into this test's folder: a real Ogg Opus file of the
+    # LiveKit fake's egress, and the analysis its script answers
+    store = tmp_path / "recordings"
+    flow = tmp_path / "flows" / "satisfaction_survey" / "flow.yaml"
+    flow.parent.mkdir(parents=True)
+    text = (ROOT / "examples/flows/satisfaction_survey/flow.yaml").read_text()
+    flow.write_text(text.replace("file:///tmp/ringflow-recordings/", f"file://{store}/"))
+    script = tmp_path / "scripts" / "rated.yaml"
+    script.parent.mkdir()
+    script.write_text((ROOT / "examples/scripts/satisfaction_survey_rated.yaml").read_text())
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        result = await run_script(script, client, task_queue, llm)
+    assert result.ok, (result.failures, result.error)
+    assert result.recording is not None and result.recording["location"].startswith(f"file://{store}/")
+    page = browser_page
+    key = new_key(sqlite_url)
+    async with api_process(temporal_server.address, sqlite_url) as url:
+        await page.goto(f"{url}/console/")
+        await page.fill("input[name=key]", key)
+        await page.click("button[type=submit]")
+        await page.goto(f"{url}/console/calls/{result.call_id}")
+        player = page.locator("audio#recording")
+        await player.wait_for(state="attached")
+        # the browser fetched and decoded the recording through the console (its cookie)
+        await page.wait_for_function("document.querySelector('#recording').readyState >= 1")
+        duration = await page.evaluate("document.querySelector('#recording').duration")
+        assert (
+            await page.inner_text("#a-summary")
+            == "Robin agreed to the recording and rated the visit 5 out of 5."
+        )
+        success = await page.inner_text("#a-success")
+        sentiment = await page.inner_text("#a-sentiment")
+        field = await page.inner_text('#analysis tr[data-field="would_recommend"]')
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTEFACTS / "console-call-recorded.png"
+        await page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot: {shot}")
+        async with httpx.AsyncClient(base_url=url) as http:
+            signed_out = await http.get(f"/console/calls/{result.call_id}/recording")
+            auth = {"Authorization": f"Bearer {key}"}
+            audio = await http.get(f"/v1/calls/{result.call_id}/recording", headers=auth)
+            part = await http.get(
+                f"/v1/calls/{result.call_id}/recording", headers={**auth, "Range": "bytes=0-3"}
+            )
+            doc = (await http.get(f"/v1/calls/{result.call_id}", headers=auth)).json()
+    assert duration > 0 and abs(duration - result.recording["duration_s"]) < 1.0
+    assert success == "pass (1): A score of 5 was given." and sentiment == "positive"
+    assert "True" in field
+    assert "Sign in" in signed_out.text and "audio" not in signed_out.headers["content-type"]  # no key
+    assert audio.status_code == 200 and audio.headers["content-type"] == "audio/ogg"
+    assert audio.content == (store / f"{result.call_id}.ogg").read_bytes()
+    assert part.status_code == 206 and part.content == b"OggS"  # a player seeks by range
+    assert doc["recording"]["status"] == "completed" and doc["analysis"]["success"]["pass"] is True

@@ -12,18 +12,11 @@ from temporalio.client import Client
 
 from ringflow.api.app import create_app
 from ringflow.api.keys import create_key
+from ringflow.api.models import SCOPES
 from ringflow.settings import Settings
 from tests.support.wfkit import FIXTURES
 
-ALL_SCOPES = [
-    "calls:read",
-    "calls:write",
-    "campaigns:read",
-    "campaigns:write",
-    "flows:read",
-    "webhooks:read",
-    "webhooks:write",
-]
+ALL_SCOPES = list(SCOPES)
 
 
 def api_settings(database_url: str, task_queue: str, **extra: Any) -> Settings:
