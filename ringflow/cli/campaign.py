@@ -119,6 +119,7 @@ def start(
     from temporalio.service import RPCError
 
     from ringflow.campaigns import ContactsError, campaign_input, load_contacts, load_dnc, start_campaign
+    from ringflow.cli.progress import Progress
     from ringflow.settings import get_settings
 
     settings = get_settings()
@@ -154,6 +155,8 @@ def start(
     check_redis(settings)
     check_telephony(settings, trunk)
 
+    progress = Progress(len(people), "contacts imported", quiet=json_out)
+
     async def go() -> None:
         client = await temporal_client(settings)
         await start_campaign(
@@ -163,12 +166,15 @@ def start(
             database_url=settings.database_url,
             task_queue=settings.task_queue,
             dnc=blocked,
+            on_import=lambda n: progress.update(n, "contacts imported"),
         )
 
     try:
         run_async(go)
     except RPCError as exc:
         raise fail(f"Temporal refused the campaign: {exc}") from None
+    finally:
+        progress.done()
     if json_out:
         typer.echo(
             json.dumps(
