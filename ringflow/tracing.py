@@ -147,20 +147,7 @@ def install(make_exporters: Callable[[], list[Any]], processor: Callable[[Any], 
     (``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_SERVICE_NAME``), the batch processor's limits
     (``OTEL_BSP_*``) and the span limits (``OTEL_SPAN_*``)."""
     global _provider
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-
-    wrap = processor or BatchSpanProcessor
-    resource = Resource.create(default_resource_attributes())
-    providers = []
-    for _ in range(2):
-        provider = TracerProvider(resource=resource)  # flushed and shut down at exit
-        for inner in make_exporters():
-            # Duck-typed: it cannot subclass SpanExporter without importing the SDK
-            # into every process that imports this module, traced or not.
-            provider.add_span_processor(wrap(cast(SpanExporter, RedactingExporter(inner))))
-        providers.append(provider)
+    providers = [build_provider(make_exporters, processor) for _ in range(2)]
     trace.set_tracer_provider(providers[0])
     _provider = providers
     try:
@@ -172,6 +159,24 @@ def install(make_exporters: Callable[[], list[Any]], processor: Callable[[Any], 
         set_tracer_provider(providers[1], allow_pii=False)
     except ImportError:
         pass
+
+
+def build_provider(
+    make_exporters: Callable[[], list[Any]], processor: Callable[[Any], Any] | None = None
+) -> Any:
+    """A tracer provider as the SDK configures one from ``OTEL_*`` (sampler, resource, span
+    limits), each exporter behind the redaction and a batch processor (``OTEL_BSP_*``)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+    wrap = processor or BatchSpanProcessor
+    provider = TracerProvider(resource=Resource.create(default_resource_attributes()))  # shut down at exit
+    for inner in make_exporters():
+        # Duck-typed: it cannot subclass SpanExporter without importing the SDK
+        # into every process that imports this module, traced or not.
+        provider.add_span_processor(wrap(cast(SpanExporter, RedactingExporter(inner))))
+    return provider
 
 
 def tracing_on() -> bool:

@@ -280,3 +280,33 @@ async def test_one_call_is_one_trace_from_agent_to_workflow_across_a_crash(tempo
     assert [r["name"] for r in roots] == ["ringflow.call"], roots
     # livekit-agents' own spans of the call (its session, turns, LLM requests) are in it too
     assert any(s["scope"].startswith("livekit") for s in in_trace), sorted({s["scope"] for s in in_trace})
+
+
+@pytest.mark.parametrize(
+    ("env", "sampler"),
+    [
+        ({}, "ParentBased{root:AlwaysOnSampler"),
+        ({"OTEL_TRACES_SAMPLER": "always_off"}, "AlwaysOffSampler"),
+        (
+            {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"},
+            "ParentBased{root:TraceIdRatioBased{0.25}",
+        ),
+    ],
+)
+def test_the_sampler_and_resource_are_the_sdks_reading_of_the_otel_variables(
+    env: dict[str, str], sampler: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole calls are sampled or not (a call is one trace; its agents' spans follow the
+    root's decision through the parent-based sampler)."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ringflow.tracing import build_provider
+
+    for key in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(key)
+    for key, value in {**env, "OTEL_RESOURCE_ATTRIBUTES": "service.name=calls-eu"}.items():
+        monkeypatch.setenv(key, value)
+    provider = build_provider(lambda: [InMemorySpanExporter()])
+    assert provider.sampler.get_description().startswith(sampler)
+    assert provider.resource.attributes["service.name"] == "calls-eu"
+    provider.shutdown()
