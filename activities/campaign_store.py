@@ -11,6 +11,7 @@ once, and whose dial activity never rings twice (``activities/telephony.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -106,9 +107,15 @@ def call_id_for(campaign_id: str, idx: int, attempt: int) -> str:
 
 
 def add_contacts(
-    database_url: str, campaign_id: str, contacts: list[Contact], start_idx: int = 0, now: float = 0.0
+    database_url: str,
+    campaign_id: str,
+    contacts: list[Contact],
+    start_idx: int = 0,
+    now: float = 0.0,
+    on_chunk: Callable[[int], None] | None = None,
 ) -> int:
-    """Insert contacts numbered from ``start_idx``; rows already there are kept as they are."""
+    """Insert contacts numbered from ``start_idx``; rows already there are kept as they are.
+    ``on_chunk`` hears how many are in after each thousand (``campaign start``'s progress)."""
     engine = engine_for(database_url)
     for i in range(0, len(contacts), 1000):
         rows = [
@@ -130,6 +137,8 @@ def add_contacts(
         stmt = _insert_for(engine, C).values(rows).on_conflict_do_nothing()
         with engine.begin() as conn:
             conn.execute(stmt)
+        if on_chunk is not None:
+            on_chunk(i + len(rows))
     return len(contacts)
 
 

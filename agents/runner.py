@@ -18,10 +18,12 @@ from typing import Any
 
 from livekit.agents import AgentSession, ConversationItemAddedEvent, UserStateChangedEvent
 from livekit.agents import llm as lk_llm
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from temporalio.client import Client
 
 from ringflow.agents import metrics as agent_metrics
+from ringflow.agents.call_trace import call_context
 from ringflow.agents.controller import FlowController
 from ringflow.agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
 from ringflow.agents.hooks import NO_HOOKS, AgentHooks
@@ -209,9 +211,14 @@ async def attach_agent(
     (``lease_fresh_s``: how long a lease check holds; ``warn_unleased``: say so when there
     is no lease)."""
     started = time.perf_counter()
-    # Not the current span: the session's and the outbox's tasks start inside, and would
-    # otherwise hang the whole call's tool calls and signals under this one span.
-    span = TRACER.start_span("ringflow.agent.attach", attributes={"ringflow.call_id": call_id})
+    # The call's trace (agents/call_trace.py; None with tracing off) is the current context
+    # for everything started here: the session's and the outbox's tasks take it along, so
+    # turns, tool calls and signals are the call's spans, under its one root. The attach span
+    # is current only around the attach updates (``_Options.span``), or it would be the
+    # parent of everything the call does afterwards.
+    call_ctx = await call_context(client, call_id)
+    span = TRACER.start_span("ringflow.agent.attach", call_ctx, attributes={"ringflow.call_id": call_id})
+    token = otel_context.attach(call_ctx) if call_ctx is not None else None
     try:
         run = await _attach_agent(
             client,
@@ -232,11 +239,14 @@ async def attach_agent(
                 lease_fresh_s,
                 warn_unleased,
                 journal,
+                span,
             ),
         )
         span.set_attribute("ringflow.resumed", run.resumed)
     finally:
         span.end()
+        if token is not None:
+            otel_context.detach(token)
     resumed = "true" if run.resumed else "false"
     agent_metrics.ATTACH_SECONDS.labels(resumed).observe(time.perf_counter() - started)
     agent_metrics.track(run)
@@ -261,6 +271,7 @@ class _Options:
     lease_fresh_s: float
     warn_unleased: bool
     journal: Any
+    span: Any  # the attach's span: current while the attach updates go
 
 
 async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options) -> AgentRun:
@@ -271,13 +282,16 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
     if lease is not None:
         await lease.acquire(call_id, agent_id)  # raises LeaseHeld: another agent is on the call
     call = CallHandle(client, call_id)
-    snap = await call.attach(agent_id)
-    if not snap.ended and any(run.purpose == "action_node" for run in snap.state.pending.values()):
-        # On an action node (a start node that looks something up before the call, or one
-        # a dead agent's transition entered): the workflow is running its function and will
-        # route on the result. The agent starts where that goes, with that node's prompt,
-        # tools and greeting, not on a node where no LLM runs.
-        snap = await call.attach(agent_id, after_seq=snap.next_seq - 1, settle=True, epoch=snap.epoch or None)
+    with trace.use_span(o.span, end_on_exit=False):
+        snap = await call.attach(agent_id)
+        if not snap.ended and any(run.purpose == "action_node" for run in snap.state.pending.values()):
+            # On an action node (a start node that looks something up before the call, or one
+            # a dead agent's transition entered): the workflow is running its function and will
+            # route on the result. The agent starts where that goes, with that node's prompt,
+            # tools and greeting, not on a node where no LLM runs.
+            snap = await call.attach(
+                agent_id, after_seq=snap.next_seq - 1, settle=True, epoch=snap.epoch or None
+            )
     # A heartbeat goes only when nothing else went out for a whole interval: any delivered
     # event keeps the call alive in the workflow, so a talking call sends no heartbeats.
     # Turns linger (agents/outbox.py, "Coalescing"): they ride with the next event that goes at

@@ -12,6 +12,7 @@ import asyncio
 import csv
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,13 +195,15 @@ async def start_campaign(
     database_url: str,
     task_queue: str,
     dnc: list[str] | None = None,
+    on_import: Callable[[int], None] | None = None,
 ) -> WorkflowHandle[Any, Any]:
-    """Store the contacts (and do-not-call numbers), then start the campaign's workflow."""
+    """Store the contacts (and do-not-call numbers), then start the campaign's workflow.
+    ``on_import`` hears how many contacts are stored so far (``campaign start``'s progress)."""
     from ringflow.workflows.campaign import CampaignWorkflow  # only to start one: `status` loads none
     from ringflow.workflows.journey_client import add_do_not_call
 
     now = time.time()
-    await asyncio.to_thread(store.add_contacts, database_url, inp.campaign_id, contacts, 0, now)
+    await asyncio.to_thread(store.add_contacts, database_url, inp.campaign_id, contacts, 0, now, on_import)
     if dnc:  # and their open journeys end
         await add_do_not_call(client, database_url, dnc)
     attrs = TypedSearchAttributes(

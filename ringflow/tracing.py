@@ -1,21 +1,27 @@
 """OpenTelemetry tracing, off unless the standard ``OTEL_*`` variables turn it on.
 
-Turned on by ``OTEL_TRACES_EXPORTER`` (``otlp`` or ``console``) or an OTLP endpoint
-(``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``; the protocol from
-``OTEL_EXPORTER_OTLP_PROTOCOL``, ``grpc`` by default as the spec says), and off again by
-``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``. The service name comes from
-``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` (default ``ringflow``).
+Turned on by ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, any exporter registered as
+an SDK entry point) or an OTLP endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), and off again by ``OTEL_SDK_DISABLED=true`` or
+``OTEL_TRACES_EXPORTER=none``. Everything else is the SDK's own reading of ``OTEL_*``: the
+exporter by its entry point (``otlp`` over gRPC or HTTP by ``OTEL_EXPORTER_OTLP_PROTOCOL``),
+its endpoint, headers and timeout, the sampler (``OTEL_TRACES_SAMPLER``), the resource
+(``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES``; ``service.name`` defaults to ``ringflow``)
+and the batch processor (``OTEL_BSP_*``).
 
 When on, every client gets Temporal's ``TracingInterceptor``, which also traces the workers
-built on it: a trace runs from the agent's tool call (``agents`` opens spans on its hot
-path) through the update or signal into the workflow and its activities. Span attributes
-hold names and ids, never call data.
+built on it. A call is one trace (``workflows/client.py``: ``call_root``): its root span
+is opened where the call is started and its context travels in the call's input
+(``CallInput.trace``); the workflow's spans follow the start, every agent that attaches
+parents its spans (attach, turns, tool calls, the outbox's signals) on the input's
+context. Span attributes hold names and ids, never call data.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, cast
 
 from opentelemetry import trace
@@ -34,29 +40,24 @@ def tracing_configured(env: dict[str, str] | None = None) -> bool:
     return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 
 
-def _exporter() -> Any:
-    kind = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower().split(",")[0]
-    if kind == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-        return ConsoleSpanExporter()
-    protocol = (
-        (
-            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-            or "grpc"
-        )
-        .strip()
-        .lower()
+def exporters() -> list[Any]:
+    """The span exporters ``OTEL_TRACES_EXPORTER`` names (``otlp`` when only an endpoint is
+    set), resolved as the SDK's own auto-configuration does: entry points of the
+    ``opentelemetry_traces_exporter`` group, ``otlp`` mapped to gRPC or HTTP by
+    ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``/``OTEL_EXPORTER_OTLP_PROTOCOL``. Each exporter then
+    reads its own ``OTEL_EXPORTER_OTLP_*`` (endpoint, headers, timeout, certificates)."""
+    from opentelemetry.sdk._configuration import (
+        _get_exporter_entry_point,
+        _get_exporter_names,
+        _import_exporters,
     )
-    # Endpoint, headers, timeout: from the OTEL_EXPORTER_OTLP_* variables.
-    if protocol.startswith("http"):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
-        return HttpExporter()
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-
-    return GrpcExporter()
+    if os.environ.get("OTEL_TRACES_EXPORTER", "").strip():
+        names = _get_exporter_names("traces")
+    else:  # the spec's default, where only an endpoint turned tracing on
+        names = [_get_exporter_entry_point("otlp", "traces")]
+    classes, _, _ = _import_exporters(names, [], [])
+    return [cls() for cls in classes.values()]
 
 
 class RedactingExporter:
@@ -127,37 +128,55 @@ def default_resource_attributes(env: dict[str, str] | None = None) -> dict[str, 
 
 
 def setup_tracing() -> bool:
-    """Install the global tracer provider once per process, if configured; True when tracing."""
-    global _provider
+    """Install the global tracer provider once per process, if configured; True when tracing
+    (also when ``install`` was called directly)."""
+    if _provider is not None:
+        return True
     if not tracing_configured():
         return False
     with _lock:
         if _provider is None:
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-
-            resource = Resource.create(default_resource_attributes())
-            providers = []
-            for _ in range(2):
-                provider = TracerProvider(resource=resource)  # flushed and shut down at exit
-                # Duck-typed: it cannot subclass SpanExporter without importing the SDK
-                # into every process that imports this module, traced or not.
-                exporter = cast(SpanExporter, RedactingExporter(_exporter()))
-                provider.add_span_processor(BatchSpanProcessor(exporter))
-                providers.append(provider)
-            trace.set_tracer_provider(providers[0])
-            _provider = providers
-            try:
-                from livekit.agents.telemetry import set_tracer_provider
-
-                # livekit-agents' own spans (LLM, TTS, tool execution) go to the same place, with
-                # the conversation redacted. A provider of their own: livekit's redacting span
-                # processor imports livekit, which must not happen inside a workflow's sandbox.
-                set_tracer_provider(providers[1], allow_pii=False)
-            except ImportError:
-                pass
+            install(exporters)
     return True
+
+
+def install(make_exporters: Callable[[], list[Any]], processor: Callable[[Any], Any] | None = None) -> None:
+    """Install Ringflow's tracer providers (``setup_tracing``; a test passes an in-memory
+    exporter and ``SimpleSpanProcessor``). The SDK reads the rest of its configuration from
+    ``OTEL_*`` itself: the sampler (``OTEL_TRACES_SAMPLER``/``_ARG``), the resource
+    (``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_SERVICE_NAME``), the batch processor's limits
+    (``OTEL_BSP_*``) and the span limits (``OTEL_SPAN_*``)."""
+    global _provider
+    providers = [build_provider(make_exporters, processor) for _ in range(2)]
+    trace.set_tracer_provider(providers[0])
+    _provider = providers
+    try:
+        from livekit.agents.telemetry import set_tracer_provider
+
+        # livekit-agents' own spans (LLM, TTS, tool execution) go to the same place, with
+        # the conversation redacted. A provider of their own: livekit's redacting span
+        # processor imports livekit, which must not happen inside a workflow's sandbox.
+        set_tracer_provider(providers[1], allow_pii=False)
+    except ImportError:
+        pass
+
+
+def build_provider(
+    make_exporters: Callable[[], list[Any]], processor: Callable[[Any], Any] | None = None
+) -> Any:
+    """A tracer provider as the SDK configures one from ``OTEL_*`` (sampler, resource, span
+    limits), each exporter behind the redaction and a batch processor (``OTEL_BSP_*``)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+    wrap = processor or BatchSpanProcessor
+    provider = TracerProvider(resource=Resource.create(default_resource_attributes()))  # shut down at exit
+    for inner in make_exporters():
+        # Duck-typed: it cannot subclass SpanExporter without importing the SDK
+        # into every process that imports this module, traced or not.
+        provider.add_span_processor(wrap(cast(SpanExporter, RedactingExporter(inner))))
+    return provider
 
 
 def tracing_on() -> bool:

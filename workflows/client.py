@@ -10,8 +10,11 @@ module, and the workflow would bring the activities' I/O clients along.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from opentelemetry import trace
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
@@ -72,6 +75,39 @@ def new_call_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
+def tracing_on() -> bool:
+    """A tracer provider is installed (``ringflow.tracing``): spans are recorded."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+@contextmanager
+def call_root(call_id: str, flow: str) -> Iterator[dict[str, str]]:
+    """The root span of one call's trace, current while the call is started, and its W3C
+    context (``traceparent``, ``tracestate``) for the call's input (``CallInput.trace``):
+    the workflow's spans hang under the start's span (Temporal's interceptor carries it in
+    the start's headers), and every agent that attaches, first or after a crash, parents
+    its spans on the input's context (``agents/call_trace.py``), so a call is one trace with
+    this one root. Always a new trace: a span current where the call is started (an API
+    request's, a CLI's) is linked, not its parent, so a call is never a branch of whatever
+    started it. With tracing off: no span, and ``{}``."""
+    if not tracing_on():
+        yield {}
+        return
+    from opentelemetry.context import Context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    attrs = {"ringflow.call_id": call_id, "ringflow.flow": flow}
+    here = trace.get_current_span().get_span_context()
+    links = [trace.Link(here)] if here.is_valid else []
+    tracer = trace.get_tracer("ringflow")
+    with tracer.start_as_current_span(
+        "ringflow.call", Context(), kind=trace.SpanKind.PRODUCER, attributes=attrs, links=links
+    ):
+        carrier: dict[str, str] = {}
+        TraceContextTextMapPropagator().inject(carrier)
+        yield carrier
+
+
 def checked_call_input(
     definition: FlowDefinition, call_id: str | None, variables: dict[str, Any] | None, fields: dict[str, Any]
 ) -> tuple[CallInput, TypedSearchAttributes]:
@@ -121,15 +157,16 @@ async def start_call(
     if bad := find_unsafe(variables or {}):  # the workflow would replace it: the caller can fix it
         raise FlowError([Issue("", f"variable {bad}")])
     inp, attrs = checked_call_input(definition, call_id, variables, fields)
-    handle = await client.start_workflow(
-        CALL_WORKFLOW,
-        inp,
-        result_type=CallRecord,
-        id=workflow_id(inp.call_id),
-        task_queue=task_queue,
-        search_attributes=attrs,
-        static_summary=f"{definition.flow.flow} v{definition.flow.version} call",
-    )
+    with call_root(inp.call_id, definition.flow.flow) as carrier:  # the call's trace
+        handle = await client.start_workflow(
+            CALL_WORKFLOW,
+            inp.model_copy(update={"trace": carrier}) if carrier else inp,
+            result_type=CallRecord,
+            id=workflow_id(inp.call_id),
+            task_queue=task_queue,
+            search_attributes=attrs,
+            static_summary=f"{definition.flow.flow} v{definition.flow.version} call",
+        )
     return CallHandle(client, inp.call_id, handle)
 
 
@@ -146,19 +183,20 @@ async def start_or_attach(
     """An inbound call: start its workflow and attach to it in one round trip
     (update-with-start). A second agent for the same room attaches to the running call."""
     inp, attrs = checked_call_input(definition, call_id, variables, fields)
-    start: WithStartWorkflowOperation[Any, CallRecord] = WithStartWorkflowOperation(
-        CALL_WORKFLOW,
-        inp,
-        result_type=CallRecord,
-        id=workflow_id(call_id),
-        task_queue=task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        search_attributes=attrs,
-        static_summary=f"{definition.flow.flow} v{definition.flow.version} inbound call",
-    )
-    snap = await client.execute_update_with_start_workflow(
-        "attach", AttachRequest(agent_id=agent_id), start_workflow_operation=start, result_type=Snapshot
-    )
+    with call_root(call_id, definition.flow.flow) as carrier:  # the call's trace, if this starts it
+        start: WithStartWorkflowOperation[Any, CallRecord] = WithStartWorkflowOperation(
+            CALL_WORKFLOW,
+            inp.model_copy(update={"trace": carrier}) if carrier else inp,
+            result_type=CallRecord,
+            id=workflow_id(call_id),
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=attrs,
+            static_summary=f"{definition.flow.flow} v{definition.flow.version} inbound call",
+        )
+        snap = await client.execute_update_with_start_workflow(
+            "attach", AttachRequest(agent_id=agent_id), start_workflow_operation=start, result_type=Snapshot
+        )
     return CallHandle(client, call_id), snap
 
 

@@ -358,7 +358,7 @@ def simulate(
         sim_settings.log_format,
     )  # the results are the output; logs only when asked
     logging.getLogger("livekit").setLevel(logging.CRITICAL)  # a simulated kill is not an error
-    progress = Progress(len(runnable), "scripts simulated")
+    progress = Progress(len(runnable), "scripts simulated", quiet=json_out)
 
     def heard(result: SimulationResult) -> None:
         progress.step(Path(result.script).name, result.ok)

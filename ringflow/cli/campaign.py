@@ -119,6 +119,7 @@ def start(
     from temporalio.service import RPCError
 
     from ringflow.campaigns import ContactsError, campaign_input, load_contacts, load_dnc, start_campaign
+    from ringflow.cli.progress import Progress
     from ringflow.settings import get_settings
 
     settings = get_settings()
@@ -154,6 +155,8 @@ def start(
     check_redis(settings)
     check_telephony(settings, trunk)
 
+    progress = Progress(len(people), "contacts imported", quiet=json_out)
+
     async def go() -> None:
         client = await temporal_client(settings)
         await start_campaign(
@@ -163,12 +166,15 @@ def start(
             database_url=settings.database_url,
             task_queue=settings.task_queue,
             dnc=blocked,
+            on_import=lambda n: progress.update(n, "contacts imported"),
         )
 
     try:
         run_async(go)
     except RPCError as exc:
         raise fail(f"Temporal refused the campaign: {exc}") from None
+    finally:
+        progress.done()
     if json_out:
         typer.echo(
             json.dumps(
@@ -399,7 +405,9 @@ def simulate(
     from pydantic import ValidationError
 
     from ringflow.activities.campaign_rules import RuleError
+    from ringflow.activities.campaign_store import FINAL
     from ringflow.campaigns import ContactsError, load_contacts
+    from ringflow.cli.progress import Progress
     from ringflow.settings import get_settings
     from ringflow.simulation.campaign import parse_answers, simulate_campaign
     from ringflow.workflows.campaign_messages import CampaignInput, Limits
@@ -428,6 +436,13 @@ def simulate(
             "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()), 2
         ) from None
     check_redis(settings)
+    progress = Progress(len(people), "contacts done", quiet=json_out)
+
+    def done_so_far(states: dict[str, int]) -> None:
+        final = {k: n for k, n in sorted(states.items()) if k in FINAL}
+        detail = ", ".join(f"{k} {n}" for k, n in final.items())
+        progress.update(sum(final.values()), f"contacts done ({detail})" if detail else "contacts done")
+
     # On a server that outlives the command, the contacts go where `campaign status` and
     # `campaign report` read them (RINGFLOW_DATABASE_URL); an embedded one takes its own along.
     out = run_async(
@@ -439,8 +454,10 @@ def simulate(
             redis_url=settings.redis_url or "",
             address=address,
             database_url=settings.database_url if address is not None else None,
+            on_progress=done_so_far,
         )
     )
+    progress.done()
     out.pop("dial_times", None)
     if json_out:
         typer.echo(json.dumps(out))

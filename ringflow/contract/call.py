@@ -83,6 +83,9 @@ class CallInput(Message):
     # the published version ``definition`` is: on the wire the definition is then left out
     # (ringflow/flow_codec.py), and the worker checks its handler code against it at the start
     flow_ref: FlowRef | None = None
+    # the call's trace: the W3C context (traceparent, tracestate) of its root span, which
+    # every agent attaching to the call parents its spans on (ringflow/tracing.py: call_root)
+    trace: dict[str, str] = Field(default_factory=dict, max_length=4)
 
 
 class CallView(Answer):

@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -171,8 +171,11 @@ async def simulate_campaign(
     redis_url: str,
     address: str | None = None,
     database_url: str | None = None,
+    on_progress: Callable[[dict[str, int]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the campaign to its end; what happened, measured from the attempt rows and the fake."""
+    """Run the campaign to its end; what happened, measured from the attempt rows and the fake.
+    ``on_progress`` is given the contacts by state while it runs (``campaign simulate``'s
+    progress line), each time they change."""
     kinds = draw([c.phone for c in contacts], answers, seed)
     with tempfile.TemporaryDirectory(prefix="ringflow-campaign-db-") as db_dir:
         db = database_url or f"sqlite:///{db_dir}/campaign.db"
@@ -196,7 +199,18 @@ async def simulate_campaign(
                     handle = await start_campaign(
                         client, inp, contacts, database_url=db, task_queue=task_queue
                     )
-                    result = await handle.result()
+                    watch = None
+                    if on_progress is not None:
+                        watch = asyncio.create_task(_watch(db, inp.campaign_id, on_progress))
+                    try:
+                        result = await handle.result()
+                    finally:
+                        if watch is not None:
+                            watch.cancel()
+                            with contextlib.suppress(asyncio.CancelledError):
+                                await watch
+                    if on_progress is not None:  # the last word: every contact in its final state
+                        on_progress((await asyncio.to_thread(store.counts, db, inp.campaign_id))["contacts"])
                     events, run_starts, size = await _history_events(client, handle.id)
             finally:
                 runner.cancel()
@@ -209,6 +223,19 @@ async def simulate_campaign(
                 "run_starts": run_starts,  # when each run of the campaign began (epoch s)
                 "history_bytes": size,  # every run's history, as the server stores it
             }
+
+
+async def _watch(db: str, campaign_id: str, report: Callable[[dict[str, int]], None]) -> None:
+    """The contacts by state, read from the campaign's rows every half second, reported when
+    they change: a display's pace, not a synchronisation (the result is awaited apart)."""
+    last: dict[str, int] | None = None
+    while True:
+        with contextlib.suppress(Exception):  # a busy SQLite file: the next look reads it
+            states = (await asyncio.to_thread(store.counts, db, campaign_id))["contacts"]
+            if states != last:
+                report(states)
+                last = states
+        await asyncio.sleep(0.5)
 
 
 async def _history_events(client: Client, workflow_id: str) -> tuple[int, list[float], int]:

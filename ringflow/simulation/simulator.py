@@ -153,7 +153,9 @@ async def environment(
         codec = codec or ephemeral_codec(get_settings())  # the server dies with us: so does its key
     llm = ScriptedLLM()
     base_url = await llm.start()
-    await warm_agent(llm)
+    # A task of its own: livekit-agents leaves its session's span attached to the context
+    # that started the session, and every call started after it here would be traced under it.
+    await asyncio.create_task(warm_agent(llm))
     db_dir = tempfile.TemporaryDirectory(prefix="ringflow-sim-db-")
     try:
         # a metrics runtime exports its worker's metrics; codec: the dev stack's (its demo call),

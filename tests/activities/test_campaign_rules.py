@@ -161,3 +161,17 @@ def test_claims_running_side_by_side_never_take_the_same_contact(database_url: s
         taken = [t for part in pool.map(claim, range(4)) for t in part]
     assert len(taken) == len(set(taken)) == 120  # each contact once, all of them
     assert {(a["idx"], a["attempt"]) for a in store.attempts(database_url, cid)} == set(taken)
+
+
+def test_storing_contacts_reports_each_thousand_stored(database_url: str) -> None:
+    """``campaign start``'s progress line: the count after each chunk the store writes, up
+    to every contact, and the rows are really there when it says so."""
+    cid = new_id()
+    people = [store.Contact(phone=f"+1212556{i:04d}", tz="America/New_York") for i in range(2345)]
+    heard: list[tuple[int, int]] = []
+
+    def stored(n: int) -> None:
+        heard.append((n, sum(store.counts(database_url, cid)["contacts"].values())))
+
+    assert store.add_contacts(database_url, cid, people, now=0, on_chunk=stored) == 2345
+    assert heard == [(1000, 1000), (2000, 2000), (2345, 2345)]

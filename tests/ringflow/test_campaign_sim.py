@@ -27,6 +27,7 @@ async def test_a_simulated_campaign_follows_the_rules_for_every_contact(
         retry=dict([parse_retry("no_answer=1/2h"), parse_retry("voicemail=1/4h")]),
         time_scale=36000,
     )
+    seen: list[dict[str, int]] = []
     out = await simulate_campaign(
         inp,
         people,
@@ -35,6 +36,7 @@ async def test_a_simulated_campaign_follows_the_rules_for_every_contact(
         redis_url=REDIS,
         address=temporal_server.address,
         database_url=sqlite_url,
+        on_progress=seen.append,  # campaign simulate's progress line
     )  # type: ignore[attr-defined]
     kinds = draw([c.phone for c in people], answers, 7)
     expected = {
@@ -50,3 +52,6 @@ async def test_a_simulated_campaign_follows_the_rules_for_every_contact(
     assert out["max_concurrent_seen"] <= 4
     assert out["dials"] == sum(expected[k][0] for k in kinds.values()) == len(out["dial_times"])
     assert Counter(out["answers_drawn"]) == Counter(kinds.values())
+    # the progress seen ends on every contact in its final state, never counting one twice
+    assert seen and seen[-1] == Counter(state for _, state in got.values())
+    assert all(sum(states.values()) == len(people) for states in seen)

@@ -34,3 +34,27 @@ def test_a_pipe_or_a_single_item_gets_nothing() -> None:
     single.step("a.yaml", True)
     single.done()
     assert tty.getvalue() == ""
+
+
+def test_json_output_keeps_the_terminal_quiet() -> None:
+    """``--json`` is for programs: no progress line, terminal or not."""
+    tty = Terminal()
+    progress = Progress(3, "scripts simulated", stream=tty, quiet=True)
+    progress.step("a.yaml", True)
+    progress.update(2, "contacts done")
+    progress.done()
+    assert tty.getvalue() == ""
+
+
+def test_measured_progress_shows_the_count_it_is_given() -> None:
+    """A simulated campaign's contacts done so far: the count read from its rows."""
+    tty = Terminal()
+    progress = Progress(16, "contacts done", stream=tty)
+    progress.update(5, "contacts done (failed 2, reached 3)")
+    progress.update(16, "contacts done (failed 9, reached 7)")
+    progress.done()
+    shown = tty.getvalue()
+    assert (
+        "[5/16] contacts done (failed 2, reached 3)" in shown and "[16/16] contacts done (failed 9" in shown
+    )
+    assert shown.endswith("16 contacts done\n")

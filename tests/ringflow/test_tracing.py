@@ -8,6 +8,7 @@ takes OTLP/HTTP exports (protobuf) as a real collector would.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -40,6 +41,50 @@ def test_tracing_is_off_unless_otel_variables_configure_it(env: dict[str, str], 
     assert tracing_configured(env) is on
 
 
+@pytest.mark.parametrize(
+    ("env", "kind"),
+    [
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"}, "grpc"),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            },
+            "http",
+        ),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, "http"),
+        ({"OTEL_TRACES_EXPORTER": "console"}, "ConsoleSpanExporter"),
+        ({"OTEL_TRACES_EXPORTER": "console,otlp_proto_grpc"}, "ConsoleSpanExporter,grpc"),
+    ],
+)
+def test_the_exporters_are_the_sdks_reading_of_the_otel_variables(
+    env: dict[str, str], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's entry points pick the exporter (several, comma-separated, as the spec
+    allows), which reads its own endpoint: no exporter is chosen by hand."""
+    from ringflow.tracing import exporters
+
+    for key in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    found = exporters()
+    names = [
+        "grpc"
+        if ".grpc." in type(e).__module__
+        else "http"
+        if ".http." in type(e).__module__
+        else type(e).__name__
+        for e in found
+    ]
+    assert ",".join(names) == kind
+    for e in found:
+        e.shutdown()
+    endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if endpoint and kind == "http":  # the exporter's own reading of the endpoint variable
+        assert found[0]._endpoint == endpoint + "/v1/traces"
+
+
 def test_clients_get_no_interceptor_without_configuration() -> None:
     if tracing_configured():
         pytest.skip("this environment configures OTEL_*")
@@ -48,8 +93,8 @@ def test_clients_get_no_interceptor_without_configuration() -> None:
 
 class Collector:
     def __init__(self) -> None:
-        # name, trace id, parent span id, attributes, service name
-        self.spans: list[tuple[str, bytes, bytes, dict[str, str], str]] = []
+        # name, trace id, parent span id, attributes, service name, span id
+        self.spans: list[tuple[str, bytes, bytes, dict[str, str], str, bytes]] = []
 
     async def traces(self, request: web.Request) -> web.Response:
         req = ExportTraceServiceRequest.FromString(await request.read())
@@ -60,7 +105,7 @@ class Collector:
             for ss in rs.scope_spans:
                 for s in ss.spans:
                     attrs = {a.key: a.value.string_value for a in s.attributes}
-                    self.spans.append((s.name, s.trace_id, s.parent_span_id, attrs, service))
+                    self.spans.append((s.name, s.trace_id, s.parent_span_id, attrs, service, s.span_id))
         return web.Response(body=b"", content_type="application/x-protobuf")
 
 
@@ -122,9 +167,11 @@ async def test_a_simulated_call_is_traced_from_agent_to_activities(
         for s in col.spans
         if s[0] == "ringflow.agent.tool_call"
     )
-    # Attaching is a span of its own, not the parent of everything the call does afterwards.
+    # Attaching is in the call's trace, but not the parent of everything the call does afterwards.
     attach_traces = {s[1] for s in col.spans if s[0] == "ringflow.agent.attach"}
-    assert attach_traces and not attach_traces & tool_spans
+    assert attach_traces == tool_spans
+    attach_ids = {s[5] for s in col.spans if s[0] == "ringflow.agent.attach"}
+    assert not any(s[2] in attach_ids for s in col.spans if s[0] == "ringflow.agent.tool_call")
 
 
 def test_exported_spans_carry_exception_types_not_their_messages() -> None:
@@ -169,3 +216,97 @@ def test_the_service_name_comes_from_the_otel_variables(
     assert resource.attributes["service.name"] == service
     if "deployment.environment" in env.get("OTEL_RESOURCE_ATTRIBUTES", ""):
         assert resource.attributes["deployment.environment"] == "prod"
+
+
+async def test_one_call_is_one_trace_from_agent_to_workflow_across_a_crash(temporal_server: DevStack) -> None:
+    """One simulated call, its agent killed at the third turn and a new one attached, spans
+    in the SDK's in-memory exporter: every span of the call (the agents' attaches, turns,
+    tool calls and outbox signals, the workflow's tasks, signals, updates and activities)
+    has one trace id and hangs under one root, the call's. Before, each agent tool call, each
+    outbox signal and each attach was a root of its own."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.support.traced_call",
+        temporal_server.address,
+        str(SCRIPT),
+        "3",
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    first, *lines = out.decode().splitlines()
+    result = json.loads(first)
+    assert result["ok"], out.decode()[:2000] + err.decode()[-3000:]
+    spans = [json.loads(line) for line in lines]
+    wf_id = f"call-{result['call_id']}"
+    # The call's spans; not the simulator's own reads of its state (an observer's queries,
+    # as `call show` sends them: traces of their own).
+    mine = [
+        s
+        for s in spans
+        if (
+            s["attributes"].get("temporalWorkflowID") == wf_id
+            or s["attributes"].get("ringflow.call_id") == result["call_id"]
+        )
+        and s["name"] not in ("QueryWorkflow:state", "HandleQuery:state")
+    ]
+    names = {s["name"] for s in mine}
+    for expected in (
+        "ringflow.call",
+        "StartWorkflow:CallWorkflow",
+        "RunWorkflow:CallWorkflow",
+        "ringflow.agent.attach",
+        "ringflow.agent.tool_call",
+        "StartWorkflowUpdate:attach",
+        "StartWorkflowUpdate:call_function",
+        "HandleUpdate:call_function",
+    ):
+        assert expected in names, sorted(names)
+    assert any(n.startswith("SignalWorkflow:") for n in names), sorted(names)  # the outbox's
+    assert any(n.startswith("HandleSignal:") for n in names), sorted(names)
+    assert any(n.startswith("RunActivity:") for n in names), sorted(names)
+    attaches = [s for s in mine if s["name"] == "ringflow.agent.attach"]
+    assert sorted(s["attributes"]["ringflow.resumed"] for s in attaches) == ["False", "True"]
+    by_trace: dict[str, list[str]] = {}
+    for s in mine:
+        by_trace.setdefault(s["trace_id"], []).append(s["name"])
+    assert len(by_trace) == 1, {t: sorted(set(n)) for t, n in by_trace.items()}
+    [trace_id] = by_trace
+    in_trace = [s for s in spans if s["trace_id"] == trace_id]
+    roots = [s for s in in_trace if s["parent"] is None]
+    assert [r["name"] for r in roots] == ["ringflow.call"], roots
+    # livekit-agents' own spans of the call (its session, turns, LLM requests) are in it too
+    assert any(s["scope"].startswith("livekit") for s in in_trace), sorted({s["scope"] for s in in_trace})
+
+
+@pytest.mark.parametrize(
+    ("env", "sampler"),
+    [
+        ({}, "ParentBased{root:AlwaysOnSampler"),
+        ({"OTEL_TRACES_SAMPLER": "always_off"}, "AlwaysOffSampler"),
+        (
+            {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"},
+            "ParentBased{root:TraceIdRatioBased{0.25}",
+        ),
+    ],
+)
+def test_the_sampler_and_resource_are_the_sdks_reading_of_the_otel_variables(
+    env: dict[str, str], sampler: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole calls are sampled or not (a call is one trace; its agents' spans follow the
+    root's decision through the parent-based sampler)."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ringflow.tracing import build_provider
+
+    for key in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(key)
+    for key, value in {**env, "OTEL_RESOURCE_ATTRIBUTES": "service.name=calls-eu"}.items():
+        monkeypatch.setenv(key, value)
+    provider = build_provider(lambda: [InMemorySpanExporter()])
+    assert provider.sampler.get_description().startswith(sampler)
+    assert provider.resource.attributes["service.name"] == "calls-eu"
+    provider.shutdown()

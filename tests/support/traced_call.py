@@ -1,0 +1,51 @@
+"""One simulated call on a real Temporal server with its spans kept in memory: the
+OpenTelemetry SDK's ``InMemorySpanExporter`` behind Ringflow's tracer providers
+(``ringflow.tracing.install``), the simulator's own worker and agent, the agent killed at
+a turn and a new one attached. Prints the call's result, then one JSON line per span.
+
+A process of its own: a tracer provider is global and cannot be taken back, and every test
+after it in a pytest process would trace.
+
+    python -m tests.support.traced_call ADDRESS SCRIPT KILL_AT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ringflow import tracing
+
+
+async def main(address: str, script: str, kill_at: int | None) -> None:
+    from ringflow.simulation.simulator import environment, run_script
+
+    async with environment(address) as (client, task_queue, llm, _):
+        result = await run_script(Path(script), client, task_queue, llm, kill_at=kill_at)
+    print(json.dumps({"ok": result.ok, "call_id": result.call_id, "error": result.error}))
+
+
+if __name__ == "__main__":
+    memory = InMemorySpanExporter()
+    tracing.install(lambda: [memory], SimpleSpanProcessor)
+    address, script, kill = sys.argv[1], sys.argv[2], sys.argv[3]
+    asyncio.run(main(address, script, int(kill) if kill != "-" else None))
+    for span in memory.get_finished_spans():
+        ctx = span.context
+        print(
+            json.dumps(
+                {
+                    "name": span.name,
+                    "trace_id": format(ctx.trace_id, "032x"),
+                    "span_id": format(ctx.span_id, "016x"),
+                    "parent": format(span.parent.span_id, "016x") if span.parent else None,
+                    "scope": span.instrumentation_scope.name if span.instrumentation_scope else "",
+                    "attributes": {k: str(v) for k, v in (span.attributes or {}).items()},
+                }
+            )
+        )
