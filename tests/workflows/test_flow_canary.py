@@ -174,3 +174,21 @@ def test_a_canary_that_cannot_start_says_why(sqlite_url: str) -> None:
         flow_canaries.start_canary(sqlite_url, f"{v1.name}@{v1.version}", 10, "production")
     with pytest.raises(flow_canaries.CanaryError, match="--percent 0"):
         flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 0, "production")
+
+
+def test_the_split_is_recorded_on_either_database(database_url: str) -> None:
+    """SQLite and PostgreSQL: the side of a call is recorded once and read back."""
+    v1, v2 = two_versions(database_url)
+    canary = flow_canaries.start_canary(database_url, f"{v2.name}@{v2.version}", 50, "production")
+    first = {f"d{i}": flow_canaries.resolve_call(database_url, "clinic_reminder", f"d{i}") for i in range(20)}
+    for call_id, pin in first.items():
+        again = flow_canaries.resolve_call(database_url, "clinic_reminder@production", call_id)
+        assert (again.side, again.version.version, again.canary_id) == (
+            pin.side,
+            pin.version.version,
+            canary.canary_id,
+        )
+    assert {p.side for p in first.values()} == {"candidate", "baseline"}
+    done = flow_canaries.settle(database_url, canary.canary_id, "promote", "by hand")
+    assert done.state == "promoted" and flow_store.channels(database_url, v1.name)["production"] == v2.version
+    assert flow_canaries.settle(database_url, canary.canary_id, "rollback", "again").state == "promoted"
