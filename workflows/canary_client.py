@@ -31,9 +31,7 @@ async def start_canary(
 ) -> Canary:
     """Record the canary (new calls of ``NAME@against`` split from now on) and start its
     workflow; raises ``flow_canaries.CanaryError`` for a canary that cannot start."""
-    canary = await asyncio.to_thread(
-        flow_canaries.start_canary, database_url, ref, percent, against, policy
-    )
+    canary = await asyncio.to_thread(flow_canaries.start_canary, database_url, ref, percent, against, policy)
     await watch_canary(client, database_url, canary, task_queue=task_queue, check_every_s=check_every_s)
     return canary
 

@@ -25,17 +25,11 @@ WF = TESTS / "fixtures" / "wf"
 async def test_canary_start_split_status_and_stop(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    temporal_server: object,
+    cli_env: None,
     temporal_client: Client,
     task_queue: str,
     sqlite_url: str,
 ) -> None:
-    for k, v in {
-        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,  # type: ignore[attr-defined]
-        "RINGFLOW_DATABASE_URL": sqlite_url,
-        "RINGFLOW_TASK_QUEUE": task_queue,
-    }.items():
-        monkeypatch.setenv(k, v)
     for name in ("clinic.yaml", "clinic_handlers.py"):
         shutil.copy(WF / name, tmp_path / name)
     monkeypatch.setenv("RINGFLOW_FLOWS_DIR", str(tmp_path))

@@ -16,7 +16,8 @@ from typer.testing import CliRunner, Result
 
 from ringflow.callflow.loader import load_flow
 from ringflow.cli import app
-from tests.support.wfkit import FIXTURES, Agent, req, running_worker, start, wait_state, wait_until
+from tests.support.wfkit import FIXTURES, Agent, running_worker, start, wait_until
+from tests.workflows.test_flow_versions import happy_path
 
 GATE = """
   route:
@@ -37,19 +38,6 @@ def gated(text: str, clinic: str = "Harbour Clinic") -> str:
     return text.replace("  offer:\n", GATE.replace("Harbour Clinic", clinic).lstrip("\n") + "  offer:\n", 1)
 
 
-async def booked_call(call: Any) -> None:
-    snap = await call.attach("agent-a")
-    agent = Agent(call, epoch=snap.epoch, seq=snap.next_seq - 1)
-    await agent.say(("assistant", "Hello, is this Alex Doe?"), ("user", "Yes, speaking."))
-    await agent.transition("verify", "confirmed")
-    await wait_state(call, lambda s: s.node == "offer", what="node offer")
-    booked = await call.call_function(
-        req("offer", "book", slot="Mon 9").model_copy(update={"epoch": snap.epoch})
-    )
-    assert booked.decision == "end"
-    await call.handle.result()
-
-
 async def wrong_number_call(call: Any) -> None:
     snap = await call.attach("agent-a")
     agent = Agent(call, epoch=snap.epoch, seq=snap.next_seq - 1)
@@ -61,18 +49,11 @@ async def wrong_number_call(call: Any) -> None:
 @pytest.mark.timeout(240)
 async def test_flow_check_finds_the_calls_a_change_sends_elsewhere(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    temporal_server: object,
+    cli_env: None,
     temporal_client: Client,
     task_queue: str,
     sqlite_url: str,
 ) -> None:
-    for k, v in {
-        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,  # type: ignore[attr-defined]
-        "RINGFLOW_DATABASE_URL": sqlite_url,
-        "RINGFLOW_TASK_QUEUE": task_queue,
-    }.items():
-        monkeypatch.setenv(k, v)
     shutil.copy(FIXTURES / "clinic_handlers.py", tmp_path / "clinic_handlers.py")
     text = (FIXTURES / "clinic.yaml").read_text()
     flow_name = f"check_{task_queue[-8:].replace('-', '_')}"  # this test's calls only
@@ -82,7 +63,7 @@ async def test_flow_check_finds_the_calls_a_change_sends_elsewhere(
     definition = load_flow(recorded)
     async with running_worker(temporal_client, task_queue, sqlite_url, flows_dir=str(tmp_path)):
         a = await start(temporal_client, task_queue, definition)
-        await booked_call(a)
+        await happy_path(a)
         b = await start(temporal_client, task_queue, definition)
         await wrong_number_call(b)
 
@@ -147,7 +128,7 @@ async def test_flow_check_finds_the_calls_a_change_sends_elsewhere(
     assert "1 of 2 calls would change" in res.stdout
 
 
-def test_flow_check_usage_errors_name_what_is_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flow_check_usage_errors_name_what_is_wrong() -> None:
     runner = CliRunner()
     res = runner.invoke(app, ["flow", "check", str(FIXTURES / "clinic.yaml")])
     assert res.exit_code == 2 and "--against-calls QUERY or --last N --flow NAME" in res.stderr
