@@ -78,6 +78,17 @@ def task_queue() -> str:
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> Iterator[str]:
     yield f"sqlite:///{tmp_path / 'ringflow.db'}"
+
+
+@pytest.fixture
+def cli_env(
+    monkeypatch: pytest.MonkeyPatch, temporal_server: DevStack, sqlite_url: str, task_queue: str
+) -> None:
+    """The CLI, run in this process, talks to the dev server, the test's database and its
+    task queue."""
+    monkeypatch.setenv("RINGFLOW_TEMPORAL_ADDRESS", temporal_server.address)
+    monkeypatch.setenv("RINGFLOW_DATABASE_URL", sqlite_url)
+    monkeypatch.setenv("RINGFLOW_TASK_QUEUE", task_queue)
     dispose_engines()
 
 

@@ -1,4 +1,5 @@
-"""The Ringflow worker: CallWorkflow and every activity it orders, on one task queue.
+"""The Ringflow worker: CallWorkflow (and the campaign, journey and canary workflows) and every
+activity they order, on one task queue.
 
 Settings come in as an object (``ringflow`` owns the settings module and this package
 may not import it); anything with the attributes of ``activities.registry.ActivityConfig``
@@ -23,6 +24,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from ringflow.activities.campaign_acts import CampaignActivities
 from ringflow.activities.db_work import DB_WORK
 from ringflow.activities.dispatch import Dispatcher
+from ringflow.activities.flow_canaries import CanaryActivities
 from ringflow.activities.handler_run import HandlerRunner
 from ringflow.activities.jobs import JobRunner
 from ringflow.activities.journeys import JourneyActivities
@@ -36,6 +38,7 @@ from ringflow.activities.turn_journal import TurnJournalReader
 from ringflow.workflows import log_redaction
 from ringflow.workflows.call import CallWorkflow
 from ringflow.workflows.campaign import CampaignWorkflow
+from ringflow.workflows.flow_canary import FlowCanaryWorkflow
 from ringflow.workflows.heap import GC_PAUSE_BUCKETS, GC_PAUSE_METRIC, settle_heap
 from ringflow.workflows.journey import JourneyWorkflow
 
@@ -65,6 +68,7 @@ def all_activities(
         mcp_call_tool,
         *campaigns.all(),
         *JourneyActivities(config.database_url).all(),
+        *CanaryActivities(config.database_url).all(),
         TurnJournalReader(getattr(config, "redis_url", None)).read_turn_journal,
     ]
 
@@ -87,7 +91,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue or config.task_queue,
-        workflows=[CallWorkflow, CampaignWorkflow, JourneyWorkflow],
+        workflows=[CallWorkflow, CampaignWorkflow, JourneyWorkflow, FlowCanaryWorkflow],
         activities=all_activities(
             config, client, dispatcher=dispatcher, telephony=telephony, recorder=recorder
         ),

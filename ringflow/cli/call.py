@@ -43,9 +43,11 @@ def start(
     it starts with, whatever is promoted meanwhile."""
     from ringflow.cli.flow_versions import load_ref
     from ringflow.settings import get_settings
+    from ringflow.workflows.client import new_call_id
 
     settings = get_settings()
-    definition, version = load_ref(flow, settings.database_url)
+    call_id = call_id or new_call_id()  # before resolving: a canary splits calls by their id
+    definition, version = load_ref(flow, settings.database_url, call_id=call_id)
     if direction not in ("outbound", "inbound"):
         raise fail("--direction must be outbound or inbound", 2)
     variables = parse_vars(var)

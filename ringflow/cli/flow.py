@@ -15,7 +15,7 @@ import typer
 from ringflow.callflow.errors import Issue
 from ringflow.callflow.loader import ValidationReport, read_file, validate_data, validate_file
 from ringflow.callflow.render import mermaid, show, table
-from ringflow.cli import flow_versions
+from ringflow.cli import flow_canary, flow_check, flow_versions
 
 flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", no_args_is_help=True)
 
@@ -96,6 +96,8 @@ flow_app.command("publish")(flow_versions.publish)
 flow_app.command("versions")(flow_versions.versions)
 flow_app.command("diff")(flow_versions.diff)
 flow_app.command("promote")(flow_versions.promote)
+flow_app.command("canary")(flow_canary.canary)
+flow_app.command("check")(flow_check.check)
 
 
 @flow_app.command("show")

@@ -70,8 +70,10 @@ def dial(
     if not target.trunk_id:
         raise fail("no SIP trunk: pass --trunk or set RINGFLOW_SIP_TRUNK_ID", 2)
     from ringflow.cli.flow_versions import load_ref
+    from ringflow.workflows.client import new_call_id
 
-    definition, version = load_ref(flow, settings.database_url)
+    call_id = call_id or new_call_id()  # before resolving: a canary splits calls by their id
+    definition, version = load_ref(flow, settings.database_url, call_id=call_id)
     variables = parse_vars(var)
     check_vars(Path(flow), definition, variables)  # as `call start` does, before connecting
 

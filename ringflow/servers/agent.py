@@ -22,7 +22,8 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 
-from ringflow.activities.flow_store import is_file_ref, load_definition, resolve
+from ringflow.activities.flow_canaries import resolve_call
+from ringflow.activities.flow_store import is_file_ref, load_definition
 from ringflow.agents.amd import detect_machine
 from ringflow.agents.dtmf import KeyCollector
 from ringflow.agents.lease import AgentLease, LeaseHeld
@@ -303,16 +304,16 @@ async def start_inbound(
             "RINGFLOW_INBOUND_FLOW or RINGFLOW_INBOUND_FLOWS"
         )
     ref: dict[str, Any] = {}
+    call_id = call_id_for_room(room)
     if is_file_ref(flow_path):
         definition = load_flow(flow_path)  # a file on the agent: the call carries its definition
-    else:  # NAME, NAME@VERSION, NAME@CHANNEL: resolved now, kept by the call to its end
-        found = await asyncio.to_thread(resolve, settings.database_url, flow_path)
+    else:  # NAME, NAME@VERSION, NAME@CHANNEL: resolved now (a canary splits by call id), kept
+        found = (await asyncio.to_thread(resolve_call, settings.database_url, flow_path, call_id)).version
         definition = await asyncio.to_thread(
             load_definition, settings.database_url, found.name, found.version
         )
         ref = {"flow_ref": found.ref}
     caller_number = caller.attributes.get(SIP_CALLER)
-    call_id = call_id_for_room(room)
     if definition.flow.journey is not None:  # a callback joins the person's open journey
         await join_journey(
             client,

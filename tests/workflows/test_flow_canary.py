@@ -1,0 +1,194 @@
+"""Canaries against a real Temporal: new calls of a channel split by a stable hash, a
+workflow that watches both sides' outcomes (seeded, simulated call records in the real
+database) and rolls a worse candidate back or promotes one that is no worse, by itself."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from temporalio.client import Client
+
+from ringflow.activities import flow_canaries, flow_store
+from ringflow.activities.persistence import upsert_call
+from ringflow.callflow.canary import CanaryPolicy
+from ringflow.contract.canary import CanaryView
+from ringflow.contract.records import CallRecord
+from ringflow.workflows.canary_client import canary_view, start_canary, stop_canary, watch_canary
+from tests.support.wfkit import running_worker, wait_until
+from tests.workflows.test_flow_versions import published, retasked
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def two_versions(db: str) -> tuple[flow_store.PublishedVersion, flow_store.PublishedVersion]:
+    _, v1 = published(db)
+    flow_store.promote(db, v1.name, v1.version, "production")
+    _, v2 = published(db, retasked("Ask who is speaking, politely."))
+    return v1, v2
+
+
+def ended(call_id: str, fail_rate: float, rng: random.Random) -> CallRecord:
+    """One ended call of a side whose calls fail with ``fail_rate`` (else they book)."""
+    failed = rng.random() < fail_rate
+    length = rng.uniform(5, 15) if failed else rng.gauss(60, 8)
+    return CallRecord(
+        call_id=call_id,
+        workflow_id=f"call-{call_id}",
+        flow="clinic_reminder",
+        status="ended",
+        end_reason="error" if failed else "completed",
+        disposition=None if failed else "booked",
+        started_at=T0,
+        ended_at=T0 + timedelta(seconds=length),
+        updated_at=T0 + timedelta(seconds=length),
+    )
+
+
+def take_calls(db: str, n: int, rates: dict[str, float], seed: int) -> dict[str, int]:
+    """``n`` new calls of ``clinic_reminder@production``, resolved as any caller resolves
+    them, each ending as its side's rate says; how many went to each side."""
+    rng = random.Random(seed)
+    counts = {"candidate": 0, "baseline": 0}
+    for i in range(n):
+        pin = flow_canaries.resolve_call(db, "clinic_reminder@production", f"c{seed}-{i}")
+        assert pin.side is not None
+        counts[pin.side] += 1
+        upsert_call(db, ended(f"c{seed}-{i}", rates[pin.side], rng))
+    return counts
+
+
+@pytest.mark.timeout(120)
+async def test_a_worse_candidate_is_rolled_back_by_its_workflow(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    v1, v2 = two_versions(sqlite_url)
+    canary = flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 30, "production")
+    assert canary.baseline == v1.version
+    counts = take_calls(sqlite_url, 400, {"candidate": 0.3, "baseline": 0.02}, seed=1)
+    assert 90 < counts["candidate"] < 150  # 30% of 400, by the hash
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        await watch_canary(temporal_client, sqlite_url, canary, task_queue=task_queue, check_every_s=0.5)
+        handle = temporal_client.get_workflow_handle(canary.workflow_id, result_type=CanaryView)
+        done = await handle.result()
+    assert done.status == "rolled_back" and done.verdict is not None
+    assert "failed_rate" in done.verdict.reason and "worse" in done.verdict.reason
+    assert (
+        done.candidate_stats.calls == counts["candidate"] and done.baseline_stats.calls == counts["baseline"]
+    )
+    row = flow_canaries.get_canary(sqlite_url, canary.canary_id)
+    assert row is not None and row.state == "rolled_back" and row.reason == done.verdict.reason
+    # the channel stays, and new calls are no longer split
+    assert flow_store.channels(sqlite_url, v1.name)["production"] == v1.version
+    pins = [
+        flow_canaries.resolve_call(sqlite_url, "clinic_reminder@production", f"after-{i}") for i in range(30)
+    ]
+    assert {p.version.version for p in pins} == {v1.version} and {p.side for p in pins} == {None}
+
+    # found in the Temporal UI by its search attributes
+    async def listed() -> bool:
+        query = (
+            "WorkflowType = 'FlowCanaryWorkflow' AND RingflowFlow = 'clinic_reminder' "
+            "AND RingflowStatus = 'canary_rolled_back'"
+        )
+        return any([wf.id == canary.workflow_id async for wf in temporal_client.list_workflows(query)])
+
+    await wait_until(listed, what="the canary in visibility")
+
+
+@pytest.mark.timeout(120)
+async def test_a_candidate_no_worse_is_promoted_by_its_workflow(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    v1, v2 = two_versions(sqlite_url)
+    policy = CanaryPolicy(min_calls=150, margin=0.1, duration_margin=0.3)
+    canary = flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 50, "production", policy)
+    counts = take_calls(sqlite_url, 900, {"candidate": 0.02, "baseline": 0.02}, seed=2)
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        await watch_canary(temporal_client, sqlite_url, canary, task_queue=task_queue, check_every_s=0.5)
+        done = await temporal_client.get_workflow_handle(canary.workflow_id, result_type=CanaryView).result()
+    assert done.status == "promoted", done.verdict
+    assert done.verdict is not None and "no worse" in done.verdict.reason
+    assert done.candidate_stats.calls == counts["candidate"]
+    assert flow_store.channels(sqlite_url, v1.name)["production"] == v2.version  # promoted
+    assert flow_canaries.resolve_call(sqlite_url, "clinic_reminder", "next").version.version == v2.version
+    # a settled canary's status comes from its history, no worker needed
+    again = flow_canaries.get_canary(sqlite_url, canary.canary_id)
+    assert again is not None and (await canary_view(temporal_client, again)).status == "promoted"
+
+
+@pytest.mark.timeout(120)
+async def test_the_split_keeps_a_call_on_its_side_and_a_stop_rolls_back(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    v1, v2 = two_versions(sqlite_url)
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        canary = await start_canary(
+            temporal_client,
+            sqlite_url,
+            f"{v2.name}@{v2.version}",
+            50,
+            "production",
+            task_queue=task_queue,
+            check_every_s=3600,
+        )
+        first = [flow_canaries.resolve_call(sqlite_url, "clinic_reminder", f"k{i}") for i in range(40)]
+        again = [
+            flow_canaries.resolve_call(sqlite_url, "clinic_reminder@production", f"k{i}") for i in range(40)
+        ]
+        assert [p.side for p in first] == [p.side for p in again]  # a retried call keeps its side
+        assert {p.version.version for p in first} == {v1.version, v2.version}
+        for p in first:
+            assert p.version.version == (v2.version if p.side == "candidate" else v1.version)
+        # an exact version is never split
+        exact = flow_canaries.resolve_call(sqlite_url, f"clinic_reminder@{v1.version}", "k0")
+        assert exact.side is None and exact.version.version == v1.version
+        # a second canary on the same channel is refused while this one runs
+        with pytest.raises(flow_canaries.CanaryError, match="is running"):
+            flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 10, "production")
+
+        async def looked() -> bool:
+            return (await canary_view(temporal_client, canary)).checks >= 1
+
+        await wait_until(looked, what="the canary's first look")
+        await stop_canary(temporal_client, canary, "the prompt reads badly")
+        done = await temporal_client.get_workflow_handle(canary.workflow_id, result_type=CanaryView).result()
+    assert done.status == "rolled_back" and done.verdict is not None
+    assert done.verdict.reason == "stopped: the prompt reads badly"
+    assert flow_store.channels(sqlite_url, v1.name)["production"] == v1.version
+
+
+def test_a_canary_that_cannot_start_says_why(sqlite_url: str) -> None:
+    v1, v2 = two_versions(sqlite_url)
+    cases = {
+        "clinic_reminder@production": "takes NAME@VERSION",
+        f"clinic_reminder@{'0' * 12}": "is not published",
+    }
+    for ref, says in cases.items():
+        with pytest.raises(flow_canaries.CanaryError, match=says):
+            flow_canaries.start_canary(sqlite_url, ref, 10, "production")
+    with pytest.raises(flow_canaries.CanaryError, match=r"no channel 'beta'.*channels: production"):
+        flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 10, "beta")
+    with pytest.raises(flow_canaries.CanaryError, match="already serves"):
+        flow_canaries.start_canary(sqlite_url, f"{v1.name}@{v1.version}", 10, "production")
+    with pytest.raises(flow_canaries.CanaryError, match="--percent 0"):
+        flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 0, "production")
+
+
+def test_the_split_is_recorded_on_either_database(database_url: str) -> None:
+    """SQLite and PostgreSQL: the side of a call is recorded once and read back."""
+    v1, v2 = two_versions(database_url)
+    canary = flow_canaries.start_canary(database_url, f"{v2.name}@{v2.version}", 50, "production")
+    first = {f"d{i}": flow_canaries.resolve_call(database_url, "clinic_reminder", f"d{i}") for i in range(20)}
+    for call_id, pin in first.items():
+        again = flow_canaries.resolve_call(database_url, "clinic_reminder@production", call_id)
+        assert (again.side, again.version.version, again.canary_id) == (
+            pin.side,
+            pin.version.version,
+            canary.canary_id,
+        )
+    assert {p.side for p in first.values()} == {"candidate", "baseline"}
+    done = flow_canaries.settle(database_url, canary.canary_id, "promote", "by hand")
+    assert done.state == "promoted" and flow_store.channels(database_url, v1.name)["production"] == v2.version
+    assert flow_canaries.settle(database_url, canary.canary_id, "rollback", "again").state == "promoted"
