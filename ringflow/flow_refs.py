@@ -96,16 +96,24 @@ def resolve_file(ref: str, flows_dir: str | None) -> Path:
     raise FlowRefError(f"no flow file '{ref[:300]}' under {', '.join(str(d) for d in dirs)}")
 
 
-def load_ref(ref: str, database_url: str, flows_dir: str | None) -> tuple[FlowDefinition, PublishedVersion]:
+def load_ref(
+    ref: str, database_url: str, flows_dir: str | None, call_id: str | None = None
+) -> tuple[FlowDefinition, PublishedVersion]:
     """The definition and the published version ``ref`` names; a file is published first (the
-    same content is the same version). Raises :class:`FlowRefError`, or the loader's
-    ``FlowError`` for an invalid file."""
-    from ringflow.activities import flow_store
+    same content is the same version). With ``call_id`` (a new call), a channel with a
+    running canary sends the call to the candidate or the baseline, as the CLI's calls
+    (``activities.flow_canaries.resolve_call``). Raises :class:`FlowRefError`, or the
+    loader's ``FlowError`` for an invalid file."""
+    from ringflow.activities import flow_canaries, flow_store
 
     if is_file_ref(ref):
         return flow_store.publish_file(database_url, resolve_file(ref, flows_dir))
     try:
-        found = flow_store.resolve(database_url, ref)
+        found = (
+            flow_store.resolve(database_url, ref)
+            if call_id is None
+            else flow_canaries.resolve_call(database_url, ref, call_id).version
+        )
         return flow_store.load_definition(database_url, found.name, found.version), found
     except flow_store.FlowRefError as exc:
         raise FlowRefError(str(exc)) from None

@@ -54,7 +54,7 @@ async def start(
         settings = request.app.state.settings
         # the id first: a reference is resolved for the call it starts
         call_id = derived_id(key, idempotency_key) if idempotency_key else new_call_id()
-        definition, version = await published(settings, body.flow)
+        definition, version = await published(settings, body.flow, call_id=call_id)
         fields: dict[str, Any] = {"campaign_id": body.campaign, "direction": body.direction}
         if body.dial is not None:
             dial = body.dial.to_dial()
@@ -102,14 +102,17 @@ async def start(
     return await once(request, key, idempotency_key, body.model_dump(mode="json"), make)
 
 
-async def published(settings: Any, ref: str, where: str = "flow") -> tuple[Any, Any]:
+async def published(
+    settings: Any, ref: str, where: str = "flow", call_id: str | None = None
+) -> tuple[Any, Any]:
     """The definition and published version a request's flow reference names
-    (``ringflow/flow_refs.py``), or a 422 naming the field ``where``."""
+    (``ringflow/flow_refs.py``; with ``call_id``, a channel's running canary picks the side),
+    or a 422 naming the field ``where``."""
     from ringflow.callflow.errors import FlowError
     from ringflow.flow_refs import FlowRefError, load_ref
 
     try:
-        return await asyncio.to_thread(load_ref, ref, settings.database_url, settings.flows_dir)
+        return await asyncio.to_thread(load_ref, ref, settings.database_url, settings.flows_dir, call_id)
     except FlowRefError as exc:
         raise ProblemError(422, str(exc), errors=[field(where, str(exc))]) from None
     except FlowError as exc:

@@ -6,6 +6,7 @@ the API takes (``POST /v1/calls``, ``POST /v1/campaigns``) is a file, ``NAME``,
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -197,3 +198,52 @@ async def test_calls_and_campaigns_keep_the_version_their_reference_named(
     assert (await started_input(temporal_client, wf, CampaignInput)).flow_ref.version == v2
     await temporal_client.get_workflow_handle(wf).terminate("test over")
     assert flow_store.resolve(sqlite_url, "clinic_reminder").version == v2
+
+
+@pytest.mark.timeout(180)
+async def test_calls_by_channel_split_as_its_running_canary_says(
+    temporal_client: Client, task_queue: str, sqlite_url: str, cli_env: None
+) -> None:
+    """A ``POST /v1/calls`` of ``NAME@CHANNEL`` goes to the side of the channel's canary its
+    call id hashes to, as ``ringflow call start`` does, and the call's input pins that side's
+    version; after the canary is stopped, the channel's own version again."""
+    settings = api_settings(sqlite_url, task_queue)
+    start = {"variables": {"patient": "Sam Roe"}}
+    runner = CliRunner()
+    async with (
+        running_worker(temporal_client, task_queue, sqlite_url, flows_dir=str(FIXTURES)),
+        api_client(settings, temporal_client, new_key(sqlite_url)) as http,
+    ):
+        v1 = (await http.post("/v1/flows/publish", json={"flow": "clinic.yaml"})).json()["version"]
+        v2 = (await http.post("/v1/flows/publish", json={"source": RETASKED})).json()["version"]
+        await http.post("/v1/flows/promote", json={"flow": f"clinic_reminder@{v1}", "channel": "production"})
+        canary = [
+            "flow",
+            "canary",
+            f"clinic_reminder@{v2}",
+            "--percent",
+            "50",
+            "--check-every",
+            "3600",
+            "--json",
+        ]
+        res = await asyncio.to_thread(runner.invoke, cli, canary)
+        assert res.exit_code == 0, res.output
+        watch = temporal_client.get_workflow_handle(json.loads(res.stdout)["workflow_id"])
+        calls = []
+        for _ in range(12):
+            r = await http.post("/v1/calls", json={"flow": "clinic_reminder@production", **start})
+            assert r.status_code == 201, r.text
+            calls.append(r.json())
+        assert {c["flow_ref"] for c in calls} == {f"clinic_reminder@{v1}", f"clinic_reminder@{v2}"}
+        for c in calls[:4]:
+            inp = await started_input(temporal_client, c["workflow_id"], CallInput)
+            assert str(inp.flow_ref) == c["flow_ref"]
+        stop = ["flow", "canary", "stop", "clinic_reminder", "--reason", "test over"]
+        res = await asyncio.to_thread(runner.invoke, cli, stop)
+        assert res.exit_code == 0, res.output
+        await watch.result()  # rolled back
+        after = await http.post("/v1/calls", json={"flow": "clinic_reminder@production", **start})
+        assert after.json()["flow_ref"] == f"clinic_reminder@{v1}"
+        for c in [*calls, after.json()]:
+            await temporal_client.get_workflow_handle(c["workflow_id"]).terminate("test over")
