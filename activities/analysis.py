@@ -12,6 +12,7 @@ analysis's ``error`` and the call's record stands.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from ringflow.activities.extraction import Extractor, check_values, response_schema
 from ringflow.activities.metrics import timed
-from ringflow.activities.persistence import load_transcript
+from ringflow.activities.persistence import load_call, load_transcript
 from ringflow.activities.redaction import redact_turns
 from ringflow.callflow.model import AnalysisPart, AnalysisSettings
 from ringflow.contract.analysis import AnalysisInput, CallAnalysis, SuccessEvaluation
@@ -126,7 +127,11 @@ class Analyzer:
         if inp.transcript_in_db:
             turns = [t.model_dump() for t in load_transcript(inp.call_id, database_url=self.database_url)]
         if inp.settings.redact:
-            turns = redact_turns(turns)
+            # the names the call was started with, from its record (persisted before this runs)
+            record = await asyncio.to_thread(
+                load_call, inp.call_id, database_url=self.database_url, include_turns=False
+            )
+            turns = redact_turns(turns, record.variables if record is not None else None)
         schema = analysis_schema(inp.settings)
         if not schema["properties"]:
             return CallAnalysis()

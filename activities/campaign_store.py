@@ -24,7 +24,7 @@ from ringflow.activities.persistence import CallRow, _insert_for, get_engine
 from ringflow.callflow.safe_text import scrub
 
 ACTIVE = ("pending", "retry")  # states a claim may pick
-FINAL = ("reached", "failed", "exhausted", "dnc", "no_window")
+FINAL = ("reached", "failed", "exhausted", "dnc", "no_window", "forgotten")  # forgotten: call forget --phone
 
 
 class ContactRow(SQLModel, table=True):

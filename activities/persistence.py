@@ -78,6 +78,8 @@ class CallRow(SQLModel, table=True):
     amd: dict[str, Any] | None = _json_or_null()
     recording: dict[str, Any] | None = _json_or_null()
     analysis: dict[str, Any] | None = _json_or_null()
+    caller_number: str | None = Field(default=None, max_length=256)
+    called_number: str | None = Field(default=None, max_length=256)
 
 
 class CallTurnRow(SQLModel, table=True):

@@ -150,7 +150,7 @@ class WebhookSender:
             delivery = await DB_WORK.run(with_stored_transcript, delivery, self.database_url)
         if delivery.redact:
             redacted = delivery.record.model_copy(
-                update={"transcript": redact_turns(delivery.record.transcript)}
+                update={"transcript": redact_turns(delivery.record.transcript, delivery.record.variables)}
             )
             delivery = delivery.model_copy(update={"record": redacted})
         body, headers = self.build_request(delivery)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 from livekit.api import (
@@ -117,6 +118,25 @@ def _filepath(info: proto_egress.EgressInfo) -> str:
     return outputs[0].filepath if outputs else info.room_composite.file.filepath
 
 
+def store_location(info: proto_egress.EgressInfo) -> str | None:
+    """Where the egress wrote the call's file, in the flow's store's terms (``s3://bucket/key``,
+    ``gs://``, ``azure://container/key``, ``file:///path``), from the request it was started
+    with. Egress itself reports an https address (``https://<bucket>.s3.amazonaws.com/<key>``
+    whatever the S3 endpoint, ``https://<account>.blob.core.windows.net/...``), which names
+    neither an S3-compatible store's endpoint nor what ``call forget`` must delete."""
+    outputs = list(info.room_composite.file_outputs)
+    out = outputs[0] if outputs else info.room_composite.file
+    if not out.filepath:
+        return None
+    if out.HasField("s3"):
+        return f"s3://{out.s3.bucket}/{out.filepath}"
+    if out.HasField("gcp"):
+        return f"gs://{out.gcp.bucket}/{out.filepath}"
+    if out.HasField("azure"):
+        return f"azure://{out.azure.container_name}/{out.filepath}"
+    return Path(out.filepath).as_uri() if out.filepath.startswith("/") else None
+
+
 def _info(info: proto_egress.EgressInfo) -> RecordingInfo:
     status: RecordingStatus = "active"
     if info.status == proto_egress.EGRESS_STARTING:
@@ -124,7 +144,7 @@ def _info(info: proto_egress.EgressInfo) -> RecordingInfo:
     elif info.status in _DONE:
         status = _DONE[info.status]  # type: ignore[assignment]
     files = list(info.file_results)
-    location = files[0].location or files[0].filename if files else None
+    location = (store_location(info) or files[0].location or files[0].filename) if files else None
     duration = files[0].duration / 1e9 if files and files[0].duration else None
     return RecordingInfo(
         id=info.egress_id,

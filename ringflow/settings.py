@@ -144,6 +144,9 @@ class Settings(BaseSettings):
     recording_gcp_credentials: SecretStr | None = None  # the service account's JSON
     recording_azure_account: str | None = None
     recording_azure_key: SecretStr | None = None
+    # where `call forget` deletes azure:// recordings: unset, the account's own
+    # https://<account>.blob.core.windows.net (as Egress writes); Azurite's address in development
+    recording_azure_endpoint: str | None = None
     # ...in a child process of its own (`ringflow webhooks`), so clients of that public port
     # cannot take the files or the event loop the worker's calls need; true: in the worker's process
     livekit_webhook_in_worker: bool = False

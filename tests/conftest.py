@@ -25,6 +25,7 @@ from ringflow.devstack import DevStack, free_port
 from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.simulation.scripted_llm import ScriptedLLM
 from ringflow.temporal_setup import connect
+from tests.support.blobkit import AzureServer, GcsServer, azurite, azurite_command, gcs_server
 from tests.support.loopback import Receiver, serve_app
 from tests.support.mcpkit import Server, serving
 from tests.support.s3kit import S3Server, s3_server
@@ -171,6 +172,23 @@ async def receiver() -> AsyncIterator[Receiver]:
 def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``tests/support/mcp_server.py`` on a free port, one per module that asks."""
     with serving(tmp_path_factory.mktemp("mcp") / "calls.jsonl") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gcs() -> Iterator[GcsServer]:
+    """A real GCS API (gcp-storage-emulator, in memory) for the whole run."""
+    with gcs_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServer]:
+    """Azurite's blob server for the whole run; skipped, saying so, where it is not installed."""
+    command = azurite_command()
+    if command is None:
+        pytest.skip("Azurite is not installed: npm install --prefix .ci/azurite azurite (bash .ci/run does)")
+    with azurite(command, tmp_path_factory.mktemp("azurite")) as server:
         yield server
 
 

@@ -9,6 +9,7 @@ from ringflow.contract.call import CallInput, CallView, call_workflow_id
 from ringflow.contract.events import Turn
 from ringflow.contract.recording import RecordingInfo
 from ringflow.contract.records import AmdVerdict, CallRecord, SipOutcome, TranscriptItem
+from ringflow.contract.wire import MAX_ROUTE_CHARS
 from ringflow.workflows.call_progress import CallProgress
 from ringflow.workflows.inbox import Inbox
 
@@ -46,6 +47,10 @@ def transcript_items(turns: list[Turn], base: int) -> list[TranscriptItem]:
     ]
 
 
+def _number(value: str | None) -> str | None:
+    return value[:MAX_ROUTE_CHARS] if value else None
+
+
 def build_record(
     inp: CallInput,
     state: CallState,
@@ -80,6 +85,8 @@ def build_record(
         direction=inp.direction,
         campaign_id=inp.campaign_id,
         room=inp.room,
+        caller_number=_number(state.caller_number or inp.caller_number),
+        called_number=_number(state.called_number or inp.called_number),
         sip=sip,
         amd=amd,
         recording=recording,

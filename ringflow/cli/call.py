@@ -214,38 +214,44 @@ def forget(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Erase a call (or every call of a person): record, transcript, analysis, recording
-    object, turn journal, and the workflow's runs in Temporal; reports what could not be."""
-    from ringflow.activities.erasure import calls_of_phone
-    from ringflow.cli.forget import forget_calls
+    object, turn journal, and the workflow's runs in Temporal; with --phone also the person's
+    campaign contacts and journeys. Reports what could not be."""
+    from ringflow.cli.forget import forget_calls, forget_phone
     from ringflow.settings import get_settings
 
     if (call_id is None) == (phone is None):
         raise fail("give a CALL_ID or --phone NUMBER (one of them)", 2)
+    if phone is not None and not phone.strip():
+        raise fail("--phone: the number is empty", 2)
     settings = get_settings()
-    ids = (
-        [call_id.removeprefix(CALL_WORKFLOW_PREFIX)]
-        if call_id
-        else calls_of_phone(settings.database_url, phone)
-    )
-    if not ids:
-        raise fail(f"no stored call of {phone}")
 
     async def go() -> list[dict[str, Any]]:
         client = await temporal_client(settings)
+        if phone is not None:
+            return [e.as_dict() for e in await forget_phone(settings, client, phone)]
+        ids = [call_id.removeprefix(CALL_WORKFLOW_PREFIX)]
         return [e.as_dict() for e in await forget_calls(settings, client, ids)]
 
     done = run_async(go)
+    if (
+        phone is not None
+        and len(done) == 1
+        and not (done[0]["erased"] or done[0]["not_erased"] or done[0]["kept"])
+    ):
+        raise fail(f"nothing stored of {phone}: no call, campaign contact or journey")
     if json_out:
         typer.echo(json.dumps(done))
     else:
         for d in done:
-            typer.echo(f"call {d['call_id']}")
+            typer.echo(f"phone {d['phone']}" if "phone" in d else f"call {d['call_id']}")
             for part in d["erased"]:
                 typer.echo(f"  erased      {part}")
             for part in d["absent"]:
                 typer.echo(f"  absent      {part}")
             for part, why in d["not_erased"].items():
                 typer.echo(f"  NOT erased  {part}: {why}")
+            for part, why in d["kept"].items():
+                typer.echo(f"  kept        {part}: {why}")
     if any(d["not_erased"] for d in done):
         raise typer.Exit(1)
 

@@ -95,6 +95,10 @@ class CallRecord(BaseModel):
     direction: str = "outbound"
     campaign_id: str | None = None
     room: str | None = None  # the LiveKit room the call ran in (inbound: LiveKit named it)
+    # the line's numbers: an inbound call's caller, a dialed call's callee (``call forget
+    # --phone`` finds a person's calls by them)
+    caller_number: str | None = None
+    called_number: str | None = None
     sip: SipOutcome | None = None  # a dialed call: how the phone network answered
     amd: AmdVerdict | None = None  # a dialed call: who picked up (answering-machine detection)
     recording: RecordingInfo | None = None  # the call's audio, when its flow records it

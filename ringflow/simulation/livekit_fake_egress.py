@@ -12,8 +12,10 @@ the same way. ``ListEgress`` filters by room, id and ``active``.
 The file is real: Ogg Opus (PyAV, shipped with livekit-agents) of silence as long as the
 egress ran (media is not modelled), written to the request's ``filepath`` on the local disk
 for a file output without upload, or uploaded with boto3 to the ``S3Upload``'s endpoint and
-bucket (the tests run a real S3-compatible server, moto's server mode). An upload that fails
-makes the egress ``EGRESS_FAILED`` with the error, as egress reports it.
+bucket (the tests run a real S3-compatible server, moto's server mode), with Google's client
+to a GCS emulator, or with Azure's to Azurite; each file's ``location`` is the https address
+real egress reports. An upload that fails makes the egress ``EGRESS_FAILED`` with the error,
+as egress reports it.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ class EgressFake:
         self.egresses: dict[str, proto_egress.EgressInfo] = {}
         self.egress_started: dict[str, float] = {}  # egress id -> time.time() it started
         self._uploads: set[asyncio.Task[None]] = set()
+        # Test control: where GCS and Azure Blob uploads go (an emulator: fake-gcs or
+        # gcp-storage-emulator, Azurite's blob endpoint with the account in its path);
+        # None: the fake refuses them, failing the egress as an upload error would
+        self.gcs_endpoint: str | None = None
+        self.azure_endpoint: str | None = None
 
     _ensure: Callable[[dict[str, Any], str], None]  # FakeLiveKit's
 
@@ -163,8 +170,12 @@ class EgressFake:
         try:
             if out.HasField("s3"):
                 location = await asyncio.to_thread(_put_s3, out.s3, out.filepath, data)
-            elif out.HasField("gcp") or out.HasField("azure"):
-                raise RuntimeError("the fake uploads to S3-compatible stores and local folders only")
+            elif out.HasField("gcp"):
+                location = await asyncio.to_thread(_put_gcs, self.gcs_endpoint, out.gcp, out.filepath, data)
+            elif out.HasField("azure"):
+                location = await asyncio.to_thread(
+                    _put_azure, self.azure_endpoint, out.azure, out.filepath, data
+                )
             else:
                 path = Path(out.filepath)
                 await asyncio.to_thread(_write_file, path, data)
@@ -206,4 +217,33 @@ def _put_s3(s3: proto_egress.S3Upload, key: str, data: bytes) -> str:
         config=Config(s3={"addressing_style": "path" if s3.force_path_style else "auto"}),
     )
     client.put_object(Bucket=s3.bucket, Key=key, Body=data, ContentType="audio/ogg")
-    return f"s3://{s3.bucket}/{key}"
+    return f"https://{s3.bucket}.s3.amazonaws.com/{key}"  # what egress reports, whatever the endpoint
+
+
+def _put_gcs(endpoint: str | None, gcp: proto_egress.GCPUpload, key: str, data: bytes) -> str:
+    """Upload with Google's client, as egress does (``cloud.google.com/go/storage``), to the
+    test's emulator: it needs no credentials (a real bucket takes ``gcp.credentials``)."""
+    if endpoint is None:
+        raise RuntimeError("the fake has no GCS endpoint (FakeLiveKit.gcs_endpoint)")
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud.storage import Client as StorageClient  # type: ignore[import-untyped]
+
+    client = StorageClient(
+        project="ringflow-test", credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint}
+    )
+    client.bucket(gcp.bucket).blob(key).upload_from_string(data, content_type="audio/ogg")
+    return f"https://{gcp.bucket}.storage.googleapis.com/{key}"
+
+
+def _put_azure(endpoint: str | None, azure: proto_egress.AzureBlobUpload, key: str, data: bytes) -> str:
+    """Upload with Azure's client and the account's shared key, as egress does, to the
+    test's endpoint (Azurite)."""
+    if endpoint is None:
+        raise RuntimeError("the fake has no Azure Blob endpoint (FakeLiveKit.azure_endpoint)")
+    from azure.storage.blob import BlobServiceClient
+
+    service = BlobServiceClient(
+        endpoint, credential={"account_name": azure.account_name, "account_key": azure.account_key}
+    )
+    service.get_blob_client(azure.container_name, key).upload_blob(data, overwrite=True)
+    return f"https://{azure.account_name}.blob.core.windows.net/{azure.container_name}/{key}"

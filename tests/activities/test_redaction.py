@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ringflow.activities.redaction import luhn_ok, redact, redact_turns
+from ringflow.activities.redaction import known_names, luhn_ok, redact, redact_turns
 
 
 @pytest.mark.parametrize(
@@ -22,6 +22,12 @@ from ringflow.activities.redaction import luhn_ok, redact, redact_turns
         ("I live at 221B Baker Street, apt 4.", "I live at <ADDRESS>."),
         ("Send it to 1600 Pennsylvania Avenue", "Send it to <ADDRESS>"),
         ("Deliver to 42 Elm Rd by noon", "Deliver to <ADDRESS> by noon"),
+        ("Hi, my name is Robin Hale.", "Hi, my name is <PERSON>."),
+        ("This is Dana, returning your call", "This is <PERSON>, returning your call"),
+        ("I'm Jean-Luc O'Brien", "I'm <PERSON>"),
+        ("You were speaking with Mrs. Okafor", "You were speaking with Mrs. <PERSON>"),
+        ("Zoë speaking.", "<PERSON> speaking."),
+        ("call me Sam", "call me <PERSON>"),
     ],
 )
 def test_each_entity_kind_is_replaced_by_its_name(said: str, sent: str) -> None:
@@ -36,6 +42,8 @@ def test_each_entity_kind_is_replaced_by_its_name(said: str, sent: str) -> None:
         "My booking is number 48213",
         "I'm 42 and I have 3 kids",
         "email me at the clinic",
+        "I'm Calling about my bill, this is Tuesday's",  # capitalised words that are not names
+        "I will pay on Friday",
     ],
 )
 def test_look_alikes_are_left_as_said(said: str) -> None:
@@ -54,3 +62,28 @@ def test_the_copy_leaves_the_original_turns_untouched() -> None:
         {"role": "assistant", "text": ""},
     ]
     assert turns[0]["text"] == "mail a@b.io"
+
+
+def test_a_name_given_once_is_replaced_in_every_turn_and_the_call_s_names_too() -> None:
+    turns = [
+        {"role": "assistant", "text": "Hello, am I speaking to Dana?"},  # the call's variable
+        {"role": "user", "text": "Yes. My husband Will is here too; you can ask for Will Barnes."},
+        {"role": "assistant", "text": "Thanks, Dana. Barnes with one r? I will note it."},
+    ]
+    names = {"first_name": "Dana", "appointment_time": "Tuesday at 3 PM", "order_name": "42-B"}
+    assert [t["text"] for t in redact_turns(turns, names)] == [
+        "Hello, am I speaking to <PERSON>?",
+        "Yes. My husband <PERSON> is here too; you can ask for <PERSON>.",
+        "Thanks, <PERSON>. <PERSON> with one r? I will note it.",  # "will" the word is left
+    ]
+
+
+def test_only_variables_named_as_names_and_holding_words_are_the_call_s_names() -> None:
+    values = {
+        "patient": "Alex Doe",
+        "last_name": "Ng",
+        "name": "call back at 5 PM please now",  # a sentence is not a name
+        "first_name": 42,
+        "city": "Springfield",
+    }
+    assert known_names(values) == {"Alex Doe", "Alex", "Doe", "Ng"}

@@ -59,8 +59,12 @@ async def test_the_analysis_lands_in_the_record_the_database_the_webhook_and_vis
         )
         snap = await call.attach("agent-1")
         agent = Agent(call, epoch=snap.epoch, seq=snap.next_seq - 1)
-        await agent.say(("assistant", "Hello, is this Alex?"), ("user", f"Yes. Call me back on {PHONE}."))
-        await wait_state(call, lambda s: s.turns == 2)
+        await agent.say(
+            ("assistant", "Hello, is this Alex?"),  # the call's patient variable: Alex Doe
+            ("user", f"Yes. Call me back on {PHONE}."),
+            ("user", "Or ask for Jordan Reyes, my carer."),  # a name given in the call
+        )
+        await wait_state(call, lambda s: s.turns == 3)
         await call.hangup("user_hangup")
         record = await call.handle.result()
         await receiver.wait_for(2)
@@ -79,20 +83,24 @@ async def test_the_analysis_lands_in_the_record_the_database_the_webhook_and_vis
     assert events[0][1]["analysis"] is None
     sent = events[1][1]
     assert sent["analysis"]["success"] == {"pass": False, "score": 0.4, "reason": "No slot was booked."}
-    # redact: the webhook and the LLM get the transcript without the phone number; the
-    # record kept in the database has it as it was said
+    # redact: the webhook and the LLM get the transcript without the phone number and the
+    # names (the patient's, from the call's variables, and one given in the call); the
+    # record kept in the database has them as they were said
     for _, body in events:
         texts = [t["text"] for t in body["transcript"]]
         assert "Yes. Call me back on <PHONE_NUMBER>." in texts and not any(PHONE in t for t in texts)
+        assert "Hello, is this <PERSON>?" in texts and "Or ask for <PERSON>, my carer." in texts
+        assert not any(n in t for t in texts for n in ("Alex", "Jordan", "Reyes"))
     (asked,) = [r for r in llm.lane(call.call_id).requests if r.schema_name == "call_analysis"]
     prompt = json.dumps(asked.messages)
     assert "<PHONE_NUMBER>" in prompt and PHONE not in prompt
+    assert "<PERSON>" in prompt and "Alex" not in prompt and "Jordan Reyes" not in prompt
     assert "The patient confirmed who they are." in prompt
     assert asked.body["max_tokens"] <= 1500
     kept = [t.text for t in load_transcript(call.call_id, database_url=sqlite_url)] or [
         t["text"] for t in stored.transcript
     ]
-    assert f"Yes. Call me back on {PHONE}." in kept
+    assert f"Yes. Call me back on {PHONE}." in kept and "Or ask for Jordan Reyes, my carer." in kept
 
 
 async def test_an_analysis_that_keeps_failing_is_recorded_and_the_call_still_ends(
