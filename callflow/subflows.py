@@ -98,7 +98,7 @@ def pop(call: CallState, end_node: str | None) -> dict[str, Any]:
     call.subflows = call.subflows[:-1]
     call.variables = frame.variables
     call.extracted = {**frame.extracted, **call.extracted}
-    call.state = {**frame.state, frame.node: result}
+    call.state = {**frame.state, local_id(frame.node): result}  # as the calling flow names it
     return result
 
 

@@ -39,6 +39,22 @@ def test_both_sides_agree_on_digressions_and_the_return_stack(flow: ef.Data, dat
     event(f"digressions: {min(sum(s.wf.global_uses.values()), 2)}, left: {min(returned, 2)}")
 
 
+@AGREEMENT
+@given(agreement.subflow_flows(), st.data())
+def test_both_sides_agree_on_entering_and_leaving_subflows(flow: ef.Data, data: st.DataObject) -> None:
+    """Subflows entered (waiting for an input's value, or not), returned from at either end
+    node, abandoned by a calling flow's global function, ended inside by a hangup or a limit,
+    with extractions of both scopes answering early and late, kills and continue-as-new
+    between: the frames, and whose values are whose, are equal on both sides after every step."""
+    s = agreement.play(data, flow, max_steps=40)
+    inside = any(n.startswith("sub.") for n in s.wf.path)
+    returned = any(
+        a.startswith("sub.") and not b.startswith("sub.")
+        for a, b in zip(s.wf.path, s.wf.path[1:], strict=False)
+    )
+    event(f"entered: {inside}, left: {returned}, open at the end: {bool(s.wf.subflows)}")
+
+
 def test_a_workflow_that_applied_results_itself_is_caught() -> None:
     """The check is not vacuous: the workflow applying an extraction's result the moment it
     has it (as before issue 23) makes the two sides differ, and the message says where."""
