@@ -139,7 +139,8 @@ def test_a_cycle_of_subflows_is_refused_naming_the_files(tmp_path: Path) -> None
     write(tmp_path / "b.yaml", ef.flow({"s": {**node, "use": "a.yaml"}, "fin": ef.end()}, **{"flow": "b"}))
     report = validate_file(tmp_path / "a.yaml")
     assert [str(e) for e in report.errors] == [
-        "nodes.s.use: subflow b.yaml: nodes.s.use: subflows use each other in a cycle: a.yaml -> b.yaml -> a.yaml"
+        "nodes.s.use: subflow b.yaml: nodes.s.use: subflows use each other in a cycle: "
+        "a.yaml -> b.yaml -> a.yaml"
     ]
     write(tmp_path / "self.yaml", ef.flow({"s": {**node, "use": "self.yaml"}, "fin": ef.end()}))
     assert [str(e) for e in validate_file(tmp_path / "self.yaml").errors] == [
@@ -161,8 +162,8 @@ def test_an_invalid_used_flow_is_reported_at_the_node_with_its_own_paths(tmp_pat
 def test_inputs_are_checked_against_the_used_flows_variables() -> None:
     errors = errors_of(caller(inputs={"whoo": "{{name}}", "tier": 3}))
     assert (
-        "nodes.sub.inputs.whoo: 'whoo' is not an input of subflow subflows/check.yaml (did you mean 'who'?) (its variables: tier, who)"
-        in errors
+        "nodes.sub.inputs.whoo: 'whoo' is not an input of subflow subflows/check.yaml "
+        "(did you mean 'who'?) (its variables: tier, who)" in errors
     )
     assert "nodes.sub.inputs.tier: subflow subflows/check.yaml takes 'tier' as string, not int" in errors
     assert (
@@ -185,8 +186,8 @@ def test_the_route_on_return_is_checked_against_the_used_flows_end_nodes() -> No
     errors = errors_of(caller(transition_to={"field": "end", "cases": {"yes": "after", "nah": "bye"}}))
     assert "nodes.sub.transition_to.cases.nah: subflow subflows/check.yaml has no end node 'nah'" in errors
     assert (
-        "nodes.sub.transition_to: subflow subflows/check.yaml can end on no, which no case takes: add them or a default"
-        in errors
+        "nodes.sub.transition_to: subflow subflows/check.yaml can end on no, which no "
+        "case takes: add them or a default" in errors
     )
     assert errors_of(caller(transition_to={"field": "end", "cases": {"yes": "after", "no": "bye"}})) == []
     assert "nodes.sub.transition_to: unknown node 'elsewhere'" in errors_of(caller(transition_to="elsewhere"))
@@ -202,8 +203,10 @@ def test_keys_of_other_node_kinds_and_what_cannot_travel_are_refused(tmp_path: P
     missing = caller()
     del missing["nodes"]["sub"]["use"], missing["nodes"]["sub"]["transition_to"]
     assert set(errors_of(missing)) >= {
-        "nodes.sub.use: a subflow node needs 'use': the flow it runs (a file beside this one, or NAME@VERSION)",
-        "nodes.sub.transition_to: a subflow node needs transition_to: where the call goes when the subflow ends",
+        "nodes.sub.use: a subflow node needs 'use': the flow it runs (a file beside this "
+        "one, or NAME@VERSION)",
+        "nodes.sub.transition_to: a subflow node needs transition_to: where the call "
+        "goes when the subflow ends",
     }
     misplaced = caller()
     misplaced["nodes"]["after"]["inputs"] = {"x": 1}
@@ -224,7 +227,8 @@ def test_keys_of_other_node_kinds_and_what_cannot_travel_are_refused(tmp_path: P
         "nodes.sub.use: subflow handled.yaml has a handlers module ('engine_handlers')"
     )
     assert errors_of(caller(use="digressing.yaml", inputs={}), base=tmp_path) == [
-        "nodes.sub.use: subflow digressing.yaml: node 'h' is a global node: digressions belong to the calling flow"
+        "nodes.sub.use: subflow digressing.yaml: node 'h' is a global node: digressions "
+        "belong to the calling flow"
     ]
 
 
