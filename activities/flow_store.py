@@ -185,21 +185,15 @@ def named(definition: FlowDefinition, name: str | None) -> FlowDefinition:
     return definition.model_copy(update={"flow": definition.flow.model_copy(update={"flow": name})})
 
 
-def version_source(database_url: str | None = None) -> VersionSource:
+def version_source(database_url: str) -> VersionSource:
     """What ``use: NAME@VERSION`` (or ``NAME@CHANNEL``) on a ``subflow`` node reads: the
-    published definition and its version id, from ``database_url`` (the settings' when
-    None, looked up only when such a reference is met: a flow using files needs no store)."""
+    published definition and its version id, from ``database_url``, only when such a
+    reference is met (a flow using files needs no store)."""
 
     def read(ref: str) -> tuple[FlowDefinition, str]:
-        if database_url is None:
-            from ringflow.settings import get_settings
-
-            url = get_settings().database_url
-        else:
-            url = database_url
         try:
-            found = resolve(url, ref)
-            return load_definition(url, found.name, found.version), found.version
+            found = resolve(database_url, ref)
+            return load_definition(database_url, found.name, found.version), found.version
         except FlowRefError as exc:
             raise LookupError(str(exc)) from None
 

@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ringflow.callflow.errors import Issue
 from ringflow.callflow.model import (
@@ -81,15 +81,28 @@ def digest_of(definition: FlowDefinition) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+class Report(Protocol):
+    """What reading a used file gives (the loader's ``ValidationReport``)."""
+
+    errors: list[Issue]
+    warnings: list[Issue]
+    definition: FlowDefinition | None
+
+
+# Reads and validates a used file: (path, the files being read that led here, versions) -> its
+# report. The loader passes its own, so this module does not import the loader.
+ReadFile = Callable[[Path, tuple[str, ...], VersionSource | None], Report]
+
+
 def load_uses(
     flow: Flow,
     base_dir: Path | None,
     chain: tuple[str, ...],
     versions: VersionSource | None,
+    read: ReadFile,
 ) -> tuple[dict[str, Used], list[Issue], list[Issue]]:
     """The flow each ``subflow`` node uses, by node id; errors and warnings, each at the
     node's ``use`` and naming the used file (and the path of the problem inside it)."""
-    from ringflow.callflow.loader import validate_file  # the loader calls this module: no cycle at import
 
     used: dict[str, Used] = {}
     errors: list[Issue] = []
@@ -133,9 +146,7 @@ def load_uses(
                 errors.append(Issue(path, f"subflows nested more than {MAX_DEPTH} deep"))
                 continue
             try:
-                report = validate_file(
-                    file, load_handlers=False, chain=(*chain, str(file)), versions=versions
-                )
+                report = read(file, (*chain, str(file)), versions)
             except FileNotFoundError:
                 errors.append(Issue(path, f"no subflow file '{ref}' (looked for {file})"))
                 continue

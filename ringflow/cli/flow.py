@@ -24,8 +24,9 @@ flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", 
 def _versions() -> Any:
     """Published versions a subflow node may use (NAME@VERSION), read only if one does."""
     from ringflow.activities.flow_store import version_source
+    from ringflow.settings import get_settings
 
-    return version_source()
+    return version_source(get_settings().database_url)
 
 
 def _report_or_exit(path: Path) -> ValidationReport:

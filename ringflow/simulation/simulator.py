@@ -382,7 +382,7 @@ async def _run_script(
     publish_to: str | None = None,
     audio: bool = False,
 ) -> SimulationResult:
-    definition = load_flow(flow_path, versions=version_source(publish_to))
+    definition = load_flow(flow_path, versions=version_source(publish_to or get_settings().database_url))
     ref: dict[str, Any] = {}
     if publish_to is not None:
         definition, version = publish_file(publish_to, flow_path)
