@@ -106,3 +106,42 @@ def test_a_digression_open_across_a_kill_and_continue_as_new_returns_on_both_sid
     s.caught_up()
     assert s.agent == s.wf
     assert s.wf.node == "ask" and s.wf.return_stack == [] and s.wf.path == ["ask", "hours", "ask"]
+
+
+def test_a_subflow_open_across_a_kill_and_continue_as_new_returns_on_both_sides() -> None:
+    """The agent enters a subflow and reports it, dies, the workflow continues as new with the
+    frame (the caller's values) in its state, the next agent (attached from the workflow's
+    state) finishes the subflow: both sides are back on the calling flow's node with its own
+    values, the subflow's result under ``state.sub`` and its nodes in the path."""
+    flow = ef.flow(
+        {
+            "ask": ef.agent(ef.go("next", "sub"), greeting="Hello."),
+            "sub": {
+                "type": "subflow",
+                "use": "subflows/check.yaml",
+                "inputs": {"who": "Kim"},
+                "transition_to": "after",
+            },
+            "after": ef.agent(ef.go("finish", "bye")),
+            "bye": ef.end(),
+        },
+        variables={"vip": {"type": "boolean", "default": True}},
+    )
+    eng = agreement.Engine(ef.build(flow))
+    first = eng.start(agreement.START).state
+    s = agreement.Sides(eng, first, first)
+    s.agent_apply(agreement.FunctionCalled(name="next", node="ask", at=s.now()))
+    s.caught_up()
+    s.queue, s.agent = [], s.wf  # killed after its signal was sent
+    agreement.continue_as_new(s)
+    s.agent = s.wf  # the next agent attaches
+    assert s.agent.subflows[0].variables == {"vip": True} and s.agent.variables == {
+        "who": "Kim",
+        "tier": "basic",
+    }
+    s.agent_apply(agreement.FunctionCalled(name="answer", args={"v": 1}, node="sub.ask", at=s.now()))
+    s.caught_up()
+    assert s.agent == s.wf
+    assert s.wf.node == "after" and s.wf.subflows == [] and s.wf.variables == {"vip": True}
+    assert s.wf.state == {"sub": {"end": "yes", "state": {"answer": {"v": 1}}}}
+    assert s.wf.path == ["ask", "sub", "sub.ask", "sub.yes", "after"]
