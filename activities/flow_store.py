@@ -26,6 +26,7 @@ from sqlmodel import Field, SQLModel
 
 from ringflow.activities.persistence import _insert_for, get_engine
 from ringflow.callflow.model import FLOW_NAME_PATTERN, FlowDefinition
+from ringflow.callflow.subflow_use import VersionSource
 from ringflow.contract.flow_ref import FlowRef
 
 DEFAULT_CHANNEL = "production"
@@ -184,14 +185,31 @@ def named(definition: FlowDefinition, name: str | None) -> FlowDefinition:
     return definition.model_copy(update={"flow": definition.flow.model_copy(update={"flow": name})})
 
 
+def version_source(database_url: str) -> VersionSource:
+    """What ``use: NAME@VERSION`` (or ``NAME@CHANNEL``) on a ``subflow`` node reads: the
+    published definition and its version id, from ``database_url``, only when such a
+    reference is met (a flow using files needs no store)."""
+
+    def read(ref: str) -> tuple[FlowDefinition, str]:
+        try:
+            found = resolve(database_url, ref)
+            return load_definition(database_url, found.name, found.version), found.version
+        except FlowRefError as exc:
+            raise LookupError(str(exc)) from None
+
+    return read
+
+
 def publish_file(
     database_url: str, path: Path, name: str | None = None
 ) -> tuple[FlowDefinition, PublishedVersion]:
     """Load and validate a flow file (``FlowError`` if invalid), then publish it with the
-    hashes of the handler modules beside it."""
+    hashes of the handler modules beside it. Its subflows' content is part of the definition
+    (``callflow/subflow_use.py``), hence of the version id; those it uses by NAME@VERSION are
+    read from the same store."""
     from ringflow.callflow.loader import load_flow  # the flow's YAML stack, only where a file is read
 
-    definition = named(load_flow(path), name)
+    definition = named(load_flow(path, versions=version_source(database_url)), name)
     return definition, publish(database_url, definition, handler_hashes(definition, path.parent))
 
 

@@ -15,12 +15,13 @@ from ringflow.callflow.compiled import CompiledFlow, CompiledFunction
 from ringflow.callflow.compose import compose, template_values
 from ringflow.callflow.conditions import BranchError, holds, resolve_branch
 from ringflow.callflow.dispositions import disposition_of
-from ringflow.callflow.effects import Effect, EndCall, Extract, LLMTurn, RunFunction, Say
+from ringflow.callflow.effects import Effect, EndCall, Extract, LLMTurn, Rejected, RunFunction, Say
 from ringflow.callflow.end_reasons import EndReason
 from ringflow.callflow.http_render import referenced_values, render_http
-from ringflow.callflow.model import Action, HttpSpec, TransferSpec, Transition
+from ringflow.callflow.model import Action, BranchTable, HttpSpec, TransferSpec, Transition
 from ringflow.callflow.reads import NONE, template_names
 from ringflow.callflow.state import CallState, Digression, PendingRun, Waiting, extraction_node
+from ringflow.callflow.subflows import bind, inside, pop, push, returns_at, unwind
 from ringflow.callflow.templating import (
     Template,
     TemplateSyntaxError,
@@ -210,6 +211,8 @@ class Draft:
                     return
                 if from_node is not None:
                     self.leave(from_node)
+                    while self.call.subflows and not inside(node_id, self.call.subflows[-1].node):
+                        pop(self.call, None)  # left by a way of the calling flow: abandoned
                     stack = self.call.return_stack
                     if stack and stack[-1].node == from_node:  # left by its own way: no return
                         self.call.return_stack = stack[:-1]
@@ -233,12 +236,53 @@ class Draft:
                 target = next((b.to for b in node.branches or [] if holds(b.when, values)), node.default)
                 from_node, node_id = node_id, target or node_id
                 continue
+            if node.type == "subflow":  # into the used flow's start node, with its inputs
+                from_node, node_id = node_id, self.enter_subflow(node_id)
+                continue
+            if node.type == "end" and returns_at(self.call, node_id):
+                target = self.return_from_subflow(node_id)
+                if target is None:
+                    return
+                from_node, node_id = node_id, target
+                continue
             if node.type == "action":
                 self.run_function(self.flow.run_functions[node_id], node_id, {}, "action_node")
                 return
             self.show_node(node_id, from_node, resuming)
             return
         self.end("error")
+
+    # --- subflows (callflow/subflows.py) -----------------------------------------------
+    def enter_subflow(self, node_id: str) -> str:
+        """Bind the inputs in the caller's values, push its frame: the subflow's start node."""
+        spec = self.flow.definition.subflows[node_id]
+        node = self.flow.nodes[node_id].node
+        variables, problems = bind(spec, node.inputs, template_values(self.call))
+        self.effects += [Rejected(reason=f"subflow '{node_id}': {p}") for p in problems]
+        push(self.call, node_id, variables)
+        return spec.start
+
+    def return_from_subflow(self, node_id: str) -> str | None:
+        """The subflow reached its end node ``node_id``: its actions' and greeting's words
+        (in its own values), then back to the caller with its outputs, on to the calling
+        node's ``transition_to`` (routed on the result). None: the call ended here."""
+        node = self.flow.nodes[node_id].node
+        if not self.actions(node.pre_actions, node_id):
+            return None
+        if node.greeting:
+            self.effects.append(Say(text=self.render(node.greeting), allow_interrupt=node.allow_interrupt))
+        if not self.actions(node.post_actions, node_id):
+            return None
+        caller = self.call.subflows[-1].node
+        result = pop(self.call, node_id)
+        t = self.flow.nodes[caller].node.transition_to
+        try:
+            target = self.route(t, result, caller)
+        except BranchError:
+            target = t.default if isinstance(t, BranchTable) else None
+        if target is None:  # validation requires a way on; a hand-built definition
+            self.end("error")
+        return target
 
     # --- values still being extracted (callflow/reads.py) -----------------------------
     def blocked(self, names: frozenset[str]) -> bool:
@@ -306,6 +350,7 @@ class Draft:
         if self.call.ended:
             return
         node = self.flow.nodes[self.call.node].node if self.call.node in self.flow.nodes else None
+        unwind(self.call)  # ended inside a subflow: the record holds the calling flow's values
         self.call.ended = True
         self.call.waiting = None
         self.call.end_reason = reason

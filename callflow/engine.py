@@ -42,6 +42,7 @@ from ringflow.callflow.jobs import routes, start_effect
 from ringflow.callflow.model import BranchTable, FlowDefinition
 from ringflow.callflow.safe_text import has_unsafe, scrub
 from ringflow.callflow.state import CallState, extraction_node
+from ringflow.callflow.subflows import add_extracted
 
 RESPONSES = ("transition_in_yaml", "no_response")
 # The fields of each event that carry text from outside (callers, LLMs, handlers, servers):
@@ -378,7 +379,7 @@ class Engine:
         }
         dropped = sorted(set(values) - set(kept))
         d = Draft(self.flow, state, ev.at)
-        d.call.extracted = {**state.extracted, **kept}
+        add_extracted(d.call, ev.node, kept)  # into the scope of its node (callflow/subflows.py)
         if running:
             rest = list(state.extracting)
             rest.remove(xid)  # type: ignore[arg-type]

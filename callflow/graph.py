@@ -74,6 +74,8 @@ def edges(flow: Flow) -> list[Edge]:
                 out.append(Edge(nid, br.to, f"branch {i + 1}"))
             if node.default is not None:
                 out.append(Edge(nid, node.default, "default"))
+        elif node.type == "subflow":
+            out += _subflow_edges(flow, nid, node)
         elif node.type == "action":
             name = node.run.name if node.run else "run"
             for label, dst in targets(node.transition_to):
@@ -91,6 +93,25 @@ def edges(flow: Flow) -> list[Edge]:
     voicemail = flow.settings.voicemail
     if voicemail is not None and voicemail.node in flow.nodes:  # a machine answers: from the start
         out.append(Edge(flow.start_node, voicemail.node, "answering machine"))
+    return out
+
+
+def _subflow_edges(flow: Flow, nid: str, node: Node) -> list[Edge]:
+    """Into the used flow's nodes when they are inlined (its start node comes first), and
+    from each of its end nodes to where the call goes on; else (a flow being validated,
+    before its subflows are read) from the node itself."""
+    prefix = f"{nid}."
+    entry = next((k for k in flow.nodes if k.startswith(prefix)), None)
+    onward = targets(node.transition_to)
+    if entry is None:
+        return [Edge(nid, dst, f"subflow {label}".strip()) for label, dst in onward]
+    exits = [k for k, n in flow.nodes.items() if n.type == "end" and k.rpartition(".")[0] == nid]
+    out = [Edge(nid, entry, "subflow")]
+    t = node.transition_to
+    for x in exits:
+        dst = t.cases.get(x.rpartition(".")[2], t.default) if isinstance(t, BranchTable) else t
+        if dst is not None:
+            out.append(Edge(x, dst, "return"))
     return out
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from ringflow.callflow.errors import FlowError, Issue
 from ringflow.callflow.model import FlowDefinition
+
+if TYPE_CHECKING:
+    from ringflow.callflow.subflow_use import VersionSource
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_DEPTH = 64
@@ -131,10 +134,22 @@ def read_file(path: Path) -> tuple[Any, list[Issue]]:
 
 
 def validate_data(
-    data: Any, base_dir: Path | None = None, source: str | None = None, load_handlers: bool = True
+    data: Any,
+    base_dir: Path | None = None,
+    source: str | None = None,
+    load_handlers: bool = True,
+    *,
+    chain: tuple[str, ...] = (),
+    versions: VersionSource | None = None,
 ) -> ValidationReport:
     """Every check the spec names, on already-parsed data, in one run: after shape errors,
-    the whole-flow rules still check what can be read (``callflow/validate_shape.py``)."""
+    the whole-flow rules still check what can be read (``callflow/validate_shape.py``).
+
+    ``subflow`` nodes' flows are read too (``callflow/subflow_use.py``): files beside
+    ``base_dir``, published versions through ``versions``; ``chain`` is the files being
+    read that led here (a cycle of subflows is an error). A valid flow's definition holds
+    their nodes."""
+    from ringflow.callflow.subflow_use import inline, load_uses
     from ringflow.callflow.validate import semantic_checks
     from ringflow.callflow.validate_shape import check_shape
 
@@ -153,14 +168,17 @@ def validate_data(
         return report
     if not shaped.errors and shaped.flow is not None:
         flow = shaped.flow
-        handlers, errors, warnings = semantic_checks(flow, base_dir, load_handlers=load_handlers)
-        report.errors.extend(errors)
-        report.warnings.extend(warnings)
+        used, use_errors, use_warnings = load_uses(flow, base_dir, chain, versions, _read_used)
+        handlers, errors, warnings = semantic_checks(flow, base_dir, load_handlers=load_handlers, used=used)
+        report.errors.extend([*use_errors, *errors])
+        report.warnings.extend([*use_warnings, *warnings])
         if not report.errors:
-            report.definition = FlowDefinition(flow=flow, handlers=handlers, source=source)
+            definition = FlowDefinition(flow=flow, handlers=handlers, source=source)
+            report.definition = inline(definition, used)
         return report
     report.errors.extend(shaped.errors)
     if shaped.flow is not None:
+        used, use_errors, use_warnings = load_uses(shaped.flow, base_dir, chain, versions, _read_used)
         _, errors, warnings = semantic_checks(
             shaped.flow,
             base_dir,
@@ -168,24 +186,45 @@ def validate_data(
             unsure_nodes=shaped.unsure_nodes,
             judge_graph=shaped.judge_graph,
             names=shaped.names,
+            used=used,
         )
-        report.errors.extend(e for e in errors if shaped.keeps(e))
-        report.warnings.extend(w for w in warnings if shaped.keeps(w))
+        report.errors.extend(e for e in [*use_errors, *errors] if shaped.keeps(e))
+        report.warnings.extend(w for w in [*use_warnings, *warnings] if shaped.keeps(w))
     return report
 
 
-def validate_file(path: str | Path, load_handlers: bool = True) -> ValidationReport:
+def validate_file(
+    path: str | Path,
+    load_handlers: bool = True,
+    *,
+    chain: tuple[str, ...] | None = None,
+    versions: VersionSource | None = None,
+) -> ValidationReport:
     """Raises FileNotFoundError only when the file cannot be read at all."""
     p = Path(path)
     data, issues = read_file(p)
     if issues:
         return ValidationReport(source=str(path), errors=issues)
-    return validate_data(data, base_dir=p.parent, source=str(path), load_handlers=load_handlers)
+    return validate_data(
+        data,
+        base_dir=p.parent,
+        source=str(path),
+        load_handlers=load_handlers,
+        chain=(str(p.resolve()),) if chain is None else chain,
+        versions=versions,
+    )
 
 
-def load_flow(path: str | Path) -> FlowDefinition:
-    """The definition, or :class:`FlowError` carrying every error found."""
-    report = validate_file(path)
+def _read_used(path: Path, chain: tuple[str, ...], versions: VersionSource | None) -> ValidationReport:
+    """A subflow node's used file, validated as a flow of its own (its handlers not
+    imported: a used flow may not have any, ``callflow/subflow_use.py``)."""
+    return validate_file(path, load_handlers=False, chain=chain, versions=versions)
+
+
+def load_flow(path: str | Path, versions: VersionSource | None = None) -> FlowDefinition:
+    """The definition, or :class:`FlowError` carrying every error found. ``versions`` reads
+    the published versions ``subflow`` nodes may use (``use: NAME@VERSION``)."""
+    report = validate_file(path, versions=versions)
     if report.definition is None:
         raise FlowError(report.errors, report.warnings)
     return report.definition

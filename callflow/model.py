@@ -19,7 +19,7 @@ FLOW_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 NODE_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 FUNCTION_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]{0,63}$"
 
-NodeType = Literal["agent", "end", "gate", "action"]
+NodeType = Literal["agent", "end", "gate", "action", "subflow"]
 ContextStrategy = Literal["append", "reset", "reset_with_summary"]
 VarType = Literal["string", "integer", "number", "boolean", "object", "array"]
 Op = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not_in", "contains", "exists", "not_exists"]
@@ -418,6 +418,10 @@ class Node(Strict):
     follow_up: FollowUp | None = None  # an end node: the journey's next call (callflow/journey.py)
     global_: GlobalNode | None = Field(None, alias="global")  # a digression offered everywhere
     global_nodes: bool = True  # false: the flow's global nodes are not offered on this node
+    # a ``subflow`` node: the flow it runs (a file beside this one, or NAME@VERSION) and its
+    # inputs (templates rendered in the calling flow's values); its end goes to transition_to
+    use: str | None = Field(None, min_length=1, max_length=300)
+    inputs: dict[str, Any] = {}
 
 
 class Flow(Strict):
@@ -454,11 +458,26 @@ class HandlerSpec(Strict):
     cancel_on_interruption: bool | None = None
 
 
+class SubflowSpec(Strict):
+    """What the engine needs to run a ``subflow`` node, fixed when the flow was loaded: the
+    used flow's nodes are inlined into the definition under ``<node>.`` (``callflow/subflow_use.py``),
+    so a call never reads a file or a store to enter one, and a published version holds
+    them. ``digest`` names the used flow's content (its version id when used as
+    NAME@VERSION): the same use of other content is another definition, another version."""
+
+    use: str  # the reference as written
+    flow: str  # the used flow's name
+    digest: str
+    start: str  # the inlined id of its start node
+    variables: dict[str, Variable] = {}  # its inputs, with their types and defaults
+
+
 class FlowDefinition(Strict):
     """A validated flow plus its handler specs: the pinned input of a call."""
 
     flow: Flow
     handlers: dict[str, HandlerSpec] = {}
+    subflows: dict[str, SubflowSpec] = {}  # by the id of the ``subflow`` node that uses each
     source: str | None = None
     # MCP servers' tools, listed when the call started (callflow/mcp_spec.py); None: not yet
     mcp: McpPinned | None = None

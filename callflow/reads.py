@@ -75,6 +75,8 @@ def node_reads(flow: Flow, node: Node, descriptions: frozenset[str]) -> frozense
         out |= condition_names(branch.when)
     if node.run is not None:
         out |= function_reads(node.run)
+    for value in node.inputs.values():  # a subflow node's inputs, bound on entry
+        out |= _strings(value)
     return frozenset(out)
 
 

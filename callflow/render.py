@@ -5,7 +5,13 @@ from __future__ import annotations
 from ringflow.callflow.graph import edges, node_functions, targets
 from ringflow.callflow.model import Flow
 
-_SHAPES = {"agent": ('["', '"]'), "end": ('(["', '"])'), "gate": ('{"', '"}'), "action": ('[["', '"]]')}
+_SHAPES = {
+    "agent": ('["', '"]'),
+    "end": ('(["', '"])'),
+    "gate": ('{"', '"}'),
+    "action": ('[["', '"]]'),
+    "subflow": ('[/"', '"/]'),
+}
 
 
 def _where(fn_target: list[tuple[str, str]]) -> str:
@@ -28,6 +34,9 @@ def table(flow: Flow) -> list[dict[str, str]]:
                 row(nid, node.type, f"branch {i + 1}", br.to)
             row(nid, node.type, "default", node.default or "")
             continue
+        if node.type == "subflow":
+            row(nid, node.type, f"use {node.use}", _where(targets(node.transition_to)))
+            continue
         if node.type == "action" and node.run is not None:
             row(nid, node.type, f"run {node.run.name}", _where(targets(node.transition_to)))
             continue
@@ -42,7 +51,9 @@ def table(flow: Flow) -> list[dict[str, str]]:
                 tools = "all" if fn.mcp.tools == "all" else ", ".join(fn.mcp.tools)
                 name = f"{fn.mcp.server}: {tools} (mcp{', global' if is_global else ''})"
             row(nid, node.type, name, _where(targets(fn.transition_to)))
-        if not functions and g is None:
+        if not functions and g is None and node.type == "end" and "." in nid:  # a subflow's end
+            row(nid, node.type, "-", f"returns to {nid.rpartition('.')[0]} (end={nid.rpartition('.')[2]})")
+        elif not functions and g is None:
             row(nid, node.type, "-", f"ends call ({node.disposition})" if node.disposition else "-")
     return rows
 
@@ -88,6 +99,9 @@ _MERMAID_RESERVED = frozenset(
 
 
 def _mid(nid: str) -> str:
+    """A Mermaid id: a reserved word capitalised; a subflow's inlined node (``verify.ask``)
+    with ``__`` for the dot, which Mermaid would not read as part of an id."""
+    nid = nid.replace(".", "__")
     return nid.capitalize() if nid in _MERMAID_RESERVED else nid
 
 

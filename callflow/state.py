@@ -19,6 +19,7 @@ __all__ = [
     "Digression",
     "EndReason",
     "PendingRun",
+    "SubflowFrame",
     "Waiting",
     "extraction_node",
 ]
@@ -67,6 +68,21 @@ class Digression(BaseModel):
     origin: str
 
 
+class SubflowFrame(BaseModel):
+    """One open subflow: the call entered the ``subflow`` node ``node`` and is in its nodes
+    (``<node>.*``). The call's ``variables``, ``extracted`` and ``state`` are the subflow's
+    own while it runs (its inputs, what its nodes extracted and captured); the frame keeps
+    the calling flow's, given back with the subflow's outputs when it returns
+    (``callflow/subflows.py``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node: str
+    variables: dict[str, Any] = {}
+    extracted: dict[str, Any] = {}
+    state: dict[str, Any] = {}
+
+
 class CallState(BaseModel):
     """Immutable by convention: the engine returns a new one for every change."""
 
@@ -95,6 +111,7 @@ class CallState(BaseModel):
     return_stack: list[Digression] = []
     global_uses: dict[str, int] = {}
     global_since: dict[str, int] = {}
+    subflows: list[SubflowFrame] = []  # open subflows, innermost last
     caller_number: str | None = None
     called_number: str | None = None
     started_at: float | None = None

@@ -7,6 +7,7 @@ stops the others, so one run of ``flow validate`` shows every problem.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,14 @@ from ringflow.callflow.model import (
     Node,
     Transition,
 )
+from ringflow.callflow.subflow_use import Used
 from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_template, strings_in
 from ringflow.callflow.validate_analysis import check_analysis
 from ringflow.callflow.validate_gates import GateChecks
 from ringflow.callflow.validate_jobs import check_jobs_entry
 from ringflow.callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 from ringflow.callflow.validate_recording import check_recording
+from ringflow.callflow.validate_subflows import check_subflow_node
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 _LLM_NODE_ONLY = (
@@ -90,8 +93,10 @@ class _Checker(GateChecks):
         unsure_nodes: AbstractSet[str] = frozenset(),
         judge_graph: bool = True,
         names: AbstractSet[str] = frozenset(),
+        used: Mapping[str, Used] | None = None,
     ) -> None:
         self.flow = flow
+        self.used = dict(used or {})  # the flows its subflow nodes use (callflow/subflow_use.py)
         self.base_dir = base_dir
         self.load_handlers = load_handlers
         self.errors: list[Issue] = []
@@ -101,6 +106,8 @@ class _Checker(GateChecks):
         self.node_ids = list(flow.nodes)
         self.known_names = set(flow.variables) | {x.name for n in flow.nodes.values() for x in n.extract}
         self.known_names |= names
+        for u in self.used.values():  # a subflow's extracted values are its outputs
+            self.known_names |= u.extracted_names()
         # after shape errors (callflow/validate_shape.py): nodes that may reach an end node
         # for all we know, and whether the graph can be judged at all
         self.unsure_nodes = unsure_nodes
@@ -335,6 +342,12 @@ class _Checker(GateChecks):
                 f"letter, at most 64 characters{hint}",
             )
         given = node.model_fields_set
+        if node.type == "subflow":
+            check_subflow_node(self, nid, node, self.used.get(nid))
+            return
+        for key in ("use", "inputs"):
+            if key in given:
+                self.err(f"{path}.{key}", f"'{key}' applies only to a subflow node (type: subflow)")
         if node.type in ("gate", "action"):
             for key in (*_LLM_NODE_ONLY, "disposition"):
                 if key in given:
@@ -564,10 +577,12 @@ def semantic_checks(
     unsure_nodes: AbstractSet[str] = frozenset(),
     judge_graph: bool = True,
     names: AbstractSet[str] = frozenset(),
+    used: Mapping[str, Used] | None = None,
 ) -> tuple[dict[str, HandlerSpec], list[Issue], list[Issue]]:
     """The whole-flow rules. ``unsure_nodes``, ``judge_graph`` and ``names`` describe a
-    flow whose bad parts were set aside (``callflow/validate_shape.py``)."""
-    checker = _Checker(flow, base_dir, load_handlers, unsure_nodes, judge_graph, names)
+    flow whose bad parts were set aside (``callflow/validate_shape.py``); ``used``, the
+    flows its subflow nodes use, by node id."""
+    checker = _Checker(flow, base_dir, load_handlers, unsure_nodes, judge_graph, names, used)
     checker.check_flow()
     return checker.handlers, checker.errors, checker.warnings
 

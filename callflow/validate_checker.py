@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
-from ringflow.callflow.model import Flow, HandlerSpec
+from ringflow.callflow.model import Flow, HandlerSpec, Transition
 
 
 class Checker(Protocol):
@@ -17,5 +17,6 @@ class Checker(Protocol):
     def check_template(
         self, path: str, text: str | None, extra: AbstractSet[str] = frozenset(), url: bool = False
     ) -> None: ...
+    def check_transition(self, path: str, t: Transition | None) -> None: ...
     def check_parameters(self, path: str, params: dict[str, Any] | None, required: bool) -> None: ...
     def handler(self, path: str, name: str, no_args: bool = False) -> HandlerSpec | None: ...

@@ -134,6 +134,7 @@ def load_version(
             if v.flow_version == flow_version:
                 return flow_store.load_definition(database_url, v.name, v.version)
         files = [f for f in catalogue(flows_dir) if f.name == name and f.version == flow_version]
-        return load_flow(files[0].path) if files else None
+        versions = flow_store.version_source(database_url)
+        return load_flow(files[0].path, versions=versions) if files else None
     except (FlowError, flow_store.FlowRefError, FileNotFoundError):
         return None

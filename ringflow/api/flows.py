@@ -58,18 +58,21 @@ def validate(settings: Any, check: FlowCheck) -> dict[str, Any]:
     """The report ``flow validate --json`` prints: for a file, the file's (its handlers
     imported, as the worker would); for text, the text's (no handlers imported: uploaded
     text names modules it cannot bring)."""
+    from ringflow.activities.flow_store import version_source
     from ringflow.callflow.loader import parse_text, validate_data, validate_file
 
     one_of(check.flow, check.source)
+    versions = version_source(settings.database_url)  # for subflow nodes' use: NAME@VERSION
     if check.flow is not None:
-        report = validate_file(flow_file(settings, check.flow))
+        report = validate_file(flow_file(settings, check.flow), versions=versions)
         return {**report.as_dict(), "file": check.flow}
     assert check.source is not None
     try:
         data = parse_text(check.source, "<source>")
     except ValueError as exc:
         return {"file": None, "valid": False, "errors": [{"path": "", "message": str(exc)}], "warnings": []}
-    return {**validate_data(data, source=None, load_handlers=False).as_dict(), "file": None}
+    report = validate_data(data, source=None, load_handlers=False, versions=versions)
+    return {**report.as_dict(), "file": None}
 
 
 @router.post("/validate", response_model=FlowReport, summary="Validate a flow")
@@ -124,7 +127,8 @@ def publish(settings: Any, body: PublishFlow) -> tuple[bool, Any]:
         if body.flow is not None:
             path = flow_file(settings, body.flow)
             try:
-                definition = flow_store.named(load_flow(path), body.name)
+                versions = flow_store.version_source(db)
+                definition = flow_store.named(load_flow(path, versions=versions), body.name)
             except FlowError as exc:
                 raise issues_problem(422, f"flow '{body.flow}' is invalid", exc.errors, "flow") from None
             handlers = flow_store.handler_hashes(definition, path.parent)
@@ -134,7 +138,9 @@ def publish(settings: Any, body: PublishFlow) -> tuple[bool, Any]:
                 data = parse_text(body.source, "<source>")
             except ValueError as exc:
                 raise ProblemError(422, str(exc), errors=[field("source", str(exc))]) from None
-            report = validate_data(data, source=None, load_handlers=False)
+            report = validate_data(
+                data, source=None, load_handlers=False, versions=flow_store.version_source(db)
+            )
             if report.definition is None:
                 raise issues_problem(422, "the flow is invalid", report.errors, "source")
             definition = flow_store.named(report.definition, body.name)

@@ -326,6 +326,7 @@ def simulate(
     import logging
 
     require_simulator("ringflow call simulate")
+    from ringflow.activities.flow_store import version_source
     from ringflow.callflow.errors import FlowError
     from ringflow.callflow.inputs import resolve_variables
     from ringflow.callflow.loader import load_flow
@@ -351,7 +352,8 @@ def simulate(
             script, flow = load_script(path)
             if (problem := kill_turn_problem(script, kill_agent_at)) is not None:
                 raise fail(f"{path}: {problem}", 2)
-            issues = resolve_variables(load_flow(flow).flow, script.variables)[1]
+            definition = load_flow(flow, versions=version_source(get_settings().database_url))
+            issues = resolve_variables(definition.flow, script.variables)[1]
             if issues:  # as `call start` says it, before anything runs
                 raise fail(f"{path}: " + "; ".join(str(i) for i in issues), 2)
         except ScriptError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -20,9 +21,17 @@ from ringflow.cli import flow_canary, flow_check, flow_versions
 flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", no_args_is_help=True)
 
 
+def _versions() -> Any:
+    """Published versions a subflow node may use (NAME@VERSION), read only if one does."""
+    from ringflow.activities.flow_store import version_source
+    from ringflow.settings import get_settings
+
+    return version_source(get_settings().database_url)
+
+
 def _report_or_exit(path: Path) -> ValidationReport:
     try:
-        report = validate_file(path)
+        report = validate_file(path, versions=_versions())
     except FileNotFoundError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -53,7 +62,7 @@ def validate(
     worst = 0
     for path in files:
         try:
-            report = validate_file(path)
+            report = validate_file(path, versions=_versions())
             if mcp and report.definition is not None and report.definition.flow.mcp_servers:
                 from ringflow.cli.mcp_check import check_servers
 

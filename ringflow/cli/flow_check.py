@@ -32,7 +32,10 @@ def _new_version(ref: str) -> FlowDefinition:
         from ringflow.callflow.loader import load_flow
 
         try:
-            return load_flow(Path(ref))
+            from ringflow.activities.flow_store import version_source
+            from ringflow.settings import get_settings
+
+            return load_flow(Path(ref), versions=version_source(get_settings().database_url))
         except FileNotFoundError as exc:
             raise fail(str(exc), 2) from None
         except FlowError as exc:

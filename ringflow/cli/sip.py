@@ -108,11 +108,13 @@ def dial(
 
 
 def _load(flow: Path) -> Any:
+    from ringflow.activities.flow_store import version_source
     from ringflow.callflow.errors import FlowError
     from ringflow.callflow.loader import load_flow
+    from ringflow.settings import get_settings
 
     try:
-        return load_flow(flow)
+        return load_flow(flow, versions=version_source(get_settings().database_url))
     except FileNotFoundError as exc:
         raise fail(str(exc), 2) from None
     except FlowError as exc:

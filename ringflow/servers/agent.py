@@ -23,7 +23,7 @@ from livekit import rtc
 from livekit.agents import AgentServer, AgentSession, JobContext, JobProcess
 
 from ringflow.activities.flow_canaries import resolve_call
-from ringflow.activities.flow_store import is_file_ref, load_definition
+from ringflow.activities.flow_store import is_file_ref, load_definition, version_source
 from ringflow.agents.amd import detect_machine
 from ringflow.agents.dtmf import KeyCollector
 from ringflow.agents.lease import AgentLease, LeaseHeld
@@ -306,7 +306,8 @@ async def start_inbound(
     ref: dict[str, Any] = {}
     call_id = call_id_for_room(room)
     if is_file_ref(flow_path):
-        definition = load_flow(flow_path)  # a file on the agent: the call carries its definition
+        # a file on the agent: the call carries its definition (its subflows' nodes too)
+        definition = load_flow(flow_path, versions=version_source(settings.database_url))
     else:  # NAME, NAME@VERSION, NAME@CHANNEL: resolved now (a canary splits by call id), kept
         found = (await asyncio.to_thread(resolve_call, settings.database_url, flow_path, call_id)).version
         definition = await asyncio.to_thread(

@@ -42,7 +42,7 @@ from temporalio.runtime import Runtime
 
 from ringflow.activities.analysis import SCHEMA_NAME as ANALYSIS_SCHEMA
 from ringflow.activities.dispatch import Dispatcher
-from ringflow.activities.flow_store import publish_file
+from ringflow.activities.flow_store import publish_file, version_source
 from ringflow.activities.handler_run import parse_flow_dirs
 from ringflow.activities.http_tool import PRIVATE_ALLOWED
 from ringflow.activities.netguard import allowed_networks
@@ -382,7 +382,7 @@ async def _run_script(
     publish_to: str | None = None,
     audio: bool = False,
 ) -> SimulationResult:
-    definition = load_flow(flow_path)
+    definition = load_flow(flow_path, versions=version_source(publish_to or get_settings().database_url))
     ref: dict[str, Any] = {}
     if publish_to is not None:
         definition, version = publish_file(publish_to, flow_path)

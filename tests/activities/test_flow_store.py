@@ -4,13 +4,18 @@ channels that move without touching the versions, and references that say what e
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
 from ringflow.activities import flow_store
 from ringflow.activities.flow_store import FlowRefError
+from ringflow.callflow.errors import FlowError
 from ringflow.callflow.model import FlowDefinition
+from tests.support.paths import ROOT
 from tests.support.wfkit import FIXTURES, clinic
+
+EXAMPLES = ROOT / "examples" / "flows"
 
 # The PostgreSQL schema is the run's, shared by tests: each test publishes under its own name.
 NAME = f"clinic-{uuid.uuid4().hex[:8]}"
@@ -71,3 +76,49 @@ def test_channels_and_references(database_url: str) -> None:
         flow_store.promote(database_url, name, "0" * 12, "production")
     with pytest.raises(FlowRefError, match="not a valid name"):
         flow_store.promote(database_url, name, v1.version, "Prod uction")
+
+
+def _caller(tmp_path: Path, use: str) -> Path:
+    """pharmacy_refill, its subflow node using ``use``."""
+    text = (EXAMPLES / "pharmacy_refill" / "flow.yaml").read_text()
+    path = tmp_path / "pharmacy_refill" / "flow.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.replace("use: ../verify_identity/flow.yaml", f"use: {use}"))
+    return path
+
+
+def test_a_caller_publishes_with_its_subflows_content_and_may_use_a_published_version(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Issue 32 §2: a version holds the subflow's nodes, so a changed subflow is another
+    version of every flow using it; ``use: NAME@VERSION`` (or a channel) reads the store."""
+    sub_name = f"verify-{uuid.uuid4().hex[:8]}"
+    sub_file = tmp_path / "verify_identity" / "flow.yaml"
+    sub_file.parent.mkdir()
+    sub_file.write_text((EXAMPLES / "verify_identity" / "flow.yaml").read_text())
+    by_file = _caller(tmp_path, "../verify_identity/flow.yaml")
+    _, v1 = flow_store.publish_file(database_url, by_file, f"refill-{sub_name}")
+    content, _ = flow_store.load_content(database_url, v1.version) or ("", None)
+    assert '"verify.ask_dob"' in content and "that's you confirmed" in content
+    sub_file.write_text(sub_file.read_text().replace("that's you confirmed", "you're confirmed"))
+    _, v2 = flow_store.publish_file(database_url, by_file, f"refill-{sub_name}")
+    assert v2.version != v1.version  # only the subflow changed
+
+    _, sub_v = flow_store.publish_file(database_url, sub_file, sub_name)
+    flow_store.promote(database_url, sub_name, sub_v.version, "production")
+    for use in (f"{sub_name}@{sub_v.version}", f"{sub_name}@production"):
+        definition, version = flow_store.publish_file(
+            database_url, _caller(tmp_path, use), f"refill-{sub_name}"
+        )
+        assert definition.subflows["verify"].digest == sub_v.version
+        assert definition.flow.nodes["verify.verified"].greeting == "Thank you, you're confirmed."
+        back = flow_store.load_definition(database_url, version.name, version.version)
+        assert back.subflows == definition.subflows and back.flow == definition.flow
+
+    with pytest.raises(FlowError) as caught:
+        flow_store.publish_file(database_url, _caller(tmp_path, f"{sub_name}@000000000000"), "nope")
+    assert [str(e) for e in caught.value.errors] == [
+        f"nodes.verify.use: subflow '{sub_name}@000000000000': '000000000000' is neither a published "
+        f"version nor a channel of flow '{sub_name}' (channels: production; versions: "
+        f"`ringflow flow versions {sub_name}`)"
+    ]

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ringflow.callflow.errors import Issue
-from ringflow.callflow.loader import MAX_FILE_BYTES, ValidationReport, validate_data, validate_file
+from ringflow.callflow.loader import MAX_FILE_BYTES, ValidationReport, load_flow, validate_data, validate_file
 from ringflow.callflow.model import FlowDefinition
 from tests.support.paths import ROOT
 
@@ -500,7 +500,8 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
     }
     flow_path = (script.parent / doc["flow"]).resolve()
     assert flow_path.is_file()
-    flow = yaml.safe_load(flow_path.read_text())
+    # as loaded: a subflow node's used flow is inlined (its nodes `verify.ask_dob`, its functions)
+    flow = load_flow(flow_path).flow.model_dump(mode="json", by_alias=True, exclude_unset=True)
     declared = flow.get("variables", {})
     for name in doc.get("variables") or {}:
         assert name in declared, f"{name} is not a variable of {flow['flow']}"

@@ -89,6 +89,48 @@ def digressing_flows(draw: st.DrawFn) -> ef.Data:
     return data
 
 
+@st.composite
+def subflow_flows(draw: st.DrawFn) -> ef.Data:
+    """A generated flow with a ``subflow`` node using ``tests/fixtures/engine/subflows/check.yaml``
+    (a greeting and a gate reading its inputs, an extraction, a capture routing to two end
+    nodes, a global function of its own), entered from the first agent node and perhaps others;
+    an input reads ``tier``, which the calling flow's nodes extract (the entry then waits),
+    and the return routes on where it ended. The calling flow's global functions are offered
+    inside it too: taking one abandons the subflow."""
+    data = draw(ef.flows())
+    nodes = data["nodes"]
+    start = data["start"]
+    targets = [n for n in nodes if n != "sub"]
+    tier = draw(st.sampled_from(["{{tier | plain}}", "{{tier}}", "basic"]))
+    nodes["sub"] = {
+        "type": "subflow",
+        "use": "subflows/check.yaml",
+        "inputs": {"who": "{{caller_number | someone}}", "tier": tier},
+        "transition_to": draw(
+            st.sampled_from(
+                [
+                    draw(st.sampled_from(targets)),
+                    {
+                        "field": "end",
+                        "cases": {"yes": draw(st.sampled_from(targets))},
+                        "default": draw(st.sampled_from(targets)),
+                    },
+                ]
+            )
+        ),
+    }
+    agents = [n for n, v in nodes.items() if v.get("type") is None]
+    first = start if start in agents else agents[0]
+    for nid in {first, *draw(st.lists(st.sampled_from(agents), max_size=2))}:
+        fns = nodes[nid].setdefault("functions", [])
+        fns.insert(0, ef.go("into_sub", "sub"))  # every node keeps its own ways on: an end stays reachable
+    if draw(st.booleans()):  # the call starts in the subflow (an inbound line that verifies first)
+        data["start"] = "sub"
+    data["settings"]["max_transitions"] = draw(st.integers(4, 12))
+    data["settings"]["max_node_visits"] = draw(st.integers(2, 4))
+    return data
+
+
 @dataclass
 class Sides:
     eng: Engine
