@@ -154,6 +154,9 @@ class Settings(BaseSettings):
     # backstop: they go every WEBHOOK_HEARTBEAT_S, and calls time out accordingly (issue 13).
     livekit_webhooks: bool = False
     agent_heartbeat_s: float | None = Field(default=None, gt=0, le=300)  # overrides either default
+    # How often an agent reads its call's supervision (a query: no history): how soon a
+    # supervisor's whisper, takeover or hand-back reaches the bot (agents/supervised.py).
+    supervisor_poll_s: float = Field(default=1.0, ge=0.1, le=30)
 
     # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
     # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.
