@@ -211,7 +211,9 @@ class LiveKitPort:
         """A turn of the supervisor's segment, into the LLM's context (the bot takes it up
         at the hand-back): the supervisor's lines as the assistant's, marked."""
         ctx = self.agent.chat_ctx.copy()
-        ctx.add_message(role="assistant" if role == "supervisor" else "user", content=segment_text(role, text))
+        ctx.add_message(
+            role="assistant" if role == "supervisor" else "user", content=segment_text(role, text)
+        )
         await self.agent.update_chat_ctx(ctx)
 
     async def publish(self, topic: str, payload: bytes) -> None:
