@@ -56,8 +56,10 @@ async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list
             timer_at = due
             timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
 
-        def woken(t: asyncio.Task[None] = timer, at: float = timer_at) -> bool:  # bound now
-            return d.wake or d.call.flow_state.ended or t.done() or d.rearm_due(at, deadline)
+        def woken(
+            t: asyncio.Task[None] = timer, at: float = timer_at, limit: float = deadline
+        ) -> bool:  # bound now
+            return d.wake or d.call.flow_state.ended or t.done() or d.rearm_due(at, limit)
 
         await workflow.wait_condition(woken)
         d.wake = False
