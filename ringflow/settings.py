@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # Call-ended webhook
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None
+    # The key of the hash a journey's id carries instead of the person's number
+    # (contract/ids.person_key): set it in production; unset, the hash is unkeyed.
+    journey_key_secret: SecretStr | None = None
 
     # Where the worker imports flows' handler modules from (os.pathsep-separated); unset:
     # the working directory. Handlers are trusted code: only these directories are trusted.
@@ -198,6 +201,12 @@ class Settings(BaseSettings):
             return self.agent_heartbeat_s
         webhooks = self.livekit_webhooks or self.livekit_webhook_port > 0
         return WEBHOOK_HEARTBEAT_S if webhooks else DEFAULT_HEARTBEAT_S
+
+    @property
+    def journey_secret(self) -> bytes | None:
+        """``journey_key_secret`` as the key ``person_key`` takes (None: unset)."""
+        s = self.journey_key_secret
+        return s.get_secret_value().encode() if s is not None and s.get_secret_value() else None
 
     @property
     def call_agent_timeout_s(self) -> float:

@@ -327,6 +327,7 @@ async def start_inbound(
                 called_number=called,
                 agent_timeout_s=settings.call_agent_timeout_s,
             ),
+            settings.journey_secret,
         )
     handle, _ = await start_or_attach(
         client,
