@@ -16,7 +16,7 @@ from ringflow.contract.ids import journey_workflow_id, journey_workflow_ids, per
 from ringflow.contract.journey import JoinRequest
 from ringflow.settings import Settings
 from ringflow.workflows.client import CallHandle
-from ringflow.workflows.journey_client import add_do_not_call, join_journey, start_journey
+from ringflow.workflows.journey_client import JourneyHandle, add_do_not_call, join_journey, start_journey
 from tests.support.journeykit import journey_flow, phone
 from tests.support.wfkit import running_worker
 
@@ -36,31 +36,31 @@ def test_the_keyed_hash_differs_from_the_unkeyed_one_and_from_another_secrets() 
     assert settings.journey_secret == b"s3cret" and Settings().journey_secret is None
 
 
+async def waiting_journey(
+    client: Client, task_queue: str, number: str, secret: bytes | None
+) -> JourneyHandle:
+    """A journey that places no call and waits for a callback (``journey start --no-call``)."""
+    return await start_journey(
+        client,
+        journey_flow(),
+        number,
+        task_queue=task_queue,
+        secret=secret,
+        variables={"patient": "Alex"},
+        first_call=False,
+    )
+
+
 async def test_journeys_started_before_the_secret_stay_findable_after_it_is_set(
     temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
     flow = journey_flow()
     number = phone(191)
     async with running_worker(temporal_client, task_queue, sqlite_url):
-        old = await start_journey(  # before the secret: the unkeyed id; waits for a callback
-            temporal_client,
-            flow,
-            number,
-            task_queue=task_queue,
-            variables={"patient": "Alex"},
-            first_call=False,
-        )
-        assert old.journey_id == journey_workflow_id(flow.flow.flow, number)
+        old = await waiting_journey(temporal_client, task_queue, number, None)  # before the secret
+        assert old.journey_id == journey_workflow_id(flow.flow.flow, number)  # the unkeyed id
         with pytest.raises(WorkflowAlreadyStartedError):  # one open journey per person and flow
-            await start_journey(
-                temporal_client,
-                flow,
-                number,
-                task_queue=task_queue,
-                secret=SECRET,
-                variables={"patient": "Alex"},
-                first_call=False,
-            )
+            await waiting_journey(temporal_client, task_queue, number, SECRET)
         call_id = f"in-{uuid.uuid4().hex[:8]}"
         req = JoinRequest(call_id=call_id, room=call_id, caller_number=number)
         answer = await join_journey(temporal_client, flow.flow.flow, number, req, SECRET)
@@ -70,15 +70,7 @@ async def test_journeys_started_before_the_secret_stay_findable_after_it_is_set(
         assert (await old.result()).end == "dnc"
 
         other = phone(192)
-        new = await start_journey(
-            temporal_client,
-            flow,
-            other,
-            task_queue=task_queue,
-            secret=SECRET,
-            variables={"patient": "Sam"},
-            first_call=False,
-        )
+        new = await waiting_journey(temporal_client, task_queue, other, SECRET)
         assert new.journey_id == journey_workflow_id(flow.flow.flow, other, SECRET)
         assert new.journey_id != journey_workflow_id(flow.flow.flow, other)
         assert await join_journey(temporal_client, flow.flow.flow, other, req.model_copy(), None) is None
