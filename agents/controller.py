@@ -47,6 +47,7 @@ from ringflow.callflow.events import (
     IdleKind,
     MachineAnswered,
     MaxDuration,
+    SupervisorAction,
     UserIdle,
     UserSpoke,
 )
@@ -55,6 +56,7 @@ from ringflow.callflow.reads import function_reads
 from ringflow.callflow.safe_text import scrub, scrub_text
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import CallEvent, HangupEvent, Heartbeat, Turn, TurnsEvent
+from ringflow.contract.supervision import SupervisorStep, whisper_note
 from ringflow.contract.updates import CallFunctionRequest, Snapshot, ValuesAnswer
 from ringflow.contract.wire import MAX_TEXT_CHARS, oversized_args
 from ringflow.workflows.client import CallHandle
@@ -148,6 +150,10 @@ class FlowController:
         self.device: DeviceTools | None = None  # the caller's device's tools (agents/device_tools.py)
         self.jobs: JobsFeed | None = None  # background job groups (agents/jobs.py)
         self.tool_calls = FifoGate()  # one function call at a time (on_tool_call)
+        # supervisors (agents/supervised.py): the takeovers' total length so far (the time
+        # limit moves later by it), and the turns of the takeover under way
+        self.paused_s = 0.0
+        self.segment: list[tuple[str, str]] = []
 
     # --- plumbing ---------------------------------------------------------------------
     @property
@@ -524,6 +530,8 @@ class FlowController:
             )
         if role == "user":
             self.state = self.engine.apply(self.state, UserSpoke(at=now)).state
+        if self.state.takeover and role in ("user", "supervisor"):
+            self.segment.append((role, text))  # what a hand-back to a node that resets its context keeps
 
     async def on_dtmf(self, digits: str) -> None:
         """Keys the caller pressed (collected by ``agents/dtmf.py``): applied here at once by
@@ -612,7 +620,7 @@ class FlowController:
         nothing said (empty_turn). The engine re-prompts, gives up, or (``on_give_up:
         wait``) stays quiet. The kind goes to the workflow only when it is not a silence, so
         the events of a silence are what they always were."""
-        if self.state.ended:
+        if self.state.ended or self.state.takeover:  # the idle rule pauses during a takeover
             return
         self.point("idle")
         if not await self.current("idle"):
@@ -635,6 +643,68 @@ class FlowController:
         # user_idle), as for max_duration. Sending the idle event now would end the workflow
         # before the goodbye's turn reached it, and the record would lack the goodbye.
         await self.apply(step.effects)
+
+    # --- supervisors (agents/supervised.py, workflows/supervision.py) ------------------
+    async def on_supervisor(self, step: SupervisorStep) -> None:
+        """A supervisor's action the workflow took (``step.id``, in order): applied to this
+        engine and reported at this point of the agent's events (a ``supervisor`` event), so
+        the workflow's engine applies it at the same step. A whisper goes into the LLM's
+        context for its next turn; a takeover pauses the bot; a hand-back resumes it on the
+        node the engine says, with the supervisor's segment in its context."""
+        if self.dead or self.state.ended or step.id <= self.state.supervisor_seen:
+            return
+        self.point("supervisor")
+        if not await self.current("supervisor"):
+            return
+        now = self.clock()
+        action = SupervisorAction(id=step.id, action=step.action, node=step.node, at=now)
+        done = self.engine.apply(self.state, action)
+        if any(type(e) is Rejected for e in done.effects):
+            log.warning("supervisor %s %s not applied: %s", step.action, step.id, done.effects[0])
+            return
+        self.state = done.state
+        self.outbox.put(
+            CallEvent(
+                event_id=f"supervisor:{step.id}",  # one per action: a successor repeats the id
+                seq=self.next_seq(),
+                kind="supervisor",
+                data={"id": step.id, "action": step.action, "node": step.node},
+                at=now,
+                epoch=self.epoch,
+            )
+        )
+        port = self.port
+        if step.action == "whisper" and step.text:
+            note = whisper_note(step.text)
+            if (write := getattr(port, "note", None)) is not None:
+                await write(note)
+            self.on_turn("system", note)  # a successor's context has it too (runner.chat_context)
+        elif step.action == "takeover":
+            self.segment = []
+            if (pause := getattr(port, "pause", None)) is not None:
+                await pause()
+        elif step.action == "handback":
+            if (resume := getattr(port, "resume", None)) is not None:
+                await resume()
+            await self.apply(done.effects)
+            reset = any(type(e) is SetNode and e.context != "append" for e in done.effects)
+            heard = getattr(port, "heard", None)
+            if reset and heard is not None:  # a node that starts its context afresh still hears it
+                for role, text in self.segment:
+                    await heard(role, text)
+            self.segment = []
+            if self.state.waiting is not None:
+                await self.values.arrived()
+
+    async def on_segment_turn(self, role: str, text: str) -> None:
+        """A turn while a supervisor has the call (the supervisor's, or the caller's to
+        them): kept in the transcript and in the bot's context, never answered."""
+        if not self.state.takeover or not text:
+            log.warning("a %s turn outside a takeover is not part of one: ignored", role)
+            return
+        self.on_turn(role, text)
+        if (heard := getattr(self.port, "heard", None)) is not None:
+            await heard(role, text)
 
     async def on_max_duration(self) -> None:
         """Our own timer, ahead of the workflow's backstop: a short wrap-up, then hang up."""

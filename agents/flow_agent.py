@@ -35,6 +35,7 @@ from ringflow.agents.listen import apply_listen
 from ringflow.agents.metrics import observe_tool_call
 from ringflow.callflow.effects import SetNode, ToolSpec
 from ringflow.callflow.end_reasons import EndReason
+from ringflow.contract.supervision import SUPERVISOR_MARK
 
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("ringflow.agent")  # a no-op until ringflow.tracing installs a provider
@@ -52,6 +53,11 @@ def summary_message(summary: str) -> str:
     """The summary as the new node's context holds it (an assistant message), and as the
     transcript keeps it (a system turn), so that an agent taking over rebuilds the same."""
     return f"{SUMMARY_PREFIX}{summary})"
+
+
+def segment_text(role: str, text: str) -> str:
+    """A turn of a supervisor's segment as the bot's LLM context holds it."""
+    return f"{SUPERVISOR_MARK} {text}" if role == "supervisor" else text
 
 
 def result_text(result: Any) -> str | None:
@@ -134,6 +140,8 @@ class FlowAgent(Agent):
         it is an empty input, which ``agents/listen.py`` hands to the idle rule."""
         if not (new_message.text_content or "").strip():
             raise StopResponse()
+        if self.controller.state.takeover:  # a supervisor has the call: heard, kept, not answered
+            raise StopResponse()
 
     async def llm_node(
         self, chat_ctx: lk_llm.ChatContext, tools: list[lk_llm.Tool], model_settings: ModelSettings
@@ -183,6 +191,29 @@ class LiveKitPort:
         """A background job's envelope, as a system note in the LLM's context."""
         ctx = self.agent.chat_ctx.copy()
         ctx.add_message(role="system", content=text)
+        await self.agent.update_chat_ctx(ctx)
+
+    async def pause(self) -> None:
+        """A supervisor took the call over: the bot stops speaking at once (even a reply it
+        may not be interrupted in) and says nothing until the hand-back; what the caller says
+        is still transcribed and kept, never answered (``FlowAgent.on_user_turn_completed``)."""
+        with contextlib.suppress(Exception):  # nothing under way, or a closing session
+            await self.session.interrupt(force=True)
+        if self.session.output.audio is not None:  # (text mode has no voice to mute)
+            self.session.output.set_audio_enabled(False)
+
+    async def resume(self) -> None:
+        """The hand-back: the bot's voice again (what it says next is the engine's)."""
+        if self.session.output.audio is not None:
+            self.session.output.set_audio_enabled(True)
+
+    async def heard(self, role: str, text: str) -> None:
+        """A turn of the supervisor's segment, into the LLM's context (the bot takes it up
+        at the hand-back): the supervisor's lines as the assistant's, marked."""
+        ctx = self.agent.chat_ctx.copy()
+        ctx.add_message(
+            role="assistant" if role == "supervisor" else "user", content=segment_text(role, text)
+        )
         await self.agent.update_chat_ctx(ctx)
 
     async def publish(self, topic: str, payload: bytes) -> None:

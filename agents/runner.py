@@ -25,7 +25,7 @@ from temporalio.client import Client
 from ringflow.agents import metrics as agent_metrics
 from ringflow.agents.call_trace import call_context
 from ringflow.agents.controller import FlowController
-from ringflow.agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort
+from ringflow.agents.flow_agent import SUMMARY_PREFIX, FlowAgent, LiveKitPort, segment_text
 from ringflow.agents.hooks import NO_HOOKS, AgentHooks
 from ringflow.agents.jobs import JobsFeed, has_jobs, offer_cancel
 from ringflow.agents.journal import OutboxJournal
@@ -34,9 +34,11 @@ from ringflow.agents.listen import EmptySpeechWatch, PushToTalk
 from ringflow.agents.logcontext import bind_call
 from ringflow.agents.outbox import Outbox, ReceiverGone
 from ringflow.agents.signals import workflow_sender
+from ringflow.agents.supervised import SUPERVISOR_POLL_S, SupervisorFeed
 from ringflow.callflow.effects import Effect, EndCall, SetNode
 from ringflow.callflow.jobs import JOBS_PREFIX
 from ringflow.contract.events import Turn
+from ringflow.contract.supervision import WHISPER_PREFIX
 from ringflow.contract.updates import Snapshot
 from ringflow.workflows.client import CallHandle, workflow_id
 
@@ -65,8 +67,10 @@ def chat_context(turns: list[Turn], node: str | None = None) -> lk_llm.ChatConte
             ctx.add_message(role=t.role, content=t.text)
         elif t.role == "system" and t.text.startswith(SUMMARY_PREFIX):
             ctx.add_message(role="assistant", content=t.text)
-        elif t.role == "system" and t.text.startswith(JOBS_PREFIX):  # as agents/jobs.py added it
+        elif t.role == "system" and t.text.startswith((JOBS_PREFIX, WHISPER_PREFIX)):  # as added live
             ctx.add_message(role="system", content=t.text)
+        elif t.role == "supervisor" and t.text:  # a takeover's lines, as the bot heard them
+            ctx.add_message(role="assistant", content=segment_text(t.role, t.text))
     return ctx
 
 
@@ -111,6 +115,7 @@ class AgentRun:
     # room (never closes it: the caller is the other agent's now), ringflow/agent_server.py
     left: asyncio.Event = field(default_factory=asyncio.Event)
     left_why: str | None = None
+    supervisors: SupervisorFeed | None = None  # the call's supervision, polled (agents/supervised.py)
 
     async def kill(self) -> None:
         # Dead as a crashed process: what the closing session still emits (a reply that was
@@ -196,6 +201,7 @@ async def attach_agent(
     lease_fresh_s: float = 0.5,
     warn_unleased: bool = True,
     journal: Any = None,
+    supervisor_poll_s: float = SUPERVISOR_POLL_S,
 ) -> AgentRun:
     """Attach ``agent_id`` to the call and start serving it, traced and timed: attach/resume
     time is what a resumed caller waits through.
@@ -209,7 +215,8 @@ async def attach_agent(
     greeting on a fresh call (not while answering-machine detection decides), ``lease`` and
     ``journal`` (a Redis client) keep one agent per call and its queued events in Redis
     (``lease_fresh_s``: how long a lease check holds; ``warn_unleased``: say so when there
-    is no lease)."""
+    is no lease); ``supervisor_poll_s`` (0: none) is how often the call's supervision is read
+    (``agents/supervised.py``; ``AgentRun.supervisors.poll`` reads it at once)."""
     started = time.perf_counter()
     # The call's trace (agents/call_trace.py; None with tracing off) is the current context
     # for everything started here: the session's and the outbox's tasks take it along, so
@@ -240,6 +247,7 @@ async def attach_agent(
                 warn_unleased,
                 journal,
                 span,
+                supervisor_poll_s,
             ),
         )
         span.set_attribute("ringflow.resumed", run.resumed)
@@ -272,6 +280,7 @@ class _Options:
     warn_unleased: bool
     journal: Any
     span: Any  # the attach's span: current while the attach updates go
+    supervisor_poll_s: float
 
 
 async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options) -> AgentRun:
@@ -355,6 +364,7 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
     )
     outbox.on_error = run.outbox_failed
     controller.on_stopped = run.leave
+    run.supervisors = SupervisorFeed(controller, o.supervisor_poll_s)
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
         item = ev.item
@@ -385,11 +395,13 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
         run.tasks.append(loop.create_task(_heartbeat(run, heartbeat_s, lease)))
     if controller.jobs is not None:
         run.tasks.append(loop.create_task(controller.jobs.run()))
+    if o.supervisor_poll_s > 0:
+        run.tasks.append(loop.create_task(run.supervisors.run()))
     if own_max_duration:
         settings = snap.definition.flow.settings
         started = snap.state.started_at or clock()
-        left = started + settings.max_duration_s - MAX_DURATION_MARGIN_S - clock()
-        run.tasks.append(loop.create_task(_max_duration(controller, max(0.0, left))))
+        limit = started + settings.max_duration_s - MAX_DURATION_MARGIN_S
+        run.tasks.append(loop.create_task(_max_duration(controller, limit, clock)))
     controller.values.start()  # extractions still running reach this engine (agents/values.py)
     if snap.ended:
         await controller.apply(unsaid_last_turn(controller, snap))
@@ -399,7 +411,9 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
         if shown is not None:
             await controller.apply([shown.model_copy(update={"context": "append"})])
         last = snap.transcript_tail[-1]
-        if answer_pending and last.role == "user":
+        if snap.state.takeover:  # a supervisor has the call: this agent starts paused, silent
+            await port.pause()
+        elif answer_pending and last.role == "user":
             # The caller spoke and the dead agent never answered: answer now, not after a silence.
             port.reply(None, agent.allow_interruptions is not False)
     elif greet:  # not greeting: who answered is not known yet (answering-machine detection)
@@ -449,6 +463,12 @@ async def _while_away(run: AgentRun, away: list[int], silence: int) -> None:
             return
 
 
-async def _max_duration(controller: FlowController, after: float) -> None:
-    await asyncio.sleep(after)
+async def _max_duration(controller: FlowController, limit: float, clock: Callable[[], float]) -> None:
+    """The agent's own time limit (``limit``, an instant), later by the supervisors'
+    takeovers so far and never reached while one lasts: the flow's timers pause."""
+    while True:
+        left = limit + controller.paused_s - clock()
+        if left <= 0 and not controller.state.takeover:
+            break
+        await asyncio.sleep(max(left, 1.0) if controller.state.takeover else max(0.0, left))
     await controller.on_max_duration()

@@ -63,7 +63,7 @@ class LLMTurn(_Effect):
     """Let the LLM speak now (respond_immediately, an end node's turn, an idle re-prompt)."""
 
     type: Literal["llm_turn"] = "llm_turn"
-    reason: Literal["enter", "idle", "result", "return"] = "enter"
+    reason: Literal["enter", "idle", "result", "return", "handback"] = "enter"
     instructions: str | None = None
 
 

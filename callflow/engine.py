@@ -33,6 +33,7 @@ from ringflow.callflow.events import (
     JobsFinished,
     MachineAnswered,
     MaxDuration,
+    SupervisorAction,
     UserIdle,
     UserSpoke,
 )
@@ -70,7 +71,15 @@ _EVENT_TYPES = (
     DtmfEntered,
     MachineAnswered,
     JobsFinished,
+    SupervisorAction,
 )
+# The bot's first turn when a supervisor hands the call back on the node it was on.
+HANDBACK_INSTRUCTIONS = (
+    "A supervisor spoke with the caller while you were paused and has handed the call back "
+    "to you; their conversation is above (their lines start with [supervisor]). Carry on "
+    "from where they left off in one short turn: do not greet the caller again."
+)
+TAKEN_OVER = "a supervisor has the call: wait for the hand-back"
 
 
 @dataclass(frozen=True)
@@ -206,6 +215,8 @@ class Engine:
             return self._reject(state, f"node '{state.node}' is a {cnode.node.type} node: no LLM runs there")
         if state.waiting is not None:
             return Step(state, [_llm_error(ev.name, "wait: the call is still entering this node")])
+        if state.takeover:
+            return Step(state, [_llm_error(ev.name, TAKEN_OVER)])
         if state.ended and cnode.node.type != "end":
             return Step(state, [_llm_error(ev.name, "the call has ended")])
         fn = cnode.functions.get(ev.name)
@@ -413,6 +424,8 @@ class Engine:
             return self._reject(state, "no live call to be idle in")
         if state.waiting is not None:  # the wait speech was said: the call is not idle, it waits
             return Step(state, [])
+        if state.takeover:  # the flow's timers pause while a supervisor has the call
+            return Step(state, [])
         idle = self.definition.flow.settings.idle
         d = Draft(self.flow, state, ev.at)
         d.call.idle_count = min(state.idle_count + 1, idle.prompts + 1)
@@ -444,7 +457,7 @@ class Engine:
                 state, f"keys collected on node '{ev.node}' but the call is on '{state.node}'"
             )
         spec = self.flow.nodes[state.node].node.dtmf
-        if spec is None:
+        if spec is None or state.takeover:  # keys pressed to the supervisor route nothing
             return Step(state, [])
         d = Draft(self.flow, state, ev.at)
         d.put_state(spec.field, ev.digits)
@@ -482,6 +495,36 @@ class Engine:
         _moved, error = d.transition_after(t, ev.result, ev.node, fn.entry.speech)
         if error:
             d.effects.append(Rejected(reason=f"group {ev.group_id}: {error}"))
+        return Step(d.call, d.effects)
+
+    def _on_supervisor(self, state: CallState, ev: SupervisorAction) -> Step:
+        """A supervisor's whisper, takeover or hand-back (``SupervisorAction``). A whisper
+        changes nothing here (the agent's LLM context takes it); a takeover pauses the flow
+        (no tools, no idle rule, no key routing) until the hand-back, which shows the node
+        the bot was on with a turn that carries on, or enters the node the supervisor chose
+        as any transition does (its extraction, greeting, path)."""
+        if ev.id <= state.supervisor_seen:
+            return Step(state, [])  # applied already: a successor agent met it again
+        if state.node is None or state.ended:
+            return self._reject(state, f"supervisor {ev.action} outside a live call")
+        target = ev.node or state.node
+        if ev.action == "handback" and target not in self.flow.nodes:
+            return self._reject(state, f"hand-back at node '{target}', which the flow does not have")
+        d = Draft(self.flow, state, ev.at)
+        d.call.supervisor_seen = ev.id
+        if ev.action == "takeover":
+            d.call.takeover = True
+            d.call.idle_count = 0
+        elif ev.action == "handback" and state.takeover:
+            d.call.takeover = False
+            d.call.idle_count = 0
+            if target != state.node:
+                d.enter(target, state.node)
+                if not any(type(e) in (Say, LLMTurn) for e in d.effects) and not d.call.ended:
+                    d.effects.append(LLMTurn(reason="handback", instructions=HANDBACK_INSTRUCTIONS))
+            elif state.waiting is None:  # (an entry waiting for values is shown by their result)
+                shown = compose(self.flow, d.call, target).model_copy(update={"context": "append"})
+                d.effects += [shown, LLMTurn(reason="handback", instructions=HANDBACK_INSTRUCTIONS)]
         return Step(d.call, d.effects)
 
     def _on_max_duration(self, state: CallState, ev: MaxDuration) -> Step:

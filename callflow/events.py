@@ -117,6 +117,25 @@ class MaxDuration(_Event):
     type: Literal["max_duration"] = "max_duration"
 
 
+class SupervisorAction(_Event):
+    """A supervisor's action on the live call (``ringflow call whisper|takeover|handback``),
+    as the workflow numbered it (``id``: 1, 2, ...) when it took it. The agent applies it
+    at a point of its own events and reports it there, so both engines apply it at the same
+    step; an id at or below ``CallState.supervisor_seen`` was applied already and changes
+    nothing (a successor agent that sees it again).
+
+    ``whisper``: a hint for the bot's next turn (the agent puts it in its LLM context; the
+    caller never hears it). ``takeover``: a person has the call, the bot neither speaks nor
+    listens and the flow's idle rule and tools pause. ``handback``: the bot has the call
+    again, at ``node`` (or where it was), with the person's part of the conversation in its
+    context."""
+
+    type: Literal["supervisor"] = "supervisor"
+    id: int = Field(ge=1)
+    action: Literal["whisper", "takeover", "handback"]
+    node: str | None = Field(None, max_length=200)
+
+
 Event = Annotated[
     CallStarted
     | FunctionCalled
@@ -128,7 +147,8 @@ Event = Annotated[
     | MaxDuration
     | DtmfEntered
     | MachineAnswered
-    | JobsFinished,
+    | JobsFinished
+    | SupervisorAction,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

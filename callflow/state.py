@@ -117,6 +117,10 @@ class CallState(BaseModel):
     started_at: float | None = None
     now: float | None = None
     journey: JourneyContext | None = None  # a journey's call (callflow/journey.py)
+    # Supervisors (``SupervisorAction``): a person has the call (the bot is paused), and the
+    # id of the last supervisor action both engines applied.
+    takeover: bool = False
+    supervisor_seen: int = 0
 
     def values(self) -> dict[str, Any]:
         """What templates and gate conditions see: inputs, extracted values and state."""

@@ -199,13 +199,14 @@ async def start_campaign(
 ) -> WorkflowHandle[Any, Any]:
     """Store the contacts (and do-not-call numbers), then start the campaign's workflow.
     ``on_import`` hears how many contacts are stored so far (``campaign start``'s progress)."""
+    from ringflow.settings import get_settings
     from ringflow.workflows.campaign import CampaignWorkflow  # only to start one: `status` loads none
     from ringflow.workflows.journey_client import add_do_not_call
 
     now = time.time()
     await asyncio.to_thread(store.add_contacts, database_url, inp.campaign_id, contacts, 0, now, on_import)
     if dnc:  # and their open journeys end
-        await add_do_not_call(client, database_url, dnc)
+        await add_do_not_call(client, database_url, dnc, get_settings().journey_secret)
     attrs = TypedSearchAttributes(
         [
             SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id),

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # Call-ended webhook
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None
+    # The key of the hash a journey's id carries instead of the person's number
+    # (contract/ids.person_key): set it in production; unset, the hash is unkeyed.
+    journey_key_secret: SecretStr | None = None
 
     # Where the worker imports flows' handler modules from (os.pathsep-separated); unset:
     # the working directory. Handlers are trusted code: only these directories are trusted.
@@ -157,6 +160,9 @@ class Settings(BaseSettings):
     # backstop: they go every WEBHOOK_HEARTBEAT_S, and calls time out accordingly (issue 13).
     livekit_webhooks: bool = False
     agent_heartbeat_s: float | None = Field(default=None, gt=0, le=300)  # overrides either default
+    # How often an agent reads its call's supervision (a query: no history): how soon a
+    # supervisor's whisper, takeover or hand-back reaches the bot (agents/supervised.py).
+    supervisor_poll_s: float = Field(default=1.0, ge=0.1, le=30)
 
     # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
     # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.
@@ -198,6 +204,12 @@ class Settings(BaseSettings):
             return self.agent_heartbeat_s
         webhooks = self.livekit_webhooks or self.livekit_webhook_port > 0
         return WEBHOOK_HEARTBEAT_S if webhooks else DEFAULT_HEARTBEAT_S
+
+    @property
+    def journey_secret(self) -> bytes | None:
+        """``journey_key_secret`` as the key ``person_key`` takes (None: unset)."""
+        s = self.journey_key_secret
+        return s.get_secret_value().encode() if s is not None and s.get_secret_value() else None
 
     @property
     def call_agent_timeout_s(self) -> float:

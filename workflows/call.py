@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.contract.events import Turn
     from ringflow.contract.records import CallRecord
     from ringflow.contract.room import RoomEvent
+    from ringflow.contract.supervision import Supervision, SupervisorAnswer, SupervisorRequest
     from ringflow.contract.updates import (
         EXTRACTION_TIMEOUT_S,
         AttachRequest,
@@ -60,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.recording import Recording
     from ringflow.workflows.room_events import on_room_event
     from ringflow.workflows.run_end import RunEnd
+    from ringflow.workflows.supervision import refusal, take
     from ringflow.workflows.visibility import Visibility
 
 NO_PAYLOAD = RawValue(Payload())  # an update sent with no payload (the handlers' default)
@@ -377,6 +379,28 @@ class CallWorkflow:
     @values.validator
     def validate_values(self, raw: RawValue = NO_PAYLOAD) -> None:
         self.valid_request("values", raw, ValuesRequest)
+
+    # --- supervisors (workflows/supervision.py) ---------------------------------------
+    @workflow.update
+    async def supervise(self, raw: RawValue = NO_PAYLOAD) -> SupervisorAnswer:
+        """A supervisor's whisper, takeover or hand-back (``ringflow call whisper|takeover|
+        handback``): recorded here, the durable event, then applied by the call's agent."""
+        req = self.request("supervise", raw, SupervisorRequest)
+        problem = refusal(self.d, req)
+        if problem is not None:  # the state changed between the validator and here
+            raise ApplicationError(problem, type="SupervisorRefused", non_retryable=True)
+        return take(self.d, req)
+
+    @supervise.validator
+    def validate_supervise(self, raw: RawValue = NO_PAYLOAD) -> None:
+        req = self.valid_request("supervise", raw, SupervisorRequest)
+        if req is not None and (problem := refusal(self.d, req)) is not None:
+            raise ValueError(problem)
+
+    @workflow.query(name="supervision")
+    def supervision_query(self, *_: Any) -> Supervision:
+        """The call's supervisors: polled by its agent, which applies what it has not yet."""
+        return self.d.call.supervision
 
     def read(self, name: str, raw: RawValue, model: type[M]) -> M | Refusal:
         converter = workflow.payload_converter()

@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.inbox import Inbox
     from ringflow.workflows.intake import Refusal, explain, tombstone
     from ringflow.workflows.line_events import apply_line_event
+    from ringflow.workflows.supervision import apply_supervisor_event
     from ringflow.workflows.visibility import Visibility
 
 REJECTED_TAIL = 50
@@ -354,6 +355,8 @@ class CallDriver:
             self.add_turns(ev)
         elif isinstance(ev, CallEvent) and ev.kind == "extracted":
             self.apply_extracted(ev)
+        elif isinstance(ev, CallEvent) and ev.kind == "supervisor":
+            apply_supervisor_event(self, ev)
         elif isinstance(ev, CallEvent):
             apply_line_event(self, ev)
         elif isinstance(ev, HangupEvent):

@@ -27,6 +27,7 @@ from ringflow.contract.call import Continuation
 from ringflow.contract.events import RejectedEvent, Turn
 from ringflow.contract.recording import RecordingInfo
 from ringflow.contract.records import AmdVerdict, SipOutcome
+from ringflow.contract.supervision import Supervision
 from ringflow.contract.updates import CallFunctionResult
 from ringflow.workflows import budgets
 
@@ -55,6 +56,13 @@ class CallProgress(BaseModel):
     amd: AmdVerdict | None = None  # who picked up, by the agent's answering-machine detection
     epoch: int = 0  # the current agent's attach number (workflows/epochs.py); 0 before any
     recording: RecordingInfo | None = None  # asked for once (workflows/recording.py)
+    supervision: Supervision = Supervision()  # supervisors' actions (workflows/supervision.py)
+
+    @property
+    def shown_status(self) -> str:
+        """The status ops see (``RingflowStatus``): ``takeover`` while a supervisor has a
+        live call; the loop's own ``status`` stays ``live`` (its agent is still watched)."""
+        return "takeover" if self.status == "live" and self.supervision.takeover else self.status
 
     @classmethod
     def continued(cls, prev: Continuation, now: float) -> CallProgress:
@@ -74,6 +82,7 @@ class CallProgress(BaseModel):
             amd=prev.amd,
             epoch=prev.epoch,
             recording=prev.recording,
+            supervision=prev.supervision or Supervision(),
         )
 
     @property

@@ -44,6 +44,7 @@ from ringflow.contract.events import (
 )
 from ringflow.contract.records import CallRecord
 from ringflow.contract.room import RoomEvent
+from ringflow.contract.supervision import Supervision, SupervisorAnswer, SupervisorRequest
 from ringflow.contract.updates import (
     AttachRequest,
     CallFunctionRequest,
@@ -277,6 +278,15 @@ class CallHandle:
         """The epoch of the call's current agent (0 before any attach)."""
         epoch: int = await self.handle.query("agent_epoch", result_type=int)
         return epoch
+
+    async def supervision(self) -> Supervision:
+        """The call's supervisors' actions and takeover (a query: no history)."""
+        return await self.handle.query("supervision", result_type=Supervision)
+
+    async def supervise(self, req: SupervisorRequest) -> SupervisorAnswer:
+        """A supervisor's whisper, takeover or hand-back; refused (``WorkflowUpdateFailedError``
+        or an RPC error naming why) when the call cannot take it now."""
+        return await self.handle.execute_update("supervise", req, result_type=SupervisorAnswer)
 
     async def values(self, extraction_id: str, *, after_seq: int, epoch: int | None = None) -> ValuesAnswer:
         """A running extraction's result once it is known (``CallWorkflow.values``); refused

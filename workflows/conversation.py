@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.dialing import place_call
     from ringflow.workflows.journal_recovery import recover_journal
     from ringflow.workflows.run_end import RunEnd
+    from ringflow.workflows.supervision import paused_deadline
 
 LATE_TIMER_S = 5.0
 
@@ -26,10 +27,10 @@ async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list
     d.apply_effects(startup)
     if inp.dial is not None and inp.carry is None:
         d.spawn(place_call(d))
-    d.vis.sync(d.call.flow_state, d.call.status)
+    d.vis.sync(d.call.flow_state, d.call.shown_status)
     run_end.recording.maybe_start()  # a continued run's call is live already
     settings = inp.definition.flow.settings
-    deadline = d.call.started_at + settings.max_duration_s
+    limit = d.call.started_at + settings.max_duration_s
     # One timer at a time, re-armed only once it has fired or when something must happen
     # sooner than it would fire. A timeout on each wait would cancel and restart a timer on
     # every wake-up: two history events per signal. The agent timeout moves later with each
@@ -38,6 +39,9 @@ async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list
     timer_at = 0.0
     while not d.call.flow_state.ended:
         now = workflow.now().timestamp()
+        # The time limit pauses while a supervisor has the call, and moves later by the
+        # takeovers' length after it (workflows/supervision.py); no takeover: as it was.
+        deadline = paused_deadline(d.call.supervision, limit, now)
         due = deadline
         if d.call.status == "live":
             due = min(due, d.liveness.due)
@@ -52,12 +56,14 @@ async def converse(d: CallDriver, run_end: RunEnd, inp: CallInput, startup: list
             timer_at = due
             timer = asyncio.get_event_loop().create_task(workflow.sleep(max(0.001, due - now)))
 
-        def woken(t: asyncio.Task[None] = timer, at: float = timer_at) -> bool:  # bound now
-            return d.wake or d.call.flow_state.ended or t.done() or d.rearm_due(at, deadline)
+        def woken(
+            t: asyncio.Task[None] = timer, at: float = timer_at, limit: float = deadline
+        ) -> bool:  # bound now
+            return d.wake or d.call.flow_state.ended or t.done() or d.rearm_due(at, limit)
 
         await workflow.wait_condition(woken)
         d.wake = False
-        d.vis.sync(d.call.flow_state, d.call.status)
+        d.vis.sync(d.call.flow_state, d.call.shown_status)
         if d.call.flow_state.ended:
             break
         run_end.recording.maybe_start()

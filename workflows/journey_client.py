@@ -11,8 +11,9 @@ import asyncio
 import time
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ringflow.activities import campaign_store as store
@@ -32,7 +33,7 @@ from ringflow.activities.search_attributes import (
 from ringflow.callflow.errors import FlowError, Issue
 from ringflow.callflow.inputs import resolve_variables, undeclared_variables
 from ringflow.callflow.model import FlowDefinition
-from ringflow.contract.ids import person_key
+from ringflow.contract.ids import journey_workflow_ids, person_keys
 from ringflow.contract.journey import (
     JOURNEY_WORKFLOW,
     EndRequest,
@@ -45,10 +46,11 @@ from ringflow.contract.journey import (
 
 
 def checked_journey_input(
-    definition: FlowDefinition, phone: str, fields: dict[str, Any]
+    definition: FlowDefinition, phone: str, fields: dict[str, Any], secret: bytes | None = None
 ) -> tuple[JourneyInput, TypedSearchAttributes]:
     """A journey's checked input and search attributes; raises :class:`FlowError` naming
-    what is wrong (the number, the timezone, a window, a node, the variables)."""
+    what is wrong (the number, the timezone, a window, a node, the variables). ``secret``
+    keys the person's hash in the id (``RINGFLOW_JOURNEY_KEY_SECRET``, ``contract/ids.py``)."""
     try:
         number = normalize_phone(phone)
         tz = fields.pop("timezone", None) or timezone_for(number) or "UTC"
@@ -65,7 +67,7 @@ def checked_journey_input(
     if issues:
         raise FlowError(issues)
     inp = JourneyInput(flow=definition, phone=number, timezone=tz, **fields)
-    jid = journey_workflow_id(definition.flow.flow, number)
+    jid = journey_workflow_id(definition.flow.flow, number, secret)
     attrs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(RINGFLOW_FLOW, definition.flow.flow),
         SearchAttributePair(RINGFLOW_JOURNEY, jid),
@@ -77,12 +79,22 @@ def checked_journey_input(
 
 
 async def start_journey(
-    client: Client, definition: FlowDefinition, phone: str, *, task_queue: str, **fields: Any
+    client: Client,
+    definition: FlowDefinition,
+    phone: str,
+    *,
+    task_queue: str,
+    secret: bytes | None = None,
+    **fields: Any,
 ) -> JourneyHandle:
     """Start the person's journey of this flow (one per person and flow: a second start
-    while it is open raises ``WorkflowAlreadyStartedError``)."""
-    inp, attrs = checked_journey_input(definition, phone, dict(fields))
-    jid = journey_workflow_id(definition.flow.flow, inp.phone)
+    while it is open raises ``WorkflowAlreadyStartedError``, also when the open one was
+    started under the unkeyed id, before ``secret`` was set)."""
+    inp, attrs = checked_journey_input(definition, phone, dict(fields), secret)
+    jid, *older = journey_workflow_ids(definition.flow.flow, inp.phone, secret)
+    for old in older:
+        if await _running(client, old):
+            raise WorkflowAlreadyStartedError(old, JOURNEY_WORKFLOW)
     await client.start_workflow(
         JOURNEY_WORKFLOW,
         inp,
@@ -95,11 +107,22 @@ async def start_journey(
     return JourneyHandle(client, jid)
 
 
+async def _running(client: Client, journey_id: str) -> bool:
+    try:
+        desc = await client.get_workflow_handle(journey_id).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return desc.status == WorkflowExecutionStatus.RUNNING
+
+
 async def join_journey(
-    client: Client, flow: str, caller_number: str | None, req: JoinRequest
+    client: Client, flow: str, caller_number: str | None, req: JoinRequest, secret: bytes | None = None
 ) -> JoinAnswer | None:
     """An inbound call from ``caller_number``: join its person's open journey of ``flow``
-    (the journey starts the call as its own, at the callback node). None when there is no
+    (the journey starts the call as its own, at the callback node), found under its current
+    id or, for one started before ``secret`` was set, its unkeyed one. None when there is no
     open journey to join, or it refused: the call then starts on its own."""
     if not caller_number:
         return None
@@ -107,30 +130,38 @@ async def join_journey(
         number = normalize_phone(caller_number)
     except RuleError:
         return None
-    handle = JourneyHandle(client, journey_workflow_id(flow, number))
-    try:
-        answer = await handle.handle.execute_update("join", req, result_type=JoinAnswer)
-    except WorkflowUpdateFailedError:  # refused: the journey has ended
-        return None
-    except RPCError as exc:
-        if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            return None
-        raise
-    return answer if answer.joined else None
+    for jid in journey_workflow_ids(flow, number, secret):
+        handle = JourneyHandle(client, jid)
+        try:
+            answer = await handle.handle.execute_update("join", req, result_type=JoinAnswer)
+        except WorkflowUpdateFailedError:  # refused: the journey has ended
+            continue
+        except RPCError as exc:
+            if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                continue
+            raise
+        if answer.joined:
+            return answer
+    return None
 
 
-async def add_do_not_call(client: Client, database_url: str, phones: list[str]) -> list[str]:
+async def add_do_not_call(
+    client: Client, database_url: str, phones: list[str], secret: bytes | None = None
+) -> list[str]:
     """Put the numbers on the do-not-call list and end their open journeys (their ids);
     a journey also checks the list right before each of its calls."""
     if not phones:
         return []
     await asyncio.to_thread(store.add_dnc, database_url, phones, time.time())
-    return await end_journeys_of(client, phones)
+    return await end_journeys_of(client, phones, secret=secret)
 
 
-async def end_journeys_of(client: Client, phones: list[str], reason: str = "dnc") -> list[str]:
-    """End every open journey of these numbers (the do-not-call list): their ids."""
-    keys = {person_key(p) for p in phones}
+async def end_journeys_of(
+    client: Client, phones: list[str], reason: str = "dnc", secret: bytes | None = None
+) -> list[str]:
+    """End every open journey of these numbers (the do-not-call list), under either key
+    (``person_keys``): their ids."""
+    keys = {k for p in phones for k in person_keys(p, secret)}
     ended: list[str] = []
     if not keys:
         return ended

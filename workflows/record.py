@@ -99,7 +99,7 @@ def call_view(inp: CallInput, call: CallProgress, inbox: Inbox, turns: int) -> C
         call_id=inp.call_id,
         flow=inp.definition.flow.flow,
         flow_version=inp.definition.flow.version,
-        status=call.status,
+        status=call.shown_status,
         node=state.node,
         path=state.path,
         variables=state.variables,
@@ -124,4 +124,5 @@ def call_view(inp: CallInput, call: CallProgress, inbox: Inbox, turns: int) -> C
         amd=call.amd,
         epoch=call.epoch,
         recording=call.recording,
+        supervision=call.supervision,
     )

@@ -75,6 +75,7 @@ class RunEnd:
             amd=self.d.call.amd,
             epoch=self.d.call.epoch,
             recording=self.d.call.recording,
+            supervision=self.d.call.supervision,
         )
         nxt = self.d.inp.model_copy(update={"carry": continuation})
         if encoded_bytes(nxt) > budgets.CONTINUE_MAX_BYTES:

@@ -75,6 +75,7 @@ def start(
             definition,
             phone,
             task_queue=settings.task_queue,
+            secret=settings.journey_secret,
             timezone=timezone,
             windows=window,
             variables=variables,

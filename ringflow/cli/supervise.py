@@ -59,3 +59,81 @@ def listen(
         typer.echo(json.dumps(out))
         return
     typer.echo(f"room      {room}\nidentity  {who}\nurl       {settings.livekit_url}\ntoken     {token}")
+
+
+def whisper(
+    call_id: str = typer.Argument(..., help="The call id (or its workflow id call-<id>)."),
+    text: str = typer.Argument(..., help="The hint for the bot's next turn (the caller never hears it)."),
+    by: str | None = typer.Option(None, "--by", help="Who whispers (kept with the call)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Coach the bot: a hint into its LLM context for its next turn, never said to the caller."""
+    _act(call_id, "whisper", json_out, text=text, by=by)
+
+
+def takeover(
+    call_id: str = typer.Argument(..., help="The call id (or its workflow id call-<id>)."),
+    by: str | None = typer.Option(None, "--by", help="Who takes the call over (kept with the call)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Take the call over: the bot stops speaking and listening, the flow's timers pause, and
+    the call shows as RingflowStatus=takeover until `ringflow call handback`."""
+    _act(call_id, "takeover", json_out, by=by)
+
+
+def handback(
+    call_id: str = typer.Argument(..., help="The call id (or its workflow id call-<id>)."),
+    node: str | None = typer.Option(
+        None, "--node", help="The agent or end node the bot resumes at (default: where it was)."
+    ),
+    by: str | None = typer.Option(None, "--by", help="Who hands the call back (kept with the call)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Give the call back to the bot, at a node you pick or where it was, with your part of
+    the conversation in its context and the flow's state as it was."""
+    _act(call_id, "handback", json_out, node=node, by=by)
+
+
+def _act(call_id: str, action: str, json_out: bool, **fields: str | None) -> None:
+    """Send the supervisor's action to the call's workflow (the ``supervise`` update) and
+    print what it recorded; a refusal is printed as the workflow said it, exit code 1."""
+    from pydantic import ValidationError
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    from ringflow.contract.supervision import SupervisorAnswer, SupervisorRequest
+    from ringflow.settings import get_settings
+    from ringflow.workflows.client import CallHandle
+
+    settings = get_settings()
+    call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
+    try:
+        req = SupervisorRequest.model_validate({"action": action, **fields})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise fail(f"{action}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}", 2) from None
+
+    async def go() -> SupervisorAnswer:
+        client = await temporal_client(settings)
+        try:
+            return await asyncio.wait_for(CallHandle(client, call_id).supervise(req), 30)
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            raise fail(
+                f"call {call_id}: {action} refused: {getattr(cause, 'message', None) or cause}"
+            ) from None
+        except RPCError as exc:
+            raise fail(f"call {call_id}: {action} refused: {exc.message}") from None
+        except TimeoutError:
+            raise fail(f"call {call_id}: no worker answered (is `ringflow worker` running?)") from None
+
+    answer = run_async(go)
+    step = answer.step
+    if json_out:
+        out = {"call_id": call_id, **step.model_dump(mode="json"), "takeover": answer.supervision.takeover}
+        typer.echo(json.dumps(out))
+        return
+    where = f" at {step.node}" if step.node else (" where the bot was" if action == "handback" else "")
+    typer.echo(
+        f"{action} {step.id} recorded on call {call_id}{where}; the call's agent applies it within a second"
+    )

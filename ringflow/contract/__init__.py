@@ -13,6 +13,7 @@ database driver or an HTTP client. One module a concept:
 * ``room``: what LiveKit says about a call's room;
 * ``ids``: the workflow ids (``call-<id>``, ``campaign-<id>``), without a model;
 * ``journal``: the agent's outbox journal in Redis, as the workflow reads it back.
+* ``supervision``: supervisors' whisper, takeover and hand-back, and what the workflow keeps of them.
 
 The field names and shapes are what recorded histories hold: renaming a class is free,
 renaming a field is a change of the wire format.

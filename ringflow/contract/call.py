@@ -19,6 +19,7 @@ from ringflow.contract.ids import CALL_WORKFLOW_PREFIX as CALL_WORKFLOW_PREFIX  
 from ringflow.contract.ids import call_workflow_id as call_workflow_id
 from ringflow.contract.recording import RecordingInfo
 from ringflow.contract.records import AmdVerdict, SipOutcome
+from ringflow.contract.supervision import Supervision
 from ringflow.contract.updates import CallFunctionResult
 from ringflow.contract.wire import MAX_ROUTE_CHARS, MAX_TEXT_CHARS, Answer, Message
 
@@ -120,6 +121,7 @@ class CallView(Answer):
     amd: AmdVerdict | None  # the answering-machine verdict
     epoch: int = 0  # the current agent's attach number (0: no agent has attached)
     recording: RecordingInfo | None = None  # the call's recording (workflows/recording.py)
+    supervision: Supervision | None = None  # supervisors' actions, a takeover (contract/supervision.py)
 
 
 class Continuation(Message):
@@ -151,6 +153,7 @@ class Continuation(Message):
     amd: AmdVerdict | None = None
     epoch: int = 0  # the current agent's attach number: the next attach gets one more
     recording: RecordingInfo | None = None  # the call's recording, once it was asked for
+    supervision: Supervision | None = None  # supervisors' actions and a takeover under way
 
 
 CallInput.model_rebuild()

@@ -25,7 +25,8 @@ from ringflow.contract.wire import (
 
 
 class Turn(Message):
-    role: Literal["user", "assistant", "system", "tool"]
+    # ``supervisor``: a person who took the call over spoke (``ringflow call takeover``)
+    role: Literal["user", "assistant", "system", "tool", "supervisor"]
     text: str = ""
     started_at: Epoch | None = None
     ended_at: Epoch | None = None
@@ -70,6 +71,7 @@ class CallEvent(Message):
         "answering_machine",
         "amd",  # the answering-machine detection's verdict, any verdict: recorded with the call
         "extracted",  # the agent applied an extraction's result here: {id, node, values, error}
+        "supervisor",  # the agent applied a supervisor's action here: {id, action, node}
     ]
     data: dict[str, Any] = {}
     at: Epoch | None = None

@@ -181,6 +181,7 @@ async def entrypoint(ctx: JobContext) -> None:
             lease=lease,
             journal=journal,
             heartbeat_s=settings.heartbeat_s,
+            supervisor_poll_s=settings.supervisor_poll_s,
             session_factory=lambda snap: make_session(
                 settings, snap, ctx.proc.userdata.get("vad"), phone=is_phone_call(ctx.room)
             ),
@@ -327,6 +328,7 @@ async def start_inbound(
                 called_number=called,
                 agent_timeout_s=settings.call_agent_timeout_s,
             ),
+            settings.journey_secret,
         )
     handle, _ = await start_or_attach(
         client,

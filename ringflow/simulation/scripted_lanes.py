@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ringflow.contract.supervision import SUPERVISOR_MARK
+
 DRY_REPLY = "Okay."
 
 Kind = Literal["chat", "schema"]
@@ -293,11 +295,15 @@ class Lane:
 
 
 def _after_user(messages: list[dict[str, Any]]) -> bool:
-    """Whether the request answers the caller: its last non-system message is the user's."""
+    """Whether the request answers the caller: its last non-system message is the user's,
+    or a supervisor's line (the bot's first turn after a hand-back: the script's reply)."""
     for m in reversed(messages):
         role = m.get("role")
         if role in ("system", "developer"):
             continue
+        content = m.get("content")
+        if role == "assistant" and isinstance(content, str) and content.startswith(SUPERVISOR_MARK):
+            return True
         return role == "user"
     return True  # nothing but instructions: a bare request, treat it as a turn
 

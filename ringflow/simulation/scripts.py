@@ -30,14 +30,30 @@ class ScriptTurn(BaseModel):
     interrupt_after_s: float | None = Field(None, gt=0, le=60)
     # audio only: a burst of noise with no words this long (a false interruption); nothing in text mode
     noise: float | None = Field(None, gt=0, le=10)
+    # A supervisor (ringflow/simulation/supervisor.py): with ``takeover: true`` they take the
+    # call over and say this; during a takeover they say it to the caller; with ``handback:
+    # NODE`` (or ``true``: where the bot was) they say it and give the call back, the bot's
+    # first reply then in ``llm``; while the bot has the call, it is a whisper to the bot.
+    supervisor: str | None = Field(None, min_length=1, max_length=2000)
+    takeover: bool = False
+    handback: str | bool | None = None
 
     @model_validator(mode="after")
     def _one(self) -> ScriptTurn:
-        if sum(x is not None for x in (self.user, self.silence, self.dtmf, self.noise)) != 1:
+        kinds = (self.user, self.silence, self.dtmf, self.noise, self.supervisor)
+        if sum(x is not None for x in kinds) != 1:
             raise ValueError(
                 "a turn has either 'user' (with optional 'llm'), 'dtmf' (keys pressed, "
-                "with optional 'llm'), 'silence' or 'noise'"
+                "with optional 'llm'), 'silence', 'noise' or 'supervisor'"
             )
+        if (self.takeover or self.handback is not None) and self.supervisor is None:
+            raise ValueError("'takeover' and 'handback' go on a 'supervisor' turn")
+        if self.takeover and self.handback is not None:
+            raise ValueError("a turn takes the call over or hands it back, not both")
+        if self.handback is False:
+            raise ValueError("'handback' is the node the bot resumes at, or true for where it was")
+        if self.supervisor is not None and self.llm and self.handback is None:
+            raise ValueError("only a hand-back has 'llm' replies (the bot's first turn after it)")
         if self.noise is not None and self.llm:
             raise ValueError("a noise has no 'llm' replies: it is no turn of the caller's")
         if self.interrupt_after_s is not None and (self.user is None or self.empty):
@@ -92,6 +108,23 @@ class Script(BaseModel):
     allow_private: list[str] = []
     expect: Expect = Expect()
 
+    @model_validator(mode="after")
+    def _supervised(self) -> Script:
+        """Takeovers and hand-backs in order: one at a time, each hand-back after one, and
+        the caller's turns during a takeover are what they say to the supervisor."""
+        taken = False
+        for i, t in enumerate(self.turns):
+            if t.takeover and taken:
+                raise ValueError(f"turns.{i}: the call is taken over already (a hand-back first)")
+            if t.handback is not None and not taken:
+                raise ValueError(f"turns.{i}: a hand-back without a takeover before it")
+            if taken and t.llm and t.handback is None:
+                raise ValueError(f"turns.{i}: the bot is paused during a takeover: no 'llm' replies")
+            if taken and (t.silence is not None or t.dtmf is not None):
+                raise ValueError(f"turns.{i}: during a takeover the caller speaks ('user') to the supervisor")
+            taken = (taken or t.takeover) and t.handback is None
+        return self
+
     @field_validator("allow_private")
     @classmethod
     def _addresses(cls, items: list[str]) -> list[str]:
@@ -126,7 +159,8 @@ def load_script(path: Path) -> tuple[Script, Path]:
         hint = ""
         if first["type"] == "extra_forbidden" and first["loc"]:
             hint = did_you_mean(str(first["loc"][-1]), _keys_at(first["loc"][:-1]))
-        raise ScriptError(f"{path}: {where}: {first['msg']}{hint}") from None
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ScriptError(f"{path}: {where + ': ' if where else ''}{msg}{hint}") from None
     return script, (path.parent / script.flow)
 
 

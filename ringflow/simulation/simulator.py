@@ -67,6 +67,7 @@ from ringflow.simulation.local_dispatch import LOCAL
 from ringflow.simulation.phone import LINES, PhoneLine, answered, inbound_room, phone_line
 from ringflow.simulation.scripted_llm import LANE_HEADER, ScriptedLLM
 from ringflow.simulation.scripts import ScriptError, check, kill_turn_problem, load_script
+from ringflow.simulation.supervisor import play_supervisor
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import CallHandle, start_call, workflow_id
 from ringflow.workflows.worker import build_worker
@@ -113,6 +114,8 @@ class SimulationResult(BaseModel):
     timings: list[dict[str, Any]] = []
     # audio: the offline stack that ran, and what production would have used (the settings')
     voice: dict[str, Any] | None = None
+    # supervisor turns after which the agent's and the workflow's engines held other states
+    diverged: list[str] = []
 
 
 def flows_dir_with(configured: str | None, scripts: list[Path]) -> str:
@@ -264,6 +267,8 @@ async def run_script(
     script, flow_path = load_script(path)
     if (problem := kill_turn_problem(script, kill_at)) is not None:
         raise ScriptError(f"{path}: {problem}")
+    if audio and any(t.supervisor is not None for t in script.turns):
+        raise ScriptError(f"{path}: 'supervisor' turns run in text mode (without --audio)")
     if audio and kill_at is not None and script.turns[kill_at].user is None:
         why = f"with --audio the kill is mid-utterance: turn {kill_at} has no 'user' line"
         raise ScriptError(f"{path}: --kill-agent-at {kill_at}: {why}")
@@ -297,7 +302,7 @@ async def run_script(
                 audio=audio,
             )
             result.transfer = line.transferred()
-            result.failures = check(script.expect, result.model_dump())
+            result.failures = check(script.expect, result.model_dump()) + result.diverged
             result.ok = not result.failures
     except Exception as exc:
         log.debug("script %s raised", path, exc_info=True)
@@ -493,6 +498,7 @@ async def _run_script(
             jobs=jobs,
         )
     await run.session.wait_for_idle()  # the greeting is spoken before the caller answers
+    supervised: set[str] = set()  # supervisor turns whose action the workflow took
     i = 0
     while i < len(script.turns) and not run.controller.ended:
         turn = script.turns[i]
@@ -506,7 +512,13 @@ async def _run_script(
             # the outbox would die with the agent and change the call.
             await run.outbox.flush(timeout=TURN_TIMEOUT_S)
         try:
-            await asyncio.wait_for(_play(run, turn, f"t{i}", idle_s, killer), TURN_TIMEOUT_S)
+            if turn.supervisor is not None:
+                differs = await asyncio.wait_for(
+                    play_supervisor(run, turn, f"t{i}", supervised), TURN_TIMEOUT_S
+                )
+                result.diverged += [differs] if differs else []
+            else:
+                await asyncio.wait_for(_play(run, turn, f"t{i}", idle_s, killer), TURN_TIMEOUT_S)
             if killer.fired is None or result.kills:  # not killed in this turn
                 await after_turn(jobs, run, turn, i)  # a kill may fire here too (a route's speech)
         except Killed:
@@ -652,7 +664,7 @@ def _finish(result: SimulationResult, script: Any, record: Any) -> SimulationRes
     result.transcript = [
         {"role": t.get("role"), "node": t.get("node"), "text": t.get("text")} for t in record.transcript
     ]
-    result.failures = check(script.expect, result.model_dump())
+    result.failures = check(script.expect, result.model_dump()) + result.diverged
     result.ok = not result.failures
     return result
 
@@ -674,6 +686,10 @@ async def _play(run: AgentRun, turn: Any, key: str, idle_s: float, killer: _Kill
         ctrl.begin_turn(key)
         await play_empty(run)
         await run.session.wait_for_idle()
+        return
+    if turn.user is not None and ctrl.state.takeover:  # the caller speaks to the supervisor
+        ctrl.begin_turn(key)
+        await ctrl.on_segment_turn("user", turn.user)
         return
     if turn.user is not None:
         ctrl.begin_turn(key)

@@ -520,8 +520,10 @@ def test_example_script_is_consistent_with_its_flow(script: Path) -> None:
         assert set(doc.get("jobs") or {}) <= jobs
     # no turns: a call that ends at its first node's greeting (order_status_no_order)
     for turn in doc.get("turns") or []:
-        assert len({"user", "silence", "dtmf"} & set(turn)) == 1, turn
-        assert set(turn) <= {"user", "llm", "silence", "dtmf", "empty"}
+        assert len({"user", "silence", "dtmf", "supervisor"} & set(turn)) == 1, turn
+        assert set(turn) <= {"user", "llm", "silence", "dtmf", "empty", "supervisor", "takeover", "handback"}
+        if isinstance(turn.get("handback"), str):  # the node the bot resumes at
+            assert turn["handback"] in flow["nodes"], turn["handback"]
         for item in turn.get("llm") or []:
             assert set(item) in ({"say"}, {"call"}, {"call", "args"}), item
             if "call" in item:
