@@ -82,7 +82,9 @@ async def fetch_url(src: KnowledgeSource, allow_private: bool) -> tuple[str, byt
         headers = {"Host": target.host_header(), "Accept": "text/*, application/pdf, */*;q=0.5"}
         extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
         async with httpx.AsyncClient(timeout=30, trust_env=False, follow_redirects=False) as client:
-            request = client.build_request("GET", target.pinned_url(target.ips[0]), headers=headers, extensions=extensions)
+            request = client.build_request(
+                "GET", target.pinned_url(target.ips[0]), headers=headers, extensions=extensions
+            )
             try:
                 response = await client.send(request, stream=True)
                 try:
@@ -90,7 +92,9 @@ async def fetch_url(src: KnowledgeSource, allow_private: bool) -> tuple[str, byt
                     async for part in response.aiter_bytes():
                         body += part
                         if len(body) > MAX_DOCUMENT_BYTES:
-                            raise SourceError(f"knowledge source '{src.url}': larger than {MAX_DOCUMENT_BYTES} bytes")
+                            raise SourceError(
+                                f"knowledge source '{src.url}': larger than {MAX_DOCUMENT_BYTES} bytes"
+                            )
                 finally:
                     await response.aclose()
             except httpx.HTTPError as exc:
@@ -103,7 +107,9 @@ async def fetch_url(src: KnowledgeSource, allow_private: bool) -> tuple[str, byt
         ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
         kind = src.type or _CONTENT_TYPES.get(ctype) or EXTENSIONS.get(Path(target.url.path).suffix.lower())
         if kind is None:
-            raise SourceError(f"knowledge source '{src.url}': content type '{ctype}' is not one Ringflow reads")
+            raise SourceError(
+                f"knowledge source '{src.url}': content type '{ctype}' is not one Ringflow reads"
+            )
         return kind, bytes(body)
     raise SourceError(f"knowledge source '{src.url}': more than {MAX_REDIRECTS} redirects")
 
@@ -113,7 +119,9 @@ async def fetch_url(src: KnowledgeSource, allow_private: bool) -> tuple[str, byt
 
 class _HtmlText(html.parser.HTMLParser):
     SKIP = frozenset({"script", "style", "noscript", "template", "head"})
-    BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "table"})
+    BLOCK = frozenset(
+        {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "table"}
+    )
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -163,7 +171,11 @@ def document_text(kind: DocumentType | str, data: bytes, label: str) -> str:
         head = [h.strip() for h in rows[0]]
         lines = []
         for row in rows[1:]:
-            pairs = [f"{h or f'column {i + 1}'}: {v.strip()}" for i, (h, v) in enumerate(zip(head, row, strict=False)) if v.strip()]
+            pairs = [
+                f"{h or f'column {i + 1}'}: {v.strip()}"
+                for i, (h, v) in enumerate(zip(head, row, strict=False))
+                if v.strip()
+            ]
             if pairs:
                 lines.append("; ".join(pairs))
         return "\n\n".join(lines)
@@ -171,7 +183,9 @@ def document_text(kind: DocumentType | str, data: bytes, label: str) -> str:
         try:
             import pypdf
         except ImportError:
-            raise SourceError(f"knowledge source '{label}': reading PDF needs pypdf: pip install 'ringflow[kb]'") from None
+            raise SourceError(
+                f"knowledge source '{label}': reading PDF needs pypdf: pip install 'ringflow[kb]'"
+            ) from None
         try:
             reader = pypdf.PdfReader(io.BytesIO(data))
             return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages)
@@ -230,7 +244,9 @@ def _pieces(text: str, limit: int) -> list[str]:
     return out
 
 
-def chunk_text(text: str, source: str, chunk_chars: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS) -> list[Chunk]:
+def chunk_text(
+    text: str, source: str, chunk_chars: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS
+) -> list[Chunk]:
     """The document's chunks, in order; each starts with its section's headings."""
     chunks: list[str] = []
     for trail, body in _sections(text):

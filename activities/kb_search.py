@@ -39,13 +39,15 @@ def bounded(hits: list[Hit], max_bytes: int) -> list[dict[str, Any]]:
     for h in hits:
         data = h.text.encode()
         if len(data) > left:
-            if left < 80 or out and left < len(data) // 3:
+            if left < 80 or (out and left < len(data) // 3):
                 break
             cut = data[:left].decode(errors="ignore")
             text = cut[: cut.rfind(" ")] + " ..." if " " in cut else cut
         else:
             text = h.text
-        out.append({"source": h.source, "chunk": h.ordinal, "score": round(1.0 - h.distance, 4), "text": text})
+        out.append(
+            {"source": h.source, "chunk": h.ordinal, "score": round(1.0 - h.distance, 4), "text": text}
+        )
         left -= len(text.encode())
         if left <= 0:
             break
@@ -88,7 +90,9 @@ class KbSearcher:
             store = self.store()
             version = store.pick(req.kb, req.as_of)
             if version is None:
-                return error(f"the knowledge base of flow '{req.kb}' is empty: run `ringflow kb ingest` on the flow")
+                return error(
+                    f"the knowledge base of flow '{req.kb}' is empty: run `ringflow kb ingest` on the flow"
+                )
             embedder = self.embedder()
             if version.embedder != embedder.name:
                 return error(
@@ -99,7 +103,12 @@ class KbSearcher:
             hits = store.search(version, vector, req.top_k)
         except (KbStoreError, EmbedderError) as exc:
             return error(str(exc))
-        return {"status": "ok", "query": req.query, "version": version.version, "passages": bounded(hits, req.max_bytes)}
+        return {
+            "status": "ok",
+            "query": req.query,
+            "version": version.version,
+            "passages": bounded(hits, req.max_bytes),
+        }
 
     @activity.defn(name="kb_search")
     async def kb_search(self, req: KbSearchRequest) -> dict[str, Any]:

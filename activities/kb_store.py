@@ -18,6 +18,7 @@ deleted at the next ingest.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Iterable, Sequence
@@ -66,7 +67,9 @@ class KbStore(Protocol):
 
     def pick(self, kb: str, as_of: float | None) -> Version | None: ...
 
-    def write_version(self, head: Version, rows: Iterable[Row], copy_from: int | None, copied: list[str]) -> None: ...
+    def write_version(
+        self, head: Version, rows: Iterable[Row], copy_from: int | None, copied: list[str]
+    ) -> None: ...
 
     def search(self, v: Version, vector: Sequence[float], k: int, exact: bool = False) -> list[Hit]: ...
 
@@ -99,7 +102,7 @@ def pick_version(versions: list[Version], as_of: float | None) -> Version | None
 def stale_versions(versions: list[Version], now: float, retain_s: float) -> list[int]:
     """Versions whose successor was ingested more than ``retain_s`` ago (never the newest)."""
     ordered = sorted(versions, key=lambda v: v.version)
-    return [v.version for v, nxt in zip(ordered, ordered[1:], strict=False) if now - nxt.ingested_at > retain_s]
+    return [v.version for v, nxt in itertools.pairwise(ordered) if now - nxt.ingested_at > retain_s]
 
 
 _VERSIONS_COLUMNS = "kb, version, embedder, dim, ingested_at, sources, chunks"
@@ -109,9 +112,11 @@ class SqliteKbStore:
     def __init__(self, path: str) -> None:
         try:
             import apsw
-            import sqlite_vec
+            import sqlite_vec  # type: ignore[import-untyped]
         except ImportError as exc:
-            raise KbStoreError("a SQLite knowledge base needs apsw and sqlite-vec: pip install 'ringflow[kb]'") from exc
+            raise KbStoreError(
+                "a SQLite knowledge base needs apsw and sqlite-vec: pip install 'ringflow[kb]'"
+            ) from exc
         if path not in ("", ":memory:"):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.conn = apsw.Connection(path or ":memory:")
@@ -147,7 +152,9 @@ class SqliteKbStore:
     def pick(self, kb: str, as_of: float | None) -> Version | None:
         return pick_version(self.versions(kb), as_of)
 
-    def write_version(self, head: Version, rows: Iterable[Row], copy_from: int | None, copied: list[str]) -> None:
+    def write_version(
+        self, head: Version, rows: Iterable[Row], copy_from: int | None, copied: list[str]
+    ) -> None:
         part = f"{head.kb}@{head.version}"
         with self.lock, self.conn:  # one transaction: the version appears whole or not at all
             table = self._table(head.dim)
@@ -155,7 +162,8 @@ class SqliteKbStore:
                 for label in copied:
                     self.conn.execute(
                         f"INSERT INTO {table} (part, embedding, source, ordinal, text) "
-                        f"SELECT ?, embedding, source, ordinal, text FROM {table} WHERE part = ? AND source = ?",
+                        f"SELECT ?, embedding, source, ordinal, text FROM {table} "
+                        "WHERE part = ? AND source = ?",
                         (part, f"{head.kb}@{copy_from}", label),
                     )
             self.conn.executemany(
@@ -164,7 +172,15 @@ class SqliteKbStore:
             )
             self.conn.execute(
                 f"INSERT INTO kb_versions ({_VERSIONS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (head.kb, head.version, head.embedder, head.dim, head.ingested_at, json.dumps(head.sources), head.chunks),
+                (
+                    head.kb,
+                    head.version,
+                    head.embedder,
+                    head.dim,
+                    head.ingested_at,
+                    json.dumps(head.sources),
+                    head.chunks,
+                ),
             )
 
     def search(self, v: Version, vector: Sequence[float], k: int, exact: bool = False) -> list[Hit]:
@@ -184,7 +200,7 @@ class SqliteKbStore:
                     "WHERE embedding MATCH ? AND k = ? AND part = ? ORDER BY distance",
                     (blob, k, part),
                 ).fetchall()
-        return [Hit(r[0], int(r[1]), r[2], float(r[3])) for r in rows]
+        return [Hit(str(r[0]), int(str(r[1])), str(r[2]), float(str(r[3]))) for r in rows]
 
     def prune(self, kb: str, now: float, retain_s: float = RETAIN_S) -> list[int]:
         versions = self.versions(kb)
@@ -201,7 +217,9 @@ class SqliteKbStore:
 
 
 class PostgresKbStore:
-    def __init__(self, conninfo: str, connect_timeout_s: float = 10.0, statement_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, conninfo: str, connect_timeout_s: float = 10.0, statement_timeout_s: float = 30.0
+    ) -> None:
         import psycopg
 
         self.psycopg = psycopg
@@ -251,7 +269,9 @@ class PostgresKbStore:
     def pick(self, kb: str, as_of: float | None) -> Version | None:
         return pick_version(self.versions(kb), as_of)
 
-    def write_version(self, head: Version, rows: Iterable[Row], copy_from: int | None, copied: list[str]) -> None:
+    def write_version(
+        self, head: Version, rows: Iterable[Row], copy_from: int | None, copied: list[str]
+    ) -> None:
         with self.lock:
             table = self._table(head.dim)
             with self.conn.transaction():  # the version appears whole or not at all
@@ -266,11 +286,22 @@ class PostgresKbStore:
                     cur.executemany(
                         f"INSERT INTO {table} (kb, version, source, ordinal, text, embedding) "
                         "VALUES (%s, %s, %s, %s, %s, %s::vector)",
-                        [(head.kb, head.version, r.source, r.ordinal, r.text, _vec_text(r.embedding)) for r in rows],
+                        [
+                            (head.kb, head.version, r.source, r.ordinal, r.text, _vec_text(r.embedding))
+                            for r in rows
+                        ],
                     )
                 self.conn.execute(
                     f"INSERT INTO kb_versions ({_VERSIONS_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (head.kb, head.version, head.embedder, head.dim, head.ingested_at, json.dumps(head.sources), head.chunks),
+                    (
+                        head.kb,
+                        head.version,
+                        head.embedder,
+                        head.dim,
+                        head.ingested_at,
+                        json.dumps(head.sources),
+                        head.chunks,
+                    ),
                 )
 
     def search(self, v: Version, vector: Sequence[float], k: int, exact: bool = False) -> list[Hit]:
@@ -298,7 +329,9 @@ class PostgresKbStore:
         dims = {v.version: v.dim for v in versions}
         with self.lock, self.conn.transaction():
             for n in stale:
-                self.conn.execute(f"DELETE FROM {self._table(dims[n])} WHERE kb = %s AND version = %s", (kb, n))
+                self.conn.execute(
+                    f"DELETE FROM {self._table(dims[n])} WHERE kb = %s AND version = %s", (kb, n)
+                )
                 self.conn.execute("DELETE FROM kb_versions WHERE kb = %s AND version = %s", (kb, n))
         return stale
 
@@ -306,7 +339,9 @@ class PostgresKbStore:
         self.conn.close()
 
 
-def open_store(database_url: str, connect_timeout_s: float = 10.0, statement_timeout_s: float = 30.0) -> KbStore:
+def open_store(
+    database_url: str, connect_timeout_s: float = 10.0, statement_timeout_s: float = 30.0
+) -> KbStore:
     """The store for the call records' database URL (``sqlite:///PATH`` or ``postgresql://``)."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
@@ -315,4 +350,3 @@ def open_store(database_url: str, connect_timeout_s: float = 10.0, statement_tim
         conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
         return PostgresKbStore(conninfo, connect_timeout_s, statement_timeout_s)
     raise KbStoreError(f"knowledge bases live in SQLite or PostgreSQL, not {url.get_backend_name()}")
-

@@ -184,7 +184,9 @@ class CallDriver:
         if run.kind != "knowledge":
             return
         out = result.result if isinstance(result.result, dict) else {}
-        cited = [f"{p.get('source')}#{p.get('chunk')}" for p in out.get("passages") or [] if isinstance(p, dict)]
+        cited = [
+            f"{p.get('source')}#{p.get('chunk')}" for p in out.get("passages") or [] if isinstance(p, dict)
+        ]
         query = str(run.args.get("query", ""))[:300]
         if result.error or out.get("status") != "ok":
             said = f"knowledge search '{query}' failed: {result.error or out.get('error')}"

@@ -78,12 +78,12 @@ def all_activities(
 def knowledge_searcher(config: Any) -> KbSearcher:
     """The ``kb_search`` activity on the call records' database, embedding queries as the
     knowledge bases were (``RINGFLOW_KB_EMBEDDINGS``); nothing is opened until a search."""
-    key = getattr(config, "openai_api_key", None)
+    key: Any = getattr(config, "openai_api_key", None)
     return KbSearcher(
         config.database_url,
         getattr(config, "kb_embeddings", "minilm"),
         getattr(config, "kb_embeddings_url", None) or getattr(config, "openai_base_url", None),
-        key.get_secret_value() if hasattr(key, "get_secret_value") else key,
+        key.get_secret_value() if key is not None and hasattr(key, "get_secret_value") else key,
     )
 
 

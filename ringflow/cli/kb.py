@@ -43,7 +43,9 @@ def _open(settings: Any) -> tuple[Any, Any]:
             settings.database_url, settings.database_connect_timeout_s, settings.database_statement_timeout_s
         )
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        embedder = embedder_for(settings.kb_embeddings, settings.kb_embeddings_url or settings.openai_base_url, key)
+        embedder = embedder_for(
+            settings.kb_embeddings, settings.kb_embeddings_url or settings.openai_base_url, key
+        )
     except (KbStoreError, EmbedderError) as exc:
         raise fail(str(exc)) from None
     except Exception as exc:  # the database refused the connection
@@ -53,7 +55,9 @@ def _open(settings: Any) -> tuple[Any, Any]:
 
 @kb_app.command("ingest")
 def ingest(
-    flow: str = typer.Argument(..., help="The flow: a file, NAME or NAME@VERSION (under RINGFLOW_FLOWS_DIR)."),
+    flow: str = typer.Argument(
+        ..., help="The flow: a file, NAME or NAME@VERSION (under RINGFLOW_FLOWS_DIR)."
+    ),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Read, chunk and embed the flow's knowledge sources into its knowledge base's next version."""
@@ -92,18 +96,20 @@ def ingest(
 
 @kb_app.command("search")
 def search(
-    flow: str = typer.Argument(..., help="The flow (a file, NAME or NAME@VERSION) or its knowledge base's name."),
+    flow: str = typer.Argument(
+        ..., help="The flow (a file, NAME or NAME@VERSION) or its knowledge base's name."
+    ),
     query: str = typer.Argument(..., help="What a caller would ask."),
     top_k: int = typer.Option(3, "--top-k", min=1, max=20),
     max_bytes: int = typer.Option(4000, "--max-bytes", min=200, max=32000),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """The passages a `knowledge` entry would give the LLM for QUERY, nearest first."""
+    import re
+
     from ringflow.activities.kb_search import KbSearcher, KbSearchRequest
     from ringflow.callflow.model import FLOW_NAME_PATTERN
     from ringflow.settings import get_settings
-
-    import re
 
     name = flow
     if not re.match(FLOW_NAME_PATTERN, flow) or Path(flow).is_file():
@@ -112,8 +118,15 @@ def search(
         name = _load(_flow_path(flow)).flow.flow
     settings = get_settings()
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    searcher = KbSearcher(settings.database_url, settings.kb_embeddings, settings.kb_embeddings_url or settings.openai_base_url, key)
-    result = searcher.search(KbSearchRequest(call_id="cli", kb=name, query=query, top_k=top_k, max_bytes=max_bytes))
+    searcher = KbSearcher(
+        settings.database_url,
+        settings.kb_embeddings,
+        settings.kb_embeddings_url or settings.openai_base_url,
+        key,
+    )
+    result = searcher.search(
+        KbSearchRequest(call_id="cli", kb=name, query=query, top_k=top_k, max_bytes=max_bytes)
+    )
     if json_out:
         typer.echo(json.dumps(result))
     elif result["status"] != "ok":
