@@ -227,10 +227,11 @@ class PostgresKbStore:
             conninfo,
             autocommit=True,
             connect_timeout=max(1, int(connect_timeout_s)),
-            options=f"-c statement_timeout={int(statement_timeout_s * 1000)}",
         )
         self.lock = threading.Lock()
         with self.lock:
+            # set here, not in the connection's options: the URL's own (a search_path) stay
+            self.conn.execute(f"SET statement_timeout = {int(statement_timeout_s * 1000)}")
             try:
                 self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.Error as exc:
@@ -238,6 +239,18 @@ class PostgresKbStore:
                     f"PostgreSQL cannot load pgvector ({str(exc).strip()}): install the server's "
                     "postgresql-NN-pgvector package (docs/knowledge.md)"
                 ) from None
+            # the extension lives in one schema (where it was first created): its type and
+            # operators must be found from a search_path that names another one
+            row = self.conn.execute(
+                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                "WHERE e.extname = 'vector'"
+            ).fetchone()
+            if row is not None:
+                self.conn.execute(
+                    "SELECT set_config('search_path', current_setting('search_path') || ', ' "
+                    "|| quote_ident(%s), false)",
+                    (row[0],),
+                )
             self.conn.execute(
                 "CREATE TABLE IF NOT EXISTS kb_versions (kb TEXT NOT NULL, version INTEGER NOT NULL, "
                 "embedder TEXT NOT NULL, dim INTEGER NOT NULL, ingested_at DOUBLE PRECISION NOT NULL, "
