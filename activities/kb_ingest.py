@@ -55,6 +55,12 @@ async def ingest(
         chunks = chunk_text(document_text(kind, data, src.label), src.label)
         sources[src.label] = {"sha256": digest, "chunks": len(chunks)}
         fresh += chunks
+    labels = [s.label for s in flow.knowledge]
+    if previous is not None and not fresh and set(kept) == set(previous.sources) == set(labels):
+        # nothing changed: the newest version stays (no copy of itself)
+        return IngestReport(
+            kb=flow.flow, version=previous.version, embedder=embedder.name, chunks=0, kept=kept
+        )
     vectors = embedder.embed([c.text for c in fresh]) if fresh else []
     dim = len(vectors[0]) if vectors else embedder.dim or (previous.dim if previous else 0)
     rows = [Row(c.source, c.ordinal, c.text, v) for c, v in zip(fresh, vectors, strict=True)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.paths import ROOT
 
-FIXTURES = ROOT / "tests" / "fixtures" / "kb"
+FIXTURES = ROOT / "examples" / "flows" / "clinic_knowledge"  # the example flow's documents
 
 
 def make_pdf(lines: list[str]) -> bytes:
@@ -69,7 +69,8 @@ def clinic_flow(dest: Path, name: str = "kb_clinic") -> Path:
     """The clinic's knowledge flow and its four documents (Markdown, CSV, HTML, PDF) in ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     for f in FIXTURES.iterdir():
-        shutil.copy(f, dest / f.name)
+        if f.name != "flow.yaml":
+            shutil.copy(f, dest / f.name)
     (dest / "dentures.pdf").write_bytes(make_pdf(["Dentures are repaired within three working days."]))
     path = dest / "flow.yaml"
     path.write_text(CLINIC_FLOW.format(name=name))
