@@ -316,6 +316,9 @@ class PostgresKbStore:
                         head.chunks,
                     ),
                 )
+            # fresh statistics: without them the planner takes the new rows for few and
+            # sorts them all by distance instead of walking the HNSW index (bench/kb.py)
+            self.conn.execute(f"ANALYZE {table}")
 
     def search(self, v: Version, vector: Sequence[float], k: int, exact: bool = False) -> list[Hit]:
         table = f"kb_chunks_{int(v.dim)}"
