@@ -22,16 +22,25 @@ kb_app = typer.Typer(help="Knowledge bases: ingest a flow's documents, search th
 
 
 def _flow_path(ref: str) -> Path:
-    from ringflow.flow_refs import FlowRefError, resolve
+    """The flow file a reference names: a file, or a published ``NAME``, ``NAME@VERSION`` or
+    ``NAME@CHANNEL`` (docs/flow-versions.md) whose definition says the file it came from (its
+    documents are found next to that file)."""
+    from ringflow.activities import flow_store
     from ringflow.settings import get_settings
 
     path = Path(ref)
     if path.is_file():
         return path
+    url = get_settings().database_url
     try:
-        return resolve(ref, get_settings().flows_dir)
-    except FlowRefError as exc:
-        raise fail(str(exc), 2) from None
+        found = flow_store.resolve(url, ref)
+        definition = flow_store.load_definition(url, found.name, found.version)
+    except flow_store.FlowRefError as exc:
+        raise fail(f"{ref}: {exc}", 2) from None
+    source = Path(definition.source) if definition.source else None
+    if source is None or not source.is_file():
+        raise fail(f"{ref}: the published version's file is not here ({source}): ingest the flow file", 2)
+    return source
 
 
 def _open(settings: Any) -> tuple[Any, Any]:
@@ -56,7 +65,7 @@ def _open(settings: Any) -> tuple[Any, Any]:
 @kb_app.command("ingest")
 def ingest(
     flow: str = typer.Argument(
-        ..., help="The flow: a file, NAME or NAME@VERSION (under RINGFLOW_FLOWS_DIR)."
+        ..., help="The flow: a file, or a published NAME, NAME@VERSION or NAME@CHANNEL."
     ),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
