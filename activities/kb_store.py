@@ -108,7 +108,29 @@ def stale_versions(versions: list[Version], now: float, retain_s: float) -> list
 _VERSIONS_COLUMNS = "kb, version, embedder, dim, ingested_at, sources, chunks"
 
 
-class SqliteKbStore:
+class _SqlStore:
+    """What both stores share: the ``kb_versions`` table, read the same way (``mark``: the
+    driver's parameter placeholder)."""
+
+    conn: Any
+    lock: threading.Lock
+    mark = "?"
+
+    def versions(self, kb: str) -> list[Version]:
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT {_VERSIONS_COLUMNS} FROM kb_versions WHERE kb = {self.mark} ORDER BY version", (kb,)
+            ).fetchall()
+        return [_version(r) for r in rows]
+
+    def pick(self, kb: str, as_of: float | None) -> Version | None:
+        return pick_version(self.versions(kb), as_of)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class SqliteKbStore(_SqlStore):
     def __init__(self, path: str) -> None:
         try:
             import apsw
@@ -141,16 +163,6 @@ class SqliteKbStore:
             f"embedding float[{int(dim)}] distance_metric=cosine, +source TEXT, +ordinal INTEGER, +text TEXT)"
         )
         return name
-
-    def versions(self, kb: str) -> list[Version]:
-        with self.lock:
-            rows = self.conn.execute(
-                f"SELECT {_VERSIONS_COLUMNS} FROM kb_versions WHERE kb = ? ORDER BY version", (kb,)
-            ).fetchall()
-        return [_version(r) for r in rows]
-
-    def pick(self, kb: str, as_of: float | None) -> Version | None:
-        return pick_version(self.versions(kb), as_of)
 
     def write_version(
         self, head: Version, rows: Iterable[Row], copy_from: int | None, copied: list[str]
@@ -212,11 +224,10 @@ class SqliteKbStore:
                 self.conn.execute("DELETE FROM kb_versions WHERE kb = ? AND version = ?", (kb, n))
         return stale
 
-    def close(self) -> None:
-        self.conn.close()
 
+class PostgresKbStore(_SqlStore):
+    mark = "%s"
 
-class PostgresKbStore:
     def __init__(
         self, conninfo: str, connect_timeout_s: float = 10.0, statement_timeout_s: float = 30.0
     ) -> None:
@@ -271,16 +282,6 @@ class PostgresKbStore:
             )
             self.tables.add(dim)
         return name
-
-    def versions(self, kb: str) -> list[Version]:
-        with self.lock:
-            rows = self.conn.execute(
-                f"SELECT {_VERSIONS_COLUMNS} FROM kb_versions WHERE kb = %s ORDER BY version", (kb,)
-            ).fetchall()
-        return [_version(r) for r in rows]
-
-    def pick(self, kb: str, as_of: float | None) -> Version | None:
-        return pick_version(self.versions(kb), as_of)
 
     def write_version(
         self, head: Version, rows: Iterable[Row], copy_from: int | None, copied: list[str]
@@ -350,9 +351,6 @@ class PostgresKbStore:
                 )
                 self.conn.execute("DELETE FROM kb_versions WHERE kb = %s AND version = %s", (kb, n))
         return stale
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 def open_store(
