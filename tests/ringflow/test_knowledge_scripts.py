@@ -26,6 +26,7 @@ from tests.support.scriptenv import ScriptEnv, script_env
 
 SCRIPTS = ROOT / "examples" / "scripts"
 NAME = "clinic_knowledge_answers.yaml"
+NAMES = sorted(p.name for p in SCRIPTS.glob("clinic_knowledge_*.yaml"))
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -36,8 +37,8 @@ async def env(temporal_server: DevStack) -> AsyncIterator[ScriptEnv]:
         yield e
 
 
-def heard(result: SimulationResult) -> list[str]:
-    wanted = load_script(SCRIPTS / NAME)[0].expect.said or []
+def heard(result: SimulationResult, name: str = NAME) -> list[str]:
+    wanted = load_script(SCRIPTS / name)[0].expect.said or []
     return [f"not said: {m}" for m in said_failures(wanted, None, result.transcript)]
 
 
@@ -65,9 +66,20 @@ async def test_the_answer_comes_from_the_ingested_documents(env: ScriptEnv) -> N
     assert all(t["node"] == "answer" for t in searches)
 
 
-async def test_a_kill_in_any_turn_ends_the_call_the_same(env: ScriptEnv) -> None:
-    base = await env.play(NAME)
+async def test_the_pdf_answers_the_denture_question(env: ScriptEnv) -> None:
+    env.llm.requests.clear()
+    result = await env.play("clinic_knowledge_dentures.yaml")
+    assert result.ok, (result.failures, result.error)
+    assert any("three working days" in t and "dentures" in t for t in tool_results(env))
+    (search,) = [t for t in result.transcript if t["role"] == "tool"]
+    assert search["text"].split(": ", 1)[1].startswith("dentures#0")
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_a_kill_in_any_turn_ends_the_call_the_same(env: ScriptEnv, name: str) -> None:
+    base = await env.play(name)
     assert base.ok, base.failures
-    turns = len(load_script(SCRIPTS / NAME)[0].turns)
-    failures = await kill_in_every_turn(functools.partial(env.play, NAME), turns, base, heard)
+    turns = len(load_script(SCRIPTS / name)[0].turns)
+    check = functools.partial(heard, name=name)
+    failures = await kill_in_every_turn(functools.partial(env.play, name), turns, base, check)
     assert not failures, "\n".join(failures)
