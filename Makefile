@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LOCK := requirements/dev.txt
-COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
+COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet --excludes requirements/excludes.txt
 
 .PHONY: setup test lint run bench bench-load bench-campaign histories clean lock
 
@@ -14,7 +14,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --require-hashes -r requirements/dev.txt
+	$(BIN)/pip install -q --no-deps --require-hashes -r requirements/dev.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 

@@ -124,14 +124,15 @@ class FlowController:
             (node_id, fn_name)
             for node_id, cnode in self.engine.flow.nodes.items()
             for fn_name, fn in cnode.functions.items()
-            if fn.kind not in ("handler", "http", "mcp", "transfer", "jobs", "send_dtmf")
+            if fn.kind not in ("handler", "http", "mcp", "transfer", "jobs", "send_dtmf", "knowledge")
         )
-        # (node, function) pairs that run in the workflow (handler, HTTP, MCP and transfer functions)
+        # (node, function) pairs that run in the workflow (handler, HTTP, MCP, transfer and
+        # knowledge search functions)
         self.remote = frozenset(
             (node_id, fn_name)
             for node_id, cnode in self.engine.flow.nodes.items()
             for fn_name, fn in cnode.functions.items()
-            if fn.kind in ("handler", "http", "mcp", "transfer", "jobs")
+            if fn.kind in ("handler", "http", "mcp", "transfer", "jobs", "knowledge")
         )
         self.cancellable = frozenset(
             (node_id, fn_name)

@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 
 from ringflow.callflow.effects import ToolSpec
+from ringflow.callflow.knowledge import SEARCH_DESCRIPTION, SEARCH_PARAMETERS
 from ringflow.callflow.mcp_tools import expand
 from ringflow.callflow.model import (
     RETURN_TOOL,
@@ -143,7 +144,11 @@ def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> Compiled
         description, params = spec.description, spec.parameters
     else:
         default = SEND_DTMF_PARAMETERS if fn.kind == "send_dtmf" else _EMPTY_PARAMS
+        if fn.kind == "knowledge":
+            default = SEARCH_PARAMETERS
         description, params = fn.description or "", fn.parameters or default
+        if fn.kind == "knowledge" and not description:
+            description = SEARCH_DESCRIPTION
     strict = to_strict(params)
     timeout = fn.timeout_s or (spec.timeout_s if spec else None) or 10.0
     cancel = fn.cancel_on_interruption

@@ -120,7 +120,15 @@ class Draft:
                 run_id=run_id,
                 node=node,
                 name=fn.entry.name,
-                kind="mcp" if mcp is not None else "transfer" if transfer else "http" if http else "handler",
+                kind="knowledge"
+                if fn.kind == "knowledge"
+                else "mcp"
+                if mcp is not None
+                else "transfer"
+                if transfer
+                else "http"
+                if http
+                else "handler",
                 args=args,
                 timeout_s=(http.timeout_s if http and http.timeout_s else fn.timeout_s),
                 retry=fn.entry.retry,
@@ -131,6 +139,7 @@ class Draft:
                 mcp_server=mcp.server if mcp is not None else None,
                 mcp_tool=mcp.tool if mcp is not None else None,
                 transfer=transfer,
+                knowledge=fn.entry.knowledge,
             )
         )
 

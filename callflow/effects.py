@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ringflow.callflow.end_reasons import EndReason
+from ringflow.callflow.knowledge import KnowledgeSearch
 from ringflow.callflow.model import ContextStrategy, ExtractSpec, HttpSpec, ListenMode, Retry, TransferSpec
 
 
@@ -72,7 +73,7 @@ class RunFunction(_Effect):
     run_id: int
     node: str
     name: str
-    kind: Literal["handler", "http", "mcp", "transfer"]
+    kind: Literal["handler", "http", "mcp", "transfer", "knowledge"]
     args: dict[str, Any] = {}
     timeout_s: float = 10
     retry: Retry | None = None
@@ -85,6 +86,7 @@ class RunFunction(_Effect):
     cancel_on_interruption: bool = False
     mcp_server: str | None = None  # an MCP tool: the declared server and the tool's name there
     mcp_tool: str | None = None
+    knowledge: KnowledgeSearch | None = None  # a knowledge search: its bounds (callflow/knowledge.py)
 
 
 class JobRun(BaseModel):

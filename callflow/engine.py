@@ -250,7 +250,7 @@ class Engine:
                 self.definition, fn, state.node, args, d.call.seq, template_values(d.call)
             )
             return Step(d.call, [start, answer])
-        if fn.kind in ("handler", "http", "mcp", "transfer"):
+        if fn.kind in ("handler", "http", "mcp", "transfer", "knowledge"):
             d.run_function(fn, state.node, args, "tool")
             return Step(d.call, d.effects)
         if fn.kind == "capture":

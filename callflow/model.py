@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ringflow.callflow.journey import FollowUp, JourneySpec
+from ringflow.callflow.knowledge import KnowledgeSearch, KnowledgeSource
 from ringflow.callflow.mcp_spec import McpPinned, McpRef, McpServer
 
 FLOW_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
@@ -159,7 +160,7 @@ class HttpSpec(Strict):
 
 
 FunctionKind = Literal[
-    "handler", "transition_only", "capture", "http", "send_dtmf", "mcp", "transfer", "jobs"
+    "handler", "transition_only", "capture", "http", "send_dtmf", "mcp", "transfer", "jobs", "knowledge"
 ]
 
 
@@ -246,6 +247,15 @@ class FunctionEntry(Strict):
     send_dtmf: bool = False  # the LLM presses keys on the line (to navigate an IVR)
     transfer: TransferSpec | None = None
     jobs: JobsSpec | None = None  # a background job group (callflow/jobs.py)
+    knowledge: KnowledgeSearch | None = None  # a search of the flow's knowledge base (callflow/knowledge.py)
+
+    @field_validator("knowledge", mode="before")
+    @classmethod
+    def _knowledge_flag(cls, v: Any) -> Any:
+        # ``knowledge: true`` is the search with its defaults
+        if v is True:
+            return {}
+        return None if v is False else v
 
     @model_validator(mode="before")
     @classmethod
@@ -265,6 +275,8 @@ class FunctionEntry(Strict):
     def kind(self) -> FunctionKind:
         if self.jobs is not None:
             return "jobs"
+        if self.knowledge is not None:
+            return "knowledge"
         if self.transfer is not None:
             return "transfer"
         if self.mcp is not None:
@@ -436,6 +448,7 @@ class Flow(Strict):
     analysis: AnalysisSettings | None = None
     global_functions: list[FunctionEntry] = []
     mcp_servers: dict[str, McpServer] = {}
+    knowledge: list[KnowledgeSource] = Field([], max_length=200)  # `ringflow kb ingest` reads these
     start: str | None = None
     journey: JourneySpec | None = None  # calls of one person joined in a journey
     nodes: dict[str, Node] = Field(min_length=1)

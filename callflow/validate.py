@@ -44,6 +44,7 @@ from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_
 from ringflow.callflow.validate_analysis import check_analysis
 from ringflow.callflow.validate_gates import GateChecks
 from ringflow.callflow.validate_jobs import check_jobs_entry
+from ringflow.callflow.validate_knowledge import check_knowledge_entry, check_knowledge_sources
 from ringflow.callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 from ringflow.callflow.validate_recording import check_recording
 from ringflow.callflow.validate_subflows import check_subflow_node
@@ -222,6 +223,7 @@ class _Checker(GateChecks):
                 ("mcp", fn.mcp is not None),
                 ("transfer", fn.transfer is not None),
                 ("jobs", fn.jobs is not None),
+                ("knowledge", fn.knowledge is not None),
             )
             if on
         ]
@@ -271,6 +273,12 @@ class _Checker(GateChecks):
                 self.err(f"{path}.transition_to", "pressing keys moves nothing: remove transition_to")
             if is_run:
                 self.err(path, "an action node runs a handler or an http entry")
+            return
+        if kind == "knowledge":
+            check_knowledge_entry(self, path, fn, self.flow, is_run)
+            self.check_transition(f"{path}.transition_to", fn.transition_to)
+            self.check_template(f"{path}.description", fn.description)
+            self.check_template(f"{path}.speech", fn.speech)
             return
         if is_run and kind not in ("handler", "http"):
             self.err(path, "an action node runs a handler or an http entry")
@@ -562,6 +570,7 @@ class _Checker(GateChecks):
         for nid, node in flow.nodes.items():
             self.check_node(nid, node)
         check_mcp_flow(self, flow)
+        check_knowledge_sources(self, flow)
         check_recording(self, flow)
         check_analysis(self, flow)
         if self.judge_graph:

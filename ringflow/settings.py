@@ -70,6 +70,13 @@ class Settings(BaseSettings):
     http_allow_private: bool = False
     http_max_response_bytes: int = Field(default=1024 * 1024, gt=0)
 
+    # Knowledge bases (`ringflow kb ingest`, `knowledge` entries; docs/knowledge.md): the
+    # embedder, the same at ingest and search: "minilm" (the `kb` extra's bundled model) or
+    # "openai:MODEL" (an OpenAI-compatible /embeddings endpoint at kb_embeddings_url, else
+    # OPENAI_BASE_URL). The vectors live in the call records' database (database_url).
+    kb_embeddings: str = Field(default="minilm", pattern=r"^(minilm|openai:\S+)$")
+    kb_embeddings_url: str | None = None
+
     # LLM. The OpenAI variables keep their conventional, un-prefixed names so one
     # environment serves every OpenAI-compatible client.
     llm_model: str = "gpt-4o-mini"

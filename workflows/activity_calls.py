@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.activities.extraction import ExtractionInput, ExtractionOutput, Extractor
     from ringflow.activities.handler_run import HandlerCheck, HandlerInput, HandlerOutput, HandlerRunner
     from ringflow.activities.http_tool import HttpTool, HttpToolRequest
+    from ringflow.activities.kb_search import KbSearcher, KbSearchRequest
     from ringflow.activities.mcp_tools import (
         McpCallRequest,
         McpCallResult,
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.activities.webhook import WEBHOOK_RETRY_POLICY, WebhookSender
     from ringflow.callflow.effects import RunFunction
     from ringflow.callflow.events import FunctionResult
+    from ringflow.callflow.knowledge import KnowledgeSearch
     from ringflow.callflow.mcp_spec import UNAVAILABLE as MCP_UNAVAILABLE
     from ringflow.callflow.mcp_spec import McpServer, McpServerTools
     from ringflow.callflow.model import FlowDefinition, Retry
@@ -142,6 +144,8 @@ async def run_function(
     try:
         if eff.kind == "mcp":
             return await call_mcp_tool(eff, definition, state)
+        if eff.kind == "knowledge":
+            return await search_knowledge(eff, definition, state)
         if eff.kind == "http" and eff.http is not None:
             # named, not rendered: this input is history, the rendered headers hold credentials
             req = HttpToolRequest(
@@ -206,6 +210,27 @@ async def call_mcp_tool(eff: RunFunction, definition: FlowDefinition, state: Cal
         cause = getattr(exc, "cause", None) or exc
         return FunctionResult(run_id=eff.run_id, error=f"{MCP_UNAVAILABLE}: {cause}")
     return FunctionResult(run_id=eff.run_id, result=out.result, error=out.error)
+
+
+async def search_knowledge(eff: RunFunction, definition: FlowDefinition, state: CallState) -> FunctionResult:
+    """The flow's knowledge base, as it was when the call started (``as_of``), searched for
+    the LLM's query; a search that fails after its retries is an error the LLM hears."""
+    bounds = eff.knowledge or KnowledgeSearch()
+    query = eff.args.get("query")
+    req = KbSearchRequest(
+        call_id=state.call_id,
+        kb=definition.flow.flow,
+        query=str(query)[:2000] if query else "?",
+        top_k=bounds.top_k,
+        max_bytes=bounds.max_bytes,
+        as_of=state.started_at,
+    )
+    try:
+        out = await _execute(KbSearcher.kb_search, req, eff.timeout_s, retry_policy(eff.retry))
+    except Exception as exc:  # after retries
+        cause = getattr(exc, "cause", None) or exc
+        return FunctionResult(run_id=eff.run_id, error=f"{eff.name}: the knowledge search failed: {cause}")
+    return FunctionResult(run_id=eff.run_id, result=out)
 
 
 async def list_mcp_tools(req: McpListRequest, server: McpServer) -> McpServerTools:

@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         RejectedEvent,
         Tombstone,
         TransitionEvent,
+        Turn,
         TurnsEvent,
     )
     from ringflow.contract.updates import CallFunctionResult, ValuesAnswer
@@ -174,7 +175,29 @@ class CallDriver:
         result = await acts.run_function(
             eff, self.inp.definition, self.call.flow_state, lambda: self.call.handler_state, room=self.room
         )
+        self.note_retrieval(eff, result)
         self.step(result)
+
+    def note_retrieval(self, run: RunFunction, result: FunctionResult) -> None:
+        """A knowledge search goes into the transcript as a ``tool`` turn: the query and the
+        sources of the passages the LLM was given, so the call's record says where an
+        answer came from."""
+        if run.kind != "knowledge":
+            return
+        out = result.result if isinstance(result.result, dict) else {}
+        cited = [
+            f"{p.get('source')}#{p.get('chunk')}" for p in out.get("passages") or [] if isinstance(p, dict)
+        ]
+        query = str(run.args.get("query", ""))[:300]
+        if result.error or out.get("status") != "ok":
+            said = f"knowledge search '{query}' failed: {result.error or out.get('error')}"
+        else:
+            version = out.get("version")
+            said = f"knowledge search '{query}' (version {version}): {', '.join(cited) or 'no passages'}"
+        now = workflow.now().timestamp()
+        self.transcript.add(
+            Turn(role="tool", text=said[:MAX_TEXT_CHARS], node=run.node, started_at=now, ended_at=now)
+        )
 
     async def extract(self, eff: Extract) -> None:
         """Run the node's extraction (bounded: ``EXTRACTION_TIMEOUT_S``). Its result, values
@@ -389,6 +412,10 @@ class CallDriver:
         de-duplicates on names the agent's event, which is answered once across retries and
         continue-as-new, never the run counter."""
         key = f"{self.inp.call_id}:{event_id}"
+        if run.kind == "knowledge":
+            result = await acts.run_function(run, self.inp.definition, self.call.flow_state, key=key)
+            self.note_retrieval(run, result)
+            return result
         if not run.cancel_on_interruption:
             return await acts.run_function(
                 run,

@@ -28,6 +28,7 @@ from ringflow.activities.flow_canaries import CanaryActivities
 from ringflow.activities.handler_run import HandlerRunner
 from ringflow.activities.jobs import JobRunner
 from ringflow.activities.journeys import JourneyActivities
+from ringflow.activities.kb_search import KbSearcher
 from ringflow.activities.mcp_tools import mcp_call_tool, mcp_list_tools
 from ringflow.activities.observability import ActivityLogInterceptor
 from ringflow.activities.persistence import DatabaseLimits, configure_database
@@ -70,7 +71,20 @@ def all_activities(
         *JourneyActivities(config.database_url).all(),
         *CanaryActivities(config.database_url).all(),
         TurnJournalReader(getattr(config, "redis_url", None)).read_turn_journal,
+        knowledge_searcher(config).kb_search,
     ]
+
+
+def knowledge_searcher(config: Any) -> KbSearcher:
+    """The ``kb_search`` activity on the call records' database, embedding queries as the
+    knowledge bases were (``RINGFLOW_KB_EMBEDDINGS``); nothing is opened until a search."""
+    key: Any = getattr(config, "openai_api_key", None)
+    return KbSearcher(
+        config.database_url,
+        getattr(config, "kb_embeddings", "minilm"),
+        getattr(config, "kb_embeddings_url", None) or getattr(config, "openai_base_url", None),
+        key.get_secret_value() if key is not None and hasattr(key, "get_secret_value") else key,
+    )
 
 
 def build_worker(

@@ -55,6 +55,7 @@ COMMANDS: dict[str, Lazy] = {
         "journey_app",
         "Journeys: one person's calls of one flow, with follow-ups and callbacks.",
     ),
+    "kb": Lazy("ringflow.cli.kb", "kb_app", "Knowledge bases: ingest a flow's documents, search them."),
     "dev": Lazy(
         "ringflow.cli.ops",
         "dev",

@@ -63,6 +63,7 @@ from ringflow.settings import Settings, get_settings
 from ringflow.simulation.device import ScriptedDeviceLink
 from ringflow.simulation.jobs import ScriptedJobs, after_turn
 from ringflow.simulation.kill_points import Killed, kill_hooks
+from ringflow.simulation.knowledge import SIM_DATABASES, ingest_for_script
 from ringflow.simulation.local_dispatch import LOCAL
 from ringflow.simulation.phone import LINES, PhoneLine, answered, inbound_room, phone_line
 from ringflow.simulation.scripted_llm import LANE_HEADER, ScriptedLLM
@@ -175,15 +176,19 @@ async def environment(
         )
         # so do dispatch_agent (lost agents come back here) and the dial activities (each
         # script's phone line)
-        async with build_worker(
-            client,
-            settings,
-            task_queue=task_queue,
-            dispatcher=dispatcher or LOCAL,
-            telephony=telephony or LINES,
-            recorder=LINES,
-        ):
-            yield client, task_queue, llm, stack
+        SIM_DATABASES[task_queue] = settings.database_url  # scripts' knowledge bases go there
+        try:
+            async with build_worker(
+                client,
+                settings,
+                task_queue=task_queue,
+                dispatcher=dispatcher or LOCAL,
+                telephony=telephony or LINES,
+                recorder=LINES,
+            ):
+                yield client, task_queue, llm, stack
+        finally:
+            SIM_DATABASES.pop(task_queue, None)
     finally:
         await llm.stop()
         if stack is not None:
@@ -276,6 +281,7 @@ async def run_script(
     room = inbound_room() if inbound and script.dial is None else None
     call_id = call_id_for_room(room) if room is not None else call_id
     refused: list[dict[str, Any]] = []
+    await ingest_for_script(flow_path, task_queue)  # the flow's knowledge: simulation/knowledge.py
     jobs = ScriptedJobs(call_id, script.jobs)
     PRIVATE_ALLOWED[call_id] = allowed_networks(script.allow_private)
     try:
