@@ -40,24 +40,44 @@ def tracing_configured(env: dict[str, str] | None = None) -> bool:
     return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 
 
+OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}
+
+
 def exporters() -> list[Any]:
     """The span exporters ``OTEL_TRACES_EXPORTER`` names (``otlp`` when only an endpoint is
-    set), resolved as the SDK's own auto-configuration does: entry points of the
+    set), resolved as the SDK's own auto-configuration resolves them: entry points of the
     ``opentelemetry_traces_exporter`` group, ``otlp`` mapped to gRPC or HTTP by
-    ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``/``OTEL_EXPORTER_OTLP_PROTOCOL``. Each exporter then
-    reads its own ``OTEL_EXPORTER_OTLP_*`` (endpoint, headers, timeout, certificates)."""
-    from opentelemetry.sdk._configuration import (
-        _get_exporter_entry_point,
-        _get_exporter_names,
-        _import_exporters,
-    )
+    ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``/``OTEL_EXPORTER_OTLP_PROTOCOL`` (gRPC by default).
+    Read through the public entry-point API rather than the SDK's private helpers, which may
+    change in any release. Each exporter then reads its own ``OTEL_EXPORTER_OTLP_*``
+    (endpoint, headers, timeout, certificates). ``ValueError`` names an exporter no installed
+    package provides."""
+    from importlib.metadata import entry_points
 
-    if os.environ.get("OTEL_TRACES_EXPORTER", "").strip():
-        names = _get_exporter_names("traces")
-    else:  # the spec's default, where only an endpoint turned tracing on
-        names = [_get_exporter_entry_point("otlp", "traces")]
-    classes, _, _ = _import_exporters(names, [], [])
-    return [cls() for cls in classes.values()]
+    raw = os.environ.get("OTEL_TRACES_EXPORTER", "").strip() or "otlp"
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "grpc"
+    ).strip()
+    found = {ep.name: ep for ep in entry_points(group="opentelemetry_traces_exporter")}
+    out: list[Any] = []
+    for name in (n.strip() for n in raw.split(",")):
+        if not name or name == "none":
+            continue
+        if name == "otlp":
+            if protocol not in OTLP_BY_PROTOCOL:
+                raise ValueError(
+                    f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not one of {', '.join(OTLP_BY_PROTOCOL)}"
+                )
+            name = OTLP_BY_PROTOCOL[protocol]
+        if name not in found:
+            raise ValueError(
+                f"OTEL_TRACES_EXPORTER names {name!r}, which no installed package provides "
+                f"(installed: {', '.join(sorted(found)) or 'none'})"
+            )
+        out.append(found[name].load()())
+    return out
 
 
 class RedactingExporter:

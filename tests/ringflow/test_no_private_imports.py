@@ -27,6 +27,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     # uses for replies it starts itself); set on our Agent subclass, with livekit-agents
     # pinned below 1.9 in pyproject.toml (see FlowAgent.set_interruptible).
     ("ringflow.agents.flow_agent", "self._allow_interruptions"): "no public API in livekit-agents 1.8",
+    # The script's exit past the Temporal SDK's Tokio threads (ringflow.cli.entry_point,
+    # temporalio/sdk-python#300): os._exit is documented API despite its underscore, and
+    # atexit has no public way to run the handlers other libraries registered (OpenTelemetry's
+    # span flush, multiprocessing's children) before leaving without finalizing.
+    ("ringflow.cli.run", "os._exit"): "documented; the only exit that skips finalization",
+    ("ringflow.cli.run", "atexit._run_exitfuncs"): "no public way to run the exit handlers early",
 }
 
 
