@@ -100,16 +100,23 @@ class Extractor:
         read and parsed) takes the event loop for 50 ms on an idle machine and 0.4-1 s on a
         loaded one, and a client per extraction held every other activity and workflow task
         of the worker that long. The simulator runs its agents on that loop too: their
-        heartbeats stopped and the simulator's agent timeout took a healthy agent for lost."""
+        heartbeats stopped and the simulator's agent timeout took a healthy agent for lost.
+
+        Its HTTP client is the SDK's plain default one, not the wrapper the SDK builds itself:
+        that wrapper's ``__del__`` schedules its ``aclose()`` on whatever loop is running when
+        it is collected, and a worker's extractor collected after its loop closed (a process
+        that runs one worker after another: the simulator, the tests) left a failed task whose
+        "exception was never retrieved" was logged into another command's output."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._client[0] is not loop:  # a client is bound to its loop
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
             client = AsyncOpenAI(
                 base_url=self.base_url,
                 api_key=self.api_key,
                 max_retries=0,  # Temporal retries the activity
                 timeout=30,
+                http_client=DefaultAsyncHttpxClient(timeout=30),
             )
             self._client = (loop, client)
         return self._client[1]

@@ -22,11 +22,17 @@ flow_app = typer.Typer(help="Validate, inspect and import conversation flows.", 
 
 
 def _versions() -> Any:
-    """Published versions a subflow node may use (NAME@VERSION), read only if one does."""
-    from ringflow.activities.flow_store import version_source
-    from ringflow.settings import get_settings
+    """Published versions a subflow node may use (NAME@VERSION), read only if one does: the
+    store (SQLAlchemy, the activities package) is imported at the first such reference, so
+    ``flow validate`` of a flow of files stays as light as ever (tests/ringflow/test_cli_startup.py)."""
 
-    return version_source(get_settings().database_url)
+    def read(ref: str) -> Any:
+        from ringflow.activities.flow_store import version_source
+        from ringflow.settings import get_settings
+
+        return version_source(get_settings().database_url)(ref)
+
+    return read
 
 
 def _report_or_exit(path: Path) -> ValidationReport:
