@@ -504,10 +504,10 @@ async def _run_script(
         report_verdict(run.controller, verdict, reason=SIMULATED_AMD, speech_s=1.2, delay_s=0.4)
         if machine:
             await run.controller.on_machine(verdict)
-    if audio:
-        result.voice = voice_report()
     if stack is not None:
         result._voiced = flow  # the result reports what production would have used (_finish)
+    if audio:
+        result.voice = voice_report()
         return await _run_audio(
             result,
             script,
