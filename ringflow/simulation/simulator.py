@@ -627,6 +627,11 @@ async def _run_audio(
     while i < len(script.turns) and not run.controller.ended:
         turn = script.turns[i]
         if not real_llm:
+            # A turn is over for the caller once the agent's reply starts playing, which may be
+            # a transition's speech while the model's answer to the call's result is still to
+            # be asked for (after an action node runs): that answer is the turn's too.
+            if i > 0:
+                await lane.followups_taken(REPLY_TIMEOUT_S)
             lane.replace_replies([t.llm for t in script.turns[i:] if t.llm is not None])
         line = lines[-1]
         caller = Caller(voice, line)
