@@ -33,6 +33,7 @@ from ringflow.agents.device_tools import offer
 from ringflow.agents.jobs import offer_cancel
 from ringflow.agents.listen import apply_listen
 from ringflow.agents.metrics import observe_tool_call
+from ringflow.agents.voice import VoiceControl
 from ringflow.callflow.effects import SetNode, ToolSpec
 from ringflow.callflow.end_reasons import EndReason
 from ringflow.contract.supervision import SUPERVISOR_MARK
@@ -179,6 +180,7 @@ class LiveKitPort:
         # async (topic, payload) -> None: a LiveKit data message to the room; unset in text mode
         self.data_sender: Any = None
         self.published: list[tuple[str, bytes]] = []  # what went to the room (simulation, tests)
+        self.voice: VoiceControl | None = None  # the flow's voice settings, node by node (agents/voice.py)
         session.on("function_tools_executed", self._tools_executed)
 
     async def heard_keys(self, digits: str) -> None:
@@ -233,6 +235,8 @@ class LiveKitPort:
         eff = offer_cancel(self.agent.controller, eff)  # cancel_jobs, while a cancellable group runs
         self.agent.set_interruptible(eff.allow_interrupt)
         apply_listen(self.agent, eff.listen)
+        if self.voice is not None:
+            self.voice.apply(self.agent, eff.node)
         await self.agent.update_instructions(eff.prompt)
         await self.agent.update_tools([build_tool(t, self.agent.controller) for t in eff.tools])
         if eff.context == "reset":

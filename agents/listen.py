@@ -56,6 +56,9 @@ def apply_listen(agent: Any, mode: ListenMode) -> None:
 
 
 def _session_turn_detection(agent: Any) -> Any:
+    asked = getattr(agent, "voice_turn_detection", None)  # the node's voice.turn_detection
+    if asked is not None:
+        return asked
     try:
         return agent.session.turn_detection
     except RuntimeError:  # not running yet: nothing was switched on it

@@ -35,6 +35,7 @@ from ringflow.agents.logcontext import bind_call
 from ringflow.agents.outbox import Outbox, ReceiverGone
 from ringflow.agents.signals import workflow_sender
 from ringflow.agents.supervised import SUPERVISOR_POLL_S, SupervisorFeed
+from ringflow.agents.voice import VoiceControl, VoiceStack
 from ringflow.callflow.effects import Effect, EndCall, SetNode
 from ringflow.callflow.jobs import JOBS_PREFIX
 from ringflow.contract.events import Turn
@@ -202,6 +203,7 @@ async def attach_agent(
     warn_unleased: bool = True,
     journal: Any = None,
     supervisor_poll_s: float = SUPERVISOR_POLL_S,
+    voice: VoiceStack | None = None,
 ) -> AgentRun:
     """Attach ``agent_id`` to the call and start serving it, traced and timed: attach/resume
     time is what a resumed caller waits through.
@@ -216,7 +218,9 @@ async def attach_agent(
     ``journal`` (a Redis client) keep one agent per call and its queued events in Redis
     (``lease_fresh_s``: how long a lease check holds; ``warn_unleased``: say so when there
     is no lease); ``supervisor_poll_s`` (0: none) is how often the call's supervision is read
-    (``agents/supervised.py``; ``AgentRun.supervisors.poll`` reads it at once)."""
+    (``agents/supervised.py``; ``AgentRun.supervisors.poll`` reads it at once);
+    ``voice`` builds what the flow's ``voice:`` settings name (``agents/voice.py``:
+    without it the session keeps what ``session_factory`` gave it)."""
     started = time.perf_counter()
     # The call's trace (agents/call_trace.py; None with tracing off) is the current context
     # for everything started here: the session's and the outbox's tasks take it along, so
@@ -248,6 +252,7 @@ async def attach_agent(
                 journal,
                 span,
                 supervisor_poll_s,
+                voice,
             ),
         )
         span.set_attribute("ringflow.resumed", run.resumed)
@@ -281,6 +286,7 @@ class _Options:
     journal: Any
     span: Any  # the attach's span: current while the attach updates go
     supervisor_poll_s: float
+    voice: VoiceStack | None = None
 
 
 async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options) -> AgentRun:
@@ -349,6 +355,13 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
     agent = FlowAgent(controller, first, chat_context(snap.transcript_tail, since))
     session = session_factory(snap)
     port = LiveKitPort(session, agent, close=close_room)
+    room_options: Any = None
+    if o.voice is not None:  # the first node's voice, set before the session starts
+        port.voice = VoiceControl(o.voice, snap.definition.flow, session)
+        port.voice.apply(agent, controller.node)
+        asked = snap.definition.flow.voice
+        if room is not None and asked is not None:
+            room_options = o.voice.room_options(asked.noise_cancellation)
     controller.bind(port)
     empty_speech = EmptySpeechWatch(controller, agent)
     run = AgentRun(
@@ -389,7 +402,12 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
     session.on("user_state_changed", on_barge_in)
     if idle_from_session:
         session.on("user_state_changed", on_user_state)
-    await session.start(agent, room=room) if room is not None else await session.start(agent)
+    if room is None:
+        await session.start(agent)
+    elif room_options is not None:
+        await session.start(agent, room=room, room_options=room_options)
+    else:
+        await session.start(agent, room=room)
     loop = asyncio.get_running_loop()
     if heartbeat_s > 0:
         run.tasks.append(loop.create_task(_heartbeat(run, heartbeat_s, lease)))

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ringflow.callflow.journey import FollowUp, JourneySpec
 from ringflow.callflow.knowledge import KnowledgeSearch, KnowledgeSource
 from ringflow.callflow.mcp_spec import McpPinned, McpRef, McpServer
+from ringflow.callflow.voice import VoiceSettings
 
 FLOW_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 NODE_ID_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -434,6 +435,7 @@ class Node(Strict):
     # inputs (templates rendered in the calling flow's values); its end goes to transition_to
     use: str | None = Field(None, min_length=1, max_length=300)
     inputs: dict[str, Any] = {}
+    voice: VoiceSettings | None = None  # over the flow's voice, key by key (callflow/voice.py)
 
 
 class Flow(Strict):
@@ -451,6 +453,7 @@ class Flow(Strict):
     knowledge: list[KnowledgeSource] = Field([], max_length=200)  # `ringflow kb ingest` reads these
     start: str | None = None
     journey: JourneySpec | None = None  # calls of one person joined in a journey
+    voice: VoiceSettings | None = None  # the speech stack and turn taking (callflow/voice.py)
     nodes: dict[str, Node] = Field(min_length=1)
 
     @property

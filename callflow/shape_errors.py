@@ -22,6 +22,7 @@ def _field_names(model: type[BaseModel]) -> list[str]:
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The model whose keys an error at ``loc`` is about (for 'did you mean' hints)."""
     from ringflow.callflow import model as m
+    from ringflow.callflow import voice as v
 
     tail = [p for p in loc if isinstance(p, str)]
     if not tail:
@@ -44,6 +45,13 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         "variables": m.Variable,
         "nodes": m.Node,
         "global": m.GlobalNode,
+        "voice": v.VoiceSettings,
+        "tts": v.TtsChoice,
+        "stt": v.SttChoice,
+        "llm": v.LlmChoice,
+        "endpointing": v.Endpointing,
+        "interruption": v.Interruption,
+        "background_audio": v.BackgroundAudio,
     }
     if len(tail) >= 3 and tail[-3] in ("nodes", "variables"):
         return by_parent[tail[-3]]

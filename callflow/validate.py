@@ -48,6 +48,7 @@ from ringflow.callflow.validate_knowledge import check_knowledge_entry, check_kn
 from ringflow.callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 from ringflow.callflow.validate_recording import check_recording
 from ringflow.callflow.validate_subflows import check_subflow_node
+from ringflow.callflow.validate_voice import check_voice
 
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 _LLM_NODE_ONLY = (
@@ -59,6 +60,7 @@ _LLM_NODE_ONLY = (
     "post_actions",
     "context",
     "listen",
+    "voice",
 )
 
 
@@ -573,6 +575,7 @@ class _Checker(GateChecks):
         check_knowledge_sources(self, flow)
         check_recording(self, flow)
         check_analysis(self, flow)
+        check_voice(self, flow)
         if self.judge_graph:
             self.check_graph()
             self.check_gate_waits()

@@ -32,6 +32,7 @@ from ringflow.agents.livekit_api import call_id_for_room, close_room, parse_job_
 from ringflow.agents.livekit_device import watch_device
 from ringflow.agents.livekit_sip import ANNOUNCED
 from ringflow.agents.runner import attach_agent
+from ringflow.agents.voice_providers import ProviderStack
 from ringflow.callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
 from ringflow.contract.journey import JoinRequest
@@ -105,12 +106,15 @@ def is_phone_call(room: rtc.Room) -> bool:
     return any(p.kind == rtc.ParticipantKind.PARTICIPANT_KIND_SIP for p in room.remote_participants.values())
 
 
-def real_llm_of(settings: Settings) -> Any:
-    """The model the settings name, on the OpenAI-compatible server they name."""
+def real_llm_of(settings: Settings, **options: Any) -> Any:
+    """The model the settings name, on the OpenAI-compatible server they name (``options``:
+    the plugin's, e.g. a flow voice's ``temperature``)."""
     from livekit.plugins import openai as lk_openai
 
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    return lk_openai.LLM(model=settings.llm_model, client=shared_openai_client(settings.openai_base_url, key))
+    return lk_openai.LLM(
+        model=settings.llm_model, client=shared_openai_client(settings.openai_base_url, key), **options
+    )
 
 
 def make_session(settings: Settings, snap: Snapshot, vad: Any = None, *, phone: bool = False) -> AgentSession:
@@ -171,6 +175,10 @@ async def entrypoint(ctx: JobContext) -> None:
 
         journal = Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
         lease = AgentLease(journal, ttl_s=settings.call_agent_timeout_s)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    voice = ProviderStack(
+        settings.llm_model, client=shared_openai_client(settings.openai_base_url, key), room=ctx.room
+    )
     try:
         run = await attach_agent(
             client,
@@ -185,6 +193,7 @@ async def entrypoint(ctx: JobContext) -> None:
             session_factory=lambda snap: make_session(
                 settings, snap, ctx.proc.userdata.get("vad"), phone=is_phone_call(ctx.room)
             ),
+            voice=voice,  # the flow's voice: settings, node by node (agents/voice.py)
         )
     except LeaseHeld as exc:  # a duplicate dispatch: the call already has a live agent
         log.warning("not joining: %s", exc)
@@ -228,6 +237,7 @@ async def entrypoint(ctx: JobContext) -> None:
         ctx.shutdown(f"replaced by another agent: {run.left_why}")
         return
     await run.close()
+    await voice.aclose()
     ctx.shutdown("call ended")
 
 

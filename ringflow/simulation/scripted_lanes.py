@@ -239,6 +239,21 @@ class Lane:
                 continue
         return got
 
+    async def followups_taken(self, timeout: float) -> bool:
+        """Wait until the agent has asked for the rest of the reply being played (the steps
+        after a function call: its answer to the call's result), False after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self.followups:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            event = self._changed  # set after each request is answered
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except TimeoutError:
+                return False
+        return True
+
     # serving (the server calls these)
     def _notify(self) -> None:
         event, self._changed = self._changed, asyncio.Event()

@@ -35,7 +35,7 @@ from typing import Any
 
 from livekit.agents import Agent, AgentSession
 from livekit.plugins import openai as lk_openai
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 from temporalio.client import Client
 from temporalio.converter import PayloadCodec
 from temporalio.runtime import Runtime
@@ -55,6 +55,7 @@ from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.journey import JourneyStart
 from ringflow.callflow.loader import load_flow
+from ringflow.callflow.voice import LlmChoice
 from ringflow.codec import ephemeral_codec
 from ringflow.contract.updates import Snapshot
 from ringflow.devstack import DevStack, free_port
@@ -69,6 +70,7 @@ from ringflow.simulation.phone import LINES, PhoneLine, answered, inbound_room, 
 from ringflow.simulation.scripted_llm import LANE_HEADER, ScriptedLLM
 from ringflow.simulation.scripts import ScriptError, check, kill_turn_problem, load_script
 from ringflow.simulation.supervisor import play_supervisor
+from ringflow.simulation.voice_stack import SimulatedStack, production_voice
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import CallHandle, start_call, workflow_id
 from ringflow.workflows.worker import build_worker
@@ -113,10 +115,12 @@ class SimulationResult(BaseModel):
     allow_private: list[str] = []
     # audio (``--audio``): each turn as the caller lived it (ringflow/simulation/audio/player.py)
     timings: list[dict[str, Any]] = []
-    # audio: the offline stack that ran, and what production would have used (the settings')
+    # audio: the offline stack that ran, and what production would have used (the settings');
+    # a flow with ``voice:`` settings: also ``by_node``, what they name on each node it went through
     voice: dict[str, Any] | None = None
     # supervisor turns after which the agent's and the workflow's engines held other states
     diverged: list[str] = []
+    _voiced: Any = PrivateAttr(None)  # the flow, when it has voice settings
 
 
 def flows_dir_with(configured: str | None, scripts: list[Path]) -> str:
@@ -442,15 +446,28 @@ async def _run_script(
         LOCAL.forget(call_id)
         return _finish(result, script, await asyncio.wait_for(handle.handle.result(), TURN_TIMEOUT_S))
 
-    def session_factory(snap: Snapshot) -> AgentSession:
+    def llm_of(choice: LlmChoice | None = None) -> Any:
+        """The call's model: the scripted one (or the settings' real one), with a flow
+        voice's temperature (and, real, its model)."""
+        options: dict[str, Any] = {}
+        if choice is not None and choice.temperature is not None:
+            options["temperature"] = choice.temperature
         if real_llm:
-            model = real_llm_of(get_settings())
-        else:
-            model = lk_openai.LLM(
-                model="scripted",
-                client=shared_openai_client(llm.base_url, "scripted"),
-                extra_headers={"X-Ringflow-Script": call_id},
-            )
+            settings = get_settings()
+            if choice is not None and choice.model:
+                settings = settings.model_copy(update={"llm_model": choice.model})
+            return real_llm_of(settings, **options)
+        options["extra_headers"] = {"X-Ringflow-Script": call_id}
+        return lk_openai.LLM(
+            model="scripted", client=shared_openai_client(llm.base_url, "scripted"), **options
+        )
+
+    flow = definition.flow
+    voiced = flow.voice is not None or any(n.voice is not None for n in flow.nodes.values())
+    stack = SimulatedStack(llm_of, audio=audio, phrases=phrases) if voiced else None
+
+    def session_factory(snap: Snapshot) -> AgentSession:
+        model = llm_of()
         if audio:
             from ringflow.simulation.audio.stack import audio_session
 
@@ -474,6 +491,7 @@ async def _run_script(
             answer_pending=False,  # the simulator replays the killed turn
             heartbeat_s=DISPATCH_AGENT_TIMEOUT_S / 4 if dispatches else 0,
             warn_unleased=False,  # the simulator starts each agent once the one before is dead
+            voice=stack,  # the flow's voice settings, on the offline stack
         )
         if device is not None:
             await device.join(run.controller)
@@ -486,6 +504,8 @@ async def _run_script(
         report_verdict(run.controller, verdict, reason=SIMULATED_AMD, speech_s=1.2, delay_s=0.4)
         if machine:
             await run.controller.on_machine(verdict)
+    if stack is not None:
+        result._voiced = flow  # the result reports what production would have used (_finish)
     if audio:
         result.voice = voice_report()
         return await _run_audio(
@@ -607,6 +627,11 @@ async def _run_audio(
     while i < len(script.turns) and not run.controller.ended:
         turn = script.turns[i]
         if not real_llm:
+            # A turn is over for the caller once the agent's reply starts playing, which may be
+            # a transition's speech while the model's answer to the call's result is still to
+            # be asked for (after an action node runs): that answer is the turn's too.
+            if i > 0:
+                await lane.followups_taken(REPLY_TIMEOUT_S)
             lane.replace_replies([t.llm for t in script.turns[i:] if t.llm is not None])
         line = lines[-1]
         caller = Caller(voice, line)
@@ -660,6 +685,8 @@ async def _run_audio(
 
 def _finish(result: SimulationResult, script: Any, record: Any) -> SimulationResult:
     result.path = record.path
+    if result._voiced is not None:
+        result.voice = {**(result.voice or {}), "by_node": production_voice(result._voiced, record.path)}
     result.end_reason = record.end_reason
     result.disposition = record.disposition
     result.variables = record.variables

@@ -104,3 +104,21 @@ async def test_an_inbound_caller_interrupting_the_greeting_is_heard(audio_env: A
     first = result.timings[0]
     assert first["interrupted"] is True
     assert first["heard"] == "sorry is this the hotel"
+
+
+async def test_a_flows_voice_settings_run_on_real_audio_and_say_what_production_would_use(
+    audio_env: Any,
+) -> None:
+    """The flow's TTS is a failover list (a FallbackAdapter over two espeak-ng voices here):
+    the caller is heard, the barge-in stops it, and the result names, per node, the providers
+    production would have used."""
+    result = await call(audio_env, "voiced_barge_in")
+    assert result.ok, result.failures
+    assert result.timings[1]["interrupted"] is True
+    assert 0 < result.timings[1]["barge_in_stop_ms"] < 5000
+    assert result.voice is not None and result.voice["ran"]["tts"] == "espeak-ng"
+    by_node = result.voice["by_node"]
+    assert [t["provider"] for t in by_node["welcome"]["tts"]] == ["cartesia", "openai"]
+    assert by_node["welcome"]["stt"][0]["keywords"] == ["Grand Harbour"]
+    assert by_node["done"]["tts"] == [{"provider": "openai", "voice": "alloy"}]
+    assert by_node["done"]["endpointing"] == {"min_delay_s": 0.3, "max_delay_s": 2.0}  # the flow's

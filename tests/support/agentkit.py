@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +79,8 @@ class TextCall:
     runs: list[AgentRun] = field(default_factory=list)
     speeches: list[Speech] = field(default_factory=list)
     turn_no: int = 0
+    # builds each agent's voice stack (``attach_agent(voice=...)``) for this call
+    voice: Callable[[TextCall], Any] | None = None
 
     # --- the agent --------------------------------------------------------------------
     @property
@@ -93,14 +95,19 @@ class TextCall:
     def session(self) -> AgentSession:
         return self.run.session
 
-    def session_factory(self, snap: Snapshot) -> AgentSession:
-        """The session ``attach_agent`` starts: the OpenAI plugin on this call's lane."""
-        model = lk_openai.LLM(
+    def scripted_model(self, **options: Any) -> lk_openai.LLM:
+        """The OpenAI plugin on this call's lane (``options``: the plugin's, e.g. temperature)."""
+        return lk_openai.LLM(
             model="scripted",
             base_url=self.llm.base_url,
             api_key="scripted",
             extra_headers={LANE_HEADER: self.call.call_id},
+            **options,
         )
+
+    def session_factory(self, snap: Snapshot) -> AgentSession:
+        """The session ``attach_agent`` starts: the OpenAI plugin on this call's lane."""
+        model = self.scripted_model()
         session: AgentSession = AgentSession(llm=model, user_away_timeout=None)
 
         def on_speech(ev: SpeechCreatedEvent) -> None:
@@ -124,6 +131,7 @@ class TextCall:
                 "heartbeat_s": 0,
                 "own_max_duration": False,
             }
+            | ({"voice": self.voice(self)} if self.voice is not None else {})
             | options,
         )
         self.runs.append(run)
@@ -205,6 +213,7 @@ async def text_call(
     definition: FlowDefinition | None = None,
     variables: dict[str, Any] | None = None,
     agent: dict[str, Any] | None = None,
+    voice: Callable[[TextCall], Any] | None = None,
     **fields: Any,
 ) -> AsyncIterator[TextCall]:
     """Start a call (a worker must be polling ``task_queue``) and attach an agent to it
@@ -219,7 +228,7 @@ async def text_call(
     handle = await start_call(
         client, definition, task_queue=task_queue, call_id=call_id, variables=variables or {}, **fields
     )
-    tc = TextCall(client, handle, llm, lane, definition)
+    tc = TextCall(client, handle, llm, lane, definition, voice=voice)
     try:
         await tc.attach(**(agent or {}))
         yield tc

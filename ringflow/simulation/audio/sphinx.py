@@ -79,7 +79,8 @@ def decode(pcm: bytes, grammar: str | None) -> str:
 
 def serve() -> None:
     """The worker's loop (``python -m ringflow.simulation.audio.sphinx``): a JSON header line
-    ``{"n": BYTES, "g": GRAMMAR}`` then the audio on stdin; a JSON line ``{"text": ...}`` out."""
+    ``{"id": N, "n": BYTES, "g": GRAMMAR}`` then the audio on stdin; a JSON line
+    ``{"id": N, "text": ...}`` out."""
     import sys
 
     _decoder(None)  # the acoustic model, loaded before the first utterance
@@ -89,17 +90,23 @@ def serve() -> None:
     for header in src:
         ask = json.loads(header)
         pcm = src.read(ask["n"])
-        out.write(json.dumps({"text": decode(pcm, ask.get("g"))}) + "\n")
+        out.write(json.dumps({"id": ask.get("id"), "text": decode(pcm, ask.get("g"))}) + "\n")
         out.flush()
 
 
 class SphinxWorker:
-    """One decoder process, one utterance at a time."""
+    """One decoder process, one utterance at a time.
+
+    Each request carries a number the answer echoes: a decode cancelled after its audio was
+    sent (the call ended, livekit dropped the utterance) leaves its answer in the pipe, and
+    the next request, another call's perhaps, must skip it rather than take it for its own
+    (which shifted every later transcript of the process by one utterance)."""
 
     def __init__(self) -> None:
         self.proc: asyncio.subprocess.Process | None = None
         self.lock = asyncio.Lock()
         self.ready: asyncio.Task[None] | None = None
+        self.sent = 0  # the last request's number
 
     def start(self) -> None:
         if self.ready is None:
@@ -123,12 +130,17 @@ class SphinxWorker:
             await self.ready
             proc = self.proc
             assert proc is not None and proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps({"n": len(pcm), "g": grammar}).encode() + b"\n" + pcm)
+            self.sent += 1
+            ask = self.sent
+            proc.stdin.write(json.dumps({"id": ask, "n": len(pcm), "g": grammar}).encode() + b"\n" + pcm)
             await proc.stdin.drain()
-            line = await proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the pocketsphinx worker exited")
-        return str(json.loads(line)["text"])
+            while True:
+                line = await proc.stdout.readline()
+                if not line:
+                    raise RuntimeError("the pocketsphinx worker exited")
+                answer = json.loads(line)
+                if answer.get("id") == ask:  # an earlier, cancelled request's answer: skipped
+                    return str(answer["text"])
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.returncode is None:

@@ -1,0 +1,158 @@
+"""A flow's ``voice:`` block and a node's own: what validation refuses (where, why, with a
+"did you mean"), how a node's settings lie over the flow's, and that the provider lists are
+livekit-agents' own."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import pytest
+
+from ringflow.callflow.loader import validate_data
+from ringflow.callflow.voice import STT_PROVIDERS, TTS_PROVIDERS, VoiceSettings, voice_for
+from tests.support.engine_flows import agent, end, flow, go
+
+FLOW_VOICE: dict[str, Any] = {
+    "tts": [
+        {"provider": "cartesia", "model": "sonic-2", "voice": "abc", "language": "en"},
+        {"provider": "openai"},
+    ],
+    "stt": {"provider": "deepgram", "model": "nova-3", "language": "en", "keywords": ["Ringflow"]},
+    "llm": {"model": "gpt-4.1-mini", "temperature": 0.3},
+    "turn_detection": "model",
+    "endpointing": {"min_delay_s": 0.4, "max_delay_s": 2.5},
+    "interruption": {"min_duration_s": 0.5, "min_words": 1},
+    "background_audio": {"thinking": "keyboard", "ambient": "office"},
+    "noise_cancellation": "telephony",
+}
+
+
+def voiced(flow_voice: Any = None, **node_voice: Any) -> dict[str, Any]:
+    greet = agent(go("done", "bye"), **({"voice": node_voice} if node_voice else {}))
+    top = {"voice": flow_voice} if flow_voice is not None else {}
+    return flow({"greet": greet, "bye": end()}, **top)
+
+
+def errors(data: dict[str, Any]) -> list[str]:
+    report = validate_data(data)
+    return [str(e) for e in report.errors]
+
+
+def test_the_spec_example_validates_and_a_single_provider_is_a_list_of_one() -> None:
+    report = validate_data(voiced(FLOW_VOICE, tts={"provider": "rime", "model": "mistv2"}))
+    assert report.ok, report.errors
+    assert report.definition is not None
+    fv = report.definition.flow.voice
+    assert fv is not None and fv.stt is not None and fv.tts is not None
+    assert [c.provider for c in fv.tts] == ["cartesia", "openai"] and len(fv.stt) == 1
+    assert fv.stt[0].keywords == ["Ringflow"]
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "says"),
+    [
+        (voiced({"ttts": [{"provider": "openai"}]}), "voice.ttts", "did you mean 'tts'"),
+        (voiced({"tts": {"provider": "cartesa"}}), "voice.tts.provider", "did you mean 'cartesia'"),
+        (voiced({"stt": {"provider": "dipgram", "model": "nova-3"}}), "voice.stt.provider", "'deepgram'"),
+        (voiced({"stt": {"provider": "deepgram"}}), "voice.stt[0].model", "model: nova-3"),
+        (
+            voiced({"tts": {"provider": "openai", "voise": "alloy"}}),
+            "voice.tts.voise",
+            "did you mean 'voice'",
+        ),
+        (voiced({"endpointing": {"min_delay": 0.4}}), "voice.endpointing.min_delay", "'min_delay_s'"),
+        (
+            voiced({"endpointing": {"min_delay_s": 2, "max_delay_s": 1}}),
+            "voice.endpointing",
+            "below min_delay_s",
+        ),
+        (voiced({"interruption": {"min_word": 2}}), "voice.interruption.min_word", "'min_words'"),
+        (voiced({"turn_detection": "vda"}), "voice.turn_detection", "'model' or 'vad'"),
+        (
+            voiced({"background_audio": {"thinking": "keybord"}}),
+            "voice.background_audio.thinking",
+            "'keyboard'",
+        ),
+        (voiced({"background_audio": {"ambient": "ofice"}}), "voice.background_audio.ambient", "'office'"),
+        (voiced({"noise_cancellation": "krisp"}), "voice.noise_cancellation", "'telephony' or 'none'"),
+        (voiced({"llm": {"temperature": 3}}), "voice.llm.temperature", "less than or equal to 2"),
+        (
+            voiced(None, noise_cancellation="telephony"),
+            "nodes.greet.voice.noise_cancellation",
+            "flow's voice",
+        ),
+        (voiced(None, tts={"provider": "elevenlab"}), "nodes.greet.voice.tts.provider", "one of openai"),
+        (voiced(None, sst={"provider": "openai"}), "nodes.greet.voice.sst", "did you mean 'stt'"),
+        (voiced({"tts": [{"provider": "openai"}, {"provider": "rimme"}]}), "voice.tts[1].provider", "'rime'"),
+    ],
+)
+def test_bad_voice_settings_are_refused_saying_where_and_why(
+    data: dict[str, Any], path: str, says: str
+) -> None:
+    found = errors(data)
+    assert any(e.startswith(path) and says in e for e in found), found
+
+
+def test_a_gate_node_has_no_voice_and_an_end_node_does_not_listen() -> None:
+    data = flow(
+        {
+            "route": {"type": "gate", "branches": [], "default": "bye", "voice": {"turn_detection": "vad"}},
+            "bye": end(voice={"endpointing": {"min_delay_s": 0.2}, "tts": {"provider": "openai"}}),
+        }
+    )
+    report = validate_data(data)
+    assert any(str(e).startswith("nodes.route.voice") and "gate node" in str(e) for e in report.errors)
+    assert any(str(w).startswith("nodes.bye.voice") and "does not listen" in str(w) for w in report.warnings)
+
+
+def test_a_failover_to_the_same_provider_is_pointed_out() -> None:
+    report = validate_data(voiced({"tts": [{"provider": "openai"}, {"provider": "openai"}]}))
+    assert report.ok
+    assert any(str(w).startswith("voice.tts[1]") for w in report.warnings), report.warnings
+
+
+def test_a_nodes_voice_lies_over_the_flows_key_by_key() -> None:
+    base = VoiceSettings.model_validate(FLOW_VOICE)
+    own = VoiceSettings.model_validate(
+        {"tts": {"provider": "openai", "voice": "nova"}, "turn_detection": "vad"}
+    )
+    merged = voice_for(base, own)
+    assert merged.tts is not None and [(c.provider, c.voice) for c in merged.tts] == [("openai", "nova")]
+    assert merged.turn_detection == "vad"
+    assert merged.stt == base.stt and merged.endpointing == base.endpointing  # the flow's, untouched
+    # the small blocks field by field: a node naming only min_delay_s keeps the flow's max
+    timing = VoiceSettings.model_validate(
+        {"endpointing": {"min_delay_s": 0.1}, "interruption": {"min_words": 3}}
+    )
+    laid = voice_for(base, timing)
+    assert laid.endpointing is not None and laid.interruption is not None
+    assert (laid.endpointing.min_delay_s, laid.endpointing.max_delay_s) == (0.1, 2.5)
+    assert (laid.interruption.min_duration_s, laid.interruption.min_words) == (0.5, 3)
+    assert laid.tts == base.tts
+    assert voice_for(base, None) == base
+    assert voice_for(None, own) == own
+    assert voice_for(None, None) == VoiceSettings()
+
+
+def _providers(literals: Any) -> set[str]:
+    out: set[str] = set()
+    for member in typing.get_args(literals) or (literals,):
+        for name in typing.get_args(member) or ():
+            out.add(str(name).split("/", 1)[0])
+    return out
+
+
+def test_the_providers_are_what_livekit_agents_can_build() -> None:
+    """Every provider but ``openai`` (livekit's plugin) is LiveKit Inference's: the lists in
+    ``callflow/voice.py`` are its model literals' providers, so an upgrade of livekit-agents
+    that adds or drops one fails here."""
+    from livekit.agents.inference import stt as inference_stt
+    from livekit.agents.inference import tts as inference_tts
+
+    assert set(TTS_PROVIDERS) - {"openai"} == _providers(inference_tts.TTSModels)
+    stt_literals = [v for k, v in vars(inference_stt).items() if k.endswith("Models") and k != "STTModels"]
+    found: set[str] = set()
+    for lit in stt_literals:
+        found |= {str(n).split("/", 1)[0] for n in typing.get_args(lit)}
+    assert set(STT_PROVIDERS) == found | {"openai"}
