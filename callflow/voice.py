@@ -63,9 +63,7 @@ class _Strict(BaseModel):
 
 def _known(kind: str, name: _T, known: tuple[str, ...] | list[str]) -> _T:
     if isinstance(name, str) and name not in known:
-        raise ValueError(
-            f"unknown {kind} '{name}'{did_you_mean(name, known)}: one of {', '.join(known)}"
-        )
+        raise ValueError(f"unknown {kind} '{name}'{did_you_mean(name, known)}: one of {', '.join(known)}")
     return name
 
 
@@ -117,9 +115,7 @@ class Endpointing(_Strict):
     def _order(self) -> Endpointing:
         low, high = self.min_delay_s, self.max_delay_s
         if low is not None and high is not None and high < low:
-            raise ValueError(
-                f"max_delay_s ({self.max_delay_s}) is below min_delay_s ({self.min_delay_s})"
-            )
+            raise ValueError(f"max_delay_s ({self.max_delay_s}) is below min_delay_s ({self.min_delay_s})")
         return self
 
 
