@@ -108,3 +108,29 @@ async def test_the_recording_stops_at_a_transfer_and_at_a_voicemail_end(
     file = folder / f"{record.call_id}.ogg"
     assert rec.id in lk.egresses and rec.location == file.as_uri() and file.is_file()
     assert rec.duration_s is not None and abs(ogg_seconds(file.read_bytes()) - rec.duration_s) < 0.1
+
+
+@pytest.mark.timeout(240)
+async def test_an_agent_killed_mid_call_leaves_one_recording_stopped_at_the_end(
+    temporal_server: DevStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent dies during the caller's line and a new one takes the call over: the
+    recording the workflow started when the call went live goes on (no second egress for the
+    new agent), and the workflow stops it once, at the end, with the file covering the call."""
+    path, folder = recorded_script(tmp_path, "outbound_reminder_will_pay.yaml")
+    lines = watch_lines(monkeypatch)
+    flows_dir = str(tmp_path / "outbound_reminder")  # the copy's handlers module
+    async with environment(temporal_server.address, flows_dir=flows_dir) as (client, task_queue, llm, _):
+        result = await run_script(path, client, task_queue, llm, kill_at=0)
+        record = await CallHandle(client, result.call_id).handle.result()
+    assert result.ok, (result.failures, result.error, result.rejected)
+    assert result.kills == 1 and record.end_reason == "completed"
+    (lk,) = lines
+    assert len(lk.calls("StartRoomCompositeEgress")) == 1 and len(lk.egresses) == 1
+    (stop,) = lk.calls("StopEgress")
+    assert stop.status == 200
+    rec = record.recording
+    assert rec is not None and rec.status == "completed", rec
+    file = folder / f"{record.call_id}.ogg"
+    assert rec.location == file.as_uri() and file.is_file()
+    assert rec.duration_s is not None and abs(ogg_seconds(file.read_bytes()) - rec.duration_s) < 0.1
