@@ -30,6 +30,7 @@ from temporalio import activity
 from ringflow.activities import flow_store
 from ringflow.activities.persistence import CallRow, _insert_for
 from ringflow.callflow.canary import CanaryPolicy, Side, SideStats, side_for
+from ringflow.callflow.model import FlowDefinition
 
 CanaryState = Literal["running", "promoted", "rolled_back"]
 
@@ -230,6 +231,21 @@ def resolve_call(database_url: str, ref: str, call_id: str, key: str | None = No
             f"canary {canary.canary_id} names {name}@{version}, which is not published"
         )
     return CallPin(pinned, canary.canary_id, side)
+
+
+def definition_for(
+    database_url: str, ref: str, call_id: str | None = None
+) -> tuple[FlowDefinition, flow_store.PublishedVersion]:
+    """The published definition and version a name reference (``NAME``, ``NAME@VERSION``,
+    ``NAME@CHANNEL``) gives: for a new call (``call_id``) through :func:`resolve_call`, so a
+    running canary picks its side; otherwise plain :func:`flow_store.resolve`. The one
+    resolution the CLI and the API share; ``flow_store.FlowRefError`` if nothing matches."""
+    found = (
+        flow_store.resolve(database_url, ref)
+        if call_id is None
+        else resolve_call(database_url, ref, call_id).version
+    )
+    return flow_store.load_definition(database_url, found.name, found.version), found
 
 
 def side_stats(database_url: str, canary_id: str) -> tuple[SideStats, SideStats]:

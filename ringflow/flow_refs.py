@@ -109,12 +109,7 @@ def load_ref(
     if is_file_ref(ref):
         return flow_store.publish_file(database_url, resolve_file(ref, flows_dir))
     try:
-        found = (
-            flow_store.resolve(database_url, ref)
-            if call_id is None
-            else flow_canaries.resolve_call(database_url, ref, call_id).version
-        )
-        return flow_store.load_definition(database_url, found.name, found.version), found
+        return flow_canaries.definition_for(database_url, ref, call_id)
     except flow_store.FlowRefError as exc:
         raise FlowRefError(str(exc)) from None
 

@@ -34,19 +34,14 @@ def load_ref(
     """The definition and published version a reference names; a file is published first.
     With ``call_id`` (a new call), a channel with a running canary sends the call to the
     candidate or the baseline (``activities.flow_canaries.resolve_call``)."""
-    from ringflow.activities.flow_canaries import resolve_call
-    from ringflow.activities.flow_store import FlowRefError, load_definition, publish_file, resolve
+    from ringflow.activities.flow_canaries import definition_for
+    from ringflow.activities.flow_store import FlowRefError, publish_file
     from ringflow.callflow.errors import FlowError
 
     try:
         if is_file_ref(ref):
             return publish_file(database_url, Path(ref), name)
-        found = (
-            resolve(database_url, ref)
-            if call_id is None
-            else resolve_call(database_url, ref, call_id).version
-        )
-        return load_definition(database_url, found.name, found.version), found
+        return definition_for(database_url, ref, call_id)
     except FileNotFoundError as exc:
         raise fail(str(exc), 2) from None
     except FlowError as exc:
