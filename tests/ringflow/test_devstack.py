@@ -70,6 +70,7 @@ def test_binary_and_command_line(temporal_server: DevStack) -> None:
     pragmas = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--sqlite-pragma"]
     assert pragmas == ["journal_mode=wal", "synchronous=normal"]
     assert "history.transferProcessorMaxPollRPS=1000" in cmd
+    assert 'history.transferProcessorUpdateAckInterval="1s"' in cmd
     assert temporal_server.address == f"127.0.0.1:{temporal_server.port}"
     assert temporal_server.ui_address == f"http://127.0.0.1:{temporal_server.ui_port}"
     assert temporal_server.db_path.is_file()
