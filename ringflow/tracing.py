@@ -185,13 +185,21 @@ def build_provider(
     make_exporters: Callable[[], list[Any]], processor: Callable[[Any], Any] | None = None
 ) -> Any:
     """A tracer provider as the SDK configures one from ``OTEL_*`` (sampler, resource, span
-    limits), each exporter behind the redaction and a batch processor (``OTEL_BSP_*``)."""
+    limits), each exporter behind the redaction and a batch processor (``OTEL_BSP_*``). Its
+    ids are the SDK's random ones, except a campaign child call's root, whose ids the
+    campaign workflow derives (``workflows/trace_ids.py``)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+    from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+
+    from ringflow.workflows.trace_ids import PresetIds
 
     wrap = processor or BatchSpanProcessor
-    provider = TracerProvider(resource=Resource.create(default_resource_attributes()))  # shut down at exit
+    provider = TracerProvider(
+        resource=Resource.create(default_resource_attributes()),
+        id_generator=cast(IdGenerator, PresetIds(RandomIdGenerator())),
+    )  # shut down at exit
     for inner in make_exporters():
         # Duck-typed: it cannot subclass SpanExporter without importing the SDK
         # into every process that imports this module, traced or not.

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.call import CallWorkflow
     from ringflow.workflows.campaign_messages import CampaignInput
     from ringflow.workflows.client import checked_call_input, workflow_id
+    from ringflow.workflows.trace_ids import child_root, under
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 
@@ -29,7 +30,8 @@ RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=time
 def call_input(inp: CampaignInput, c: Claimed) -> Any:
     """The child's input and search attributes, built as ``ringflow call dial`` builds a
     call's (:func:`workflows.client.checked_call_input`); raises FlowError for bad variables.
-    The dial waits for the attempt's slot (``Dial.not_before``), so the call starts ahead."""
+    The dial waits for the attempt's slot (``Dial.not_before``), so the call starts ahead.
+    A traced campaign gives each call a trace of its own (``workflows/trace_ids.py``)."""
     dial = Dial(
         to=c.phone,
         from_number=inp.from_number,
@@ -37,29 +39,34 @@ def call_input(inp: CampaignInput, c: Claimed) -> Any:
         ringing_timeout_s=inp.ringing_timeout_s,
         not_before=c.slot,
     )
-    return checked_call_input(
+    call_inp, attrs = checked_call_input(
         inp.definition,
         c.call_id,
         c.variables,
         {"dial": dial, "campaign_id": inp.campaign_id, "agent_timeout_s": inp.agent_timeout_s}
         | ({"flow_ref": inp.flow_ref} if inp.flow_ref is not None else {}),
     )
+    if carrier := child_root(c.call_id, inp.definition.flow.flow):
+        call_inp = call_inp.model_copy(update={"trace": carrier})
+    return call_inp, attrs
 
 
 async def start_call(
     inp: CampaignInput, c: Claimed, call_inp: Any, attrs: Any
 ) -> ChildWorkflowHandle[Any, Any]:
     """Start the attempt's call; a cancelled campaign abandons it (never cuts it), and its id
-    is started once (``WorkflowAlreadyStartedError`` when it exists)."""
-    return await workflow.start_child_workflow(
-        CallWorkflow.run,
-        call_inp,
-        id=workflow_id(c.call_id),
-        search_attributes=attrs,
-        parent_close_policy=ParentClosePolicy.ABANDON,
-        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id} call",
-    )
+    is started once (``WorkflowAlreadyStartedError`` when it exists). Started under the
+    call's own root span, when it has one."""
+    with under(call_inp.trace):
+        return await workflow.start_child_workflow(
+            CallWorkflow.run,
+            call_inp,
+            id=workflow_id(c.call_id),
+            search_attributes=attrs,
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id} call",
+        )
 
 
 async def outcome_of(handle: ChildWorkflowHandle[Any, Any]) -> Outcome:

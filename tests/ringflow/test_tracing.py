@@ -310,3 +310,64 @@ def test_the_sampler_and_resource_are_the_sdks_reading_of_the_otel_variables(
     assert provider.sampler.get_description().startswith(sampler)
     assert provider.resource.attributes["service.name"] == "calls-eu"
     provider.shutdown()
+
+
+async def test_each_campaign_call_is_a_trace_of_its_own_linked_to_the_campaign(
+    temporal_server: DevStack, sqlite_url: str, task_queue: str
+) -> None:
+    """Two calls of one campaign, spans in the SDK's in-memory exporter: each call is its own
+    trace under one ``ringflow.call`` root (its ids derived in the campaign workflow), holding
+    the call's workflow spans and its agent's; the root links to the campaign's trace, and
+    neither call's spans are in the campaign's trace. Before, both calls were branches of the
+    campaign's trace."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.support.traced_campaign",
+        temporal_server.address,
+        temporal_server.namespace,
+        sqlite_url,
+        task_queue,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    assert proc.returncode == 0, out.decode()[-2000:] + err.decode()[-3000:]
+    first, *lines = out.decode().splitlines()
+    call_ids = json.loads(first)["call_ids"]
+    assert len(call_ids) == 2
+    spans = [json.loads(line) for line in lines]
+    campaign_traces = {s["trace_id"] for s in spans if s["name"] == "RunWorkflow:CampaignWorkflow"}
+    assert len(campaign_traces) == 1
+    traces = []
+    for call_id in call_ids:
+        # the call's spans; not the stand-in agent's reads of its state (an observer's
+        # queries, as `call show` sends them: traces of their own)
+        mine = [
+            s
+            for s in spans
+            if (
+                s["attributes"].get("temporalWorkflowID") == f"call-{call_id}"
+                or s["attributes"].get("ringflow.call_id") == call_id
+            )
+            and s["name"] not in ("QueryWorkflow:state", "HandleQuery:state")
+        ]
+        names = {s["name"] for s in mine}
+        for expected in ("ringflow.call", "RunWorkflow:CallWorkflow", "ringflow.agent.hangup"):
+            assert expected in names, (call_id, sorted(names))
+        assert any(n.startswith("RunActivity:") for n in names), sorted(names)
+        by_trace: dict[str, set[str]] = {}
+        for s in mine:
+            by_trace.setdefault(s["trace_id"], set()).add(s["name"])
+        assert len(by_trace) == 1, by_trace
+        [trace_id] = by_trace
+        in_trace = [s for s in spans if s["trace_id"] == trace_id]
+        roots = [s for s in in_trace if s["parent"] is None]
+        assert [r["name"] for r in roots] == ["ringflow.call"], roots
+        assert roots[0]["attributes"]["ringflow.call_id"] == call_id
+        assert set(roots[0]["links"]) <= campaign_traces and roots[0]["links"]
+        assert "StartChildWorkflow:CallWorkflow" in {s["name"] for s in in_trace}
+        traces.append(trace_id)
+    assert len(set(traces)) == 2 and not set(traces) & campaign_traces

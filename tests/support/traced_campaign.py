@@ -1,0 +1,98 @@
+"""A campaign of two contacts on a real Temporal server with its spans kept in memory (the
+SDK's ``InMemorySpanExporter`` behind Ringflow's tracer providers), the calls dialed into
+the LiveKit fake and ended by a stand-in agent that traces its hangup as a real agent traces
+its work: in the call's trace, read from the call's input (``agents/call_trace.py``).
+Prints the campaign's call ids, then one JSON line per span.
+
+A process of its own: a tracer provider is global and cannot be taken back.
+
+    python -m tests.support.traced_campaign ADDRESS NAMESPACE DATABASE_URL TASK_QUEUE
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from contextlib import suppress
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from temporalio.client import Client
+
+from ringflow import tracing
+from ringflow.activities import campaign_store as store
+from ringflow.agents.call_trace import call_context
+from ringflow.simulation.livekit_fake import FakeLiveKit
+from ringflow.temporal_setup import connect
+from ringflow.workflows.client import CallHandle
+from tests.support.campaignkit import REDIS, campaign_input, contacts, fake_line, new_id, run_campaign
+from tests.support.wfkit import running_worker
+
+
+async def traced_agent(client: Client, lk: FakeLiveKit) -> None:
+    """Hangs up each answered call under a span in the call's own trace."""
+    handled: set[str] = set()
+    while True:
+        for d in list(lk.dials):
+            if d.room_name in handled:
+                continue
+            call = CallHandle(client, d.room_name)
+            with suppress(Exception):
+                if (await call.state()).status == "live":
+                    handled.add(d.room_name)
+                    ctx = await call_context(client, d.room_name)
+                    with trace.get_tracer("ringflow.agent").start_as_current_span(
+                        "ringflow.agent.hangup", ctx, attributes={"ringflow.call_id": d.room_name}
+                    ):
+                        await call.hangup("user_hangup")
+        await asyncio.sleep(0.05)
+
+
+async def main(address: str, namespace: str, database_url: str, task_queue: str) -> list[str]:
+    client = await connect(address, namespace)
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        async with (
+            fake_line(monkeypatch) as lk,
+            running_worker(client, task_queue, database_url, redis_url=REDIS),
+        ):
+            agent = asyncio.create_task(traced_agent(client, lk))
+            try:
+                cid = new_id()
+                inp = campaign_input(cid, new_id("T"), max_concurrent=2, cps=20)
+                handle = await run_campaign(
+                    client, task_queue, database_url, inp, contacts("+12125550901", "+12125550902")
+                )
+                result = await handle.result()
+                assert result["status"] == "finished", result
+            finally:
+                agent.cancel()
+                with suppress(asyncio.CancelledError):
+                    await agent
+    finally:
+        monkeypatch.undo()
+    return [a["call_id"] for a in store.attempts(database_url, cid)]
+
+
+if __name__ == "__main__":
+    memory = InMemorySpanExporter()
+    tracing.install(lambda: [memory], SimpleSpanProcessor)
+    call_ids = asyncio.run(main(*sys.argv[1:5]))
+    print(json.dumps({"call_ids": call_ids}))
+    for span in memory.get_finished_spans():
+        ctx = span.context
+        print(
+            json.dumps(
+                {
+                    "name": span.name,
+                    "trace_id": format(ctx.trace_id, "032x"),
+                    "span_id": format(ctx.span_id, "016x"),
+                    "parent": format(span.parent.span_id, "016x") if span.parent else None,
+                    "links": [format(link.context.trace_id, "032x") for link in span.links],
+                    "attributes": {k: str(v) for k, v in (span.attributes or {}).items()},
+                }
+            )
+        )
