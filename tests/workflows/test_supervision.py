@@ -11,6 +11,7 @@ import time
 
 import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import CallEvent
@@ -99,7 +100,21 @@ async def test_takeover_and_handback_are_recorded_shown_refused_when_out_of_plac
         ]
         await call.hangup()
         await wait_state(call, lambda s: s.status == "ended", what="ended")
-        assert "has ended" in await refused(call, action="whisper", text="Too late")
+        assert "has ended" in await refused_late(call, action="whisper", text="Too late")
+
+
+async def refused_late(call: CallHandle, **req: object) -> str:
+    """An action sent once the call has ended. Its workflow closes moments later: while it is
+    open the validator refuses the action ("the call has ended"); once it has closed, or when it
+    closes with the action in flight ("aborted by closing workflow"), the server refuses it. The
+    CLI prints either as a refusal (``ringflow/cli/supervise.py``)."""
+    try:
+        return await refused(call, **req)
+    except RPCError as exc:  # not a WorkflowUpdateFailedError: the server's refusal
+        assert exc.status == RPCStatusCode.NOT_FOUND, exc
+        assert "closing workflow" in exc.message or "completed" in exc.message, exc.message
+        await call.handle.result()  # it has closed, as the server said
+        return "the call has ended (closed)"
 
 
 async def _when(got: object, pred: object) -> CallState | None:
