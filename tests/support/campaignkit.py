@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import pytest
+from livekit.protocol.sip import CreateSIPParticipantRequest
 from temporalio.client import Client
 
 from ringflow.activities import campaign_store as store
@@ -44,6 +45,30 @@ async def fake_line(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLiveKi
         yield fake
 
 
+async def live_calls(
+    client: Client, lk: FakeLiveKit, ready: Callable[[CreateSIPParticipantRequest], bool] = lambda _: True
+) -> AsyncIterator[tuple[CreateSIPParticipantRequest, CallHandle]]:
+    """Each call dialled into the fake once, as soon as its workflow says it is live and
+    ``ready`` takes its dial (a call held back is looked at again); a call that ended first is
+    passed over. It polls: the fake learns of a workflow's status from no one."""
+    handled: set[str] = set()
+    while True:
+        for d in list(lk.dials):
+            if d.room_name in handled:
+                continue
+            call = CallHandle(client, d.room_name)
+            try:
+                st = await call.state()
+            except Exception:  # not started yet, or its first task not run: next poll
+                continue
+            if st.status == "live" and ready(d):
+                handled.add(d.room_name)
+                yield d, call
+            elif st.end_reason:
+                handled.add(d.room_name)
+        await asyncio.sleep(0.05)  # the poll's period
+
+
 @asynccontextmanager
 async def stand_in_agent(
     client: Client,
@@ -57,24 +82,9 @@ async def stand_in_agent(
     ended: list[str] = []
 
     async def loop() -> None:
-        handled: set[str] = set()
-        while True:
-            for d in list(lk.dials):
-                room = d.room_name
-                if room in handled:
-                    continue
-                call = CallHandle(client, room)
-                try:
-                    st = await call.state()
-                except Exception:
-                    continue
-                if st.status == "live" and d.sip_call_to not in (hold or set()):
-                    handled.add(room)
-                    await call.hangup((reasons or {}).get(d.sip_call_to, default))
-                    ended.append(room)
-                elif st.end_reason:
-                    handled.add(room)
-            await asyncio.sleep(0.05)
+        async for d, call in live_calls(client, lk, lambda d: d.sip_call_to not in (hold or set())):
+            await call.hangup((reasons or {}).get(d.sip_call_to, default))
+            ended.append(d.room_name)
 
     task = asyncio.create_task(loop())
     try:

@@ -20,8 +20,8 @@ from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.journey import JourneyView
 from ringflow.simulation.livekit_fake import FakeLiveKit
-from ringflow.workflows.client import CallHandle
 from ringflow.workflows.journey_client import JourneyHandle, start_journey
+from tests.support.campaignkit import live_calls
 from tests.support.wfkit import FIXTURES, Agent, wait_until
 
 
@@ -64,24 +64,15 @@ async def journey_agent(client: Client, lk: FakeLiveKit, script: list[str]) -> A
     seen = Answered(script=list(script))
 
     async def loop() -> None:
-        handled: set[str] = set()
-        while True:
-            for d in list(lk.dials):
-                if d.room_name in handled:
-                    continue
-                call = CallHandle(client, d.room_name)
-                try:
-                    st = await call.state()
-                    state = await call.handle.query("call_state", result_type=CallState)
-                except Exception:
-                    continue
-                if st.status == "live":
-                    handled.add(d.room_name)
-                    seen.starts.append(state)
-                    name = seen.script.pop(0) if seen.script else "done"
-                    await Agent(call).transition(state.node or "", name)
-                    await call.hangup("user_hangup")
-            await asyncio.sleep(0.05)  # the poll's period
+        async for _, call in live_calls(client, lk):
+            try:
+                state = await call.handle.query("call_state", result_type=CallState)
+            except Exception:  # gone between the two looks: nothing to take through
+                continue
+            seen.starts.append(state)
+            name = seen.script.pop(0) if seen.script else "done"
+            await Agent(call).transition(state.node or "", name)
+            await call.hangup("user_hangup")
 
     task = asyncio.create_task(loop())
     try:

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ringflow import tracing
+from tests.support.span_lines import print_spans
 
 
 async def main(address: str, script: str, kill_at: int | None) -> None:
@@ -35,17 +36,4 @@ if __name__ == "__main__":
     tracing.install(lambda: [memory], SimpleSpanProcessor)
     address, script, kill = sys.argv[1], sys.argv[2], sys.argv[3]
     asyncio.run(main(address, script, int(kill) if kill != "-" else None))
-    for span in memory.get_finished_spans():
-        ctx = span.context
-        print(
-            json.dumps(
-                {
-                    "name": span.name,
-                    "trace_id": format(ctx.trace_id, "032x"),
-                    "span_id": format(ctx.span_id, "016x"),
-                    "parent": format(span.parent.span_id, "016x") if span.parent else None,
-                    "scope": span.instrumentation_scope.name if span.instrumentation_scope else "",
-                    "attributes": {k: str(v) for k, v in (span.attributes or {}).items()},
-                }
-            )
-        )
+    print_spans(memory)

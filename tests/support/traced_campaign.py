@@ -27,28 +27,28 @@ from ringflow.activities import campaign_store as store
 from ringflow.agents.call_trace import call_context
 from ringflow.simulation.livekit_fake import FakeLiveKit
 from ringflow.temporal_setup import connect
-from ringflow.workflows.client import CallHandle
-from tests.support.campaignkit import REDIS, campaign_input, contacts, fake_line, new_id, run_campaign
+from tests.support.campaignkit import (
+    REDIS,
+    campaign_input,
+    contacts,
+    fake_line,
+    live_calls,
+    new_id,
+    run_campaign,
+)
+from tests.support.span_lines import print_spans
 from tests.support.wfkit import running_worker
 
 
 async def traced_agent(client: Client, lk: FakeLiveKit) -> None:
     """Hangs up each answered call under a span in the call's own trace."""
-    handled: set[str] = set()
-    while True:
-        for d in list(lk.dials):
-            if d.room_name in handled:
-                continue
-            call = CallHandle(client, d.room_name)
-            with suppress(Exception):
-                if (await call.state()).status == "live":
-                    handled.add(d.room_name)
-                    ctx = await call_context(client, d.room_name)
-                    with trace.get_tracer("ringflow.agent").start_as_current_span(
-                        "ringflow.agent.hangup", ctx, attributes={"ringflow.call_id": d.room_name}
-                    ):
-                        await call.hangup("user_hangup")
-        await asyncio.sleep(0.05)
+    async for d, call in live_calls(client, lk):
+        with suppress(Exception):
+            ctx = await call_context(client, d.room_name)
+            with trace.get_tracer("ringflow.agent").start_as_current_span(
+                "ringflow.agent.hangup", ctx, attributes={"ringflow.call_id": d.room_name}
+            ):
+                await call.hangup("user_hangup")
 
 
 async def main(address: str, namespace: str, database_url: str, task_queue: str) -> list[str]:
@@ -82,17 +82,4 @@ if __name__ == "__main__":
     tracing.install(lambda: [memory], SimpleSpanProcessor)
     call_ids = asyncio.run(main(*sys.argv[1:5]))
     print(json.dumps({"call_ids": call_ids}))
-    for span in memory.get_finished_spans():
-        ctx = span.context
-        print(
-            json.dumps(
-                {
-                    "name": span.name,
-                    "trace_id": format(ctx.trace_id, "032x"),
-                    "span_id": format(ctx.span_id, "016x"),
-                    "parent": format(span.parent.span_id, "016x") if span.parent else None,
-                    "links": [format(link.context.trace_id, "032x") for link in span.links],
-                    "attributes": {k: str(v) for k, v in (span.attributes or {}).items()},
-                }
-            )
-        )
+    print_spans(memory)
