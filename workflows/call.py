@@ -245,7 +245,11 @@ class CallWorkflow:
         refuse_update(self.d, "call_function", req.epoch, req.event_id)
         calls = self.d.functions
         if req.event_id in calls.running:  # the same call again (a resumed agent): run it once
-            await workflow.wait_condition(lambda: req.event_id in calls.results)
+            # ... or run it here when the first was refused without a result (its agent was
+            # superseded while it waited for the agent's events): that one never answers
+            await workflow.wait_condition(
+                lambda: req.event_id in calls.results or req.event_id not in calls.running
+            )
         if req.event_id in calls.results:
             return calls.results[req.event_id]
         if req.event_id in calls.done:
