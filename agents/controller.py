@@ -52,6 +52,7 @@ from ringflow.callflow.events import (
     UserSpoke,
 )
 from ringflow.callflow.jobs import CANCEL_TOOL
+from ringflow.callflow.knowledge import RETRIEVAL_FUNCTION
 from ringflow.callflow.reads import function_reads
 from ringflow.callflow.safe_text import scrub, scrub_text
 from ringflow.callflow.state import CallState
@@ -406,6 +407,56 @@ class FlowController:
         if any(type(e) is RunFunction and e.action for e in effects):
             await self.follow_actions()
         return ToolOutcome(res.result, run_llm=res.run_llm, error=res.error)
+
+    def retrieves(self) -> bool:
+        """Whether the node the call is on answers each caller turn from the knowledge base
+        (``knowledge:`` on the node)."""
+        node = self.state.node
+        cnode = self.engine.flow.nodes.get(node) if node is not None else None
+        return (
+            cnode is not None
+            and RETRIEVAL_FUNCTION in cnode.hidden
+            and not self.state.ended
+            and not self.state.takeover
+        )
+
+    async def retrieve(self, query: str) -> dict[str, Any] | None:
+        """The node's automatic retrieval for the caller's turn, before the LLM answers it: the
+        hidden ``knowledge_retrieval`` function, run by the workflow as the LLM's knowledge
+        entry is (a ``call_function`` update; the ``kb_search`` local activity; a ``tool``
+        turn in the transcript). Its event id is the turn's next step, so an agent that
+        replays the turn after a kill gets the workflow's first answer, not a second search.
+        None when the workflow could not answer: the LLM answers without passages."""
+        gate = self.tool_calls
+        if not gate.enter_now():
+            await gate.enter()
+        try:
+            if self.dead:
+                raise AgentStopped("retrieval")
+            self.step_no += 1
+            req = CallFunctionRequest(
+                event_id=function_event_id(self.turn_key, self.step_no, RETRIEVAL_FUNCTION),
+                node=self.state.node or "",
+                name=RETRIEVAL_FUNCTION,
+                args={"query": scrub_text(query.strip())[:500] or "?"},
+                at=self.clock(),
+                after_seq=self.seq,
+                epoch=self.epoch,
+            )
+            self.outbox.kick()  # the update waits for the caller's turn, still in the outbox
+            try:
+                res = await self.call.call_function(req)
+            except (WorkflowUpdateFailedError, RPCError) as exc:
+                if not self.refused(exc):
+                    log.warning("call %s: the knowledge retrieval failed: %s", self.call.call_id, exc)
+                return None
+            # the search ran and is in the transcript; its passages are not yet the LLM's
+            self.point("during_search")
+            if res.state is not None:
+                self.state = res.state
+            return res.result if isinstance(res.result, dict) and not res.error else None
+        finally:
+            gate.leave()
 
     async def settle(self) -> bool:
         """Wait for the workflow to run what the engine ordered (an action node's function,

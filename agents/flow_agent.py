@@ -28,7 +28,7 @@ from livekit.agents import (
 from livekit.agents import llm as lk_llm
 from opentelemetry import trace
 
-from ringflow.agents.controller import FlowController
+from ringflow.agents.controller import AgentStopped, FlowController
 from ringflow.agents.device_tools import offer
 from ringflow.agents.jobs import offer_cancel
 from ringflow.agents.listen import apply_listen
@@ -67,6 +67,27 @@ def result_text(result: Any) -> str | None:
     if result is None or isinstance(result, str):
         return result
     return json.dumps(result, ensure_ascii=False, default=str)
+
+
+RETRIEVAL_NOTE = (
+    "Passages from the knowledge base for the caller's last turn, nearest first, each with its "
+    "source. Answer from them; if they do not hold the answer, say you do not know."
+)
+HEARD_TIMEOUT_S = 10.0  # a reply to a turn livekit never commits (interrupted): no retrieval
+
+
+def passages_note(out: dict[str, Any]) -> str | None:
+    """The retrieval's passages as the system note the LLM reads with the caller's turn; None
+    when the search found nothing (or failed: the transcript's ``tool`` turn says why)."""
+    passages = [p for p in out.get("passages") or [] if isinstance(p, dict)]
+    if out.get("status") != "ok" or not passages:
+        return None
+    lines = [f"[{p.get('source')}#{p.get('chunk')}] {p.get('text')}" for p in passages]
+    return "\n\n".join([RETRIEVAL_NOTE, *lines])
+
+
+def _said_by(item: lk_llm.ChatItem, role: str) -> bool:
+    return isinstance(item, lk_llm.ChatMessage) and item.role == role
 
 
 def tool_span(call_id: str, name: str, node: str | None) -> contextlib.AbstractContextManager[Any]:
@@ -133,6 +154,12 @@ class FlowAgent(Agent):
         if first is not None:
             self.set_interruptible(first.allow_interrupt)
             apply_listen(self, first.listen)
+        # automatic retrieval (``knowledge:`` on a node): the caller's turn whose passages
+        # the LLM reads (its message id and the note, None when there were none), and the
+        # user messages the controller has recorded (livekit commits a turn while its reply
+        # is already being generated: the retrieval waits for it, so it follows the turn)
+        self.retrieved: tuple[str, str | None] | None = None
+        self.heard_ids: dict[str, asyncio.Future[None]] = {}
 
     async def on_user_turn_completed(
         self, turn_ctx: lk_llm.ChatContext, new_message: lk_llm.ChatMessage
@@ -152,8 +179,56 @@ class FlowAgent(Agent):
         the caller now) says nothing, and the model is not asked."""
         if not await self.controller.current("reply"):
             return
+        chat_ctx = await self.with_passages(chat_ctx)
+        if self.controller.dead:  # killed during the search
+            return
         async for chunk in Agent.default.llm_node(self, chat_ctx, tools, model_settings):
             yield chunk
+
+    def user_item_added(self, item_id: str) -> None:
+        """The controller recorded this user message (``conversation_item_added``)."""
+        fut = self.heard_ids.setdefault(item_id, asyncio.get_running_loop().create_future())
+        if not fut.done():
+            fut.set_result(None)
+        while len(self.heard_ids) > 8:
+            self.heard_ids.pop(next(iter(self.heard_ids)))
+
+    async def with_passages(self, chat_ctx: lk_llm.ChatContext) -> lk_llm.ChatContext:
+        """On a node with automatic retrieval, the caller's last turn with the passages found
+        for it: searched once per turn (when the reply answers the turn itself), given to
+        each generation of that turn (the reply after a tool's result too), in a copy of
+        the context: never kept in the agent's history, so the prompt does not grow."""
+        ctrl = self.controller
+        if not ctrl.retrieves():
+            return chat_ctx
+        items = chat_ctx.items
+        at = next(
+            (i for i in range(len(items) - 1, -1, -1) if _said_by(items[i], "user")),
+            None,
+        )
+        msg = items[at] if at is not None else None
+        if at is None or not isinstance(msg, lk_llm.ChatMessage):
+            return chat_ctx
+        if self.retrieved is None or self.retrieved[0] != msg.id:
+            query = (msg.text_content or "").strip()
+            if at != len(items) - 1 or not query:
+                return chat_ctx  # not a reply to the caller's turn: nothing searched for it
+            fut = self.heard_ids.setdefault(msg.id, asyncio.get_running_loop().create_future())
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), HEARD_TIMEOUT_S)
+            except TimeoutError:
+                return chat_ctx
+            try:
+                out = await ctrl.retrieve(query)
+            except AgentStopped:
+                return chat_ctx
+            self.retrieved = (msg.id, passages_note(out) if out is not None else None)
+        note = self.retrieved[1]
+        if note is None:
+            return chat_ctx
+        ctx = chat_ctx.copy()
+        ctx.items.insert(at + 1, lk_llm.ChatMessage(role="system", content=[note], created_at=msg.created_at))
+        return ctx
 
     def set_interruptible(self, allow: bool) -> None:
         """The node's ``allow_interrupt`` as this agent's default: livekit reads it for every

@@ -7,7 +7,8 @@ for ``None`` (no call). The simulator (``ringflow.simulation``) and the kill tes
 
 * ``at_point(controller, name)`` runs at each place worth dying in (``tool_call``,
   ``after_local_transition`` (applied, its signal not yet queued), ``during_function``,
-  ``after_function``, ``turn:<role>``, ``dtmf``, ``machine``, ``idle``). A hook that marks
+  ``after_function``, ``during_search`` (a node's automatic retrieval ran in the workflow,
+  its passages not yet the LLM's), ``turn:<role>``, ``dtmf``, ``machine``, ``idle``). A hook that marks
   the controller dead (``controller.dead = True``, its outbox abandoned) and raises
   :class:`agents.controller.AgentStopped` leaves the agent as a crashed process would:
   nothing more of it reaches the workflow.

@@ -385,6 +385,8 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
             if item.role == "user" and (item.text_content or "").strip():
                 empty_speech.user_turn()
             controller.on_turn(item.role, item.text_content or "", interrupted=item.interrupted)
+            if item.role == "user":
+                agent.user_item_added(item.id)  # a retrieval for it may go now (flow_agent.py)
 
     away = [0]  # which silence this is: a task prompting for an earlier one stops
 

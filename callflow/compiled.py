@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 
 from ringflow.callflow.effects import ToolSpec
-from ringflow.callflow.knowledge import SEARCH_DESCRIPTION, SEARCH_PARAMETERS
+from ringflow.callflow.knowledge import RETRIEVAL_FUNCTION, SEARCH_DESCRIPTION, SEARCH_PARAMETERS
 from ringflow.callflow.mcp_tools import expand
 from ringflow.callflow.model import (
     RETURN_TOOL,
@@ -112,6 +112,9 @@ class CompiledNode:
     # the global nodes (and a returning global node's ``go_back``) among ``functions``: offered
     # only while the call's state allows (``digressions.offered``), so never in ``tools``
     dynamic: tuple[str, ...] = ()
+    # functions the agent calls itself, never offered to the LLM: the node's automatic
+    # retrieval (``RETRIEVAL_FUNCTION``, ``knowledge:`` on the node)
+    hidden: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,7 @@ def _compile_node(
     role: Template | None,
     fns: dict[str, CompiledFunction],
     dynamic: tuple[str, ...] = (),
+    hidden: tuple[str, ...] = (),
 ) -> CompiledNode:
     task = compile_template(node.task) if node.task else None
     greeting = compile_template(node.greeting) if node.greeting else None
@@ -239,7 +243,7 @@ def _compile_node(
     if prompt_static:
         render_prompt = _constant(render_prompt({}))
     tools_static = all(fn.tool is not None for fn in fns.values())
-    fixed = [fn for name, fn in fns.items() if name not in dynamic]
+    fixed = [fn for name, fn in fns.items() if name not in dynamic and name not in hidden]
     return CompiledNode(
         id=nid,
         node=node,
@@ -251,6 +255,7 @@ def _compile_node(
         tools=tuple(fn.tool for fn in fixed if fn.tool is not None) if tools_static else None,
         static=prompt_static and tools_static and (greeting is None or greeting.is_static),
         dynamic=dynamic,
+        hidden=hidden,
     )
 
 
@@ -289,7 +294,12 @@ def compile_flow(definition: FlowDefinition) -> CompiledFlow:
             if d.entry.name not in fns:  # (validation refuses a clash)
                 fns[d.entry.name] = d
                 dynamic.append(d.entry.name)
-        nodes[nid] = _compile_node(nid, node, role, fns, tuple(dynamic))
+        hidden: tuple[str, ...] = ()
+        if node.knowledge is not None and node.type == "agent" and RETRIEVAL_FUNCTION not in fns:
+            entry = FunctionEntry(name=RETRIEVAL_FUNCTION, knowledge=node.knowledge)
+            fns[RETRIEVAL_FUNCTION] = _compile_function(entry, definition)
+            hidden = (RETRIEVAL_FUNCTION,)
+        nodes[nid] = _compile_node(nid, node, role, fns, tuple(dynamic), hidden)
         if node.run is not None:
             runs[nid] = _compile_function(node.run, definition)
     reads = {

@@ -73,7 +73,7 @@ def tools_for(node: CompiledNode, values: dict[str, Any]) -> list[ToolSpec]:
             strict=fn.strict,
         )
         for name, fn in node.functions.items()
-        if name not in node.dynamic
+        if name not in node.dynamic and name not in node.hidden
     ]
 
 

@@ -223,7 +223,7 @@ class Engine:
         if fn is not None and fn.kind in ("global_node", "go_back"):
             return self._digression(state, ev, fn)
         if fn is None:
-            valid = [n for n in cnode.functions if n not in cnode.dynamic]
+            valid = [n for n in cnode.functions if n not in cnode.dynamic and n not in cnode.hidden]
             valid += offered(self.flow, state, state.node)
             return Step(
                 state,

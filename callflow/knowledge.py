@@ -56,6 +56,18 @@ class KnowledgeSource(BaseModel):
         return self.name or self.file or self.url or ""
 
 
+# the hidden function through which a node's automatic retrieval (``knowledge:`` on a node)
+# runs: the agent calls it on each caller turn, the LLM is never offered it
+RETRIEVAL_FUNCTION = "knowledge_retrieval"
+
+
+def knowledge_flag(v: Any) -> Any:
+    """``knowledge: true`` is the search with its defaults, ``false`` none."""
+    if v is True:
+        return {}
+    return None if v is False else v
+
+
 class KnowledgeSearch(BaseModel):
     """A function entry's search: at most ``top_k`` passages and ``max_bytes`` of text (UTF-8)
     go back to the LLM, so a large knowledge base never floods its context."""

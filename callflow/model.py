@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ringflow.callflow.journey import FollowUp, JourneySpec
-from ringflow.callflow.knowledge import KnowledgeSearch, KnowledgeSource
+from ringflow.callflow.knowledge import KnowledgeSearch, KnowledgeSource, knowledge_flag
 from ringflow.callflow.mcp_spec import McpPinned, McpRef, McpServer
 from ringflow.callflow.voice import VoiceSettings
 
@@ -253,10 +253,7 @@ class FunctionEntry(Strict):
     @field_validator("knowledge", mode="before")
     @classmethod
     def _knowledge_flag(cls, v: Any) -> Any:
-        # ``knowledge: true`` is the search with its defaults
-        if v is True:
-            return {}
-        return None if v is False else v
+        return knowledge_flag(v)
 
     @model_validator(mode="before")
     @classmethod
@@ -436,6 +433,14 @@ class Node(Strict):
     use: str | None = Field(None, min_length=1, max_length=300)
     inputs: dict[str, Any] = {}
     voice: VoiceSettings | None = None  # over the flow's voice, key by key (callflow/voice.py)
+    # automatic retrieval: each caller turn on this node searches the flow's knowledge base
+    # and the passages go into the LLM's context for its answer (docs/knowledge.md)
+    knowledge: KnowledgeSearch | None = None
+
+    @field_validator("knowledge", mode="before")
+    @classmethod
+    def _knowledge_flag(cls, v: Any) -> Any:
+        return knowledge_flag(v)
 
 
 class Flow(Strict):

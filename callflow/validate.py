@@ -44,7 +44,11 @@ from ringflow.callflow.templating import BUILTINS, TemplateSyntaxError, compile_
 from ringflow.callflow.validate_analysis import check_analysis
 from ringflow.callflow.validate_gates import GateChecks
 from ringflow.callflow.validate_jobs import check_jobs_entry
-from ringflow.callflow.validate_knowledge import check_knowledge_entry, check_knowledge_sources
+from ringflow.callflow.validate_knowledge import (
+    check_knowledge_entry,
+    check_knowledge_node,
+    check_knowledge_sources,
+)
 from ringflow.callflow.validate_mcp import check_mcp_entry, check_mcp_flow
 from ringflow.callflow.validate_recording import check_recording
 from ringflow.callflow.validate_subflows import check_subflow_node
@@ -418,6 +422,7 @@ class _Checker(GateChecks):
         self.check_template(f"{path}.task", node.task)
         self.check_template(f"{path}.greeting", node.greeting)
         self.check_global_node(nid, node)
+        check_knowledge_node(self, nid, node, self.flow)
         seen: dict[str, str] = {}
         globals_offered = node.type == "agent"
         if globals_offered:

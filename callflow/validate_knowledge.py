@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from ringflow.callflow.model import Flow, FunctionEntry
+from ringflow.callflow.knowledge import RETRIEVAL_FUNCTION
+from ringflow.callflow.model import Flow, FunctionEntry, Node
 
 # file extensions ``ringflow kb ingest`` reads, and the document type each is read as
 EXTENSIONS = {
@@ -42,6 +43,33 @@ def check_knowledge_entry(v: _Reporter, path: str, fn: FunctionEntry, flow: Flow
         )
     if is_run:
         v.err(path, "an action node runs a handler or an http entry")
+
+
+def check_knowledge_node(v: _Reporter, nid: str, node: Node, flow: Flow) -> None:
+    """A node's automatic retrieval (``knowledge:`` on the node): on an agent node of a flow
+    with documents; its hidden function's name is Ringflow's."""
+    path = f"nodes.{nid}"
+    for i, fn in enumerate(node.functions):
+        if fn.name == RETRIEVAL_FUNCTION:
+            v.err(
+                f"{path}.functions[{i}].name",
+                f"'{RETRIEVAL_FUNCTION}' is the name of a node's automatic retrieval: "
+                "name the function otherwise",
+            )
+    if node.knowledge is None:
+        return
+    if node.type != "agent":
+        v.err(
+            f"{path}.knowledge",
+            f"node '{nid}' is of type {node.type}: only an agent node answers the caller's "
+            "turns from the knowledge base",
+        )
+    if not flow.knowledge:
+        v.err(
+            f"{path}.knowledge",
+            f"node '{nid}' searches the flow's documents on each caller turn: list them under "
+            "'knowledge:' at the top level",
+        )
 
 
 def check_knowledge_sources(v: _Reporter, flow: Flow) -> None:

@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.jobs import Jobs
     from ringflow.workflows.journal_recovery import recover_journal
     from ringflow.workflows.mcp_pin import needs_pin, pin_tools
+    from ringflow.workflows.patches import FUNCTION_REPEAT_RUNS
     from ringflow.workflows.record import call_view
     from ringflow.workflows.recording import Recording
     from ringflow.workflows.room_events import on_room_event
@@ -245,7 +246,12 @@ class CallWorkflow:
         refuse_update(self.d, "call_function", req.epoch, req.event_id)
         calls = self.d.functions
         if req.event_id in calls.running:  # the same call again (a resumed agent): run it once
-            await workflow.wait_condition(lambda: req.event_id in calls.results)
+            # ... or run it here when the first was refused without a result (its agent was
+            # superseded while it waited for the agent's events): that one never answers
+            rerun = workflow.patched(FUNCTION_REPEAT_RUNS)
+            await workflow.wait_condition(
+                lambda: req.event_id in calls.results or (rerun and req.event_id not in calls.running)
+            )
         if req.event_id in calls.results:
             return calls.results[req.event_id]
         if req.event_id in calls.done:

@@ -52,12 +52,19 @@ class Patch:
 #   workflow.deprecate_patch(GREETS_TWICE)          # from 0.3.0, state "deprecated"
 #                                                   # gone from both places in 0.4.0
 CAMPAIGN_DIAL_BREAKER = "campaign-dial-breaker"
+FUNCTION_REPEAT_RUNS = "function-repeat-runs-after-refusal"
 PATCHES: tuple[Patch, ...] = (
     Patch(
         CAMPAIGN_DIAL_BREAKER,
         "patched",
         "0.2.0",
         "a campaign pauses itself when most of its recent attempts fail to dial",
+    ),
+    Patch(
+        FUNCTION_REPEAT_RUNS,
+        "patched",
+        "0.2.0",
+        "a call_function repeated while the first was running runs itself when the first was refused",
     ),
 )
 

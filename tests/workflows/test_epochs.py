@@ -277,3 +277,38 @@ async def test_a_replaced_agent_collecting_values_stops_on_the_refusal(
         assert ctrl.dead and ctrl.applied == []
         assert "update 'values' from agent epoch 1 refused" in reasons(await call.state())
         assert await task_failures(call) == []
+
+
+async def test_a_function_its_first_agent_left_unanswered_is_run_for_the_next_agent(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """A's update waits for A's events; B attaches and sends the same call (a turn replayed
+    after a kill has the same event id) while A's still waits; A's is then refused as
+    superseded, with no result. B's waited for a result that would never come (the call's
+    agent hung on it); now it runs the function itself, once."""
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        call = await start(temporal_client, task_queue)
+        snap_a = await call.attach("agent-a")
+        first = req("verify", "wants_human").model_copy(update={"epoch": snap_a.epoch, "after_seq": 1})
+        a_update = await call.handle.start_update(
+            "call_function",
+            first,
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+            result_type=CallFunctionResult,
+        )
+        snap_b = await call.attach("agent-b")
+        b = Agent(call, epoch=snap_b.epoch, seq=snap_b.next_seq - 1)
+        again = first.model_copy(update={"epoch": snap_b.epoch, "after_seq": 1})
+        b_update = await call.handle.start_update(
+            "call_function",
+            again,
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+            result_type=CallFunctionResult,
+        )
+        await b.say(("user", "I'd like to talk to a person"))  # seq 1: both updates may go on
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await asyncio.wait_for(a_update.result(), 30)
+        assert superseded(refused)
+        out = await asyncio.wait_for(b_update.result(), 30)
+        assert not out.error, out
+        assert await task_failures(call) == []
