@@ -464,7 +464,16 @@ async def _run_script(
 
     flow = definition.flow
     voiced = flow.voice is not None or any(n.voice is not None for n in flow.nodes.values())
-    stack = SimulatedStack(llm_of, audio=audio, phrases=phrases) if voiced else None
+
+    def room_of(session: AgentSession) -> Any:
+        """The simulated room of the session's line: background sounds play to its caller."""
+        return next(ln.room for ln in lines if ln.session is session)
+
+    stack = (
+        SimulatedStack(llm_of, audio=audio, phrases=phrases, room_of=room_of if audio else None)
+        if voiced
+        else None
+    )
 
     def session_factory(snap: Snapshot) -> AgentSession:
         model = llm_of()
