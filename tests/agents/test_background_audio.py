@@ -14,8 +14,9 @@ on real audio through ``ringflow call simulate --audio``.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -24,13 +25,18 @@ from temporalio.client import Client
 from ringflow.agents.background_audio import CROSSFADE_S
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.model import FlowDefinition
+from ringflow.devstack import DevStack
 from ringflow.simulation.audio.background import BackgroundEar, SimulatedRoom
+from ringflow.simulation.audio.stack import warm
 from ringflow.simulation.scripted_llm import ScriptedLLM
+from ringflow.simulation.simulator import environment, run_script
 from ringflow.simulation.voice_stack import SimulatedStack
 from tests.support.agentkit import TIMEOUT_S, TextCall, call, say, text_call
+from tests.support.paths import TESTS
 from tests.support.wfkit import running_worker
 
 pytestmark = [pytest.mark.audio, pytest.mark.timeout(300)]
+AUDIO = TESTS / "fixtures" / "audio"
 
 HEAR_S = 0.5  # how long the caller listens for a sound
 # After a sound stops, what was already queued still plays: livekit's audio source buffers
@@ -184,3 +190,31 @@ async def test_a_node_s_sounds_replace_the_flow_s_on_the_transition(
         assert heard == 0.0, f"{heard:.2f}s heard on b (volume 0)"
         assert ear.loud_s(moved + TAIL_S + CROSSFADE_S, float("inf")) == 0.0  # the office faded out
         assert ear.tracks == 1
+
+
+@pytest.fixture(scope="module")
+async def audio_env(temporal_server: DevStack) -> AsyncIterator[tuple[Any, str, Any]]:
+    warm()
+    async with environment(temporal_server.address) as (client, task_queue, llm, _):
+        yield client, task_queue, llm
+
+
+@pytest.mark.skipif(
+    shutil.which("espeak-ng") is None, reason="needs Debian's espeak-ng (.ci/run installs it)"
+)
+async def test_a_call_on_real_audio_plays_the_thinking_sound_while_the_agent_thinks(audio_env: Any) -> None:
+    """``ringflow call simulate --audio`` on a flow with a thinking sound: in the first turn
+    the caller hears typing while the agent thinks and nothing else on the background track
+    (no ambient there), the result says so per turn, and the report names what production
+    plays on each node (the end node's ambient sound over the flow's thinking one)."""
+    client, task_queue, llm = audio_env
+    result = await run_script(AUDIO / "sounds.yaml", client, task_queue, llm, audio=True)
+    assert result.error is None, result.error
+    assert result.ok, result.failures
+    first = result.timings[0]
+    assert first["thinking_sound_s"] is not None and first["thinking_sound_s"] > 0, result.timings
+    assert first["background_s"] <= first["thinking_sound_s"] + 0.3, result.timings  # only while thinking
+    assert result.voice is not None
+    by_node = result.voice["by_node"]
+    assert by_node["welcome"]["background_audio"] == {"thinking": "keyboard", "volume": 0.8}
+    assert by_node["done"]["background_audio"] == {"thinking": "keyboard", "ambient": "office", "volume": 0.8}

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from livekit import rtc
 
-QUIET_RMS = 30.0  # int16 RMS below which a frame is silence (a low noise floor is ~10)
+QUIET_RMS = 1.0  # int16 RMS below which a frame is silence (the track has no noise floor)
 
 
 @dataclass
