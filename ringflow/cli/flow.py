@@ -96,6 +96,8 @@ def validate(
                 typer.echo(f"{path}: error: {e}")
             for w in report.warnings:
                 typer.echo(f"{path}: warning: {w}")
+            for note in report.notes:
+                typer.echo(f"{path}: note: {note}")
             if report.ok:
                 n = len(report.warnings)
                 extra = f" ({n} warning{'' if n == 1 else 's'})" if n else ""

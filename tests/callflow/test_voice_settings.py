@@ -4,13 +4,18 @@ livekit-agents' own."""
 
 from __future__ import annotations
 
+import json
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.voice import STT_PROVIDERS, TTS_PROVIDERS, VoiceSettings, voice_for
+from ringflow.cli import app
 from tests.support.engine_flows import agent, end, flow, go
 
 FLOW_VOICE: dict[str, Any] = {
@@ -110,6 +115,31 @@ def test_a_failover_to_the_same_provider_is_pointed_out() -> None:
     report = validate_data(voiced({"tts": [{"provider": "openai"}, {"provider": "openai"}]}))
     assert report.ok
     assert any(str(w).startswith("voice.tts[1]") for w in report.warnings), report.warnings
+
+
+def test_telephony_noise_cancellation_is_noted_as_livekit_cloud_s_not_refused(tmp_path: Path) -> None:
+    """The filter is LiveKit Cloud's plugin, which Ringflow cannot run: ``flow validate``
+    says so (a note: the flow is valid, and the note is not a warning), on the text output
+    and in --json."""
+    report = validate_data(voiced({"noise_cancellation": "telephony"}))
+    assert report.ok and report.warnings == []
+    assert [str(n) for n in report.notes] == [
+        "voice.noise_cancellation: telephony noise cancellation runs only on LiveKit Cloud, with "
+        "livekit-plugins-noise-cancellation installed on the agent (Ringflow does not install it); "
+        "elsewhere the call runs unfiltered and the agent logs noise_cancellation_missing"
+    ]
+    assert validate_data(voiced({"noise_cancellation": "none"})).notes == []
+    path = tmp_path / "nc.yaml"
+    path.write_text(yaml.safe_dump(voiced({"noise_cancellation": "telephony"})))
+    out = CliRunner().invoke(app, ["flow", "validate", str(path)])
+    assert out.exit_code == 0, out.output
+    assert (
+        f"{path}: note: voice.noise_cancellation: telephony noise cancellation runs only on LiveKit Cloud"
+        in out.output
+    )
+    assert "note" not in out.output.strip().splitlines()[-1]  # valid; a note is not a warning
+    as_json = json.loads(CliRunner().invoke(app, ["flow", "validate", "--json", str(path)]).output)
+    assert as_json["valid"] is True and [n["path"] for n in as_json["notes"]] == ["voice.noise_cancellation"]
 
 
 def test_a_nodes_voice_lies_over_the_flows_key_by_key() -> None:
