@@ -88,7 +88,7 @@ class BackgroundSounds:
             self.player = player
         before = self.sounds
         self.sounds = sounds
-        want = (sounds.ambient, sounds.volume) if sounds is not None and sounds.ambient else None
+        want = (sounds.ambient, sounds.loudness) if sounds is not None and sounds.ambient else None
         if want != self.ambient_key:
             if self.ambient is not None:
                 self.ambient.stop()  # fades out under the next one
@@ -100,9 +100,9 @@ class BackgroundSounds:
                     loop=True,
                 )
             self.ambient_key = want
-        thinking_changed = (before.thinking, before.volume) if before else None
-        now = (sounds.thinking, sounds.volume) if sounds else None
-        if thinking_changed != now and self.thinking is not None:
+        was = (before.thinking, before.loudness) if before else None
+        now = (sounds.thinking, sounds.loudness) if sounds else None
+        if was != now and self.thinking is not None:
             self.thinking.stop()  # the node changed its thinking sound mid-thought
             self.thinking = None
         if self.session.agent_state == "thinking":
@@ -121,7 +121,7 @@ class BackgroundSounds:
             return
         if self.thinking is not None and not self.thinking.done():
             return
-        self.thinking = self.player.play(AudioConfig(thinking_clip(sounds.thinking), volume=sounds.volume))
+        self.thinking = self.player.play(AudioConfig(thinking_clip(sounds.thinking), volume=sounds.loudness))
 
     def _close_soon(self) -> None:
         asyncio.get_running_loop().create_task(self.aclose())

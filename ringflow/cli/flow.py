@@ -82,6 +82,7 @@ def validate(
                             "valid": False,
                             "errors": [{"path": "", "message": str(exc)}],
                             "warnings": [],
+                            "notes": [],
                         }
                     )
                 )

@@ -186,3 +186,61 @@ def test_the_providers_are_what_livekit_agents_can_build() -> None:
     for lit in stt_literals:
         found |= {str(n).split("/", 1)[0] for n in typing.get_args(lit)}
     assert set(STT_PROVIDERS) == found | {"openai"}
+
+
+def test_inside_a_subflow_its_flows_voice_applies_falling_back_to_the_callers(tmp_path: Path) -> None:
+    """A used flow's ``voice`` holds on its own nodes, a node's own over it, and whatever
+    the used flow leaves unset is the calling flow's; the calling flow's nodes keep the
+    calling flow's; noise cancellation stays the call's (the caller's), never the used flow's."""
+    sub = flow(
+        {
+            "ask": agent(go("done", "fin"), voice={"endpointing": {"max_delay_s": 4}}),
+            "fin": end(),
+        },
+        voice={
+            "tts": {"provider": "openai", "voice": "alloy"},
+            "endpointing": {"min_delay_s": 0.2},
+            "background_audio": {"ambient": "office"},
+            "noise_cancellation": "telephony",
+        },
+    )
+    (tmp_path / "sub.yaml").write_text(yaml.safe_dump(sub))
+    (tmp_path / "plain.yaml").write_text(
+        yaml.safe_dump(flow({"ask": agent(go("done", "fin")), "fin": end()}))
+    )
+    caller_voice = {
+        "tts": {"provider": "cartesia", "model": "sonic-2"},
+        "stt": {"provider": "deepgram", "model": "nova-3"},
+        "endpointing": {"min_delay_s": 0.5, "max_delay_s": 2.0},
+        "background_audio": {"thinking": "keyboard", "volume": 0.5},
+        "noise_cancellation": "none",
+    }
+    data = flow(
+        {
+            "start": agent(go("go_sub", "sub")),
+            "sub": {"type": "subflow", "use": "sub.yaml", "transition_to": "plain"},
+            "plain": {"type": "subflow", "use": "plain.yaml", "transition_to": "bye"},
+            "bye": end(),
+        },
+        voice=caller_voice,
+    )
+    report = validate_data(data, base_dir=tmp_path)
+    assert report.ok, report.errors
+    assert report.definition is not None
+    top = report.definition.flow
+
+    def on(node: str) -> dict[str, Any]:
+        return voice_for(top.voice, top.nodes[node].voice).model_dump(mode="json", exclude_none=True)
+
+    callers = on("start")
+    assert callers == VoiceSettings.model_validate(caller_voice).model_dump(mode="json", exclude_none=True)
+    inside = on("sub.ask")
+    assert inside["tts"] == [{"provider": "openai", "voice": "alloy"}]  # the used flow's
+    assert inside["stt"] == callers["stt"]  # the used flow sets none: the caller's
+    assert inside["endpointing"] == {"min_delay_s": 0.2, "max_delay_s": 4}  # its flow's, its own
+    assert inside["background_audio"] == {"thinking": "keyboard", "ambient": "office", "volume": 0.5}
+    assert inside["noise_cancellation"] == "none"  # the call's
+    assert on("sub.fin")["endpointing"] == {"min_delay_s": 0.2, "max_delay_s": 2.0}
+    assert on("sub.fin")["tts"] == [{"provider": "openai", "voice": "alloy"}]
+    assert top.nodes["plain.ask"].voice is None and on("plain.ask") == callers  # no voice of its own
+    assert on("bye") == callers  # back in the calling flow
