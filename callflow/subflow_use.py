@@ -168,6 +168,16 @@ def load_uses(
                         path, f"subflow {ref}: its '{key}' does not apply: the calling flow's does", "warning"
                     )
                 )
+        sub_voice = definition.flow.voice
+        if sub_voice is not None and sub_voice.noise_cancellation is not None:
+            warnings.append(
+                Issue(
+                    path,
+                    f"subflow {ref}: its 'voice.noise_cancellation' does not apply: it is the call's, "
+                    "the calling flow's (its other voice settings apply on its nodes)",
+                    "warning",
+                )
+            )
         used[nid] = Used(ref=ref, definition=definition, digest=digest)
     return used, errors, warnings
 

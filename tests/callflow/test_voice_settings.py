@@ -227,6 +227,10 @@ def test_inside_a_subflow_its_flows_voice_applies_falling_back_to_the_callers(tm
     report = validate_data(data, base_dir=tmp_path)
     assert report.ok, report.errors
     assert report.definition is not None
+    assert [str(w) for w in report.warnings] == [
+        "nodes.sub.use: subflow sub.yaml: its 'voice.noise_cancellation' does not apply: it is "
+        "the call's, the calling flow's (its other voice settings apply on its nodes)"
+    ]
     top = report.definition.flow
 
     def on(node: str) -> dict[str, Any]:
