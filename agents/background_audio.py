@@ -57,6 +57,7 @@ class BackgroundSounds:
         self.closed = False
         self._changes: asyncio.Queue[BackgroundAudio | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None
         session.on("agent_state_changed", self._state)
         session.on("close", lambda _ev: self._close_soon())
 
@@ -124,7 +125,7 @@ class BackgroundSounds:
         self.thinking = self.player.play(AudioConfig(thinking_clip(sounds.thinking), volume=sounds.loudness))
 
     def _close_soon(self) -> None:
-        asyncio.get_running_loop().create_task(self.aclose())
+        self._closing = asyncio.get_running_loop().create_task(self.aclose())  # held: not collected
 
     async def aclose(self) -> None:
         """Stop every sound and unpublish the track (the session closed, or the call ended)."""
