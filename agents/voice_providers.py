@@ -5,7 +5,8 @@ built with what livekit-agents ships.
 are the deployment's ``RINGFLOW_OPENAI_*``). Every other provider is LiveKit Inference
 (``livekit.agents.inference``), named ``provider/model``: it runs on LiveKit Cloud with the
 deployment's LiveKit key, so a flow never holds a provider's secret. Background sounds are
-livekit's ``BackgroundAudioPlayer`` on the call's room (its clips ship in livekit-agents).
+livekit's ``BackgroundAudioPlayer`` on the call's room (``agents/background_audio.py``; its
+clips ship in livekit-agents).
 Noise cancellation is LiveKit Cloud's BVC telephony filter from
 ``livekit-plugins-noise-cancellation``, which this project does not install: a flow that asks
 for it runs without it, saying so once per call.
@@ -13,8 +14,6 @@ for it runs without it, saying so once per call.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -23,11 +22,9 @@ from livekit.agents import llm as lk_llm
 from livekit.agents import stt as lk_stt
 from livekit.agents import tts as lk_tts
 from livekit.agents.voice import room_io
-from livekit.agents.voice.background_audio import AudioConfig, BackgroundAudioPlayer, BuiltinAudioClip
 
+from ringflow.agents.background_audio import BackgroundSounds
 from ringflow.callflow.voice import (
-    AMBIENT_SOUNDS,
-    THINKING_SOUNDS,
     BackgroundAudio,
     LlmChoice,
     NoiseCancellation,
@@ -37,14 +34,6 @@ from ringflow.callflow.voice import (
 )
 
 log = logging.getLogger(__name__)
-
-
-def thinking_clip(name: str) -> BuiltinAudioClip:
-    return BuiltinAudioClip[THINKING_SOUNDS[name]]
-
-
-def ambient_clip(name: str) -> BuiltinAudioClip:
-    return BuiltinAudioClip[AMBIENT_SOUNDS[name]]
 
 
 def inference_model(provider: str, model: str | None) -> str:
@@ -75,9 +64,7 @@ class ProviderStack:
         self.llm_model = llm_model
         self.client = client  # the process's shared OpenAI client (servers/agent.py)
         self.room = room
-        self.player: BackgroundAudioPlayer | None = None
-        self.ambient: Any = None  # the playing ambient sound's handle
-        self.ambient_name: str | None = None
+        self.sounds: BackgroundSounds | None = None  # the session's background sounds
 
     def tts(self, choice: TtsChoice) -> lk_tts.TTS:
         if choice.provider == "openai":
@@ -131,39 +118,13 @@ class ProviderStack:
         return room_io.RoomOptions(audio_input=room_io.AudioInputOptions(noise_cancellation=found))
 
     def background(self, sounds: BackgroundAudio | None, session: AgentSession) -> None:
-        """Switch the node's background sounds: the thinking sound is the player's (livekit
-        plays it while the agent thinks), the ambient one loops until the next change."""
+        """The node's background sounds on the call's room (``agents/background_audio.py``)."""
         if self.room is None:
             return
-        asyncio.get_running_loop().create_task(self._background(sounds, session))
-
-    async def _background(self, sounds: BackgroundAudio | None, session: AgentSession) -> None:
-        try:
-            if self.player is None:
-                if sounds is None:
-                    return
-                self.player = BackgroundAudioPlayer()
-                await self.player.start(room=self.room, agent_session=session)
-            volume = sounds.volume if sounds is not None else 0.0
-            thinking = sounds.thinking if sounds is not None else None
-            # livekit reads its thinking sound at every change of the agent's state
-            self.player._thinking_sound = (
-                AudioConfig(thinking_clip(thinking), volume=volume) if thinking else None
-            )
-            ambient = sounds.ambient if sounds is not None else None
-            if ambient != self.ambient_name:
-                if self.ambient is not None:
-                    self.ambient.stop()
-                self.ambient = (
-                    self.player.play(AudioConfig(ambient_clip(ambient), volume=volume), loop=True)
-                    if ambient
-                    else None
-                )
-                self.ambient_name = ambient
-        except Exception as exc:  # sounds are decoration: the call goes on without them
-            log.warning("background audio not switched: %s", exc, extra={"event": "background_audio_failed"})
+        if self.sounds is None or self.sounds.session is not session:
+            self.sounds = BackgroundSounds(self.room, session)
+        self.sounds.switch(sounds)
 
     async def aclose(self) -> None:
-        if self.player is not None:
-            with contextlib.suppress(Exception):
-                await self.player.aclose()
+        if self.sounds is not None:
+            await self.sounds.aclose()

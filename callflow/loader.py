@@ -59,6 +59,7 @@ class ValidationReport:
     source: str | None = None
     errors: list[Issue] = field(default_factory=list)
     warnings: list[Issue] = field(default_factory=list)
+    notes: list[Issue] = field(default_factory=list)  # nothing wrong, but worth knowing
     definition: FlowDefinition | None = None
 
     @property
@@ -71,6 +72,7 @@ class ValidationReport:
             "valid": self.ok,
             "errors": [e.as_dict() for e in self.errors],
             "warnings": [w.as_dict() for w in self.warnings],
+            "notes": [n.as_dict() for n in self.notes],
         }
 
 
@@ -152,6 +154,7 @@ def validate_data(
     from ringflow.callflow.subflow_use import inline, load_uses
     from ringflow.callflow.validate import semantic_checks
     from ringflow.callflow.validate_shape import check_shape
+    from ringflow.callflow.validate_voice import voice_notes
 
     report = ValidationReport(source=source)
     if not isinstance(data, dict):
@@ -172,6 +175,7 @@ def validate_data(
         handlers, errors, warnings = semantic_checks(flow, base_dir, load_handlers=load_handlers, used=used)
         report.errors.extend([*use_errors, *errors])
         report.warnings.extend([*use_warnings, *warnings])
+        report.notes.extend(voice_notes(flow))
         if not report.errors:
             definition = FlowDefinition(flow=flow, handlers=handlers, source=source)
             report.definition = inline(definition, used)

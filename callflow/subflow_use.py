@@ -38,6 +38,7 @@ from ringflow.callflow.model import (
     Transition,
 )
 from ringflow.callflow.subflows import SEP
+from ringflow.callflow.voice import NO_VOICE, VoiceSettings, voice_for
 
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_DEPTH = 8  # subflows inside subflows: deeper is a mistake, not a design
@@ -167,6 +168,16 @@ def load_uses(
                         path, f"subflow {ref}: its '{key}' does not apply: the calling flow's does", "warning"
                     )
                 )
+        sub_voice = definition.flow.voice
+        if sub_voice is not None and sub_voice.noise_cancellation is not None:
+            warnings.append(
+                Issue(
+                    path,
+                    f"subflow {ref}: its 'voice.noise_cancellation' does not apply: it is the call's, "
+                    "the calling flow's (its other voice settings apply on its nodes)",
+                    "warning",
+                )
+            )
         used[nid] = Used(ref=ref, definition=definition, digest=digest)
     return used, errors, warnings
 
@@ -235,10 +246,23 @@ def _function(fn: FunctionEntry, prefix: str) -> FunctionEntry:
     return fn.model_copy(update=update)
 
 
+def _voice_inside(node: Node, sub: Flow) -> VoiceSettings | None:
+    """A used flow's node's voice as the calling flow holds it: its own over its flow's
+    ``voice`` (the agent lays that over the calling flow's, so inside the subflow its flow's
+    settings apply and what it leaves unset is the caller's). Noise cancellation is the
+    call's, set by the calling flow when the session starts: a used flow's is not carried."""
+    if sub.voice is None or node.type not in ("agent", "end"):
+        return node.voice
+    merged = voice_for(sub.voice.model_copy(update={"noise_cancellation": None}), node.voice)
+    return None if merged == NO_VOICE else merged
+
+
 def _renamed(node: Node, prefix: str, sub: Flow) -> Node:
     """A used flow's node as the calling flow holds it: every node it names prefixed, its
-    flow's role before its task, its flow's global functions among its own."""
+    flow's role before its task, its flow's global functions among its own, its flow's
+    voice settings under its own."""
     update: dict[str, Any] = {"global_nodes": False if node.type == "agent" else node.global_nodes}
+    update["voice"] = _voice_inside(node, sub)
     own = [_function(f, prefix) for f in node.functions]
     if node.type == "agent":
         names = {f.name for f in own}

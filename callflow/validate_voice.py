@@ -3,6 +3,7 @@ providers): what a node may override, and what a provider needs to be built."""
 
 from __future__ import annotations
 
+from ringflow.callflow.errors import Issue
 from ringflow.callflow.model import Flow
 from ringflow.callflow.validate_checker import Checker
 from ringflow.callflow.voice import VoiceSettings
@@ -57,3 +58,19 @@ def check_voice(checker: Checker, flow: Flow) -> None:
         listens = voice.stt or voice.turn_detection or voice.endpointing or voice.interruption
         if node.type == "end" and listens:
             checker.warn(path, "an end node does not listen: only its tts, llm and background_audio apply")
+
+
+def voice_notes(flow: Flow) -> list[Issue]:
+    """What a flow's ``voice`` asks for that only some deployments have: said, not refused."""
+    if flow.voice is not None and flow.voice.noise_cancellation == "telephony":
+        return [
+            Issue(
+                "voice.noise_cancellation",
+                "telephony noise cancellation runs only on LiveKit Cloud, with "
+                "livekit-plugins-noise-cancellation installed on the agent (Ringflow does not "
+                "install it); elsewhere the call runs unfiltered and the agent logs "
+                "noise_cancellation_missing",
+                "note",
+            )
+        ]
+    return []

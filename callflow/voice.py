@@ -127,13 +127,22 @@ class Interruption(_Strict):
     min_words: int | None = Field(None, ge=0, le=20)
 
 
+DEFAULT_VOLUME = 0.8
+
+
 class BackgroundAudio(_Strict):
     """livekit's ``BackgroundAudioPlayer``: ``thinking`` plays while the agent thinks (an
-    LLM or a function running), ``ambient`` under the whole node; ``volume`` 0 to 1."""
+    LLM or a function running), ``ambient`` under the whole node; ``volume`` 0 to 1, or
+    ``DEFAULT_VOLUME`` where no level names it (unset rather than defaulted, so a node that
+    names only a sound keeps its flow's volume)."""
 
     thinking: str | None = None
     ambient: str | None = None
-    volume: float = Field(0.8, ge=0, le=1)
+    volume: float | None = Field(None, ge=0, le=1)
+
+    @property
+    def loudness(self) -> float:
+        return DEFAULT_VOLUME if self.volume is None else self.volume
 
     @field_validator("thinking")
     @classmethod

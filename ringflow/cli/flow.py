@@ -82,6 +82,7 @@ def validate(
                             "valid": False,
                             "errors": [{"path": "", "message": str(exc)}],
                             "warnings": [],
+                            "notes": [],
                         }
                     )
                 )
@@ -96,6 +97,8 @@ def validate(
                 typer.echo(f"{path}: error: {e}")
             for w in report.warnings:
                 typer.echo(f"{path}: warning: {w}")
+            for note in report.notes:
+                typer.echo(f"{path}: note: {note}")
             if report.ok:
                 n = len(report.warnings)
                 extra = f" ({n} warning{'' if n == 1 else 's'})" if n else ""

@@ -464,7 +464,16 @@ async def _run_script(
 
     flow = definition.flow
     voiced = flow.voice is not None or any(n.voice is not None for n in flow.nodes.values())
-    stack = SimulatedStack(llm_of, audio=audio, phrases=phrases) if voiced else None
+
+    def room_of(session: AgentSession) -> Any:
+        """The simulated room of the session's line: background sounds play to its caller."""
+        return next(ln.room for ln in lines if ln.session is session)
+
+    stack = (
+        SimulatedStack(llm_of, audio=audio, phrases=phrases, room_of=room_of if audio else None)
+        if voiced
+        else None
+    )
 
     def session_factory(snap: Snapshot) -> AgentSession:
         model = llm_of()
@@ -614,6 +623,7 @@ async def _run_audio(
         REPLY_TIMEOUT_S,
         Caller,
         TurnTiming,
+        hear_background,
         play_noise,
         play_silence,
         play_user,
@@ -623,6 +633,7 @@ async def _run_audio(
     first = script.turns[0] if script.turns else None
     if first is None or first.interrupt_after_s is None:
         await run.session.wait_for_idle()  # the greeting, heard to its end
+    turns: list[tuple[TurnTiming, Any, float, float]] = []  # each turn's timing, line and span
     i = 0
     while i < len(script.turns) and not run.controller.ended:
         turn = script.turns[i]
@@ -637,6 +648,7 @@ async def _run_audio(
         caller = Caller(voice, line)
         timing = TurnTiming(turn=i, kind=_kind(turn))
         key = f"t{i}"
+        turn_started = time.perf_counter()
         kill_here = kill_at == i and result.kills == 0
         if kill_here:  # what came before is in the workflow, as in a real call (see the text loop)
             await run.outbox.flush(timeout=TURN_TIMEOUT_S)
@@ -672,11 +684,14 @@ async def _run_audio(
             await asyncio.wait_for(_play(run, turn, key, idle_s), TURN_TIMEOUT_S)
             await settle(line, started)
         await after_turn(jobs, run, turn, i)
-        result.timings.append(timing.model_dump())
+        turns.append((timing, lines[-1], turn_started, time.perf_counter()))
         i += 1
     await lines[-1].until(lines[-1].quiet, REPLY_TIMEOUT_S)
     record = await _hang_up(run, handle)
     await run.close()
+    for timing, line, start, end in turns:  # every frame of the background track is in by now
+        hear_background(line, start, end, timing)
+        result.timings.append(timing.model_dump())
     for line in lines:
         await line.close()
     LOCAL.forget(call_id)

@@ -4,8 +4,11 @@ applied with the offline stack, whatever providers they name.
 Every TTS a flow names is espeak-ng, every STT pocketsphinx (on real audio; text mode has
 neither and keeps none), every LLM the scripted one with the flow's temperature; a list is
 still livekit's ``FallbackAdapter`` over them, turn detection, endpointing and interruption
-are applied as in production. Background sounds and noise cancellation need a LiveKit room:
-they are only recorded. What production would have built is in each result's ``voice``
+are applied as in production. Background sounds play through production's code
+(``agents/background_audio.py``: livekit's ``BackgroundAudioPlayer``) into the simulated
+line's room (``simulation/audio/background.py``) when the stack is given one, where the
+caller hears them; they are recorded either way. Noise cancellation needs LiveKit Cloud: it
+is only recorded. What production would have built is in each result's ``voice``
 (``production_voice``).
 """
 
@@ -17,6 +20,7 @@ from typing import Any
 from livekit.agents import AgentSession
 from livekit.agents import llm as lk_llm
 
+from ringflow.agents.background_audio import BackgroundSounds
 from ringflow.callflow.model import Flow
 from ringflow.callflow.voice import (
     BackgroundAudio,
@@ -31,14 +35,22 @@ from ringflow.callflow.voice import (
 
 class SimulatedStack:
     """``llm_of`` builds the scripted model for a choice; ``audio``: the call runs on real
-    audio (espeak-ng and pocketsphinx, held to ``phrases``), else text mode (no speech)."""
+    audio (espeak-ng and pocketsphinx, held to ``phrases``), else text mode (no speech);
+    ``room_of``: the simulated room of a session's line, where background sounds play."""
 
     def __init__(
-        self, llm_of: Callable[[LlmChoice], lk_llm.LLM], *, audio: bool, phrases: list[str] | None = None
+        self,
+        llm_of: Callable[[LlmChoice], lk_llm.LLM],
+        *,
+        audio: bool,
+        phrases: list[str] | None = None,
+        room_of: Callable[[AgentSession], Any] | None = None,
     ) -> None:
         self.llm_of = llm_of
         self.audio = audio
         self.phrases = list(phrases or [])
+        self.room_of = room_of
+        self.background_sounds: BackgroundSounds | None = None  # the live session's
         self.sounds: list[dict[str, Any] | None] = []  # each background change, in order
         self.noise: NoiseCancellation | None = None
 
@@ -68,6 +80,12 @@ class SimulatedStack:
 
     def background(self, sounds: BackgroundAudio | None, session: AgentSession) -> None:
         self.sounds.append(sounds.model_dump() if sounds is not None else None)
+        if self.room_of is None:
+            return
+        live = self.background_sounds
+        if live is None or live.session is not session:  # a new agent: its own player
+            live = self.background_sounds = BackgroundSounds(self.room_of(session), session)
+        live.switch(sounds)
 
     def room_options(self, noise: NoiseCancellation | None) -> Any:
         self.noise = noise

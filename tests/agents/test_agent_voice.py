@@ -9,6 +9,7 @@ the agent's and the workflow's states stay equal throughout."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from typing import Any
 
@@ -18,6 +19,7 @@ from livekit.agents import stt as lk_stt
 from livekit.agents import tts as lk_tts
 from temporalio.client import Client
 
+from ringflow.agents.voice_providers import ProviderStack
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.model import FlowDefinition
 from ringflow.simulation.audio.espeak import EspeakTTS
@@ -169,3 +171,21 @@ async def test_each_nodes_voice_reaches_the_live_session_and_a_takeover_applies_
         await tc.user("bye now")
         record = await tc.ended()
         assert record.path == ["a", "b", "c", "done"]
+
+
+def test_telephony_noise_cancellation_is_applied_only_where_livekit_cloud_s_plugin_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """livekit-plugins-noise-cancellation is LiveKit Cloud's and not installed here: the room
+    input gets no filter, and the agent says so in one line; a flow that asks for none is quiet."""
+    import importlib.util
+
+    assert importlib.util.find_spec("livekit.plugins.noise_cancellation") is None
+    stack = ProviderStack("gpt-4.1-mini")
+    with caplog.at_level(logging.WARNING, logger="ringflow.agents.voice_providers"):
+        assert stack.room_options("none") is None
+        assert caplog.records == []
+        assert stack.room_options("telephony") is None
+    [line] = caplog.records
+    assert getattr(line, "event", None) == "noise_cancellation_missing"
+    assert "LiveKit Cloud" in line.getMessage()

@@ -4,13 +4,18 @@ livekit-agents' own."""
 
 from __future__ import annotations
 
+import json
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
 from ringflow.callflow.loader import validate_data
 from ringflow.callflow.voice import STT_PROVIDERS, TTS_PROVIDERS, VoiceSettings, voice_for
+from ringflow.cli import app
 from tests.support.engine_flows import agent, end, flow, go
 
 FLOW_VOICE: dict[str, Any] = {
@@ -112,6 +117,31 @@ def test_a_failover_to_the_same_provider_is_pointed_out() -> None:
     assert any(str(w).startswith("voice.tts[1]") for w in report.warnings), report.warnings
 
 
+def test_telephony_noise_cancellation_is_noted_as_livekit_cloud_s_not_refused(tmp_path: Path) -> None:
+    """The filter is LiveKit Cloud's plugin, which Ringflow cannot run: ``flow validate``
+    says so (a note: the flow is valid, and the note is not a warning), on the text output
+    and in --json."""
+    report = validate_data(voiced({"noise_cancellation": "telephony"}))
+    assert report.ok and report.warnings == []
+    assert [str(n) for n in report.notes] == [
+        "voice.noise_cancellation: telephony noise cancellation runs only on LiveKit Cloud, with "
+        "livekit-plugins-noise-cancellation installed on the agent (Ringflow does not install it); "
+        "elsewhere the call runs unfiltered and the agent logs noise_cancellation_missing"
+    ]
+    assert validate_data(voiced({"noise_cancellation": "none"})).notes == []
+    path = tmp_path / "nc.yaml"
+    path.write_text(yaml.safe_dump(voiced({"noise_cancellation": "telephony"})))
+    out = CliRunner().invoke(app, ["flow", "validate", str(path)])
+    assert out.exit_code == 0, out.output
+    assert (
+        f"{path}: note: voice.noise_cancellation: telephony noise cancellation runs only on LiveKit Cloud"
+        in out.output
+    )
+    assert "note" not in out.output.strip().splitlines()[-1]  # valid; a note is not a warning
+    as_json = json.loads(CliRunner().invoke(app, ["flow", "validate", "--json", str(path)]).output)
+    assert as_json["valid"] is True and [n["path"] for n in as_json["notes"]] == ["voice.noise_cancellation"]
+
+
 def test_a_nodes_voice_lies_over_the_flows_key_by_key() -> None:
     base = VoiceSettings.model_validate(FLOW_VOICE)
     own = VoiceSettings.model_validate(
@@ -156,3 +186,65 @@ def test_the_providers_are_what_livekit_agents_can_build() -> None:
     for lit in stt_literals:
         found |= {str(n).split("/", 1)[0] for n in typing.get_args(lit)}
     assert set(STT_PROVIDERS) == found | {"openai"}
+
+
+def test_inside_a_subflow_its_flows_voice_applies_falling_back_to_the_callers(tmp_path: Path) -> None:
+    """A used flow's ``voice`` holds on its own nodes, a node's own over it, and whatever
+    the used flow leaves unset is the calling flow's; the calling flow's nodes keep the
+    calling flow's; noise cancellation stays the call's (the caller's), never the used flow's."""
+    sub = flow(
+        {
+            "ask": agent(go("done", "fin"), voice={"endpointing": {"max_delay_s": 4}}),
+            "fin": end(),
+        },
+        voice={
+            "tts": {"provider": "openai", "voice": "alloy"},
+            "endpointing": {"min_delay_s": 0.2},
+            "background_audio": {"ambient": "office"},
+            "noise_cancellation": "telephony",
+        },
+    )
+    (tmp_path / "sub.yaml").write_text(yaml.safe_dump(sub))
+    (tmp_path / "plain.yaml").write_text(
+        yaml.safe_dump(flow({"ask": agent(go("done", "fin")), "fin": end()}))
+    )
+    caller_voice = {
+        "tts": {"provider": "cartesia", "model": "sonic-2"},
+        "stt": {"provider": "deepgram", "model": "nova-3"},
+        "endpointing": {"min_delay_s": 0.5, "max_delay_s": 2.0},
+        "background_audio": {"thinking": "keyboard", "volume": 0.5},
+        "noise_cancellation": "none",
+    }
+    data = flow(
+        {
+            "start": agent(go("go_sub", "sub")),
+            "sub": {"type": "subflow", "use": "sub.yaml", "transition_to": "plain"},
+            "plain": {"type": "subflow", "use": "plain.yaml", "transition_to": "bye"},
+            "bye": end(),
+        },
+        voice=caller_voice,
+    )
+    report = validate_data(data, base_dir=tmp_path)
+    assert report.ok, report.errors
+    assert report.definition is not None
+    assert [str(w) for w in report.warnings] == [
+        "nodes.sub.use: subflow sub.yaml: its 'voice.noise_cancellation' does not apply: it is "
+        "the call's, the calling flow's (its other voice settings apply on its nodes)"
+    ]
+    top = report.definition.flow
+
+    def on(node: str) -> dict[str, Any]:
+        return voice_for(top.voice, top.nodes[node].voice).model_dump(mode="json", exclude_none=True)
+
+    callers = on("start")
+    assert callers == VoiceSettings.model_validate(caller_voice).model_dump(mode="json", exclude_none=True)
+    inside = on("sub.ask")
+    assert inside["tts"] == [{"provider": "openai", "voice": "alloy"}]  # the used flow's
+    assert inside["stt"] == callers["stt"]  # the used flow sets none: the caller's
+    assert inside["endpointing"] == {"min_delay_s": 0.2, "max_delay_s": 4}  # its flow's, its own
+    assert inside["background_audio"] == {"thinking": "keyboard", "ambient": "office", "volume": 0.5}
+    assert inside["noise_cancellation"] == "none"  # the call's
+    assert on("sub.fin")["endpointing"] == {"min_delay_s": 0.2, "max_delay_s": 2.0}
+    assert on("sub.fin")["tts"] == [{"provider": "openai", "voice": "alloy"}]
+    assert top.nodes["plain.ask"].voice is None and on("plain.ask") == callers  # no voice of its own
+    assert on("bye") == callers  # back in the calling flow

@@ -17,6 +17,7 @@ from typing import Any
 from livekit.agents import AgentSession
 from livekit.agents import llm as lk_llm
 
+from ringflow.simulation.audio.background import SimulatedRoom
 from ringflow.simulation.audio.microphone import Microphone
 from ringflow.simulation.audio.speaker import Speaker
 
@@ -36,6 +37,7 @@ class AudioLine:
 
     mic: Microphone = field(default_factory=Microphone)
     speaker: Speaker = field(default_factory=Speaker)
+    room: SimulatedRoom = field(default_factory=SimulatedRoom)  # the background sounds' track
     heard: list[Heard] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     session: AgentSession | None = None
@@ -94,3 +96,4 @@ class AudioLine:
     async def close(self) -> None:
         self.mic.close()
         await self.speaker.aclose()
+        await self.room.ear.aclose()

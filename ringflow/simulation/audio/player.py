@@ -34,6 +34,7 @@ from ringflow.simulation.audio.microphone import Utterance
 
 HEARD_TIMEOUT_S = 10.0  # endpointing's longest wait (3 s) plus recognition, with room for load
 REPLY_TIMEOUT_S = 30.0
+TRACK_LATENCY_S = 0.5  # livekit's background audio source buffers 400 ms, its mixer 100 ms
 
 
 class TurnTiming(BaseModel):
@@ -50,6 +51,10 @@ class TurnTiming(BaseModel):
     false_interruption: bool | None = None  # livekit resumed the agent after the noise
     idle_prompts: int | None = None  # prompts the silence got
     first_prompt_ms: float | None = None  # the silence's start to its first prompt's first frame
+    # the background track (a flow's background_audio), where one is published: seconds of
+    # sound the caller heard on it during the turn, and while the agent thought
+    background_s: float | None = None
+    thinking_sound_s: float | None = None
 
 
 @dataclass
@@ -130,6 +135,30 @@ async def play_user(
         if first is not None:
             timing.turn_latency_ms = (first - ended) * 1000
     return utt
+
+
+def hear_background(line: AudioLine, start: float, end: float, timing: TurnTiming) -> None:
+    """What the caller heard on the background track between ``start`` and ``end``. A sound
+    reaches the caller ``TRACK_LATENCY_S`` after the player starts it (livekit's audio source
+    buffers), so each of the agent's thinking spans is heard that much later."""
+    ear = line.room.ear
+    if not ear.tracks:
+        return
+    timing.background_s = round(ear.loud_s(start, end), 2)
+    spans: list[tuple[float, float]] = []
+    thinking_at: float | None = None
+    for h in line.heard:
+        if h.kind != "agent_state":
+            continue
+        if h.value == "thinking" and thinking_at is None:
+            thinking_at = h.at
+        elif h.value != "thinking" and thinking_at is not None:
+            spans.append((thinking_at, h.at))
+            thinking_at = None
+    if thinking_at is not None:
+        spans.append((thinking_at, end))
+    heard = sum(ear.loud_s(a, b + TRACK_LATENCY_S) for a, b in spans if b >= start and a <= end)
+    timing.thinking_sound_s = round(heard, 2)
 
 
 async def play_noise(caller: Caller, seconds: float, timing: TurnTiming) -> None:
