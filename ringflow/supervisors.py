@@ -133,7 +133,6 @@ async def listen_grant(
     from ringflow.agents.supervisor_listen import listen_token
     from ringflow.workflows.client import CallHandle
 
-    url, key, secret = require_livekit(settings)
     check_ttl(ttl_s)
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
     try:
@@ -148,6 +147,7 @@ async def listen_grant(
         ) from None
     if view.status == "ended":
         raise SupervisionRefused("listen", "the call has ended: there is nothing to listen to")
+    url, key, secret = require_livekit(settings)  # after the call: an unknown one is that first
     room = view.room or call_id
     token = listen_token(key, secret.get_secret_value(), room, identity, ttl_s)
     return ListenGrant(call_id, room, identity, url, token, ttl_s)

@@ -196,8 +196,9 @@ async def test_console_supervises_a_live_call_and_shows_a_journeys_calls(
     browser_page: Any,
 ) -> None:
     """Listen (a LiveKit token the fake accepts), whisper, take over (a whisper then refused,
-    with the call's reason), hand back at a node from the call's page, each recorded by the call's workflow under the key's name;
-    the journeys list and a journey's page, its calls on one timeline linking to their pages."""
+    with the call's reason), hand back at a node from the call's page, each recorded by the
+    call's workflow under the key's name; the journeys list and a journey's page, its calls
+    on one timeline linking to their pages."""
     from ringflow.workflows.journey_client import JourneyHandle
     from tests.support.campaignkit import fake_line
     from tests.support.journeykit import journey_agent, journey_with_follow_up, phone
