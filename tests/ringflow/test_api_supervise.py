@@ -56,6 +56,9 @@ async def test_supervisor_actions_are_recorded_refused_with_the_reason_and_liste
         joined = lk.join(grant["token"])
         assert joined.identity == "sup-ann" and joined.permission.hidden
         assert joined.permission.can_subscribe and not joined.permission.can_publish
+        async with api_client(api_settings(sqlite_url, task_queue), temporal_client, key) as bare:
+            no_livekit = await bare.post(f"{base}/listen")
+        assert no_livekit.status_code == 503 and "LIVEKIT_URL" in no_livekit.json()["detail"]
         too_long = await http.post(f"{base}/listen", json={"ttl_s": 999999})
         assert too_long.status_code == 422 and too_long.json()["errors"][0]["field"] == "ttl_s"
 
