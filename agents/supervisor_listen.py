@@ -16,10 +16,16 @@ from livekit import api
 MAX_LISTEN_TTL_S = 4 * 3600
 
 
-def listen_token(api_key: str, api_secret: str, room: str, identity: str, ttl_s: float = 3600) -> str:
-    """The JWT for ``identity`` to listen to ``room`` for ``ttl_s`` seconds."""
+def check_ttl(ttl_s: float) -> None:
+    """Raises ``ValueError`` saying the limit when a listen token may not last ``ttl_s``
+    (checked before anything is asked of Temporal)."""
     if not 0 < ttl_s <= MAX_LISTEN_TTL_S:
         raise ValueError(f"a listen token lasts at most {MAX_LISTEN_TTL_S // 3600} hours, got {ttl_s:g} s")
+
+
+def listen_token(api_key: str, api_secret: str, room: str, identity: str, ttl_s: float = 3600) -> str:
+    """The JWT for ``identity`` to listen to ``room`` for ``ttl_s`` seconds."""
+    check_ttl(ttl_s)
     grants = api.VideoGrants(
         room_join=True,
         room=room,

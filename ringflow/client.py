@@ -22,9 +22,14 @@ from ringflow.api.models import (
     FlowReport,
     FlowVersion,
     FlowVersionShown,
+    Journey,
+    JourneyCancelled,
+    JourneySummary,
+    Listen,
     Problem,
     Promoted,
     PublishedFlow,
+    Supervised,
     Transcript,
 )
 
@@ -116,6 +121,63 @@ class Client:
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+    # supervisors
+    def _supervise(self, call_id: str, action: str, body: dict[str, Any], key: str | None) -> Supervised:
+        body = {k: v for k, v in body.items() if v is not None}
+        r = self._call("POST", f"/v1/calls/{call_id}/{action}", json=body, idempotency_key=key)
+        return Supervised.model_validate(r.json())
+
+    def listen(
+        self,
+        call_id: str,
+        *,
+        identity: str | None = None,
+        ttl_s: float = 3600,
+        idempotency_key: str | None = None,
+    ) -> Listen:
+        """A hidden, subscribe-only LiveKit token for the call's room (and LiveKit's URL)."""
+        body = {k: v for k, v in {"identity": identity, "ttl_s": ttl_s}.items() if v is not None}
+        r = self._call("POST", f"/v1/calls/{call_id}/listen", json=body, idempotency_key=idempotency_key)
+        return Listen.model_validate(r.json())
+
+    def whisper(
+        self, call_id: str, text: str, *, by: str | None = None, idempotency_key: str | None = None
+    ) -> Supervised:
+        """A hint for the bot's next turn; the caller never hears it. A refusal: ApiError 409."""
+        return self._supervise(call_id, "whisper", {"text": text, "by": by}, idempotency_key)
+
+    def takeover(
+        self, call_id: str, *, by: str | None = None, idempotency_key: str | None = None
+    ) -> Supervised:
+        return self._supervise(call_id, "takeover", {"by": by}, idempotency_key)
+
+    def handback(
+        self,
+        call_id: str,
+        *,
+        node: str | None = None,
+        by: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Supervised:
+        """The bot has the call again, at ``node`` or where it was."""
+        return self._supervise(call_id, "handback", {"node": node, "by": by}, idempotency_key)
+
+    # journeys
+    def list_journeys(
+        self, *, flow: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[JourneySummary]:
+        params = {k: v for k, v in {"flow": flow, "status": status, "limit": limit}.items() if v is not None}
+        page = self._call("GET", "/v1/journeys", params=params).json()
+        return [JourneySummary.model_validate(j) for j in page["data"]]
+
+    def journey(self, journey_id: str) -> Journey:
+        """The journey with its calls on one timeline."""
+        return Journey.model_validate(self._call("GET", f"/v1/journeys/{journey_id}").json())
+
+    def cancel_journey(self, journey_id: str, *, idempotency_key: str | None = None) -> JourneyCancelled:
+        r = self._call("POST", f"/v1/journeys/{journey_id}/cancel", idempotency_key=idempotency_key)
+        return JourneyCancelled.model_validate(r.json())
 
     # flows
     def validate_flow(self, *, flow: str | None = None, source: str | None = None) -> FlowReport:

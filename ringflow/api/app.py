@@ -22,9 +22,11 @@ from ringflow.api import (
     console,
     flows,
     functions,
+    journeys,
     metrics,
     problems,
     recordings,
+    supervisors,
     webhooks,
 )
 from ringflow.api.auth import RateLimiter
@@ -63,6 +65,8 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
     problems.document(app)
     metrics.install(app)
     app.include_router(calls.router)
+    app.include_router(supervisors.router)
+    app.include_router(journeys.router)
     app.include_router(campaigns.router)
     app.include_router(flows.router)
     app.include_router(webhooks.router)

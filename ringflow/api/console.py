@@ -51,6 +51,7 @@ def e(value: Any) -> str:
 def page(title: str, body: str, refresh_ms: int | None = None) -> HTMLResponse:
     nav = (
         '<nav><a href="/console/calls">Calls</a><a href="/console/campaigns">Campaigns</a>'
+        '<a href="/console/journeys">Journeys</a>'
         '<a href="/console/flows">Flows</a><a href="/console/logout">Sign out</a></nav>'
     )
     script = REFRESH % refresh_ms if refresh_ms else ""
@@ -113,10 +114,12 @@ async def logout() -> Response:
     return out
 
 
-def _partial(request: Request, title: str, inner: str, refresh_ms: int | None) -> Response:
+def _partial(request: Request, title: str, inner: str, refresh_ms: int | None, fixed: str = "") -> Response:
+    """The page, or (a refresh) its live part alone; ``fixed`` goes above the live part and
+    is not refreshed (forms being filled in)."""
     if request.headers.get("X-Partial"):
         return HTMLResponse(inner)
-    return page(title, f'<div id="live">{inner}</div>', refresh_ms)
+    return page(title, f'{fixed}<div id="live">{inner}</div>', refresh_ms)
 
 
 @router.get("/calls")
@@ -282,8 +285,10 @@ async def call_page(request: Request, call_id: str) -> Response:
         if doc["live"] or doc["status"] == "dialing"
         else ""
     )
+    live = doc["live"] and doc["status"] in ("live", "takeover")
+    supervised = await supervision_html(await temporal(request), cid) if live else ""
     inner = (
-        f"<p>{action}</p><table>{facts}</table>{recording_html(cid, doc.get('recording'))}"
+        f"<p>{action}</p><table>{facts}</table>{supervised}{recording_html(cid, doc.get('recording'))}"
         f"{analysis_html(doc.get('analysis'))}"
         f"<h2>Path</h2>{svg}<h2>Transcript</h2><div id=transcript>{said or 'no turns yet'}</div>"
         "<h2>Function calls</h2><table id=functions><tr><th>function</th><th>node</th><th>arguments</th>"
@@ -291,9 +296,105 @@ async def call_page(request: Request, call_id: str) -> Response:
         f"<h2>Rejected events</h2><ul id=rejected>{rejected or '<li>none</li>'}</ul>"
         f"<h2>Extraction errors</h2><ul>{errors or '<li>none</li>'}</ul>"
     )
+    controls = supervise_controls(cid, list(definition.flow.nodes) if definition else []) if live else ""
     return _partial(
-        request, f"Call {cid}", inner, 2000 if doc["live"] or doc["status"] == "dialing" else None
+        request, f"Call {cid}", inner, 2000 if doc["live"] or doc["status"] == "dialing" else None, controls
     )
+
+
+SUPERVISE = ("whisper", "takeover", "handback", "listen")
+
+
+def supervise_controls(call_id: str, nodes: list[str]) -> str:
+    """A live call's supervisor forms, posting to ``/console/calls/{id}/supervise/{action}``
+    (the same code as ``POST /v1/calls/{id}/...``); the call refuses what is out of place
+    (a whisper during a takeover...) and the page says why."""
+    at = f"/console/calls/{quote(call_id)}/supervise"
+    options = '<option value="">where the bot was</option>' + "".join(
+        f'<option value="{e(n)}">{e(n)}</option>' for n in nodes
+    )
+    return (
+        "<div id=supervise><h2>Supervise</h2>"
+        f'<form class="inline" method="post" action="{at}/whisper"><input id=whisper-text name="text" '
+        'size="50" maxlength="2000" placeholder="a hint for the bot\'s next turn" required> '
+        "<button id=whisper>Whisper</button></form> "
+        f'<form class="inline" method="post" action="{at}/takeover"><button id=takeover>Take over</button></form> '
+        f'<form class="inline" method="post" action="{at}/handback"><select id=handback-node name="node">'
+        f"{options}</select> <button id=handback>Hand back</button></form> "
+        f'<form class="inline" method="post" action="{at}/listen"><button id=listen>Listen</button></form></div>'
+    )
+
+
+async def supervision_html(client: Any, call_id: str) -> str:
+    """Who has the call and the supervisors' actions so far (the ``supervision`` query)."""
+    from ringflow.workflows.client import CallHandle
+
+    try:
+        got = await asyncio.wait_for(CallHandle(client, call_id).supervision(), 2)
+    except Exception:  # no worker answered in time: the next refresh shows it
+        return ""
+    took = [s.by for s in got.actions if s.action == "takeover"]
+    head = f"taken over by {e(took[-1] if took else None)}" if got.takeover else "the bot has the call"
+    steps = "".join(
+        f'<li data-step="{s.id}">{e(s.action)} by {e(s.by)}'
+        f"{f' at {e(s.node)}' if s.node else ''}{f': {e(s.text)}' if s.text else ''}</li>"
+        for s in got.actions
+    )
+    return (
+        f"<h2>Supervisors</h2><p id=supervisor>{head}</p><ul id=supervision>{steps or '<li>none</li>'}</ul>"
+    )
+
+
+@router.post("/calls/{call_id}/supervise/{action}")
+async def supervise_call(
+    request: Request,
+    call_id: str,
+    action: str,
+    text: str | None = Form(None, max_length=2000),
+    node: str | None = Form(None, max_length=128),
+) -> Response:
+    """A supervisor's action from the call's page, then back to the page; a refusal is
+    shown with the call's reason."""
+    import uuid
+
+    from ringflow.api.calls import call_id_of
+    from ringflow.api.supervisors import act, supervisor_name
+    from ringflow.supervisors import (
+        CallNotFound,
+        NoLiveKit,
+        NoWorkerAnswered,
+        SupervisionRefused,
+        listen_grant,
+    )
+
+    try:
+        key = await key_for(request, "calls:supervise")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    if action not in SUPERVISE:
+        return page("No such action", f"<p class=err>{e(action)}</p>")
+    cid = call_id_of(call_id)
+    back = f'<p><a id=back href="/console/calls/{quote(cid)}">back to the call</a></p>'
+    by = supervisor_name(key, None)
+    try:
+        if action == "listen":
+            who = f"supervisor-{uuid.uuid4().hex[:8]}"
+            grant = await listen_grant(await temporal(request), request.app.state.settings, cid, who)
+            facts = "".join(
+                f"<tr><th>{k}</th><td id=l-{k}>{e(v)}</td></tr>" for k, v in grant.as_dict().items()
+            )
+            return page(
+                f"Listen to call {cid}", f"<p>Join with any LiveKit client:</p><table>{facts}</table>{back}"
+            )
+        fields = (
+            {"text": text} if action == "whisper" else {"node": node or None} if action == "handback" else {}
+        )
+        await act(request, cid, action, by=by, **fields)
+    except ProblemError as exc:
+        return page(f"Call {cid}", f"<p class=err id=refused>{e(exc.detail)}</p>{back}")
+    except (NoLiveKit, SupervisionRefused, CallNotFound, NoWorkerAnswered) as exc:  # listen's refusals
+        return page(f"Call {cid}", f"<p class=err id=refused>{e(exc)}</p>{back}")
+    return RedirectResponse(f"/console/calls/{quote(cid)}", status_code=303)
 
 
 def recording_html(call_id: str, rec: dict[str, Any] | None) -> str:
@@ -423,6 +524,120 @@ async def steer(request: Request, campaign_id: str, action: str) -> Response:
     except (WorkflowUpdateFailedError, RPCError) as exc:
         return page("Campaign", f"<p class=err>{e(exc)}</p>")
     return RedirectResponse("/console/campaigns", status_code=303)
+
+
+def _when(at: float | None) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%SZ") if at is not None else ""
+
+
+def _call_link(call_id: str | None) -> str:
+    return f'<a href="/console/calls/{quote(call_id)}">{e(call_id)}</a>' if call_id else ""
+
+
+@router.get("/journeys")
+async def journeys_page(request: Request) -> Response:
+    """Journeys by flow and status, newest first (as ``GET /v1/journeys`` lists them)."""
+    from ringflow.journeys import JOURNEY_STATUSES, list_journeys
+
+    try:
+        await key_for(request, "journeys:read")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    q = request.query_params
+    status = q.get("status") if q.get("status") in JOURNEY_STATUSES else None
+    flow = (q.get("flow") or "")[:100] or None
+    rows = await list_journeys(await temporal(request), flow, status, 100)
+    body = "".join(
+        f'<tr data-journey="{e(r["journey_id"])}"><td><a href="/console/journeys/{quote(r["journey_id"])}">'
+        f"{e(r['journey_id'])}</a></td><td>{e(r['status'])}</td><td>{e(r['flow'])}</td>"
+        f"<td>{e(r['workflow'])}</td><td>{e(r['started_at'])}</td></tr>"
+        for r in rows
+    )
+    head = "<tr><th>journey</th><th>status</th><th>flow</th><th>workflow</th><th>started</th></tr>"
+    options = "".join(
+        f'<option value="{s}"{" selected" if s == status else ""}>{s}</option>'
+        for s in ("", *JOURNEY_STATUSES)
+    )
+    filters = (
+        f'<form method="get">status <select name="status">{options}</select> flow <input name="flow" '
+        f'value="{e(flow)}"> <button>Filter</button></form>'
+    )
+    table = f"<table id=journeys>{head}{body or '<tr><td colspan=5>no journeys</td></tr>'}</table>"
+    if request.headers.get("X-Partial"):
+        return HTMLResponse(table)
+    return page("Journeys", f'{filters}<div id="live">{table}</div>', 3000)
+
+
+@router.get("/journeys/{journey_id}")
+async def journey_page(request: Request, journey_id: str) -> Response:
+    """A journey's calls on one timeline, each linking to its call's page, with its state,
+    the call live now and the next call due."""
+    from ringflow.api.journeys import journey_id_of, read
+
+    try:
+        await key_for(request, "journeys:read")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    jid = journey_id_of(journey_id)
+    try:
+        view = await read(request, jid)
+    except ProblemError as exc:
+        return page(f"Journey {jid}", f"<p class=err>{e(exc.detail)}</p>")
+    fu = view.follow_up
+    facts = {
+        "flow": e(view.flow),
+        "status": e(view.status) + (f" ({e(view.end)})" if view.end else ""),
+        "calls": e(view.calls_total),
+        "live now": _call_link(view.active_call),
+        "next call": f"{_when(fu.due_at)} at {e(fu.node or '(start)')} ({e(fu.why)})" if fu else "",
+        "open until": _when(view.open_until) if view.status == "open" else "",
+        "state": e(view.state),
+        "extracted": e(view.extracted),
+    }
+    rows = "".join(
+        f"<tr><th>{k}</th><td id='j-{k.replace(' ', '-')}'>{v}</td></tr>" for k, v in facts.items()
+    )
+    earlier = view.calls_total - len(view.calls)
+    timeline = "".join(
+        f'<tr data-call="{e(c.call_id)}"><td>#{c.n}</td><td>{_when(c.started_at)}</td><td>{_call_link(c.call_id)}</td>'
+        f"<td>{e(c.direction)}</td><td>{_when(c.ended_at)}</td><td>{e(c.end_reason)}</td>"
+        f"<td>{e(c.disposition)}</td><td>{e(c.node)}</td><td>{e(c.summary)}</td></tr>"
+        for c in view.calls
+    )
+    more = f"<p class=node>{earlier} earlier calls</p>" if earlier else ""
+    notes = "".join(f"<li>{e(n)}</li>" for n in view.notes)
+    cancel = (
+        f'<form class="inline" method="post" action="/console/journeys/{quote(jid)}/cancel">'
+        "<button id=cancel>Cancel the journey</button></form>"
+        if view.status != "ended"
+        else ""
+    )
+    inner = (
+        f"<p>{cancel}</p><table>{rows}</table><h2>Calls</h2>{more}<table id=timeline><tr><th>#</th><th>started</th>"
+        "<th>call</th><th>direction</th><th>ended</th><th>end reason</th><th>disposition</th><th>node</th>"
+        f"<th>summary</th></tr>{timeline or '<tr><td colspan=9>no calls yet</td></tr>'}</table>"
+        f"{f'<h2>Notes</h2><ul>{notes}</ul>' if notes else ''}"
+    )
+    return _partial(request, f"Journey {jid}", inner, 3000 if view.status != "ended" else None)
+
+
+@router.post("/journeys/{journey_id}/cancel")
+async def cancel_journey_form(request: Request, journey_id: str) -> Response:
+    from ringflow.api.journeys import journey_id_of, journey_problem
+    from ringflow.journeys import cancel_journey
+
+    try:
+        await key_for(request, "journeys:write")
+    except SignIn as exc:
+        return sign_in(str(exc))
+    jid = journey_id_of(journey_id)
+    try:
+        await cancel_journey(await temporal(request), jid)
+    except Exception as exc:
+        return page(f"Journey {jid}", f"<p class=err id=refused>{e(journey_problem(jid, exc).detail)}</p>")
+    return RedirectResponse(f"/console/journeys/{quote(jid)}", status_code=303)
 
 
 @router.get("/flows")

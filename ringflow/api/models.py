@@ -10,13 +10,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ringflow.contract.analysis import CallAnalysis
 from ringflow.contract.dial import Dial
+from ringflow.contract.journey import JourneyView
 from ringflow.contract.recording import RecordingInfo
+from ringflow.contract.supervision import MAX_WHISPER_CHARS, SupervisorStep
+from ringflow.contract.wire import MAX_ID_CHARS, MAX_NAME_CHARS
 
 SCOPES = (
     "calls:read",
     "calls:write",
+    "calls:supervise",
     "campaigns:read",
     "campaigns:write",
+    "journeys:read",
+    "journeys:write",
     "flows:read",
     "flows:write",
     "webhooks:read",
@@ -304,6 +310,96 @@ class FunctionCall(BaseModel):
     to_node: str | None = None
     at: str | None = None
     duration_ms: float | None = None
+
+
+BY = "Who acts, kept with the call (default: the API key's name)."
+
+
+class WhisperIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_WHISPER_CHARS,
+        description="The hint for the bot's next turn; the caller never hears it.",
+    )
+    by: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS, description=BY)
+
+
+class TakeoverIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    by: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS, description=BY)
+
+
+class HandbackIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    node: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="The agent or end node the bot resumes at (default: where it was).",
+    )
+    by: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS, description=BY)
+
+
+class ListenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    identity: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="The supervisor's participant identity (default: supervisor-<random>).",
+    )
+    ttl_s: float = Field(3600, gt=0, le=4 * 3600, description="Seconds the token is valid (at most 4 hours).")
+
+
+class Listen(BaseModel):
+    """A LiveKit token to join the call's room hidden and subscribe-only: the caller is not
+    told, the bot's audio goes on, the supervisor cannot be heard."""
+
+    id: str
+    room: str
+    identity: str
+    url: str = Field(description="LiveKit's URL, to join with any LiveKit client.")
+    token: str
+    ttl_s: float
+
+
+class Supervised(SupervisorStep):
+    """The action as the call's workflow recorded it (the agent applies it within a second)."""
+
+    call_id: str
+    takeover: bool = Field(description="Whether a person has the call now.")
+
+
+class JourneySummary(BaseModel):
+    """A journey as a list shows it: its search attributes (no query to its workflow)."""
+
+    id: str
+    status: str | None = None
+    flow: str | None = None
+    workflow: str | None = Field(None, description="Temporal's state of its workflow: RUNNING, COMPLETED...")
+    started_at: str | None = None
+
+
+class JourneyPage(BaseModel):
+    data: list[JourneySummary]
+
+
+class Journey(JourneyView):
+    """A journey as ``ringflow journey show --json`` prints it, with its ``id``: its calls on
+    one timeline (the newest ten; ``calls_total`` counts them all), state and next call."""
+
+    id: str
+
+
+class JourneyCancelled(BaseModel):
+    id: str
+    cancelled: bool = True
 
 
 Problem.model_rebuild()

@@ -106,20 +106,13 @@ def list_journeys(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Journeys known to Temporal, newest first."""
-    from ringflow.contract.journey import JOURNEY_WORKFLOW
-    from ringflow.listing import workflow_rows
+    from ringflow.journeys import list_journeys as journeys_of
     from ringflow.settings import get_settings
 
     settings = get_settings()
-    query = f"WorkflowType = '{JOURNEY_WORKFLOW}'"
-    for key, value in (("RingflowFlow", flow), ("RingflowStatus", status)):
-        if value is not None:
-            if "'" in value or "\\" in value:
-                raise fail(f"--{key.removeprefix('Ringflow').lower()}: quotes are not allowed", 2)
-            query += f" AND {key} = '{value}'"
 
     async def go() -> list[dict[str, Any]]:
-        return await workflow_rows(await temporal_client(settings), query, limit, id_key="journey_id")
+        return await journeys_of(await temporal_client(settings), flow, status, limit)
 
     rows = run_async(go)
     if json_out:
@@ -131,27 +124,36 @@ def list_journeys(
         )
 
 
-def _view(journey_id: str) -> Any:
-    from temporalio.service import RPCError, RPCStatusCode
+def _view(journey_id: str, cancel: bool = False) -> Any:
+    """The journey (``cancel``: once asked to place no further call), or a clear error."""
+    from temporalio.service import RPCError
 
     from ringflow.codec import CodecKeyError
+    from ringflow.journeys import (
+        JourneyEnded,
+        JourneyNotFound,
+        NoWorkerAnswered,
+        cancel_journey,
+        read_journey,
+    )
     from ringflow.settings import get_settings
-    from ringflow.workflows.journey_client import JourneyHandle
 
     settings = get_settings()
 
     async def go() -> Any:
         client = await temporal_client(settings)
-        return await JourneyHandle(client, journey_id).state()
+        return await (cancel_journey if cancel else read_journey)(client, journey_id)
 
     try:
         return run_async(go)
     except CodecKeyError as exc:  # the journey's payloads are encrypted with a key not here
         raise fail(str(exc)) from None
+    except JourneyNotFound:
+        raise fail(f"no journey '{journey_id}' (ringflow journey list)") from None
+    except (JourneyEnded, NoWorkerAnswered) as exc:
+        raise fail(str(exc)) from None
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise fail(f"no journey '{journey_id}' (ringflow journey list)") from None
-        raise fail(f"Temporal refused the query: {exc}") from None
+        raise fail(f"Temporal refused the {'cancel' if cancel else 'query'}: {exc}") from None
 
 
 @journey_app.command("show")
@@ -183,22 +185,7 @@ def show(journey_id: str = typer.Argument(...), json_out: bool = typer.Option(Fa
 @journey_app.command("cancel")
 def cancel(journey_id: str = typer.Argument(...), json_out: bool = typer.Option(False, "--json")) -> None:
     """No further call of the journey; a call live now finishes as it would (never cut)."""
-    from temporalio.service import RPCError
-
-    from ringflow.settings import get_settings
-    from ringflow.workflows.journey_client import JourneyHandle
-
-    settings = get_settings()
-    _view(journey_id)  # a clear error for an unknown id
-
-    async def go() -> None:
-        client = await temporal_client(settings)
-        await JourneyHandle(client, journey_id).end("cancelled")
-
-    try:
-        run_async(go)
-    except RPCError as exc:
-        raise fail(f"Temporal refused the cancel: {exc}") from None
+    _view(journey_id, cancel=True)
     typer.echo(
         json.dumps({"journey_id": journey_id, "cancelled": True}) if json_out else f"{journey_id}: cancelled"
     )

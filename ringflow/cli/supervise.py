@@ -3,15 +3,18 @@ hidden and subscribe-only (``agents/supervisor_listen.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
+from typing import TYPE_CHECKING
 
 import typer
 
 from ringflow.cli.run import run_async
 from ringflow.cli.temporal import fail, temporal_client
 from ringflow.contract.ids import CALL_WORKFLOW_PREFIX
+
+if TYPE_CHECKING:
+    from ringflow.supervisors import ListenGrant
 
 
 def listen(
@@ -23,42 +26,45 @@ def listen(
     """A LiveKit token to listen to a live call unseen: the caller is not told, the bot's
     audio goes on, the supervisor cannot be heard. Join with any LiveKit client (the URL and
     token printed)."""
-    from temporalio.service import RPCError
-
-    from ringflow.agents.supervisor_listen import listen_token
     from ringflow.settings import get_settings
-    from ringflow.workflows.client import CallHandle
+    from ringflow.supervisors import (
+        CallNotFound,
+        NoLiveKit,
+        NoWorkerAnswered,
+        SupervisionRefused,
+        check_ttl,
+        listen_grant,
+        require_livekit,
+    )
 
     settings = get_settings()
-    if not (settings.livekit_url and settings.livekit_api_key and settings.livekit_api_secret):
-        raise fail("listening needs LiveKit: set LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET", 2)
+    try:
+        require_livekit(settings)
+    except NoLiveKit as exc:
+        raise fail(str(exc), 2) from None
+    try:
+        check_ttl(ttl)
+    except ValueError as exc:
+        raise fail(f"--ttl: {exc}", 2) from None
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
     who = identity or f"supervisor-{uuid.uuid4().hex[:8]}"
 
-    async def go() -> str:
+    async def go() -> ListenGrant:
         client = await temporal_client(settings)
         try:
-            view = await asyncio.wait_for(CallHandle(client, call_id).state(), 15)
-        except RPCError as exc:
-            raise fail(f"call {call_id}: {exc.message}") from None
-        except TimeoutError:
-            raise fail(f"call {call_id}: no worker answered (is `ringflow worker` running?)") from None
-        if view.status == "ended":
-            raise fail(f"call {call_id} has ended: there is nothing to listen to")
-        return view.room or call_id
+            return await listen_grant(client, settings, call_id, who, ttl)
+        except SupervisionRefused as exc:
+            raise fail(f"call {call_id}: {exc.reason}") from None
+        except (CallNotFound, NoWorkerAnswered) as exc:
+            raise fail(f"call {call_id}: {exc}") from None
 
-    room = run_async(go)
-    secret = settings.livekit_api_secret
-    assert secret is not None and settings.livekit_api_key is not None
-    try:
-        token = listen_token(settings.livekit_api_key, secret.get_secret_value(), room, who, ttl)
-    except ValueError as exc:
-        raise fail(f"--ttl: {exc}", 2) from None
-    out = {"call_id": call_id, "room": room, "identity": who, "url": settings.livekit_url, "token": token}
+    grant = run_async(go)
+    room = grant.room
+    out = {"call_id": call_id, "room": room, "identity": who, "url": grant.url, "token": grant.token}
     if json_out:
         typer.echo(json.dumps(out))
         return
-    typer.echo(f"room      {room}\nidentity  {who}\nurl       {settings.livekit_url}\ntoken     {token}")
+    typer.echo(f"room      {room}\nidentity  {who}\nurl       {grant.url}\ntoken     {grant.token}")
 
 
 def whisper(
@@ -98,12 +104,10 @@ def _act(call_id: str, action: str, json_out: bool, **fields: str | None) -> Non
     """Send the supervisor's action to the call's workflow (the ``supervise`` update) and
     print what it recorded; a refusal is printed as the workflow said it, exit code 1."""
     from pydantic import ValidationError
-    from temporalio.client import WorkflowUpdateFailedError
-    from temporalio.service import RPCError
 
     from ringflow.contract.supervision import SupervisorAnswer, SupervisorRequest
     from ringflow.settings import get_settings
-    from ringflow.workflows.client import CallHandle
+    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused, supervise
 
     settings = get_settings()
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
@@ -116,16 +120,13 @@ def _act(call_id: str, action: str, json_out: bool, **fields: str | None) -> Non
     async def go() -> SupervisorAnswer:
         client = await temporal_client(settings)
         try:
-            return await asyncio.wait_for(CallHandle(client, call_id).supervise(req), 30)
-        except WorkflowUpdateFailedError as exc:
-            cause = exc.cause
-            raise fail(
-                f"call {call_id}: {action} refused: {getattr(cause, 'message', None) or cause}"
-            ) from None
-        except RPCError as exc:
-            raise fail(f"call {call_id}: {action} refused: {exc.message}") from None
-        except TimeoutError:
-            raise fail(f"call {call_id}: no worker answered (is `ringflow worker` running?)") from None
+            return await supervise(client, call_id, req)
+        except SupervisionRefused as exc:
+            raise fail(f"call {call_id}: {exc}") from None
+        except CallNotFound as exc:
+            raise fail(f"call {call_id}: {action} refused: {exc}") from None
+        except NoWorkerAnswered as exc:
+            raise fail(str(exc)) from None
 
     answer = run_async(go)
     step = answer.step

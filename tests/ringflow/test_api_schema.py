@@ -70,7 +70,10 @@ def test_every_operation_answers_as_its_schema_says(api_url: str, api_key: str) 
 
 def _operations(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return [
-        (method.upper(), path.replace("{call_id}", "x").replace("{campaign_id}", "x"))
+        (
+            method.upper(),
+            path.replace("{call_id}", "x").replace("{campaign_id}", "x").replace("{journey_id}", "x"),
+        )
         for path, ops in doc["paths"].items()
         for method in ops
     ]

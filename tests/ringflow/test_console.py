@@ -184,3 +184,96 @@ async def test_console_call_page_plays_the_recording_and_shows_the_analysis(
     assert audio.content == (store / f"{result.call_id}.ogg").read_bytes()
     assert part.status_code == 206 and part.content == b"OggS"  # a player seeks by range
     assert doc["recording"]["status"] == "completed" and doc["analysis"]["success"]["pass"] is True
+
+
+@pytest.mark.timeout(300)
+async def test_console_supervises_a_live_call_and_shows_a_journeys_calls(
+    monkeypatch: pytest.MonkeyPatch,
+    temporal_server: DevStack,
+    temporal_client: Client,
+    task_queue: str,
+    sqlite_url: str,
+    browser_page: Any,
+) -> None:
+    """Listen (a LiveKit token the fake accepts), whisper, take over (a whisper then refused,
+    with the call's reason), hand back at a node from the call's page, each recorded by the
+    call's workflow under the key's name; the journeys list and a journey's page, its calls
+    on one timeline linking to their pages."""
+    from ringflow.workflows.journey_client import JourneyHandle
+    from tests.support.campaignkit import fake_line
+    from tests.support.journeykit import journey_agent, journey_with_follow_up, phone
+
+    page = browser_page
+    key = new_key(sqlite_url)  # every scope; its name, "test", is the supervisor's
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    async with (
+        fake_line(monkeypatch) as lk,
+        journey_agent(temporal_client, lk, ["later"]),
+        running_worker(temporal_client, task_queue, sqlite_url),
+        api_process(
+            temporal_server.address,
+            sqlite_url,
+            LIVEKIT_URL=lk.url,
+            LIVEKIT_API_KEY=lk.api_key,
+            LIVEKIT_API_SECRET=lk.api_secret,
+        ) as url,
+    ):
+        journey = await journey_with_follow_up(temporal_client, task_queue, phone(183))
+        call = await start(temporal_client, task_queue, agent_timeout_s=600)
+        await call.attach("agent-console")
+        await wait_state(call, lambda s: s.status == "live", what="live")
+        await page.goto(f"{url}/console/")
+        await page.fill("input[name=key]", key)
+        await page.click("button[type=submit]")
+        await page.goto(f"{url}/console/calls/{call.call_id}")
+        await page.click("#listen")
+        lk.add_room(call.call_id, participants=("sip-caller",))
+        joined = lk.join(await page.inner_text("#l-token"))  # a hidden, subscribe-only listener
+        assert joined.permission.hidden and not joined.permission.can_publish
+        assert await page.inner_text("#l-url") == lk.url
+        await page.click("#back")
+        await page.fill("#whisper-text", "Offer Tuesday.")
+        await page.click("#whisper")
+        step = page.locator('#supervision li[data-step="1"]')
+        assert await step.inner_text() == "whisper by test: Offer Tuesday."
+        await page.click("#takeover")
+        await page.locator("#f-status", has_text="takeover").wait_for()
+        assert await page.inner_text("#supervisor") == "taken over by test"
+        assert (await call.supervision()).takeover
+        await page.screenshot(path=str(ARTEFACTS / "console-call-takeover.png"), full_page=True)
+        await page.fill("#whisper-text", "Hi")
+        await page.click("#whisper")
+        assert "hand it back before whispering" in await page.inner_text("#refused")
+        await page.click("#back")
+        await page.select_option("#handback-node", "offer")
+        await page.click("#handback")
+        await page.locator('#supervision li[data-step="3"]').wait_for()
+        assert await page.inner_text("#supervisor") == "the bot has the call"
+        seen = await call.supervision()
+        assert [(s.action, s.by, s.node) for s in seen.actions] == [
+            ("whisper", "test", None),
+            ("takeover", "test", None),
+            ("handback", "test", "offer"),
+        ]
+        assert not seen.takeover
+        await call.hangup()
+
+        await page.goto(f"{url}/console/journeys?flow=check_in")
+        row = page.locator(f'#journeys tr[data-journey="{journey.journey_id}"]')
+        await row.wait_for()
+        assert "scheduled" in await row.inner_text()
+        await row.locator("a").click()
+        first = (await journey.state()).calls[0].call_id
+        entry = page.locator(f'#timeline tr[data-call="{first}"]')
+        assert "completed at goodbye" in await entry.inner_text()
+        assert "check_in" in await page.inner_text("#j-next-call")
+        await page.screenshot(path=str(ARTEFACTS / "console-journey.png"), full_page=True)
+        await entry.locator("a").click()
+        await page.locator("#f-status", has_text="ended").wait_for()  # the call's own page
+        await page.go_back()
+        await page.click("#cancel")
+        view = await JourneyHandle(temporal_client, journey.journey_id).result()
+        assert view.end == "cancelled"
+        await page.reload()
+        assert await page.inner_text("#j-status") == "ended (cancelled)"
+        assert await page.locator("#cancel").count() == 0

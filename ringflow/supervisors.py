@@ -1,0 +1,153 @@
+"""Supervisors on a live call: what ``ringflow call listen|whisper|takeover|handback``, the
+HTTP API and the console share, so the three refuse the same action with the same reason.
+
+An action is the call's workflow's ``supervise`` update (``workflows/client.py``); its
+refusals come from the workflow's validator or, once the call's workflow has closed, from
+Temporal: both are :class:`SupervisionRefused` with the reason as given. A listen-in is a
+LiveKit token for the call's room (``agents/supervisor_listen.py``), refused once it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ringflow.agents.supervisor_listen import check_ttl
+from ringflow.calls import CallNotFound, NoWorkerAnswered
+from ringflow.contract.ids import CALL_WORKFLOW_PREFIX
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from ringflow.contract.supervision import SupervisorAnswer, SupervisorRequest
+    from ringflow.settings import Settings
+
+__all__ = [
+    "CallNotFound",
+    "ListenGrant",
+    "NoLiveKit",
+    "NoWorkerAnswered",
+    "SupervisionRefused",
+    "check_ttl",
+    "listen_grant",
+    "require_livekit",
+    "supervise",
+]
+
+
+class SupervisionRefused(Exception):
+    """The call cannot take the action now (not live yet, taken over already, ended, no such
+    node...): the workflow's reason, or Temporal's once the call's workflow has closed."""
+
+    def __init__(self, action: str, reason: str) -> None:
+        super().__init__(f"{action} refused: {reason}")
+        self.action = action
+        self.reason = reason
+
+
+class NoLiveKit(RuntimeError):
+    """Listening needs LiveKit's URL and API credentials, and they are not set."""
+
+
+async def _not_found(client: Client, call_id: str, action: str, message: str) -> Exception:
+    """A NOT_FOUND from Temporal: the call never was (:class:`CallNotFound`), or its
+    workflow has closed (a refusal: the call has ended)."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from ringflow.workflows.client import CallHandle
+
+    try:
+        await CallHandle(client, call_id).handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return CallNotFound(f"no call '{call_id}'")
+        return exc
+    return SupervisionRefused(action, f"the call has ended ({message})")
+
+
+async def supervise(
+    client: Client, call_id: str, req: SupervisorRequest, *, timeout_s: float = 30
+) -> SupervisorAnswer:
+    """Send the action to the call (``call-`` prefix or not) and give what it recorded.
+    Raises :class:`SupervisionRefused`, :class:`CallNotFound`, :class:`NoWorkerAnswered`."""
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from ringflow.workflows.client import CallHandle
+
+    call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
+    try:
+        return await asyncio.wait_for(CallHandle(client, call_id).supervise(req), timeout_s)
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise SupervisionRefused(req.action, getattr(cause, "message", None) or str(cause)) from None
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise await _not_found(client, call_id, req.action, exc.message) from None
+        raise SupervisionRefused(req.action, exc.message) from None
+    except TimeoutError:
+        raise NoWorkerAnswered(
+            f"call {call_id}: no worker answered (is `ringflow worker` running?)"
+        ) from None
+
+
+@dataclass(frozen=True)
+class ListenGrant:
+    """What a supervisor joins the call's room with, hidden and subscribe-only."""
+
+    call_id: str
+    room: str
+    identity: str
+    url: str
+    token: str
+    ttl_s: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "room": self.room,
+            "identity": self.identity,
+            "url": self.url,
+            "token": self.token,
+            "ttl_s": self.ttl_s,
+        }
+
+
+def require_livekit(settings: Settings) -> tuple[str, str, Any]:
+    """LiveKit's URL, API key and secret; :class:`NoLiveKit` naming the settings when unset."""
+    key, secret, url = settings.livekit_api_key, settings.livekit_api_secret, settings.livekit_url
+    if not (url and key and secret):
+        raise NoLiveKit("listening needs LiveKit: set LIVEKIT_URL, LIVEKIT_API_KEY and LIVEKIT_API_SECRET")
+    return url, key, secret
+
+
+async def listen_grant(
+    client: Client, settings: Settings, call_id: str, identity: str, ttl_s: float = 3600
+) -> ListenGrant:
+    """A token for ``identity`` to listen to the live call. Raises :class:`NoLiveKit`,
+    ``ValueError`` (the ttl), :class:`CallNotFound`, :class:`NoWorkerAnswered`, and
+    :class:`SupervisionRefused` once the call has ended."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from ringflow.agents.supervisor_listen import listen_token
+    from ringflow.workflows.client import CallHandle
+
+    check_ttl(ttl_s)
+    call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
+    try:
+        view = await asyncio.wait_for(CallHandle(client, call_id).state(), 15)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise CallNotFound(f"no call '{call_id}'") from None
+        raise SupervisionRefused("listen", exc.message) from None
+    except TimeoutError:
+        raise NoWorkerAnswered(
+            f"call {call_id}: no worker answered (is `ringflow worker` running?)"
+        ) from None
+    if view.status == "ended":
+        raise SupervisionRefused("listen", "the call has ended: there is nothing to listen to")
+    url, key, secret = require_livekit(settings)  # after the call: an unknown one is that first
+    room = view.room or call_id
+    token = listen_token(key, secret.get_secret_value(), room, identity, ttl_s)
+    return ListenGrant(call_id, room, identity, url, token, ttl_s)
