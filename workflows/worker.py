@@ -25,6 +25,7 @@ from ringflow.activities.campaign_acts import CampaignActivities
 from ringflow.activities.db_work import DB_WORK
 from ringflow.activities.dispatch import Dispatcher
 from ringflow.activities.flow_canaries import CanaryActivities
+from ringflow.activities.flow_store import remember_store
 from ringflow.activities.handler_run import HandlerRunner
 from ringflow.activities.jobs import JobRunner
 from ringflow.activities.journeys import JourneyActivities
@@ -99,6 +100,10 @@ def build_worker(
 ) -> Worker:
     log_redaction.install()  # before any workflow can log a payload it dropped
     configure_stores(config)
+    if database_url := getattr(config, "database_url", None):
+        # The flow codec reads a call input's published version from the databases this
+        # process knows (ringflow/flow_codec.py): the worker's own first, whoever published it.
+        remember_store(database_url)
     interceptors = [ActivityLogInterceptor(), *kwargs.pop("interceptors", ())]
     kwargs.setdefault("workflow_runner", workflow_runner())
     settle_heap()
