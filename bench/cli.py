@@ -7,8 +7,8 @@ the machine hits both:
 * ``cli_help``: ``ringflow --help``. The root app lists its commands without importing
   any of them (``ringflow/cli/__init__.py``): no Temporal SDK, no LiveKit, no pydantic.
 * ``flow_validate``: ``ringflow flow validate`` of an example flow (its handlers module
-  imported, as the command does): the flow model, the validator and jsonschema, nothing
-  of Temporal's.
+  imported, as the command does): the flow model and the validator; not jsonschema (its
+  functions declare no ``parameters`` schema), not asyncio, nothing of Temporal's.
 * ``call_list``: ``ringflow call list --json`` against a private Temporal dev server the
   bench starts itself (``_stack.bench_stack``: free ports, a temporary directory). Its
   baseline is not ``python -c pass`` but the same visibility query made by a minimal
@@ -17,7 +17,10 @@ the machine hits both:
   it cannot avoid: typer, the settings, the codec and the tracing hook ``connect`` adds.
 
 Baseline (``cli_help``, ``flow_validate``): ``python -c pass`` with the same interpreter,
-the least a Python command costs.
+the least a Python command costs. Every child runs with ``PYTHONDONTWRITEBYTECODE`` unset,
+so that the warm-up run leaves the bytecode cache an installed package has (pip compiles it
+at install): with the variable set, each run would compile Ringflow's modules from source
+again, some 100 ms that no user's ``ringflow`` pays.
 Beside each p50 the document gives ``cpu_p50`` (user + system CPU of the child, ms), which
 a loaded machine inflates far less than wall time. Target: p50 under 500 ms for both.
 ``RINGFLOW_BENCH_SHORT=1`` takes 5 samples of each, the full run 20.
@@ -68,12 +71,13 @@ asyncio.run(main())
 
 def run_once(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall ms, child CPU ms) of one process run to its end."""
+    child_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
         argv,
         cwd=ROOT,
-        env={**os.environ, **env} if env else None,
+        env={**child_env, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         check=False,

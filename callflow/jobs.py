@@ -12,14 +12,17 @@ the jobs' final statuses alone.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ringflow.callflow.compiled import CompiledFunction
 from ringflow.callflow.effects import JobRun, StartJobs, ToolResponse
 from ringflow.callflow.http_render import referenced_values
 from ringflow.callflow.model import BranchTable, FlowDefinition, HandlerSpec, Transition
+
+if TYPE_CHECKING:  # the compiled flow (and jsonschema with it) is the engine's: the validator
+    # reads this module's names without compiling anything (tests/ringflow/test_cli_startup.py)
+    from ringflow.callflow.compiled import CompiledFunction
 
 JobStatus = Literal["running", "completed", "failed", "cancelled", "timed_out"]
 FinalStatus = Literal["completed", "failed", "cancelled", "timed_out"]

@@ -12,8 +12,6 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from ringflow.callflow.errors import Issue, did_you_mean
 from ringflow.callflow.graph import (
     adjacency,
@@ -76,9 +74,14 @@ def _schema_problem(params: dict[str, Any]) -> tuple[str, str] | None:
 
     Checking against the JSON Schema meta-schema costs milliseconds, and the same
     schemas come back on every validation of a flow, so the verdicts are remembered.
+    jsonschema (tens of milliseconds to import) is imported at the first schema checked: a
+    flow whose functions all take their parameters from handlers has none, and ``ringflow
+    flow validate`` of it does without (tests/ringflow/test_cli_startup.py).
     """
     key = repr(params)
     if key not in _SCHEMA_PROBLEMS:
+        import jsonschema
+
         try:
             jsonschema.Draft202012Validator.check_schema(params)
             verdict = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ringflow.callflow.errors import did_you_mean
-from ringflow.callflow.jobs import CANCEL_TOOL, OUTCOMES
 from ringflow.callflow.model import BranchTable, FunctionEntry, HttpSpec
 from ringflow.callflow.templating import strings_in
 from ringflow.callflow.validate_checker import Checker
@@ -12,7 +11,11 @@ from ringflow.callflow.validate_checker import Checker
 def check_jobs_entry(checker: Checker, path: str, fn: FunctionEntry, is_run: bool) -> None:
     """A group: described for the LLM, each job a documented handler whose required
     arguments are given (by the LLM through the entry's ``parameters``, or by ``args``),
-    routed on ``outcome`` alone."""
+    routed on ``outcome`` alone. The group's module (its state models, the effects it
+    starts) is imported here, for a flow that has a group: ``ringflow flow validate`` of
+    any other loads none of it (tests/ringflow/test_cli_startup.py)."""
+    from ringflow.callflow.jobs import CANCEL_TOOL, OUTCOMES
+
     spec = fn.jobs
     assert spec is not None
     if is_run:

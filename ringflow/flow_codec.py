@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from ringflow.activities import flow_store
 from ringflow.settings import get_settings
 
 REF_KEY = "ringflow-flow-ref"  # metadata: the version whose definition was taken out
@@ -42,6 +41,12 @@ class FlowVersionMissing(RuntimeError):
 
 
 async def _content(version: str) -> tuple[str, str | None]:
+    """The published definition of ``version``. The flow store (SQLAlchemy, the flow model)
+    is imported here, at the first payload that names a version: every client has this
+    codec, and one that meets no such payload (``ringflow call list``, a visibility query)
+    does without it (tests/ringflow/test_cli_startup.py)."""
+    from ringflow.activities import flow_store
+
     found = flow_store.cached_content(version)
     if found is not None:
         return found
@@ -96,7 +101,9 @@ class FlowRefCodec(PayloadCodec):
             content, _ = await _content(ref["version"])
         except FlowVersionMissing:
             return payload  # kept whole: a reader without the version still reads it
-        if flow_store.content_of(definition) != content:
+        from ringflow.activities.flow_store import content_of  # imported by _content already
+
+        if content_of(definition) != content:
             return payload  # not the published definition (an MCP pin): kept whole
         source = definition.get("source")
         del obj["definition"]

@@ -5,8 +5,8 @@ The whole stack (Temporal's SDK, LiveKit, the workflows and activities) takes se
 CPU to import, and most commands need a fraction of it: ``ringflow --help`` lists the
 commands from :data:`COMMANDS` (names and one-line help) without importing any of them,
 and a command's module is imported when the command is dispatched, its heavy imports in
-its body. ``bench/cli.py`` measures the start-up; ``tests/test_cli_import.py`` checks that
-the listing matches the commands and that ``--help`` imports no SDK.
+its body. ``bench/cli.py`` measures the start-up; ``tests/ringflow/test_cli_startup.py``
+checks that the listing matches the commands and that ``--help`` imports no SDK.
 """
 
 from __future__ import annotations

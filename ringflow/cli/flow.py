@@ -6,7 +6,6 @@ wrong usage. No input, however malformed, ends in a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -70,6 +69,8 @@ def validate(
         try:
             report = validate_file(path, versions=_versions())
             if mcp and report.definition is not None and report.definition.flow.mcp_servers:
+                import asyncio  # only here: `flow validate` without --mcp runs no loop
+
                 from ringflow.cli.mcp_check import check_servers
 
                 report.errors.extend(asyncio.run(check_servers(report.definition)))

@@ -15,7 +15,6 @@ process that loaded the SDK without finalizing it (``ringflow.cli.entry_point``)
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import gc
 import os
@@ -46,7 +45,10 @@ def _clear_exception_frames(exc: BaseException) -> None:
 
 
 def run_async(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """``asyncio.run(main())`` for a command that connects to Temporal (see module doc)."""
+    """``asyncio.run(main())`` for a command that connects to Temporal (see module doc).
+    asyncio is imported here, not with the module: every ``ringflow`` process imports this
+    one for ``exit_now``, and ``--help`` or ``flow validate`` has no loop to run."""
+    import asyncio
 
     async def guarded() -> T:
         try:

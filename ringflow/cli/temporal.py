@@ -6,7 +6,6 @@ against the flow before anything is sent.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,8 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 async def temporal_client(settings: Settings) -> Client:
+    import asyncio  # not with the module: `flow validate` imports it (through `flow canary`)
+
     from temporalio.service import RPCError
 
     from ringflow.codec import CodecKeyError
