@@ -319,10 +319,10 @@ class FlowController:
                 raise AgentStopped("after_local_transition")
             if self.at_point is not None:
                 self.at_point(self, "after_local_transition")  # applied here, its signal not yet queued
-            self.seq += 1
+            self.seq = seq = self.seq + 1
             self.outbox.put(
                 DeferredTransition(
-                    (self.turn_key, self.step_no, self.seq, node or "", name, args, now, self.epoch)
+                    (self.turn_key, self.step_no, seq, node or "", name, args, now, self.epoch)
                 )  # type: ignore[arg-type]
             )
             if log.isEnabledFor(INFO):  # its record's fields are not built for nothing

@@ -65,6 +65,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from time import monotonic
 
 from ringflow.agents.delivery import (
     Journal,
@@ -165,7 +166,7 @@ class Outbox:
         if live >= self.max_events:
             raise OutboxFull(f"{live} events waiting for the workflow (max_events={self.max_events})")
         self._last_ticket = ticket = self._last_ticket + 1
-        self._queue.append(Slot((ticket, event, time.monotonic(), True, ticket)))
+        self._queue.append(Slot((ticket, event, monotonic(), True, ticket)))
         self._live = live = live + 1
         if self.journal is not None:
             self.journal.record(ticket, event)
