@@ -70,12 +70,12 @@ def _field(i: int) -> Any:
 class Slot(list[Any]):
     """One queued event. ``ticket`` is its put order; ``cover`` is the oldest ticket whose
     delivery it stands for (lower than ``ticket`` only for a heartbeat that superseded older
-    ones, which sets it later), which is what ``flush`` waits on; ``live`` is False for a
-    heartbeat a newer one superseded.
+    ones), which is what ``flush`` waits on; ``live`` is False for a heartbeat a newer one
+    superseded.
 
-    A list (``Slot((ticket, event, put_at, True, ticket))``, see :func:`slot`), made in C:
-    a class whose ``__init__`` set five attributes cost the transition hot path (every
-    ``put``) a tenth of a microsecond more. Slots are told apart by identity only."""
+    A list (``Slot((ticket, event, put_at, live, cover))``), made in C: a class whose
+    ``__init__`` set five attributes cost the transition hot path (every ``put``) a tenth of
+    a microsecond more. Slots are told apart by identity only (a list compares by value)."""
 
     __slots__ = ()
 
