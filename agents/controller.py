@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from logging import INFO
 from typing import Any
 
 from temporalio.client import WorkflowUpdateFailedError
@@ -275,67 +276,71 @@ class FlowController:
         gate = self.tool_calls
         if not gate.enter_now():
             await gate.enter()
+        # This runs while the caller waits for the next node, so durability costs it as
+        # little as it can: one coroutine (the call's body is here, not in a helper it
+        # awaits), one set lookup tells a plain local function (a transition or a capture)
+        # from everything else, the event's id and model are built later by the outbox
+        # sender, the put never awaits, and the kill points call nothing unless a
+        # simulation hooked them (agents/hooks.py).
         try:
-            # a NUL or lone surrogate in the LLM's arguments: replaced as the workflow would
-            return await self._tool_call(name, scrub(args) if args else args)
+            if self.dead:
+                raise AgentStopped("tool_call")
+            if self.at_point is not None:
+                self.at_point(self, "tool_call")
+            if self.lease_held is not None and not await self.current("tool call"):
+                return STOPPED  # (no lease to check: ``current`` would only repeat ``dead``)
+            if args:  # a NUL or lone surrogate in the LLM's arguments: replaced as the workflow would
+                args = scrub(args)
+            self.step_no += 1
+            state = self._state
+            node = state.node
+            presses = False
+            if (node, name) not in self.plain:
+                answered = await self._other_tool(node, name, args)
+                if answered is not None:
+                    return answered
+                presses = (node, name) in self.presses
+                state = self._state
+            if args and (problem := oversized_args(name, args)) is not None:  # its signal would be refused
+                return ToolOutcome({"status": "error", "error": problem}, True, True)
+            if state.pending:
+                await self.settle()  # a `function:` action's writes may decide this transition (a gate)
+                state = self._state
+            now = self.clock()
+            step, out, runs = call_locally(self.engine, state, name, args, now)
+            if out.error:
+                return out
+            if presses and (send := getattr(self.port, "send_dtmf", None)) is not None:
+                await send(str(args.get("digits", "")))
+            self._state = state = step.state  # the ``state`` setter's body, a call less
+            if state.extracting:
+                self.values.watch()
+            if self.dead:  # killed while it settled or pressed keys
+                raise AgentStopped("after_local_transition")
+            if self.at_point is not None:
+                self.at_point(self, "after_local_transition")  # applied here, its signal not yet queued
+            self.seq = seq = self.seq + 1
+            self.outbox.put(
+                DeferredTransition(
+                    (self.turn_key, self.step_no, seq, node or "", name, args, now, self.epoch)
+                )  # type: ignore[arg-type]
+            )
+            if log.isEnabledFor(INFO):  # its record's fields are not built for nothing
+                log.info(
+                    "transition %s -> %s by %s",
+                    node,
+                    state.node,
+                    name,
+                    extra={"event": "transition", "from_node": node, "function": name},
+                )
+            await self.apply(step.effects)  # the transition's speech, or the whole new node
+            if self._state.waiting is not None:  # its wait speech is said: the values resume it
+                await self.values.arrived()
+            if runs:
+                await self.follow_actions()
+            return out
         finally:
             gate.leave()
-
-    async def _tool_call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
-        # This runs while the caller waits for the next node, so durability costs it as
-        # little as it can: one set lookup tells a plain local function (a transition or a
-        # capture) from everything else, the event's id and model are built later by the
-        # outbox sender, the put never awaits, and the kill points call nothing unless a
-        # simulation hooked them (agents/hooks.py).
-        if self.dead:
-            raise AgentStopped("tool_call")
-        if self.at_point is not None:
-            self.at_point(self, "tool_call")
-        if self.lease_held is not None and not await self.current("tool call"):
-            return STOPPED  # (no lease to check: ``current`` would only repeat ``dead``)
-        self.step_no += 1
-        node = self.state.node
-        presses = False
-        if (node, name) not in self.plain:
-            answered = await self._other_tool(node, name, args)
-            if answered is not None:
-                return answered
-            presses = (node, name) in self.presses
-        if args and (problem := oversized_args(name, args)) is not None:  # its signal would be refused
-            return ToolOutcome({"status": "error", "error": problem}, True, True)
-        if self.state.pending:
-            await self.settle()  # a `function:` action's writes may decide this transition (a gate)
-        now = self.clock()
-        step, out, runs = call_locally(self.engine, self.state, name, args, now)
-        if out.error:
-            return out
-        if presses and (send := getattr(self.port, "send_dtmf", None)) is not None:
-            await send(str(args.get("digits", "")))
-        self.state = step.state
-        if self.dead:  # killed while it settled or pressed keys
-            raise AgentStopped("after_local_transition")
-        if self.at_point is not None:
-            self.at_point(self, "after_local_transition")  # applied here, its signal not yet queued
-        self.seq += 1
-        self.outbox.put(
-            DeferredTransition(
-                (self.turn_key, self.step_no, self.seq, node or "", name, args, now, self.epoch)
-            )  # type: ignore[arg-type]
-        )
-        if log.isEnabledFor(logging.INFO):  # its record's fields are not built for nothing
-            log.info(
-                "transition %s -> %s by %s",
-                node,
-                self.state.node,
-                name,
-                extra={"event": "transition", "from_node": node, "function": name},
-            )
-        await self.apply(step.effects)  # the transition's speech, or the whole new node
-        if self.state.waiting is not None:  # its wait speech is said: the values resume it
-            await self.values.arrived()
-        if runs:
-            await self.follow_actions()
-        return out
 
     async def _other_tool(self, node: str | None, name: str, args: dict[str, Any]) -> ToolOutcome | None:
         """A call that is not a plain local function: ``cancel_jobs``, the device's tool, a

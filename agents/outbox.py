@@ -65,6 +65,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from time import monotonic
 
 from ringflow.agents.delivery import (
     Journal,
@@ -152,27 +153,35 @@ class Outbox:
         waiting (nothing queued is dropped) and :class:`OutboxClosed` after close/abandon.
 
         This runs on the transition hot path, so it is an append and, when the sender is
-        asleep, one wake-up: no clock other than the slot's age, no isinstance on pydantic
-        classes (an exact type test; agent events are final classes)."""
+        asleep, one wake-up (``_wake``'s body, written out here: a method call less): no
+        clock other than the slot's age, no isinstance on pydantic classes (an exact type
+        test; agent events are final classes)."""
         if self._closed:
             raise OutboxClosed("the outbox is closed")
-        if type(event) is Heartbeat:
-            self._put_heartbeat(event)
+        kind = type(event)
+        if kind is Heartbeat:
+            self._put_heartbeat(event)  # type: ignore[arg-type]
             return
-        if self._live >= self.max_events:
-            raise OutboxFull(f"{self._live} events waiting for the workflow (max_events={self.max_events})")
-        self._last_ticket += 1
-        self._queue.append(Slot(self._last_ticket, event, time.monotonic()))
-        self._live += 1
+        live = self._live
+        if live >= self.max_events:
+            raise OutboxFull(f"{live} events waiting for the workflow (max_events={self.max_events})")
+        self._last_ticket = ticket = self._last_ticket + 1
+        self._queue.append(Slot((ticket, event, monotonic(), True, ticket)))
+        self._live = live = live + 1
         if self.journal is not None:
-            self.journal.record(self._last_ticket, event)
-        if type(event) is not TurnsEvent:
+            self.journal.record(ticket, event)
+        sleeper = self._sleeper
+        if sleeper is None:
+            if kind is not TurnsEvent:
+                self._urgent += 1
+            return  # the sender is awake: it sees the queue before it sleeps again
+        if kind is not TurnsEvent:
             self._urgent += 1
-            self._wake()
-        elif not (self.linger_s or self.journaled_linger_s) or self._live >= self.max_batch:
-            self._wake()
-        elif self._sleeper is not None and self._live == 1:
-            self._wake()  # the idle sender starts the linger clock
+        elif (self.linger_s or self.journaled_linger_s) and live < self.max_batch and live != 1:
+            return  # a turn that may linger, behind others: the sender's linger clock runs
+        self._sleeper = None
+        if not sleeper.done():  # (cancelled with the sender, which has not run its finally yet)
+            sleeper.set_result(None)
 
     def kick(self) -> None:
         """Send what waits now, without lingering (before an update that waits for it)."""
@@ -202,8 +211,7 @@ class Outbox:
             # Supersede: the old one is skipped when reached, the new one stands for it in
             # flush and age. Dead slots are bounded by the live events between them.
             hb.live = False
-            slot = Slot(self._last_ticket, event, hb.put_at)
-            slot.cover = hb.cover
+            slot = Slot((self._last_ticket, event, hb.put_at, True, hb.cover))
             self._hb = slot
             self._queue.append(slot)
             self._wake()
@@ -211,7 +219,7 @@ class Outbox:
         if self._live >= self.max_events:
             raise OutboxFull(f"{self._live} events waiting for the workflow (max_events={self.max_events})")
         self._last_ticket += 1
-        self._hb = Slot(self._last_ticket, event, time.monotonic())
+        self._hb = Slot((self._last_ticket, event, time.monotonic(), True, self._last_ticket))
         self._queue.append(self._hb)
         self._live += 1
         self._urgent += 1

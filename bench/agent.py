@@ -32,7 +32,8 @@ Prints one JSON document (``_report.emit``). Metrics:
 
 Everything runs in this process against a private dev server (``bench/_stack.py``);
 samples of each metric and its baseline are interleaved, so a slow patch of the machine
-hits both. Run: ``.venv/bin/python bench/agent.py``.
+hits both. Run: ``.venv/bin/python bench/agent.py``; ``RINGFLOW_BENCH_SHORT=1`` takes 4,000
+transitions (after 1,000 of warm-up), 10 kills and 30 node functions instead.
 """
 
 from __future__ import annotations
@@ -74,11 +75,12 @@ from ringflow.simulation.simulator import environment
 from ringflow.workflows.client import start_call
 
 FLOW = Path("bench/flows/bench.yaml")  # relative to ROOT, where the worker imports handlers from
-HOT_N = 20_000
-HOT_WARMUP = 2_000
-RESUMES = 20
+SHORT = os.environ.get("RINGFLOW_BENCH_SHORT") == "1"
+HOT_N = 4_000 if SHORT else 20_000
+HOT_WARMUP = 1_000 if SHORT else 2_000
+RESUMES = 10 if SHORT else 20
 RESUME_WARMUP = 3
-FUNCTIONS = 100
+FUNCTIONS = 30 if SHORT else 100
 FUNCTION_WARMUP = 10
 
 

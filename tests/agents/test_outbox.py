@@ -297,16 +297,35 @@ async def test_abandon_drops_pending_events_like_a_crash() -> None:
 
 async def test_a_put_wakes_the_idle_sender_each_time() -> None:
     """The sender sleeps while the queue is empty and every put wakes it: events put one by
-    one, each after the previous was delivered, all go out without another put behind them."""
+    one, each after the previous was delivered, all go out without another put behind them
+    (and with nobody flushing, which would wake it too). With a linger, the first turn put
+    on an idle outbox wakes it as well (to start the linger clock), and a transition put
+    behind lingering turns sends them at once."""
     send = FakeSend()
     outbox = Outbox(send)
     outbox.start()
     for i in range(1, 6):
         await until(lambda: outbox._sleeper is not None, "the sender asleep")
         outbox.put(ev(i))
-        assert await outbox.flush(timeout=5)
+        await send.until_calls(i)
     assert send.calls == [[f"e{i}"] for i in range(1, 6)]
     await outbox.close()
+
+    send = FakeSend()
+    lingering = Outbox(send, linger_s=0.05)
+    lingering.start()
+    await until(lambda: lingering._sleeper is not None, "the sender asleep")
+    lingering.put(turn(1))
+    await send.until_calls(1)  # woken by the put, it went after the linger
+    await until(lambda: lingering._sleeper is not None, "the sender asleep")
+    lingering.linger_s = 60
+    lingering.put(turn(2))
+    await until(lambda: lingering._sleeper is not None, "the sender lingering")
+    lingering.put(turn(3))  # rides with what lingers: no wake-up
+    lingering.put(ev(4))  # goes at once, and the turns with it
+    await send.until_calls(2)
+    assert send.calls == [["t1"], ["t2", "t3", "e4"]]
+    await lingering.close()
 
 
 async def test_a_gone_receiver_stops_the_outbox_at_once_and_says_so() -> None:
