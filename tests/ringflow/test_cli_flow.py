@@ -35,9 +35,9 @@ def run(*args: str | Path) -> tuple[int, str, str]:
 def json_lines(stdout: str) -> list[dict[str, object]]:
     docs = [json.loads(line) for line in stdout.splitlines() if line.strip()]
     for doc in docs:
-        assert set(doc) == {"file", "valid", "errors", "warnings"}
+        assert set(doc) == {"file", "valid", "errors", "warnings", "notes"}
         assert isinstance(doc["valid"], bool)
-        for issue in [*doc["errors"], *doc["warnings"]]:  # type: ignore[misc]
+        for issue in [*doc["errors"], *doc["warnings"], *doc["notes"]]:  # type: ignore[misc]
             assert set(issue) == {"path", "message"}
             assert isinstance(issue["path"], str) and isinstance(issue["message"], str)
     return docs
