@@ -25,6 +25,7 @@ from typing import IO
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
+from ringflow.core_logs import forwarding_runtime
 from ringflow.temporal_setup import register_search_attributes
 
 # The history service's transfer queue polls slowly by default; a dev box with one
@@ -172,7 +173,8 @@ class DevStack:
                 raise DevStackError(f"temporal dev server exited early:\n{self._log_tail()}")
             try:
                 client = await asyncio.wait_for(
-                    Client.connect(self.address, namespace=self.namespace), timeout=5
+                    Client.connect(self.address, namespace=self.namespace, runtime=forwarding_runtime()),
+                    timeout=5,
                 )
                 await client.workflow_service.describe_namespace(
                     DescribeNamespaceRequest(namespace=self.namespace), timeout=None

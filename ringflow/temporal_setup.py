@@ -26,6 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ringflow.activities.search_attributes import ALL_SEARCH_ATTRIBUTES
 from ringflow.codec import EncryptionCodec, data_converter, require_keyring
+from ringflow.core_logs import forwarding_runtime
 from ringflow.settings import get_settings
 from ringflow.temporal_env import connect_options
 from ringflow.tracing import tracing_interceptors
@@ -80,7 +81,7 @@ async def connect(
     return await Client.connect(
         **options,
         data_converter=converter,
-        runtime=runtime,
+        runtime=runtime or forwarding_runtime(),  # the core's log lines off stdout
         interceptors=interceptors,
     )
 

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.runtime import LoggingConfig, PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -174,16 +174,18 @@ def worker_tuning(config: Any) -> dict[str, Any]:
     return out
 
 
-def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
-    """A runtime exporting the SDK's metrics and Ringflow's (from the workflow meter) on ``port``."""
+def prometheus_runtime(port: int, host: str = "127.0.0.1", logging: LoggingConfig | None = None) -> Runtime:
+    """A runtime exporting the SDK's metrics and Ringflow's (from the workflow meter) on
+    ``port``; ``logging``: where the core's log lines go (``ringflow/core_logs.py``)."""
     return Runtime(
         telemetry=TelemetryConfig(
+            logging=logging or LoggingConfig.default,
             metrics=PrometheusConfig(
                 bind_address=f"{host}:{port}",
                 counters_total_suffix=True,
                 durations_as_seconds=True,
                 histogram_bucket_overrides={GC_PAUSE_METRIC: list(GC_PAUSE_BUCKETS)},
-            )
+            ),
         )
     )
 

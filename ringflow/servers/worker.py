@@ -25,6 +25,7 @@ from temporalio.worker import Worker
 from ringflow.activities.dispatch import Dispatcher
 from ringflow.activities.recording import Recorder
 from ringflow.activities.telephony import Telephony
+from ringflow.core_logs import core_logging
 from ringflow.servers.health import HealthServer
 from ringflow.settings import Settings
 from ringflow.temporal_env import connect_options, describe
@@ -163,7 +164,7 @@ async def serve(settings: Settings, services: CallServices | None = None) -> Non
             ) from None
     try:
         try:
-            runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host)
+            runtime = prometheus_runtime(settings.metrics_port, settings.metrics_host, core_logging())
         except ValueError:  # "Failed starting Prometheus exporter: Address already in use"
             raise WorkerStartError(
                 f"metrics port {settings.metrics_host}:{settings.metrics_port} is not free: "
