@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import psutil
+from _actions import ActionCounter
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
@@ -66,13 +67,17 @@ async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1:
     phases: dict[str, list[float]] = {"to_server": [], "queued": [], "ran": []}
     signals = wfts = events = 0
     kinds: dict[str, int] = {}
+    billed: list[ActionCounter] = []  # each call's billable actions in the window (_actions.py)
     for handle in handles:
+        actions = ActionCounter()
+        billed.append(actions)
         started: list[tuple[str, float, float]] = []  # (kind, sent, signaled)
         pending: list[tuple[str, float, float]] = []
         task_started = 0.0
         async for ev in handle.fetch_history_events():
             at = _ts(ev)
             inside = t0 <= at < t1
+            actions.feed(ev, inside)
             events += inside
             if inside:
                 kinds[_kind(ev)] = kinds.get(_kind(ev), 0) + 1
@@ -102,6 +107,7 @@ async def read_histories(handles: list[WorkflowHandle[Any, Any]], t0: float, t1:
         "wfts": wfts,
         "events": events,
         "kinds": kinds,
+        "billed": billed,
     }
 
 

@@ -49,6 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ["RINGFLOW_ENCRYPTION"] = "0"
 import psutil
+from _actions import ActionCounter
 from _gcwatch import scrape, window
 from _load_calls import AGENT, PERIOD_S, STAGGER_S, RawCall, RingflowCall, drive
 from _load_measure import Meter, read_histories, settle
@@ -56,6 +57,7 @@ from _report import claim_stdout, cpu_probe, emit, percentile
 from _stack import ROOT, bench_stack
 from temporalio.client import Client
 
+from ringflow.agents.supervised import SUPERVISOR_POLL_S
 from ringflow.callflow.loader import load_flow
 from ringflow.devstack import free_port
 from ringflow.workflows.client import start_call
@@ -191,6 +193,7 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
         "signals_per_s": round(h["signals"] * scale / span, 1),
         "wft_per_s": round(h["wfts"] * scale / span, 1),
         "events_per_call_min": round(h["events"] / len(sample) / (span / 60), 1),
+        "billable_per_call_min": billable(h["billed"], span),
         "events_per_call_min_by_type": {  # what the history is made of
             k: round(v / len(sample) / (span / 60), 2)
             for k, v in sorted(h["kinds"].items(), key=lambda kv: -kv[1])
@@ -199,6 +202,52 @@ async def step(client: Client, n: int, raw: bool, tq: str, meters: dict[str, Met
         **gc_pauses,  # the worker's full collections in the window (workflows/heap.py)
         **{f"{name}_cpu_pct": u[0] for name, u in usage.items()},
         **{f"{name}_rss_mb": u[1] for name, u in usage.items()},
+    }
+
+
+def billable(calls: list[ActionCounter], span: float) -> dict[str, Any]:
+    """Temporal Cloud's billable actions per call-minute (``_actions.py``): across the sampled
+    calls, and by type."""
+    minutes = span / 60
+    rates = [c.total / minutes for c in calls]
+    kinds = sorted({k for c in calls for k in c.by_type})
+    return {
+        "p50": round(percentile(rates, 50), 1) if rates else None,
+        "p99": round(percentile(rates, 99), 1) if rates else None,
+        "by_type": {
+            k: round(sum(c.by_type.get(k, 0) for c in calls) / len(calls) / minutes, 2) for k in kinds
+        }
+        if calls
+        else {},
+    }
+
+
+def actions_metric(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``billable_actions_per_call_minute`` at the first step both sides ran, beside the raw
+    design's. Queries leave no history: the production agent's supervision poll (one query
+    each ``SUPERVISOR_POLL_S``) is given beside the measured figure, not in it."""
+    raw_at = {r["n"]: r for r in theirs}
+    both = [r for r in ours if r["n"] in raw_at]
+    if not both:
+        return None
+    r, b = both[0], raw_at[both[0]["n"]]
+    a, base = r["billable_per_call_min"], b["billable_per_call_min"]
+    polls = round(60 / SUPERVISOR_POLL_S, 1)
+    return {
+        "name": "billable_actions_per_call_minute",
+        "unit": "actions",
+        "p50": a["p50"],
+        "p99": a["p99"],
+        "baseline_p50": base["p50"],
+        "baseline_p99": base["p99"],
+        "ratio": round(a["p50"] / base["p50"], 2) if a["p50"] and base["p50"] else None,
+        "at_calls": r["n"],
+        "by_type": a["by_type"],
+        "baseline_by_type": base["by_type"],
+        "agent_queries_per_call_minute": polls,
+        "p50_with_agent_queries": round(a["p50"] + polls, 1) if a["p50"] is not None else None,
+        "not_counted": "queries (this bench's calls send none), rejected updates, activity heartbeats",
+        "source": "Temporal Cloud's published list of billable actions (bench/_actions.py)",
     }
 
 
@@ -319,6 +368,8 @@ async def run() -> list[dict[str, Any]]:
             "settle_cpu_pct": SETTLE_CPU_PCT,
         }
     ]
+    if (billed := actions_metric(ours, theirs)) is not None:
+        metrics.append(billed)
     raw_at = {r["n"]: r for r in theirs}
     for r in ours:
         b = raw_at.get(r["n"], {})
