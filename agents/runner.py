@@ -34,7 +34,8 @@ from ringflow.agents.listen import EmptySpeechWatch, PushToTalk
 from ringflow.agents.logcontext import bind_call
 from ringflow.agents.outbox import Outbox, ReceiverGone
 from ringflow.agents.signals import workflow_sender
-from ringflow.agents.supervised import SUPERVISOR_POLL_S, SupervisorFeed
+from ringflow.agents.supervised import SUPERVISOR_BACKSTOP_S, SUPERVISOR_POLL_S, SupervisorFeed
+from ringflow.agents.supervision_nudge import Nudges
 from ringflow.agents.voice import VoiceControl, VoiceStack
 from ringflow.callflow.effects import Effect, EndCall, SetNode
 from ringflow.callflow.jobs import JOBS_PREFIX
@@ -204,6 +205,8 @@ async def attach_agent(
     journal: Any = None,
     supervisor_poll_s: float = SUPERVISOR_POLL_S,
     voice: VoiceStack | None = None,
+    nudges: Any = None,
+    supervisor_backstop_s: float = SUPERVISOR_BACKSTOP_S,
 ) -> AgentRun:
     """Attach ``agent_id`` to the call and start serving it, traced and timed: attach/resume
     time is what a resumed caller waits through.
@@ -218,7 +221,9 @@ async def attach_agent(
     ``journal`` (a Redis client) keep one agent per call and its queued events in Redis
     (``lease_fresh_s``: how long a lease check holds; ``warn_unleased``: say so when there
     is no lease); ``supervisor_poll_s`` (0: none) is how often the call's supervision is read
-    (``agents/supervised.py``; ``AgentRun.supervisors.poll`` reads it at once);
+    (``agents/supervised.py``; ``AgentRun.supervisors.poll`` reads it at once); with
+    ``nudges`` (a Redis client) it is read when a supervisor's command publishes on the
+    call's channel, and every ``supervisor_backstop_s`` (``agents/supervision_nudge.py``);
     ``voice`` builds what the flow's ``voice:`` settings name (``agents/voice.py``:
     without it the session keeps what ``session_factory`` gave it)."""
     started = time.perf_counter()
@@ -253,6 +258,8 @@ async def attach_agent(
                 span,
                 supervisor_poll_s,
                 voice,
+                nudges,
+                supervisor_backstop_s,
             ),
         )
         span.set_attribute("ringflow.resumed", run.resumed)
@@ -287,6 +294,8 @@ class _Options:
     span: Any  # the attach's span: current while the attach updates go
     supervisor_poll_s: float
     voice: VoiceStack | None = None
+    nudges: Any = None  # a Redis client: supervisors' commands wake the read
+    supervisor_backstop_s: float = SUPERVISOR_BACKSTOP_S
 
 
 async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options) -> AgentRun:
@@ -377,7 +386,12 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
     )
     outbox.on_error = run.outbox_failed
     controller.on_stopped = run.leave
-    run.supervisors = SupervisorFeed(controller, o.supervisor_poll_s)
+    run.supervisors = SupervisorFeed(
+        controller,
+        o.supervisor_poll_s,
+        nudges=Nudges(o.nudges, call_id) if o.nudges is not None else None,
+        backstop_s=o.supervisor_backstop_s,
+    )
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
         item = ev.item

@@ -170,6 +170,9 @@ class Settings(BaseSettings):
     # How often an agent reads its call's supervision (a query: no history): how soon a
     # supervisor's whisper, takeover or hand-back reaches the bot (agents/supervised.py).
     supervisor_poll_s: float = Field(default=1.0, ge=0.1, le=30)
+    # With Redis a supervisor's command wakes the read (agents/supervision_nudge.py): the
+    # agent then reads on this backstop only, for a nudge lost or a command without Redis.
+    supervisor_backstop_s: float = Field(default=15.0, ge=1, le=300)
 
     # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
     # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.

@@ -10,12 +10,15 @@ LiveKit token for the call's room (``agents/supervisor_listen.py``), refused onc
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ringflow.agents.supervisor_listen import check_ttl
 from ringflow.calls import CallNotFound, NoWorkerAnswered
 from ringflow.contract.ids import CALL_WORKFLOW_PREFIX
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -67,9 +70,15 @@ async def _not_found(client: Client, call_id: str, action: str, message: str) ->
 
 
 async def supervise(
-    client: Client, call_id: str, req: SupervisorRequest, *, timeout_s: float = 30
+    client: Client,
+    call_id: str,
+    req: SupervisorRequest,
+    *,
+    timeout_s: float = 30,
+    redis_url: str | None = None,
 ) -> SupervisorAnswer:
-    """Send the action to the call (``call-`` prefix or not) and give what it recorded.
+    """Send the action to the call (``call-`` prefix or not) and give what it recorded; with
+    ``redis_url``, wake the call's agent to apply it now (:func:`nudge_agent`).
     Raises :class:`SupervisionRefused`, :class:`CallNotFound`, :class:`NoWorkerAnswered`."""
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError, RPCStatusCode
@@ -78,7 +87,7 @@ async def supervise(
 
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
     try:
-        return await asyncio.wait_for(CallHandle(client, call_id).supervise(req), timeout_s)
+        answer = await asyncio.wait_for(CallHandle(client, call_id).supervise(req), timeout_s)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         raise SupervisionRefused(req.action, getattr(cause, "message", None) or str(cause)) from None
@@ -90,6 +99,28 @@ async def supervise(
         raise NoWorkerAnswered(
             f"call {call_id}: no worker answered (is `ringflow worker` running?)"
         ) from None
+    await nudge_agent(call_id, redis_url)
+    return answer
+
+
+async def nudge_agent(call_id: str, redis_url: str | None) -> None:
+    """Wake the call's agent to read the action now (``agents/supervision_nudge.py``); best
+    effort: the action is recorded, and the agent's backstop read finds it without this."""
+    if not redis_url:
+        return
+    from redis.asyncio import Redis
+
+    from ringflow.agents.supervision_nudge import publish
+
+    redis = Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        await publish(redis, call_id)
+    except Exception as exc:
+        log.warning(
+            "call %s: the agent was not nudged (%s): it reads on its backstop", call_id, type(exc).__name__
+        )
+    finally:
+        await redis.aclose()
 
 
 @dataclass(frozen=True)

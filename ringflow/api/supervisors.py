@@ -50,7 +50,8 @@ async def act(request: Request, call_id: str, action: str, **fields: Any) -> dic
         where = ".".join(str(p) for p in first["loc"])
         raise ProblemError(422, f"{where}: {first['msg']}", errors=[field(where, first["msg"])]) from None
     try:
-        answer = await supervise(await temporal(request), call_id, req)
+        redis_url = request.app.state.settings.redis_url
+        answer = await supervise(await temporal(request), call_id, req, redis_url=redis_url)
     except CallNotFound:
         raise not_found(call_id) from None
     except SupervisionRefused as exc:

@@ -120,7 +120,7 @@ def _act(call_id: str, action: str, json_out: bool, **fields: str | None) -> Non
     async def go() -> SupervisorAnswer:
         client = await temporal_client(settings)
         try:
-            return await supervise(client, call_id, req)
+            return await supervise(client, call_id, req, redis_url=settings.redis_url)
         except SupervisionRefused as exc:
             raise fail(f"call {call_id}: {exc}") from None
         except CallNotFound as exc:

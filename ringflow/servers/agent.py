@@ -190,6 +190,8 @@ async def entrypoint(ctx: JobContext) -> None:
             journal=journal,
             heartbeat_s=settings.heartbeat_s,
             supervisor_poll_s=settings.supervisor_poll_s,
+            nudges=journal,  # supervisors' commands wake the supervision read (Redis pub/sub)
+            supervisor_backstop_s=settings.supervisor_backstop_s,
             session_factory=lambda snap: make_session(
                 settings, snap, ctx.proc.userdata.get("vad"), phone=is_phone_call(ctx.room)
             ),
