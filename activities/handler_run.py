@@ -34,6 +34,7 @@ from ringflow.callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowM
 from ringflow.callflow.handlers import HandlerModuleError, get_handler, load_module
 from ringflow.callflow.safe_text import scrub
 from ringflow.callflow.schema import SignatureError, handler_schema
+from ringflow.callflow.subflow_handlers import AT
 from ringflow.contract.wire import encoded_bytes
 
 log = logging.getLogger(__name__)
@@ -206,21 +207,33 @@ async def call_handler(
 
 
 class HandlerCheck(BaseModel):
-    """A published version's handler modules (``FlowRef.handlers``: module -> sha256) and
-    where its flow was loaded from, for the worker to compare with its own copies."""
+    """A published version's handler modules (``FlowRef.handlers``: module, or a used flow's
+    ``module@file``, -> sha256) and where its flow was loaded from, for the worker to
+    compare with its own copies."""
 
     version: str
     flow_source: str | None = None
     handlers: dict[str, str] = {}
 
 
+def module_home(key: str, flow_source: str | None) -> tuple[str, str | None]:
+    """A version's handler hash key as (module, the flow file it is found beside): a used
+    flow's ``module@file`` is beside that file, relative to the calling flow's folder."""
+    module, at, rel = key.partition(AT)
+    if not at:
+        return module, flow_source
+    base = os.path.dirname(flow_source) if flow_source else ""
+    return module, os.path.normpath(os.path.join(base, rel))
+
+
 def handlers_problem(check: HandlerCheck, dirs: Sequence[Path]) -> str | None:
     """Why this worker's handler code is not the code the version was published with, or
     None. An empty published hash (a module found on ``sys.path`` at publish) only needs
     the module to be in the worker's flow directories."""
-    for module, want in sorted(check.handlers.items()):
+    for key, want in sorted(check.handlers.items()):
+        module, source = module_home(key, check.flow_source)
         try:
-            folder = module_folder(module, check.flow_source, dirs)
+            folder = module_folder(module, source, dirs)
         except HandlerModuleError as exc:
             return str(exc)
         rel = Path(*module.split("."))
@@ -228,7 +241,7 @@ def handlers_problem(check: HandlerCheck, dirs: Sequence[Path]) -> str | None:
         have = hashlib.sha256(file.read_bytes()).hexdigest()
         if want and have != want:
             return (
-                f"the worker's handlers module '{module}' ({file.name}, sha256 {have[:12]}) is not the "
+                f"the worker's handlers module '{key}' ({file.name}, sha256 {have[:12]}) is not the "
                 f"code flow version {check.version} was published with (sha256 {want[:12]}): "
                 "deploy that code to the workers, or publish the flow again with this code"
             )
