@@ -169,6 +169,7 @@ async def run_function(
             name=eff.name,
             module=module,
             flow_source=source,
+            subflow=bool(eff.scope),
             args=eff.args,
             variables=state.variables,
             state=state.state,

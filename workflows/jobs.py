@@ -178,6 +178,7 @@ class Jobs:
             node=eff.node,
             module=module,
             flow_source=source,
+            subflow=bool(eff.scope),
             args=job.args,
             variables=self.d.call.flow_state.variables,
             state=self.d.call.handler_state,
