@@ -291,6 +291,18 @@ def test_a_used_flows_handler_is_checked_naming_the_subflow_and_the_function(tmp
     assert not report.errors and report.definition is not None and not report.definition.handlers
 
 
+def test_a_used_flow_with_mcp_servers_is_refused_saying_where_they_go(tmp_path: Path) -> None:
+    servers = {"crm": {"url": "http://127.0.0.1:9/mcp"}}
+    write(
+        tmp_path / "mcp.yaml",
+        ef.flow({"ask": ef.agent(ef.go("on", "fin")), "fin": ef.end()}, mcp_servers=servers),
+    )
+    assert errors_of(caller(use="mcp.yaml", inputs={}), base=tmp_path) == [
+        "nodes.sub.use: subflow mcp.yaml has mcp_servers: a call reaches only the calling flow's "
+        "MCP servers (declare them there, and call their tools from the calling flow's nodes)"
+    ]
+
+
 def test_a_published_version_with_a_handlers_module_is_refused_as_a_subflow() -> None:
     used = load_flow(SUB / "check.yaml")
     used = used.model_copy(update={"flow": used.flow.model_copy(update={"handlers": "h"})})
