@@ -26,6 +26,7 @@ from sqlmodel import Field, SQLModel
 
 from ringflow.activities.persistence import _insert_for, get_engine
 from ringflow.callflow.model import FLOW_NAME_PATTERN, FlowDefinition
+from ringflow.callflow.subflow_handlers import module_keys
 from ringflow.callflow.subflow_use import VersionSource
 from ringflow.contract.flow_ref import FlowRef
 
@@ -136,14 +137,16 @@ def handler_file(module: str, base_dir: Path) -> Path | None:
 
 
 def handler_hashes(definition: FlowDefinition, base_dir: Path | None) -> dict[str, str]:
-    """The sha256 of the flow's handlers module, as found beside the flow file; a module
-    found on ``sys.path`` instead (an installed package) is recorded as ``""``: the worker
-    then checks only that it has one."""
-    module = definition.flow.handlers
-    if not module:
-        return {}
-    found = handler_file(module, base_dir) if base_dir is not None else None
-    return {module: file_hash(found) if found is not None else ""}
+    """The sha256 of the flow's handlers module, as found beside the flow file, and of each
+    used flow's, beside the used file (keyed ``<module>@<used file>``,
+    ``callflow/subflow_handlers.py``); a module found on ``sys.path`` instead (an installed
+    package) is recorded as ``""``: the worker then checks only that it has one."""
+    out: dict[str, str] = {}
+    for key, (module, rel) in module_keys(definition).items():
+        folder = base_dir if base_dir is None or rel is None else (base_dir / rel).parent
+        found = handler_file(module, folder) if folder is not None else None
+        out[key] = file_hash(found) if found is not None else ""
+    return out
 
 
 def publish(

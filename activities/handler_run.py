@@ -34,6 +34,7 @@ from ringflow.callflow.handler_api import NO_RESPONSE, TRANSITION_IN_YAML, FlowM
 from ringflow.callflow.handlers import HandlerModuleError, get_handler, load_module
 from ringflow.callflow.safe_text import scrub
 from ringflow.callflow.schema import SignatureError, handler_schema
+from ringflow.callflow.subflow_handlers import AT
 from ringflow.contract.wire import encoded_bytes
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ class HandlerInput(BaseModel):
     name: str
     module: str
     flow_source: str | None = None
+    # a used flow's module (a subflow's function): never taken from a bare flow directory,
+    # where the calling flow's module of the same name may be (``module_folder``)
+    subflow: bool = False
     args: dict[str, Any] = {}
     variables: dict[str, Any] = {}
     state: dict[str, Any] = {}
@@ -94,11 +98,11 @@ def _source_folder(source: str | None, root: Path) -> Path | None:
     return (src if src.is_absolute() else root / src).parent.resolve()
 
 
-def _candidates(source: str | None, root: Path) -> list[Path]:
+def _candidates(source: str | None, root: Path, bare_root: bool = True) -> list[Path]:
     """Where, under ``root``, a flow loaded from ``source`` (a path on the client's machine)
     may keep its handlers: the source's folder if it lies under ``root``, then the tails of
     that folder's path under ``root`` (``/home/dev/repo/flows/x`` → ``root/flows/x``,
-    ``root/x``), then ``root``. Nothing outside ``root``."""
+    ``root/x``), then ``root`` (unless not ``bare_root``). Nothing outside ``root``."""
     found: list[Path] = []
     folder = _source_folder(source, root)
     if source and folder is not None:
@@ -110,20 +114,22 @@ def _candidates(source: str | None, root: Path) -> list[Path]:
             tail = root.joinpath(*parts[i:]).resolve()
             if _inside(tail, root) and tail not in found:
                 found.append(tail)
-    if root not in found:
+    if root not in found and bare_root:
         found.append(root)
     return found
 
 
-def module_folder(module: str, source: str | None, dirs: Sequence[Path]) -> Path:
+def module_folder(module: str, source: str | None, dirs: Sequence[Path], subflow: bool = False) -> Path:
     """The flow directory (or a folder under one) holding ``module``'s file.
 
     The flow's own folder wins over every other candidate in every directory: a worker
     serving several flow directories (``call simulate`` over scripts from several places)
     may hold two different modules of the same name, and a flow must get the one beside it,
-    not the first same-named file a tail or a root of another directory happens to hold."""
+    not the first same-named file a tail or a root of another directory happens to hold.
+    A used flow's (``subflow``) is looked for in its own folder or one of its name, never
+    in a bare flow directory: there the calling flow's module of the same name may be."""
     rel = Path(*module.split("."))
-    searched = [(root, folder) for root in dirs for folder in _candidates(source, root)]
+    searched = [(root, folder) for root in dirs for folder in _candidates(source, root, not subflow)]
     own = [(root, folder) for root, folder in searched if folder == _source_folder(source, root)]
     for root, folder in own + searched:
         for file in (folder / f"{rel}.py", folder / rel / "__init__.py"):
@@ -155,7 +161,8 @@ async def call_handler(
     ``manager`` sets more of the ``FlowManager`` (a background job's progress)."""
     dirs = list(flow_dirs) if flow_dirs is not None else parse_flow_dirs(None)
     try:
-        module = load_module(inp.module, module_folder(inp.module, inp.flow_source, dirs), search_path=False)
+        folder = module_folder(inp.module, inp.flow_source, dirs, inp.subflow)
+        module = load_module(inp.module, folder, search_path=False)
     except HandlerModuleError as exc:
         return HandlerOutput(error=str(exc))
     fn = get_handler(module, inp.name)
@@ -206,21 +213,33 @@ async def call_handler(
 
 
 class HandlerCheck(BaseModel):
-    """A published version's handler modules (``FlowRef.handlers``: module -> sha256) and
-    where its flow was loaded from, for the worker to compare with its own copies."""
+    """A published version's handler modules (``FlowRef.handlers``: module, or a used flow's
+    ``module@file``, -> sha256) and where its flow was loaded from, for the worker to
+    compare with its own copies."""
 
     version: str
     flow_source: str | None = None
     handlers: dict[str, str] = {}
 
 
+def module_home(key: str, flow_source: str | None) -> tuple[str, str | None]:
+    """A version's handler hash key as (module, the flow file it is found beside): a used
+    flow's ``module@file`` is beside that file, relative to the calling flow's folder."""
+    module, at, rel = key.partition(AT)
+    if not at:
+        return module, flow_source
+    base = os.path.dirname(flow_source) if flow_source else ""
+    return module, os.path.normpath(os.path.join(base, rel))
+
+
 def handlers_problem(check: HandlerCheck, dirs: Sequence[Path]) -> str | None:
     """Why this worker's handler code is not the code the version was published with, or
     None. An empty published hash (a module found on ``sys.path`` at publish) only needs
     the module to be in the worker's flow directories."""
-    for module, want in sorted(check.handlers.items()):
+    for key, want in sorted(check.handlers.items()):
+        module, source = module_home(key, check.flow_source)
         try:
-            folder = module_folder(module, check.flow_source, dirs)
+            folder = module_folder(module, source, dirs, subflow=AT in key)
         except HandlerModuleError as exc:
             return str(exc)
         rel = Path(*module.split("."))
@@ -228,7 +247,7 @@ def handlers_problem(check: HandlerCheck, dirs: Sequence[Path]) -> str | None:
         have = hashlib.sha256(file.read_bytes()).hexdigest()
         if want and have != want:
             return (
-                f"the worker's handlers module '{module}' ({file.name}, sha256 {have[:12]}) is not the "
+                f"the worker's handlers module '{key}' ({file.name}, sha256 {have[:12]}) is not the "
                 f"code flow version {check.version} was published with (sha256 {want[:12]}): "
                 "deploy that code to the workers, or publish the flow again with this code"
             )

@@ -37,6 +37,7 @@ class JobInput(BaseModel):
     node: str
     module: str
     flow_source: str | None = None
+    subflow: bool = False  # a used flow's module (``HandlerInput.subflow``)
     args: dict[str, Any] = {}
     variables: dict[str, Any] = {}
     state: dict[str, Any] = {}
@@ -101,6 +102,7 @@ def _as_handler(inp: JobInput) -> HandlerInput:
         name=inp.job,
         module=inp.module,
         flow_source=inp.flow_source,
+        subflow=inp.subflow,
         args=inp.args,
         variables=inp.variables,
         state=inp.state,

@@ -25,6 +25,7 @@ from ringflow.callflow.model import (
 )
 from ringflow.callflow.reads import extracted_names, node_reads
 from ringflow.callflow.schema import drop_nulls, to_strict
+from ringflow.callflow.subflow_handlers import handler_key, handler_scope
 from ringflow.callflow.templating import Template, _render_value, compile_template, lookup
 
 _EMPTY_PARAMS: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
@@ -79,6 +80,7 @@ class CompiledFunction:
     cancel_on_interruption: bool
     render_description: Render = _no_text
     tool: ToolSpec | None = None  # built once when the description has no placeholder
+    scope: str = ""  # whose handlers module runs it: a used flow's subflow node, "" the flow's
 
     def check_args(self, args: Any) -> tuple[dict[str, Any] | None, str | None]:
         """(cleaned args, None) or (None, an error message fit for the LLM)."""
@@ -141,8 +143,11 @@ def closed(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> CompiledFunction:
-    spec = definition.handlers.get(fn.name) if fn.kind == "handler" else None
+def _compile_function(fn: FunctionEntry, definition: FlowDefinition, node: str = "") -> CompiledFunction:
+    """``node``: the node whose own function this is ("" for the flow's global functions):
+    a used flow's node's handler is its flow's (``callflow/subflow_handlers.py``)."""
+    scope = handler_scope(definition, node, fn.name) if node and fn.kind in ("handler", "jobs") else ""
+    spec = definition.handlers.get(handler_key(scope, fn.name)) if fn.kind == "handler" else None
     if spec is not None:
         description, params = spec.description, spec.parameters
     else:
@@ -179,6 +184,7 @@ def _compile_function(fn: FunctionEntry, definition: FlowDefinition) -> Compiled
         cancel_on_interruption=cancel,
         render_description=renderer(template),
         tool=tool,
+        scope=scope,
     )
 
 
@@ -260,18 +266,21 @@ def _compile_node(
 
 
 def _compile_functions(
-    entries: list[FunctionEntry], definition: FlowDefinition, reserved: frozenset[str] = frozenset()
+    entries: list[FunctionEntry],
+    definition: FlowDefinition,
+    reserved: frozenset[str] = frozenset(),
+    node: str = "",
 ) -> list[CompiledFunction]:
     """Each entry compiled; an ``mcp`` entry stands for the server tools pinned for the call
     (``callflow/mcp_tools.py``), which never displace a function the flow names itself:
     one of these entries, or one of ``reserved`` (a node's: the flow's global functions)."""
-    plain = [_compile_function(f, definition) for f in entries if f.mcp is None]
+    plain = [_compile_function(f, definition, node) for f in entries if f.mcp is None]
     taken = {f.entry.name for f in plain} | reserved
     for f in entries:
         for entry in expand(f, definition) if f.mcp is not None else []:
             if entry.name not in taken:
                 taken.add(entry.name)
-                plain.append(_compile_function(entry, definition))
+                plain.append(_compile_function(entry, definition, node))
     return plain
 
 
@@ -285,7 +294,7 @@ def compile_flow(definition: FlowDefinition) -> CompiledFlow:
     global_nodes = {nid: n.global_ for nid, n in flow.nodes.items() if n.global_ is not None}
     for nid, node in flow.nodes.items():
         reserved = own_globals if node.type == "agent" else frozenset()
-        fns = {f.entry.name: f for f in _compile_functions(node.functions, definition, reserved)}
+        fns = {f.entry.name: f for f in _compile_functions(node.functions, definition, reserved, nid)}
         if node.type == "agent":
             for g in globals_:
                 fns.setdefault(g.entry.name, g)
@@ -301,7 +310,7 @@ def compile_flow(definition: FlowDefinition) -> CompiledFlow:
             hidden = (RETRIEVAL_FUNCTION,)
         nodes[nid] = _compile_node(nid, node, role, fns, tuple(dynamic), hidden)
         if node.run is not None:
-            runs[nid] = _compile_function(node.run, definition)
+            runs[nid] = _compile_function(node.run, definition, nid)
     reads = {
         nid: node_reads(
             flow,

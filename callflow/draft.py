@@ -21,6 +21,7 @@ from ringflow.callflow.http_render import referenced_values, render_http
 from ringflow.callflow.model import Action, BranchTable, HttpSpec, TransferSpec, Transition
 from ringflow.callflow.reads import NONE, template_names
 from ringflow.callflow.state import CallState, Digression, PendingRun, Waiting, extraction_node
+from ringflow.callflow.subflow_handlers import handler_scope
 from ringflow.callflow.subflows import bind, inside, pop, push, returns_at, unwind
 from ringflow.callflow.templating import (
     Template,
@@ -140,6 +141,7 @@ class Draft:
                 mcp_tool=mcp.tool if mcp is not None else None,
                 transfer=transfer,
                 knowledge=fn.entry.knowledge,
+                scope=fn.scope,
             )
         )
 
@@ -147,7 +149,8 @@ class Draft:
         self.call.seq += 1
         run_id = self.call.seq
         self.add_pending(PendingRun(run_id=run_id, name=name, node=node, purpose="side_effect"))
-        self.effects.append(RunFunction(run_id=run_id, node=node, name=name, kind="handler"))
+        scope = handler_scope(self.flow.definition, node, name)
+        self.effects.append(RunFunction(run_id=run_id, node=node, name=name, kind="handler", scope=scope))
 
     # --- transitions ------------------------------------------------------------------
     def route(self, t: Transition | None, result: Any, from_node: str) -> str | None:

@@ -87,6 +87,9 @@ class RunFunction(_Effect):
     mcp_server: str | None = None  # an MCP tool: the declared server and the tool's name there
     mcp_tool: str | None = None
     knowledge: KnowledgeSearch | None = None  # a knowledge search: its bounds (callflow/knowledge.py)
+    # a handler's: whose handlers module runs it, a used flow's subflow node or "" the flow's
+    # (callflow/subflow_handlers.py)
+    scope: str = ""
 
 
 class JobRun(BaseModel):
@@ -117,6 +120,7 @@ class StartJobs(_Effect):
     cancel_on_leave: bool = False
     cancel_on_interruption: bool = False
     label: str | None = None
+    scope: str = ""  # whose handlers module runs its jobs (as ``RunFunction.scope``)
 
 
 class ToolResponse(_Effect):

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from ringflow.callflow.effects import JobRun, StartJobs, ToolResponse
 from ringflow.callflow.http_render import referenced_values
 from ringflow.callflow.model import BranchTable, FlowDefinition, HandlerSpec, Transition
+from ringflow.callflow.subflow_handlers import handler_key
 
 if TYPE_CHECKING:  # the compiled flow (and jsonschema with it) is the engine's: the validator
     # reads this module's names without compiling anything (tests/ringflow/test_cli_startup.py)
@@ -248,7 +249,9 @@ def start_effect(
                 )
             )
             continue
-        declared = (definition.handlers.get(job.name) or _NO_SPEC).parameters.get("properties") or {}
+        declared = (definition.handlers.get(handler_key(fn.scope, job.name)) or _NO_SPEC).parameters.get(
+            "properties"
+        ) or {}
         runs.append(
             JobRun(
                 name=job.name,
@@ -268,6 +271,7 @@ def start_effect(
         cancel_on_leave=spec.cancel_on_leave,
         cancel_on_interruption=fn.cancel_on_interruption,
         label=spec.label,
+        scope=fn.scope,
     )
     answer = {"group_id": group_id, "status": "started", "jobs": [j.name for j in spec.run]}
     if spec.label:

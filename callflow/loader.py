@@ -171,7 +171,7 @@ def validate_data(
         return report
     if not shaped.errors and shaped.flow is not None:
         flow = shaped.flow
-        used, use_errors, use_warnings = load_uses(flow, base_dir, chain, versions, _read_used)
+        used, use_errors, use_warnings = load_uses(flow, base_dir, chain, versions, _read_used, load_handlers)
         handlers, errors, warnings = semantic_checks(flow, base_dir, load_handlers=load_handlers, used=used)
         report.errors.extend([*use_errors, *errors])
         report.warnings.extend([*use_warnings, *warnings])
@@ -182,7 +182,9 @@ def validate_data(
         return report
     report.errors.extend(shaped.errors)
     if shaped.flow is not None:
-        used, use_errors, use_warnings = load_uses(shaped.flow, base_dir, chain, versions, _read_used)
+        used, use_errors, use_warnings = load_uses(
+            shaped.flow, base_dir, chain, versions, _read_used, load_handlers
+        )
         _, errors, warnings = semantic_checks(
             shaped.flow,
             base_dir,
@@ -219,10 +221,12 @@ def validate_file(
     )
 
 
-def _read_used(path: Path, chain: tuple[str, ...], versions: VersionSource | None) -> ValidationReport:
-    """A subflow node's used file, validated as a flow of its own (its handlers not
-    imported: a used flow may not have any, ``callflow/subflow_use.py``)."""
-    return validate_file(path, load_handlers=False, chain=chain, versions=versions)
+def _read_used(
+    path: Path, chain: tuple[str, ...], versions: VersionSource | None, load_handlers: bool
+) -> ValidationReport:
+    """A subflow node's used file, validated as a flow of its own, its handlers module
+    imported from beside it when the calling flow's is (``callflow/subflow_use.py``)."""
+    return validate_file(path, load_handlers=load_handlers, chain=chain, versions=versions)
 
 
 def load_flow(path: str | Path, versions: VersionSource | None = None) -> FlowDefinition:

@@ -491,6 +491,9 @@ class SubflowSpec(Strict):
     digest: str
     start: str  # the inlined id of its start node
     variables: dict[str, Variable] = {}  # its inputs, with their types and defaults
+    # its ``handlers`` module, found beside its file; its specs are in the definition's
+    # ``handlers`` under ``<node>.<name>`` (callflow/subflow_handlers.py)
+    handlers: str | None = None
 
 
 class FlowDefinition(Strict):

@@ -12,10 +12,14 @@ subflows' content, so changing a used flow gives the caller a new version id.
 
 The used flow's nodes keep their own ``role`` (placed before their task), take the used
 flow's ``global_functions`` as their own, and are offered no global nodes (a digression
-is the calling flow's, in the calling flow's values). What does not travel is refused or
-said: a handlers module or MCP servers of the used flow (the calling flow's worker loads
-neither), global nodes in it; its settings, recording, analysis and journey are the
-calling flow's business and are ignored with a warning.
+is the calling flow's, in the calling flow's values). A used file's ``handlers`` module
+comes along: it is imported from beside the used file (when the calling flow's is), its
+specs are inlined under ``<node>.<name>`` and its functions run from it
+(``callflow/subflow_handlers.py``). What does not travel is refused or said: a published
+version's handlers module (no file to find it beside), MCP servers of the used flow (the
+call pins the calling flow's servers' tools when it starts, and only those), global nodes
+in it; its settings, recording, analysis and journey are the calling flow's business and
+are ignored with a warning.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ringflow.callflow.model import (
     Flow,
     FlowDefinition,
     FunctionEntry,
+    HandlerSpec,
     Node,
     SubflowSpec,
     Transition,
@@ -90,9 +95,10 @@ class Report(Protocol):
     definition: FlowDefinition | None
 
 
-# Reads and validates a used file: (path, the files being read that led here, versions) -> its
-# report. The loader passes its own, so this module does not import the loader.
-ReadFile = Callable[[Path, tuple[str, ...], VersionSource | None], Report]
+# Reads and validates a used file: (path, the files being read that led here, versions,
+# whether to import its handlers module) -> its report. The loader passes its own, so this
+# module does not import the loader.
+ReadFile = Callable[[Path, tuple[str, ...], VersionSource | None, bool], Report]
 
 
 def load_uses(
@@ -101,9 +107,11 @@ def load_uses(
     chain: tuple[str, ...],
     versions: VersionSource | None,
     read: ReadFile,
+    load_handlers: bool = True,
 ) -> tuple[dict[str, Used], list[Issue], list[Issue]]:
     """The flow each ``subflow`` node uses, by node id; errors and warnings, each at the
-    node's ``use`` and naming the used file (and the path of the problem inside it)."""
+    node's ``use`` and naming the used file (and the path of the problem inside it). A used
+    file's handlers module is imported and its functions checked when ``load_handlers``."""
 
     used: dict[str, Used] = {}
     errors: list[Issue] = []
@@ -147,7 +155,7 @@ def load_uses(
                 errors.append(Issue(path, f"subflows nested more than {MAX_DEPTH} deep"))
                 continue
             try:
-                report = read(file, (*chain, str(file)), versions)
+                report = read(file, (*chain, str(file)), versions, load_handlers)
             except FileNotFoundError:
                 errors.append(Issue(path, f"no subflow file '{ref}' (looked for {file})"))
                 continue
@@ -185,13 +193,16 @@ def load_uses(
 def _travels(ref: str, flow: Flow) -> list[str]:
     """What a used flow has that cannot run inside another flow's call."""
     out: list[str] = []
-    if flow.handlers:
+    if flow.handlers and is_version_ref(ref):
         out.append(
-            f"subflow {ref} has a handlers module ('{flow.handlers}'): a subflow's functions run "
-            "without one (http, capture, transfer or transition entries)"
+            f"subflow {ref} has a handlers module ('{flow.handlers}'): a published version used as "
+            "a subflow brings none (its module is found beside a file): use the flow's file"
         )
     if flow.mcp_servers:
-        out.append(f"subflow {ref} has mcp_servers: a subflow's functions cannot reach MCP servers")
+        out.append(
+            f"subflow {ref} has mcp_servers: a call reaches only the calling flow's MCP servers "
+            "(declare them there, and call their tools from the calling flow's nodes)"
+        )
     for nid, node in flow.nodes.items():
         if node.global_ is not None:
             out.append(
@@ -207,6 +218,7 @@ def inline(definition: FlowDefinition, used: dict[str, Used]) -> FlowDefinition:
         return definition
     nodes: dict[str, Node] = {}
     specs: dict[str, SubflowSpec] = dict(definition.subflows)
+    handlers: dict[str, HandlerSpec] = dict(definition.handlers)
     for nid, node in definition.flow.nodes.items():
         nodes[nid] = node
         u = used.get(nid)
@@ -220,11 +232,18 @@ def inline(definition: FlowDefinition, used: dict[str, Used]) -> FlowDefinition:
             nodes[prefix + sid] = _renamed(sub.nodes[sid], prefix, sub)
         for key, spec in u.definition.subflows.items():  # its own subflows, one level down
             specs[prefix + key] = spec.model_copy(update={"start": prefix + spec.start})
+        # its handlers (and its subflows', already qualified) under this node: see handler_key
+        handlers.update({prefix + key: spec for key, spec in u.definition.handlers.items()})
         specs[nid] = SubflowSpec(
-            use=u.ref, flow=sub.flow, digest=u.digest, start=prefix + start, variables=dict(sub.variables)
+            use=u.ref,
+            flow=sub.flow,
+            digest=u.digest,
+            start=prefix + start,
+            variables=dict(sub.variables),
+            handlers=sub.handlers,
         )
     flow = definition.flow.model_copy(update={"nodes": nodes})
-    return definition.model_copy(update={"flow": flow, "subflows": specs})
+    return definition.model_copy(update={"flow": flow, "subflows": specs, "handlers": handlers})
 
 
 def _target(t: Transition | None, prefix: str) -> Transition | None:

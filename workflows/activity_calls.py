@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.callflow.mcp_spec import McpServer, McpServerTools
     from ringflow.callflow.model import FlowDefinition, Retry
     from ringflow.callflow.state import CallState
+    from ringflow.callflow.subflow_handlers import handler_module
     from ringflow.contract.analysis import AnalysisInput, CallAnalysis
     from ringflow.contract.dial import DispatchRequest, DispatchResult, TransferRequest
     from ringflow.contract.journal import JournalEntries, JournalRead
@@ -161,12 +162,14 @@ async def run_function(
             )
             out = await _execute(HttpTool.http_tool, req, eff.timeout_s, retry_policy(eff.retry), on_start)
             return FunctionResult(run_id=eff.run_id, result=out)
+        module, source = handler_module(definition, eff.scope)
         inp = HandlerInput(
             call_id=state.call_id,
             node=eff.node,
             name=eff.name,
-            module=definition.flow.handlers or "",
-            flow_source=definition.source,
+            module=module,
+            flow_source=source,
+            subflow=bool(eff.scope),
             args=eff.args,
             variables=state.variables,
             state=state.state,

@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         group_result,
         new_group,
     )
+    from ringflow.callflow.subflow_handlers import handler_module
     from ringflow.contract.events import Turn
     from ringflow.contract.updates import CallFunctionResult, CancelRequest, RouteRequest
     from ringflow.contract.wire import MAX_TEXT_CHARS, encoded_bytes
@@ -169,13 +170,15 @@ class Jobs:
         self.feed(eff.group_id, JobFinished(job=job.name, status="completed", result=out.result))
 
     def job_input(self, eff: StartJobs, job: JobRun, key: str) -> JobInput:
+        module, source = handler_module(self.d.inp.definition, eff.scope)
         return JobInput(
             call_id=self.d.inp.call_id,
             group_id=eff.group_id,
             job=job.name,
             node=eff.node,
-            module=self.d.inp.definition.flow.handlers or "",
-            flow_source=self.d.inp.definition.source,
+            module=module,
+            flow_source=source,
+            subflow=bool(eff.scope),
             args=job.args,
             variables=self.d.call.flow_state.variables,
             state=self.d.call.handler_state,

@@ -54,7 +54,8 @@ from ringflow.agents.livekit_api import call_id_for_room
 from ringflow.agents.runner import AgentRun, attach_agent
 from ringflow.callflow.errors import FlowError
 from ringflow.callflow.journey import JourneyStart
-from ringflow.callflow.loader import load_flow
+from ringflow.callflow.loader import load_flow, validate_file
+from ringflow.callflow.subflow_handlers import module_keys
 from ringflow.callflow.voice import LlmChoice
 from ringflow.codec import ephemeral_codec
 from ringflow.contract.updates import Snapshot
@@ -130,10 +131,22 @@ def flows_dir_with(configured: str | None, scripts: list[Path]) -> str:
     dirs = [str(d) for d in parse_flow_dirs(configured)]
     for path in scripts:
         try:
-            dirs.append(str(load_script(path)[1].parent.resolve()))
+            flow = load_script(path)[1]
         except Exception:  # not a script (run_script says why); its flow is not trusted
             continue
+        dirs.append(str(flow.parent.resolve()))
+        dirs += [str((flow.parent / rel).parent.resolve()) for rel in used_files(flow)]
     return os.pathsep.join(dict.fromkeys(dirs))
+
+
+def used_files(flow: Path) -> list[str]:
+    """The files of the used flows with handlers modules a flow file's subflows run, relative
+    to its folder (read without importing a handler: none is trusted yet); none when the
+    flow is not valid (playing it says why)."""
+    definition = validate_file(flow, load_handlers=False).definition
+    if definition is None:
+        return []
+    return [rel for _, rel in module_keys(definition).values() if rel is not None]
 
 
 @asynccontextmanager

@@ -5,16 +5,28 @@ through a real worker for a definition that never went through validation."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from ringflow.activities.handler_run import HandlerInput, HandlerOutput, HandlerRunner, parse_flow_dirs
+from ringflow.activities import flow_store
+from ringflow.activities.handler_run import (
+    HandlerCheck,
+    HandlerInput,
+    HandlerOutput,
+    HandlerRunner,
+    handlers_problem,
+    parse_flow_dirs,
+)
+from ringflow.callflow.loader import load_flow
 from ringflow.callflow.model import Flow, FlowDefinition
+from ringflow.callflow.subflow_handlers import handler_module
 from tests.support.wfkit import req, running_worker, start, wait_state
 
 GOOD = '''
@@ -151,3 +163,73 @@ async def test_a_definition_naming_os_as_its_handlers_runs_nothing(
         assert st.status != "ended"
         await call.hangup()
         await call.handle.result()
+
+
+# --- a used flow's handlers module (callflow/subflow_handlers.py) ---------------------------
+SUBFLOW_HANDLERS = Path(__file__).parents[1] / "fixtures" / "subflow_handlers"
+
+
+@pytest.fixture
+def account(tmp_path: Path) -> Iterator[Path]:
+    """A copy of the account flow and the verify_dob flow it uses, each with a ``handlers``."""
+    shutil.copytree(SUBFLOW_HANDLERS, tmp_path / "flows", ignore=shutil.ignore_patterns("__pycache__"))
+    yield tmp_path / "flows" / "account" / "flow.yaml"
+    sys.modules.pop("handlers", None)
+
+
+async def test_a_used_flows_function_runs_from_its_module_and_only_from_a_trusted_folder(
+    account: Path,
+) -> None:
+    d = load_flow(account)
+    module, source = handler_module(d, "verify")
+    assert (module, Path(source or "").resolve()) == (
+        "handlers",
+        account.parents[1] / "verify_dob" / "flow.yaml",
+    )
+    inp = HandlerInput(
+        call_id="c1",
+        node="verify.ask_dob",
+        name="check",
+        module=module,
+        flow_source=source,
+        subflow=True,
+        args={"date_of_birth": "1990-11-02"},
+        variables={"date_of_birth": "1990-11-02"},
+    )
+    out: HandlerOutput = await ActivityEnvironment().run(HandlerRunner([account.parents[1]]).run_handler, inp)
+    assert out.error is None and out.result == {"matches": True}
+    assert out.changed == {"checked_by": "verify_dob", "dob_matches": True}
+    ours = await ActivityEnvironment().run(
+        HandlerRunner([account.parents[1]]).run_handler,
+        inp.model_copy(
+            update={
+                "node": "lookup",
+                "args": {"account": "1234"},
+                "flow_source": str(account),
+                "subflow": False,
+            }
+        ),
+    )
+    assert ours.error is None and ours.changed == {"checked_by": "account"}
+    # a worker trusting only the calling flow's folder refuses the used flow's module, by name
+    # (never taking the calling flow's module of the same name, at that directory's root)
+    refused = await ActivityEnvironment().run(HandlerRunner([account.parent]).run_handler, inp)
+    assert refused.result is None
+    assert "handlers module 'handlers' is not in the worker's flow directories" in (refused.error or "")
+
+
+def test_a_published_version_hashes_the_used_flows_module_and_the_worker_checks_it(account: Path) -> None:
+    d = load_flow(account)
+    hashes = flow_store.handler_hashes(d, account.parent)
+    assert set(hashes) == {"handlers", "handlers@../verify_dob/flow.yaml"}
+    check = HandlerCheck(version="0123456789ab", flow_source=str(account), handlers=hashes)
+    assert handlers_problem(check, [account.parents[1]]) is None
+    sub_code = account.parents[1] / "verify_dob" / "handlers.py"
+    sub_code.write_text(sub_code.read_text() + "\n# changed\n")
+    changed = flow_store.handler_hashes(d, account.parent)
+    assert changed["handlers"] == hashes["handlers"] and changed != hashes
+    content = flow_store.content_of(d)
+    assert flow_store.content_id(content, changed) != flow_store.content_id(content, hashes)
+    problem = handlers_problem(check, [account.parents[1]]) or ""
+    assert problem.startswith("the worker's handlers module 'handlers@../verify_dob/flow.yaml' (handlers.py")
+    assert "is not the code flow version 0123456789ab was published with" in problem

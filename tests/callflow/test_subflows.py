@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
+from ringflow.callflow.compiled import compiled_for
 from ringflow.callflow.effects import Rejected, Say
 from ringflow.callflow.events import ExtractionResult, FunctionCalled, HangUp
 from ringflow.callflow.loader import load_flow, validate_data, validate_file
 from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.render import mermaid
+from ringflow.callflow.subflow_handlers import handler_module, module_keys
 from ringflow.callflow.subflow_use import digest_of
 from tests.support import engine_flows as ef
 from tests.support.paths import ROOT
@@ -213,8 +215,6 @@ def test_keys_of_other_node_kinds_and_what_cannot_travel_are_refused(tmp_path: P
     assert "nodes.after.inputs: 'inputs' applies only to a subflow node (type: subflow)" in errors_of(
         misplaced
     )
-    handled = ef.flow({"ask": ef.agent(ef.go("on", "fin")), "fin": ef.end()}, handlers=ef.HANDLERS)
-    write(tmp_path / "handled.yaml", handled)
     digressing = ef.flow(
         {
             "ask": ef.agent(ef.go("on", "fin")),
@@ -223,12 +223,96 @@ def test_keys_of_other_node_kinds_and_what_cannot_travel_are_refused(tmp_path: P
         }
     )
     write(tmp_path / "digressing.yaml", digressing)
-    assert errors_of(caller(use="handled.yaml", inputs={}), base=tmp_path)[0].startswith(
-        "nodes.sub.use: subflow handled.yaml has a handlers module ('engine_handlers')"
-    )
     assert errors_of(caller(use="digressing.yaml", inputs={}), base=tmp_path) == [
         "nodes.sub.use: subflow digressing.yaml: node 'h' is a global node: digressions "
         "belong to the calling flow"
+    ]
+
+
+# --- a used flow's handlers module ------------------------------------------------------------
+def handler_entry(name: str, to: str) -> ef.Data:
+    return {"name": name, "transition_to": to}
+
+
+def handled(tmp_path: Path, code: str, *functions: ef.Data, name: str = "sub_handlers") -> None:
+    """A used flow ``handled.yaml`` in ``tmp_path`` whose ``handlers`` module has ``code``."""
+    (tmp_path / f"{name}.py").write_text(code)
+    node = ef.agent(*(functions or (handler_entry("check", "fin"),)))
+    write(tmp_path / "handled.yaml", ef.flow({"ask": node, "fin": ef.end()}, handlers=name))
+
+
+SUB_CHECK = (
+    "from ringflow import TRANSITION_IN_YAML\n\n"
+    "async def check(flow_manager, date_of_birth: str):\n"
+    '    """Check the date.\n\n    Args:\n        date_of_birth: The date said.\n    """\n'
+    "    return {}, TRANSITION_IN_YAML\n"
+)
+
+
+def test_a_used_flows_handlers_are_its_own_beside_the_callers_of_the_same_name(tmp_path: Path) -> None:
+    """The caller's ``check`` (engine_handlers, no arguments) and the used flow's ``check``
+    (its own module, a date argument): both kept, each node's function compiled from its own
+    flow's, and each run ordered with its flow's scope."""
+    handled(tmp_path, SUB_CHECK)
+    (tmp_path / f"{ef.HANDLERS}.py").write_text((ef.FIXTURES / f"{ef.HANDLERS}.py").read_text())
+    data = caller(use="handled.yaml", inputs={})
+    data["handlers"] = ef.HANDLERS
+    data["nodes"]["after"]["functions"] = [handler_entry("check", "bye")]
+    report = validate_data(data, base_dir=tmp_path, source=str(tmp_path / "flow.yaml"))
+    assert report.definition is not None, report.errors
+    d = report.definition
+    assert set(d.handlers) == {"check", "sub.check"}
+    assert d.subflows["sub"].handlers == "sub_handlers"
+    flow = compiled_for(d)
+    ours, theirs = flow.nodes["after"].functions["check"], flow.nodes["sub.ask"].functions["check"]
+    assert (ours.scope, theirs.scope) == ("", "sub")
+    assert "date_of_birth" not in ours.parameters.get("properties", {})
+    assert list(theirs.parameters["properties"]) == ["date_of_birth"]
+    assert handler_module(d, "sub") == ("sub_handlers", str(tmp_path / "handled.yaml"))
+    assert handler_module(d, "") == (ef.HANDLERS, str(tmp_path / "flow.yaml"))
+    assert module_keys(d) == {
+        ef.HANDLERS: (ef.HANDLERS, None),
+        "sub_handlers@handled.yaml": ("sub_handlers", "handled.yaml"),
+    }
+
+
+def test_a_used_flows_handler_is_checked_naming_the_subflow_and_the_function(tmp_path: Path) -> None:
+    handled(tmp_path, SUB_CHECK, handler_entry("verify", "fin"))
+    assert errors_of(caller(use="handled.yaml", inputs={}), base=tmp_path) == [
+        "nodes.sub.use: subflow handled.yaml: nodes.ask.functions[0].name: handlers module "
+        "'sub_handlers' has no function 'verify'"
+    ]
+    handled(tmp_path, "def check(flow_manager):\n    return {}, None\n", name="sync_handlers")
+    (error,) = errors_of(caller(use="handled.yaml", inputs={}), base=tmp_path)
+    assert error.startswith("nodes.sub.use: subflow handled.yaml: nodes.ask.functions[0]")
+    assert "handler 'check': " in error
+    # validated without importing handlers (uploaded text), neither flow's module is imported
+    report = validate_data(caller(use="handled.yaml", inputs={}), base_dir=tmp_path, load_handlers=False)
+    assert not report.errors and report.definition is not None and not report.definition.handlers
+
+
+def test_a_used_flow_with_mcp_servers_is_refused_saying_where_they_go(tmp_path: Path) -> None:
+    servers = {"crm": {"url": "http://127.0.0.1:9/mcp"}}
+    write(
+        tmp_path / "mcp.yaml",
+        ef.flow({"ask": ef.agent(ef.go("on", "fin")), "fin": ef.end()}, mcp_servers=servers),
+    )
+    assert errors_of(caller(use="mcp.yaml", inputs={}), base=tmp_path) == [
+        "nodes.sub.use: subflow mcp.yaml has mcp_servers: a call reaches only the calling flow's "
+        "MCP servers (declare them there, and call their tools from the calling flow's nodes)"
+    ]
+
+
+def test_a_published_version_with_a_handlers_module_is_refused_as_a_subflow() -> None:
+    used = load_flow(SUB / "check.yaml")
+    used = used.model_copy(update={"flow": used.flow.model_copy(update={"handlers": "h"})})
+    report = validate_data(
+        caller(use="check@0123456789ab"), base_dir=ef.FIXTURES, versions=lambda ref: (used, "0123456789ab")
+    )
+    assert [str(e) for e in report.errors] == [
+        "nodes.sub.use: subflow check@0123456789ab has a handlers module ('h'): a published "
+        "version used as a subflow brings none (its module is found beside a file): use the "
+        "flow's file"
     ]
 
 
