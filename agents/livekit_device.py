@@ -36,10 +36,9 @@ class LiveKitDeviceLink:
 def is_device(participant: Any) -> bool:
     """A standard participant that is not a supervisor who took the call over (they are in
     the room too, with a takeover's token: ``agents/supervisor_listen.py``)."""
-    return (
-        getattr(participant, "kind", None) == rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD
-        and not is_supervisor(participant)
-    )
+    return getattr(
+        participant, "kind", None
+    ) == rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD and not is_supervisor(participant)
 
 
 def watch_device(room: rtc.Room, controller: DeviceUser) -> None:

@@ -32,10 +32,12 @@ from ringflow.simulation.audio.sphinx import words_of
 from ringflow.simulation.audio.stack import audio_session, caller_voice, warm
 from ringflow.simulation.audio.supervisor_mic import SupervisorMic
 from ringflow.simulation.scripted_llm import LANE_HEADER, ScriptedLLM
+from ringflow.simulation.supervisor import agreement
 from ringflow.workflows.client import CallHandle, start_call
+from tests.support.agentkit import text_call
 from tests.support.wfkit import running_worker, wait_until
 
-pytestmark = [
+on_audio = [
     pytest.mark.audio,
     pytest.mark.timeout(300),
     pytest.mark.skipif(
@@ -82,6 +84,9 @@ async def spoken(call: CallHandle, run: Any, roles: tuple[str, ...]) -> list[tup
     return [(t.role, t.text) for t in await call.transcript() if t.role in roles]
 
 
+@on_audio[0]
+@on_audio[1]
+@on_audio[2]
 async def test_a_supervisors_speech_is_transcribed_as_supervisor_turns_in_order_with_the_callers(
     temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM
 ) -> None:
@@ -158,3 +163,31 @@ async def test_a_supervisors_speech_is_transcribed_as_supervisor_turns_in_order_
                 await a_line.close()
             await run.kill()
             await call.handle.terminate("test over")
+
+
+async def test_a_supervisor_heard_before_the_agent_read_the_takeover_is_kept_and_after_the_handback_dropped(
+    temporal_client: Client, task_queue: str, sqlite_url: str, llm: ScriptedLLM
+) -> None:
+    async with (
+        running_worker(temporal_client, task_queue, sqlite_url),
+        text_call(temporal_client, task_queue, llm, definition=desk(), agent={"supervisor_poll_s": 0}) as tc,
+    ):
+        voice, feed = tc.run.supervisor_voice, tc.run.supervisors
+        assert voice is not None and feed is not None
+        await tc.call.supervise(SupervisorRequest(action="takeover", by="ann"))
+        assert not tc.controller.state.takeover  # the agent has not read it yet
+        await voice.heard("hello this is the manager speaking")  # it reads it at once
+        assert tc.controller.state.takeover
+        await tc.call.supervise(SupervisorRequest(action="handback", by="ann"))
+        await feed.poll()
+        await voice.heard("still here")  # the bot has the call again: not the call's
+        assert voice.dropped == 1
+        assert await agreement(tc.run) is None  # the agent's engine and the workflow's agree
+        turns = [(t.role, t.text) for t in await tc.call.transcript() if t.role == "supervisor"]
+        assert turns == [("supervisor", "hello this is the manager speaking")]
+        said = [
+            str(m.text_content)
+            for m in tc.run.agent.chat_ctx.items
+            if getattr(m, "role", None) == "assistant"
+        ]
+        assert [t for t in said if "hello this is the manager speaking" in t], said  # in the bot's context
