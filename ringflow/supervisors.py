@@ -210,7 +210,7 @@ async def takeover(
 
     check_ttl(ttl_s)
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
-    answer = await supervise(client, call_id, req)
+    answer = await supervise(client, call_id, req, redis_url=settings.redis_url)
     try:
         url, key, secret = require_livekit(settings)
     except NoLiveKit:

@@ -5,7 +5,9 @@ is a 409 with the workflow's reason, as the CLI prints it."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -50,22 +52,32 @@ def not_found(call_id: str) -> ProblemError:
 async def act(request: Request, call_id: str, action: str, **fields: Any) -> dict[str, Any]:
     """Send the action and answer what the workflow recorded (``Supervised``); refusals as
     problems: 404 no such call, 409 the workflow's reason, 504 no worker answered."""
-    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused, supervise
+    from ringflow.supervisors import supervise
 
     req = request_of(action, **fields)
-    try:
+    with refusals(call_id):
         redis_url = request.app.state.settings.redis_url
         answer = await supervise(await temporal(request), call_id, req, redis_url=redis_url)
+    out = Supervised(
+        call_id=call_id, takeover=answer.supervision.takeover, **answer.step.model_dump(mode="json")
+    )
+    return out.model_dump(mode="json")
+
+
+@contextlib.contextmanager
+def refusals(call_id: str) -> Iterator[None]:
+    """The call's refusals as problems: 404 no such call, 409 the workflow's reason, 504 no
+    worker answered."""
+    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused
+
+    try:
+        yield
     except CallNotFound:
         raise not_found(call_id) from None
     except SupervisionRefused as exc:
         raise ProblemError(409, f"call {call_id}: {exc}") from None
     except NoWorkerAnswered as exc:
         raise ProblemError(504, str(exc)) from None
-    out = Supervised(
-        call_id=call_id, takeover=answer.supervision.takeover, **answer.step.model_dump(mode="json")
-    )
-    return out.model_dump(mode="json")
 
 
 def request_of(action: str, **fields: Any) -> SupervisorRequest:
@@ -116,7 +128,6 @@ async def takeover(
     ``status=takeover`` until it is handed back. ``voice`` is the LiveKit token the supervisor
     speaks to the caller with (a microphone only; ``identity`` and ``ttl_s`` as for
     ``/listen``): what they say is kept in the call's transcript as ``supervisor`` turns."""
-    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused
     from ringflow.supervisors import takeover as take_over
 
     cid = call_id_of(call_id)
@@ -126,14 +137,8 @@ async def takeover(
         req = request_of("takeover", by=supervisor_name(key, body.by))
         who = body.identity or f"supervisor-{uuid.uuid4().hex[:8]}"
         settings = request.app.state.settings
-        try:
+        with refusals(cid):
             answer, grant = await take_over(await temporal(request), settings, cid, req, who, body.ttl_s)
-        except CallNotFound:
-            raise not_found(cid) from None
-        except SupervisionRefused as exc:
-            raise ProblemError(409, f"call {cid}: {exc}") from None
-        except NoWorkerAnswered as exc:
-            raise ProblemError(504, str(exc)) from None
         voice = (
             Voice(room=grant.room, identity=who, url=grant.url, token=grant.token, ttl_s=grant.ttl_s)
             if grant is not None

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
@@ -15,8 +16,13 @@ from ringflow.cli.temporal import fail, temporal_client
 from ringflow.contract.ids import CALL_WORKFLOW_PREFIX
 
 if TYPE_CHECKING:
-    from ringflow.contract.supervision import SupervisorAnswer, SupervisorRequest
+    from temporalio.client import Client
+
+    from ringflow.contract.supervision import SupervisorRequest
+    from ringflow.settings import Settings
     from ringflow.supervisors import RoomGrant
+
+T = TypeVar("T")
 
 
 def listen(
@@ -92,7 +98,7 @@ def takeover(
     listen token, with the same identity to replace that connection): what you say is kept
     in the call's transcript as the supervisor's turns."""
     from ringflow.settings import get_settings
-    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused, check_ttl
+    from ringflow.supervisors import check_ttl
     from ringflow.supervisors import takeover as take_over
 
     settings = get_settings()
@@ -104,18 +110,9 @@ def takeover(
     req = _request("takeover", by=by)
     who = identity or f"supervisor-{uuid.uuid4().hex[:8]}"
 
-    async def go() -> tuple[SupervisorAnswer, RoomGrant | None]:
-        client = await temporal_client(settings)
-        try:
-            return await take_over(client, settings, call_id, req, who, ttl)
-        except SupervisionRefused as exc:
-            raise fail(f"call {call_id}: {exc}") from None
-        except CallNotFound as exc:
-            raise fail(f"call {call_id}: takeover refused: {exc}") from None
-        except NoWorkerAnswered as exc:
-            raise fail(str(exc)) from None
-
-    answer, grant = run_async(go)
+    answer, grant = _send(
+        settings, call_id, "takeover", lambda client: take_over(client, settings, call_id, req, who, ttl)
+    )
     voice = grant.as_dict() if grant is not None else None
     if voice is not None:
         voice.pop("call_id")
@@ -157,24 +154,18 @@ def _act(call_id: str, action: str, json_out: bool, **fields: str | None) -> Non
     """Send the supervisor's action to the call's workflow (the ``supervise`` update) and
     print what it recorded; a refusal is printed as the workflow said it, exit code 1."""
     from ringflow.settings import get_settings
-    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused, supervise
+    from ringflow.supervisors import supervise
 
     settings = get_settings()
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
     req = _request(action, **fields)
 
-    async def go() -> SupervisorAnswer:
-        client = await temporal_client(settings)
-        try:
-            return await supervise(client, call_id, req, redis_url=settings.redis_url)
-        except SupervisionRefused as exc:
-            raise fail(f"call {call_id}: {exc}") from None
-        except CallNotFound as exc:
-            raise fail(f"call {call_id}: {action} refused: {exc}") from None
-        except NoWorkerAnswered as exc:
-            raise fail(str(exc)) from None
-
-    answer = run_async(go)
+    answer = _send(
+        settings,
+        call_id,
+        action,
+        lambda client: supervise(client, call_id, req, redis_url=settings.redis_url),
+    )
     step = answer.step
     if json_out:
         out = {"call_id": call_id, **step.model_dump(mode="json"), "takeover": answer.supervision.takeover}
@@ -197,3 +188,21 @@ def _request(action: str, **fields: str | None) -> SupervisorRequest:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         raise fail(f"{action}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}", 2) from None
+
+
+def _send(settings: Settings, call_id: str, action: str, send: Callable[[Client], Awaitable[T]]) -> T:
+    """``send`` the action with a Temporal client; its refusals printed, exit code 1."""
+    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused
+
+    async def go() -> T:
+        client = await temporal_client(settings)
+        try:
+            return await send(client)
+        except SupervisionRefused as exc:
+            raise fail(f"call {call_id}: {exc}") from None
+        except CallNotFound as exc:
+            raise fail(f"call {call_id}: {action} refused: {exc}") from None
+        except NoWorkerAnswered as exc:
+            raise fail(str(exc)) from None
+
+    return run_async(go)

@@ -21,6 +21,7 @@ what is modelled is what the server decides from the token, taken from the serve
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from livekit.protocol import models as proto_models
@@ -50,20 +51,10 @@ class SignalFake:
     rooms: dict[str, Any]
     delivered: list[tuple[str, str, proto_models.DataPacket]]
 
-    def _authenticate(self, header: str) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def _video(self, claims: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def add_participant(
-        self,
-        room: str,
-        identity: str,
-        kind: int = proto_models.ParticipantInfo.STANDARD,
-        attributes: dict[str, str] | None = None,
-    ) -> proto_models.ParticipantInfo:
-        raise NotImplementedError
+    # FakeLiveKit's own: its auth middleware, the token's video grant, a participant joining
+    _authenticate: Callable[[str], dict[str, Any] | None]
+    _video: Callable[[dict[str, Any]], dict[str, Any]]
+    add_participant: Callable[..., proto_models.ParticipantInfo]
 
     def join(self, token: str) -> proto_models.ParticipantInfo:
         """A client connecting to the room with ``token``: the token must be valid, grant

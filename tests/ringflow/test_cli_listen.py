@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import pytest
@@ -22,14 +23,11 @@ from ringflow.simulation.livekit_fake_types import TwirpError
 from tests.support.wfkit import running_worker, start, wait_state
 
 
-async def test_a_listen_token_joins_the_calls_room_hidden_and_cannot_publish(
-    monkeypatch: pytest.MonkeyPatch,
-    temporal_server: object,
-    temporal_client: Client,
-    task_queue: str,
-    sqlite_url: str,
-    lk: FakeLiveKit,
-) -> None:
+@pytest.fixture
+def cli(
+    monkeypatch: pytest.MonkeyPatch, temporal_server: object, task_queue: str, lk: FakeLiveKit
+) -> Callable[..., Awaitable[Result]]:
+    """``ringflow call ...`` on the test's dev server and LiveKit fake (never a traceback)."""
     for k, v in {
         "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,  # type: ignore[attr-defined]
         "RINGFLOW_TASK_QUEUE": task_queue,
@@ -40,11 +38,21 @@ async def test_a_listen_token_joins_the_calls_room_hidden_and_cannot_publish(
         monkeypatch.setenv(k, v)
     runner = CliRunner()
 
-    async def cli(*args: str) -> Result:
+    async def run(*args: str) -> Result:
         res = await asyncio.to_thread(runner.invoke, app, ["call", *args])
         assert "Traceback" not in res.output, res.output
         return res
 
+    return run
+
+
+async def test_a_listen_token_joins_the_calls_room_hidden_and_cannot_publish(
+    temporal_client: Client,
+    task_queue: str,
+    sqlite_url: str,
+    lk: FakeLiveKit,
+    cli: Callable[..., Awaitable[Result]],
+) -> None:
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, room="room-listen")
         lk.add_room("room-listen", participants=("sip-caller",))
@@ -84,27 +92,12 @@ def add_track(source: int, name: str) -> SignalRequest:
 
 async def test_a_takeover_token_speaks_to_the_caller_with_a_microphone_and_nothing_else(
     monkeypatch: pytest.MonkeyPatch,
-    temporal_server: object,
     temporal_client: Client,
     task_queue: str,
     sqlite_url: str,
     lk: FakeLiveKit,
+    cli: Callable[..., Awaitable[Result]],
 ) -> None:
-    for k, v in {
-        "RINGFLOW_TEMPORAL_ADDRESS": temporal_server.address,  # type: ignore[attr-defined]
-        "RINGFLOW_TASK_QUEUE": task_queue,
-        "LIVEKIT_URL": lk.url,
-        "LIVEKIT_API_KEY": lk.api_key,
-        "LIVEKIT_API_SECRET": lk.api_secret,
-    }.items():
-        monkeypatch.setenv(k, v)
-    runner = CliRunner()
-
-    async def cli(*args: str) -> Result:
-        res = await asyncio.to_thread(runner.invoke, app, ["call", *args])
-        assert "Traceback" not in res.output, res.output
-        return res
-
     async with running_worker(temporal_client, task_queue, sqlite_url):
         call = await start(temporal_client, task_queue, room="room-take")
         lk.add_room("room-take", participants=("sip-caller",))
