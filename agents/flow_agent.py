@@ -165,10 +165,14 @@ class FlowAgent(Agent):
         self, turn_ctx: lk_llm.ChatContext, new_message: lk_llm.ChatMessage
     ) -> None:
         """A turn with no words (a push-to-talk press released in silence) is not answered:
-        it is an empty input, which ``agents/listen.py`` hands to the idle rule."""
-        if not (new_message.text_content or "").strip():
+        it is an empty input, which ``agents/listen.py`` hands to the idle rule. While a
+        supervisor has the call the caller's turn is theirs: recorded here as a ``user`` turn
+        of the takeover (livekit commits no turn it is told not to answer), never answered."""
+        text = (new_message.text_content or "").strip()
+        if not text:
             raise StopResponse()
-        if self.controller.state.takeover:  # a supervisor has the call: heard, kept, not answered
+        if self.controller.state.takeover:
+            await self.controller.on_segment_turn("user", text)
             raise StopResponse()
 
     async def llm_node(

@@ -15,6 +15,7 @@ from typing import Any
 from livekit import rtc
 
 from ringflow.agents.device_tools import TOOLS_ATTRIBUTE, DeviceTools, DeviceUser, use_device
+from ringflow.agents.supervisor_listen import is_supervisor
 
 
 class LiveKitDeviceLink:
@@ -33,7 +34,11 @@ class LiveKitDeviceLink:
 
 
 def is_device(participant: Any) -> bool:
-    return getattr(participant, "kind", None) == rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD
+    """A standard participant that is not a supervisor who took the call over (they are in
+    the room too, with a takeover's token: ``agents/supervisor_listen.py``)."""
+    return getattr(
+        participant, "kind", None
+    ) == rtc.ParticipantKind.PARTICIPANT_KIND_STANDARD and not is_supervisor(participant)
 
 
 def watch_device(room: rtc.Room, controller: DeviceUser) -> None:

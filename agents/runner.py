@@ -36,6 +36,7 @@ from ringflow.agents.outbox import Outbox, ReceiverGone
 from ringflow.agents.signals import workflow_sender
 from ringflow.agents.supervised import SUPERVISOR_BACKSTOP_S, SUPERVISOR_POLL_S, SupervisorFeed
 from ringflow.agents.supervision_nudge import Nudges
+from ringflow.agents.supervisor_voice import SupervisorVoice
 from ringflow.agents.voice import VoiceControl, VoiceStack
 from ringflow.callflow.effects import Effect, EndCall, SetNode
 from ringflow.callflow.jobs import JOBS_PREFIX
@@ -118,6 +119,15 @@ class AgentRun:
     left: asyncio.Event = field(default_factory=asyncio.Event)
     left_why: str | None = None
     supervisors: SupervisorFeed | None = None  # the call's supervision, polled (agents/supervised.py)
+    # a supervisor's speech during a takeover, transcribed (agents/supervisor_voice.py); the
+    # room's tracks reach it through ``watch_supervisors``
+    supervisor_voice: SupervisorVoice | None = None
+
+    def _stop_hearing(self) -> None:
+        if self.empty_speech is not None:
+            self.empty_speech.close()
+        if self.supervisor_voice is not None:
+            self.supervisor_voice.close()
 
     async def kill(self) -> None:
         # Dead as a crashed process: what the closing session still emits (a reply that was
@@ -127,8 +137,7 @@ class AgentRun:
         self.controller.values.stop()
         for t in self.tasks:
             t.cancel()
-        if self.empty_speech is not None:
-            self.empty_speech.close()
+        self._stop_hearing()
         with contextlib.suppress(Exception):
             await self.session.aclose()
 
@@ -147,8 +156,7 @@ class AgentRun:
         for t in self.tasks:
             if t is not current:
                 t.cancel()
-        if self.empty_speech is not None:
-            self.empty_speech.close()
+        self._stop_hearing()
         self.tasks.append(asyncio.get_running_loop().create_task(self._close_session()))
 
     async def _close_session(self) -> None:
@@ -176,8 +184,7 @@ class AgentRun:
         self.controller.values.stop()
         for t in self.tasks:
             t.cancel()
-        if self.empty_speech is not None:
-            self.empty_speech.close()
+        self._stop_hearing()
         with contextlib.suppress(Exception):
             await self.outbox.close(5.0)
         with contextlib.suppress(Exception):
@@ -392,6 +399,7 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
         nudges=Nudges(o.nudges, call_id) if o.nudges is not None else None,
         backstop_s=o.supervisor_backstop_s,
     )
+    run.supervisor_voice = SupervisorVoice(controller, session, agent, run.supervisors.poll)
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
         item = ev.item

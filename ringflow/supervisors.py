@@ -4,7 +4,8 @@ HTTP API and the console share, so the three refuse the same action with the sam
 An action is the call's workflow's ``supervise`` update (``workflows/client.py``); its
 refusals come from the workflow's validator or, once the call's workflow has closed, from
 Temporal: both are :class:`SupervisionRefused` with the reason as given. A listen-in is a
-LiveKit token for the call's room (``agents/supervisor_listen.py``), refused once it ended.
+LiveKit token for the call's room (``agents/supervisor_listen.py``), refused once it ended; a
+takeover answers, beside what the workflow recorded, the token to speak to the caller with.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CallNotFound",
-    "ListenGrant",
     "NoLiveKit",
     "NoWorkerAnswered",
+    "RoomGrant",
     "SupervisionRefused",
     "check_ttl",
     "listen_grant",
     "require_livekit",
     "supervise",
+    "takeover",
 ]
 
 
@@ -124,8 +126,9 @@ async def nudge_agent(call_id: str, redis_url: str | None) -> None:
 
 
 @dataclass(frozen=True)
-class ListenGrant:
-    """What a supervisor joins the call's room with, hidden and subscribe-only."""
+class RoomGrant:
+    """What a supervisor joins the call's room with: hidden and subscribe-only to listen, a
+    microphone to speak during a takeover."""
 
     call_id: str
     room: str
@@ -155,30 +158,63 @@ def require_livekit(settings: Settings) -> tuple[str, str, Any]:
 
 async def listen_grant(
     client: Client, settings: Settings, call_id: str, identity: str, ttl_s: float = 3600
-) -> ListenGrant:
+) -> RoomGrant:
     """A token for ``identity`` to listen to the live call. Raises :class:`NoLiveKit`,
     ``ValueError`` (the ttl), :class:`CallNotFound`, :class:`NoWorkerAnswered`, and
     :class:`SupervisionRefused` once the call has ended."""
-    from temporalio.service import RPCError, RPCStatusCode
-
     from ringflow.agents.supervisor_listen import listen_token
-    from ringflow.workflows.client import CallHandle
 
     check_ttl(ttl_s)
     call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
+    room = await _live_room(client, call_id, "listen", "there is nothing to listen to")
+    url, key, secret = require_livekit(settings)  # after the call: an unknown one is that first
+    token = listen_token(key, secret.get_secret_value(), room, identity, ttl_s)
+    return RoomGrant(call_id, room, identity, url, token, ttl_s)
+
+
+async def _live_room(client: Client, call_id: str, action: str, why: str) -> str:
+    """The LiveKit room of the call, asked of its workflow; refused once the call ended."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from ringflow.workflows.client import CallHandle
+
     try:
         view = await asyncio.wait_for(CallHandle(client, call_id).state(), 15)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise CallNotFound(f"no call '{call_id}'") from None
-        raise SupervisionRefused("listen", exc.message) from None
+        raise SupervisionRefused(action, exc.message) from None
     except TimeoutError:
         raise NoWorkerAnswered(
             f"call {call_id}: no worker answered (is `ringflow worker` running?)"
         ) from None
     if view.status == "ended":
-        raise SupervisionRefused("listen", "the call has ended: there is nothing to listen to")
-    url, key, secret = require_livekit(settings)  # after the call: an unknown one is that first
-    room = view.room or call_id
-    token = listen_token(key, secret.get_secret_value(), room, identity, ttl_s)
-    return ListenGrant(call_id, room, identity, url, token, ttl_s)
+        raise SupervisionRefused(action, f"the call has ended: {why}")
+    return view.room or call_id
+
+
+async def takeover(
+    client: Client,
+    settings: Settings,
+    call_id: str,
+    req: SupervisorRequest,
+    identity: str,
+    ttl_s: float = 3600,
+) -> tuple[SupervisorAnswer, RoomGrant | None]:
+    """Take the call over (``req``: the takeover as the workflow records it) and, when
+    LiveKit is set, a token for ``identity`` to speak to the caller (a microphone, marked
+    ``ringflow.role=supervisor``: ``agents/supervisor_listen.py``); None without LiveKit
+    (a simulated or text-mode call: the takeover is recorded all the same). Raises as
+    :func:`supervise` does, and ``ValueError`` for the ttl before anything is sent."""
+    from ringflow.agents.supervisor_listen import takeover_token
+
+    check_ttl(ttl_s)
+    call_id = call_id.removeprefix(CALL_WORKFLOW_PREFIX)
+    answer = await supervise(client, call_id, req, redis_url=settings.redis_url)
+    try:
+        url, key, secret = require_livekit(settings)
+    except NoLiveKit:
+        return answer, None
+    room = await _live_room(client, call_id, "takeover", "there is no one to speak to")
+    token = takeover_token(key, secret.get_secret_value(), room, identity, ttl_s)
+    return answer, RoomGrant(call_id, room, identity, url, token, ttl_s)

@@ -326,12 +326,6 @@ class WhisperIn(BaseModel):
     by: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS, description=BY)
 
 
-class TakeoverIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    by: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS, description=BY)
-
-
 class HandbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -357,6 +351,12 @@ class ListenIn(BaseModel):
     ttl_s: float = Field(3600, gt=0, le=4 * 3600, description="Seconds the token is valid (at most 4 hours).")
 
 
+class TakeoverIn(ListenIn):
+    """Who takes over, and the identity and lifetime of the token they speak with."""
+
+    by: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS, description=BY)
+
+
 class Listen(BaseModel):
     """A LiveKit token to join the call's room hidden and subscribe-only: the caller is not
     told, the bot's audio goes on, the supervisor cannot be heard."""
@@ -374,6 +374,27 @@ class Supervised(SupervisorStep):
 
     call_id: str
     takeover: bool = Field(description="Whether a person has the call now.")
+
+
+class Voice(BaseModel):
+    """A LiveKit token to speak to the caller during a takeover: it may publish a microphone
+    only (no camera, screen or data), hears both sides, and is not hidden (LiveKit routes a
+    hidden participant's audio to no one, the caller's phone line included); the participant
+    carries ``ringflow.role=supervisor``, by which the agent transcribes it."""
+
+    room: str
+    identity: str
+    url: str = Field(description="LiveKit's URL, to join with any LiveKit client.")
+    token: str
+    ttl_s: float
+
+
+class TakenOver(Supervised):
+    """The takeover as the call's workflow recorded it, and the token to speak with."""
+
+    voice: Voice | None = Field(
+        description="The token to speak to the caller; null when the API has no LiveKit."
+    )
 
 
 class JourneySummary(BaseModel):

@@ -5,8 +5,10 @@ is a 409 with the workflow's reason, as the CLI prints it."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
@@ -15,9 +17,21 @@ from ringflow.api import keys
 from ringflow.api.auth import require
 from ringflow.api.calls import call_id_of
 from ringflow.api.idempotency import IdempotencyKey, once
-from ringflow.api.models import HandbackIn, Listen, ListenIn, Supervised, TakeoverIn, WhisperIn
+from ringflow.api.models import (
+    HandbackIn,
+    Listen,
+    ListenIn,
+    Supervised,
+    TakenOver,
+    TakeoverIn,
+    Voice,
+    WhisperIn,
+)
 from ringflow.api.problems import PROBLEM_RESPONSES, ProblemError, field
 from ringflow.api.temporal import temporal
+
+if TYPE_CHECKING:
+    from ringflow.contract.supervision import SupervisorRequest
 
 router = APIRouter(prefix="/v1/calls", tags=["supervisors"], responses=PROBLEM_RESPONSES)
 SCOPE = "calls:supervise"
@@ -38,30 +52,46 @@ def not_found(call_id: str) -> ProblemError:
 async def act(request: Request, call_id: str, action: str, **fields: Any) -> dict[str, Any]:
     """Send the action and answer what the workflow recorded (``Supervised``); refusals as
     problems: 404 no such call, 409 the workflow's reason, 504 no worker answered."""
-    from pydantic import ValidationError
+    from ringflow.supervisors import supervise
 
-    from ringflow.contract.supervision import SupervisorRequest
-    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused, supervise
-
-    try:
-        req = SupervisorRequest.model_validate({"action": action, **fields})
-    except ValidationError as exc:  # the body's own model checks the same bounds first
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ProblemError(422, f"{where}: {first['msg']}", errors=[field(where, first["msg"])]) from None
-    try:
+    req = request_of(action, **fields)
+    with refusals(call_id):
         redis_url = request.app.state.settings.redis_url
         answer = await supervise(await temporal(request), call_id, req, redis_url=redis_url)
+    out = Supervised(
+        call_id=call_id, takeover=answer.supervision.takeover, **answer.step.model_dump(mode="json")
+    )
+    return out.model_dump(mode="json")
+
+
+@contextlib.contextmanager
+def refusals(call_id: str) -> Iterator[None]:
+    """The call's refusals as problems: 404 no such call, 409 the workflow's reason, 504 no
+    worker answered."""
+    from ringflow.supervisors import CallNotFound, NoWorkerAnswered, SupervisionRefused
+
+    try:
+        yield
     except CallNotFound:
         raise not_found(call_id) from None
     except SupervisionRefused as exc:
         raise ProblemError(409, f"call {call_id}: {exc}") from None
     except NoWorkerAnswered as exc:
         raise ProblemError(504, str(exc)) from None
-    out = Supervised(
-        call_id=call_id, takeover=answer.supervision.takeover, **answer.step.model_dump(mode="json")
-    )
-    return out.model_dump(mode="json")
+
+
+def request_of(action: str, **fields: Any) -> SupervisorRequest:
+    """The action as the workflow takes it; a bad field is a 422 naming it."""
+    from pydantic import ValidationError
+
+    from ringflow.contract.supervision import SupervisorRequest
+
+    try:
+        return SupervisorRequest.model_validate({"action": action, **fields})
+    except ValidationError as exc:  # the body's own model checks the same bounds first
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ProblemError(422, f"{where}: {first['msg']}", errors=[field(where, first["msg"])]) from None
 
 
 ANSWERS: dict[int | str, dict[str, Any]] = {
@@ -86,7 +116,7 @@ async def whisper(
     return await once(request, key, idempotency_key, body.model_dump(mode="json"), make)
 
 
-@router.post("/{call_id}/takeover", response_model=Supervised, responses=ANSWERS, summary="Take a call over")
+@router.post("/{call_id}/takeover", response_model=TakenOver, responses=ANSWERS, summary="Take a call over")
 async def takeover(
     request: Request,
     call_id: str,
@@ -95,13 +125,32 @@ async def takeover(
     idempotency_key: str | None = IdempotencyKey,
 ) -> JSONResponse:
     """The bot stops speaking and listening, the flow's timers pause, and the call shows as
-    ``status=takeover`` until it is handed back; the supervisor speaks to the caller (join
-    with a token from ``/listen`` and a publishing client of your own)."""
+    ``status=takeover`` until it is handed back. ``voice`` is the LiveKit token the supervisor
+    speaks to the caller with (a microphone only; ``identity`` and ``ttl_s`` as for
+    ``/listen``): what they say is kept in the call's transcript as ``supervisor`` turns."""
+    from ringflow.supervisors import takeover as take_over
+
     cid = call_id_of(call_id)
     body = body or TakeoverIn()
 
     async def make() -> tuple[int, Any]:
-        return 200, await act(request, cid, "takeover", by=supervisor_name(key, body.by))
+        req = request_of("takeover", by=supervisor_name(key, body.by))
+        who = body.identity or f"supervisor-{uuid.uuid4().hex[:8]}"
+        settings = request.app.state.settings
+        with refusals(cid):
+            answer, grant = await take_over(await temporal(request), settings, cid, req, who, body.ttl_s)
+        voice = (
+            Voice(room=grant.room, identity=who, url=grant.url, token=grant.token, ttl_s=grant.ttl_s)
+            if grant is not None
+            else None
+        )
+        out = TakenOver(
+            call_id=cid,
+            takeover=answer.supervision.takeover,
+            voice=voice,
+            **answer.step.model_dump(mode="json"),
+        )
+        return 200, out.model_dump(mode="json")
 
     return await once(request, key, idempotency_key, body.model_dump(mode="json"), make)
 

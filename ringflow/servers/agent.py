@@ -32,6 +32,7 @@ from ringflow.agents.livekit_api import call_id_for_room, close_room, parse_job_
 from ringflow.agents.livekit_device import watch_device
 from ringflow.agents.livekit_sip import ANNOUNCED
 from ringflow.agents.runner import attach_agent
+from ringflow.agents.supervisor_voice import watch_supervisors
 from ringflow.agents.voice_providers import ProviderStack
 from ringflow.callflow.loader import load_flow
 from ringflow.codec import CodecKeyError, require_keyring
@@ -214,6 +215,8 @@ async def entrypoint(ctx: JobContext) -> None:
         payload, reliable=True, topic=topic
     )
     watch_device(ctx.room, run.controller)  # tools the caller's device offers (device_tools nodes)
+    if run.supervisor_voice is not None:  # a supervisor's speech during a takeover, transcribed
+        watch_supervisors(ctx.room, run.supervisor_voice)
     if run.talk is not None:
         watch_talk(ctx.room, run.talk)  # push-to-talk from the client on `listen: manual` nodes
     if info.wait_for and not run.resumed:  # a call we dialed: who (or what) picked up?

@@ -29,14 +29,17 @@ it reproduces, taken from the SDK (``livekit/api/twirp_client.py``, ``_service.p
   refused with 404 (``False``); real servers differ here by version and configuration,
   which is why callers that must not resurrect a finished call check the room first.
 
-SIP (dialing, transfers, inbound trunks, dispatch rules) and signed webhooks live in
+A participant joining with a token, publishing tracks and data (refused as its grants say)
+lives in ``ringflow/simulation/livekit_fake_signal.py``; SIP (dialing, transfers, inbound
+trunks, dispatch rules) and signed webhooks in
 ``ringflow/simulation/livekit_fake_sip.py``, Egress (recording into a real store) in
 ``ringflow/simulation/livekit_fake_egress.py``; room and participant changes made through the API or the
 test controls below emit the webhooks the server would.
 
-Not modelled: media, region failover (``/settings/regions``: the SDK only
-fails over for LiveKit Cloud hosts, never for 127.0.0.1), dispatch jobs actually starting
-an agent (tests add participants themselves with :meth:`FakeLiveKit.add_participant`).
+Not modelled: media (a track is published, no audio flows), region failover
+(``/settings/regions``: the SDK only fails over for LiveKit Cloud hosts, never for
+127.0.0.1), dispatch jobs actually starting an agent (tests add participants themselves
+with :meth:`FakeLiveKit.add_participant`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from livekit.protocol import models as proto_models
 from livekit.protocol import room as proto_room
 
 from ringflow.simulation.livekit_fake_egress import EgressFake
+from ringflow.simulation.livekit_fake_signal import SignalFake
 from ringflow.simulation.livekit_fake_sip import SipFake
 from ringflow.simulation.livekit_fake_types import (
     JSON,
@@ -86,7 +90,7 @@ __all__ = [
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Message]]
 
 
-class FakeLiveKit(SipFake, EgressFake):
+class FakeLiveKit(SignalFake, SipFake, EgressFake):
     """``async with FakeLiveKit() as lk:`` then point the SDK at ``lk.url`` with
     ``lk.api_key`` / ``lk.api_secret``. State is plain attributes for assertions:
     ``rooms``, ``dispatches``, ``deleted_rooms``, ``requests`` (and the SIP ones)."""
@@ -108,6 +112,7 @@ class FakeLiveKit(SipFake, EgressFake):
         self.dispatches: dict[str, FakeDispatch] = {}
         self.deleted_rooms: list[str] = []
         self.requests: list[LoggedRequest] = []
+        self.delivered: list[tuple[str, str, proto_models.DataPacket]] = []  # data packets that went
         self._faults: list[tuple[str | None, int, str, str]] = []
         self._lost_replies: list[str | None] = []
         # method -> (set when a request to it was carried out and its reply waits, the gate)
@@ -241,32 +246,6 @@ class FakeLiveKit(SipFake, EgressFake):
         found = self.add_room(room)
         found.participants[identity] = info
         self._emit("participant_joined", found.to_proto(), info)
-        return info
-
-    def join(self, token: str) -> proto_models.ParticipantInfo:
-        """A client connecting to the room with ``token`` (the signal connection's
-        authentication, not its media): the token must be valid, grant ``roomJoin`` for an
-        existing room, and the participant gets the permissions its grants give (``hidden``,
-        ``canPublish``...). Raises :class:`TwirpError` (``unauthenticated`` /
-        ``permission_denied`` / ``not_found``) as the server refuses the connection."""
-        claims = self._authenticate(f"Bearer {token}") or {}
-        video = self._video(claims)
-        room = str(video.get("room", ""))
-        if not video.get("roomJoin") or not room:
-            raise _denied()
-        if room not in self.rooms:
-            raise TwirpError("not_found", "requested room does not exist")
-        info = self.add_participant(room, str(claims.get("sub", "")))
-        info.name = str(claims.get("name", ""))
-        info.permission.CopyFrom(
-            proto_models.ParticipantPermission(
-                can_subscribe=bool(video.get("canSubscribe", True)),
-                can_publish=bool(video.get("canPublish", True)),
-                can_publish_data=bool(video.get("canPublishData", True)),
-                can_update_metadata=bool(video.get("canUpdateOwnMetadata", False)),
-                hidden=bool(video.get("hidden", False)),
-            )
-        )
         return info
 
     def remove_participant(

@@ -74,8 +74,21 @@ async def test_supervisor_actions_are_recorded_refused_with_the_reason_and_liste
             "at": 0,
             "takeover": False,
         }
-        took = await http.post(f"/v1/calls/call-{call.call_id}/takeover", json={"by": "ann"})
+        took = await http.post(
+            f"/v1/calls/call-{call.call_id}/takeover", json={"by": "ann", "identity": "sup-ann", "ttl_s": 900}
+        )
         assert took.status_code == 200 and took.json()["takeover"] is True, took.text
+        voice = took.json()["voice"]  # the token to speak to the caller with
+        assert (voice["room"], voice["identity"], voice["url"], voice["ttl_s"]) == (
+            "room-api-listen",
+            "sup-ann",
+            lk.url,
+            900,
+        )
+        speaker = lk.join(voice["token"])
+        assert not speaker.permission.hidden and speaker.permission.can_publish
+        assert not speaker.permission.can_publish_data
+        assert dict(speaker.attributes) == {"ringflow.role": "supervisor"}
         shown = await http.get(base)
         assert shown.json()["status"] == "takeover"
         during = await http.post(f"{base}/whisper", json={"text": "Hi"})

@@ -12,6 +12,8 @@ offline TTS, and its room is replaced by two ``livekit.agents.voice.io`` objects
   in real time and reports playback as livekit's room output does;
 * ``sphinx``: a livekit STT plugin on pocketsphinx, in a worker process (it holds the GIL);
 * ``espeak``: a livekit TTS plugin on Debian's ``espeak-ng``;
+* ``supervisor_mic``: a supervisor in the stand-in room (``background.SimulatedRoom``),
+  speaking into a real livekit audio track the agent transcribes;
 * ``player``: plays one script against one agent and times each turn.
 
 piper and espeak-ng are GPL-3: they are development tools (the ``dev`` extra, ``.ci/run``),

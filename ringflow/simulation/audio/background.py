@@ -108,10 +108,22 @@ class _LocalParticipant:
         self.track_publications.pop(sid, None)
 
 
-class SimulatedRoom:
-    """A room for the background player: its tracks go straight to the caller's ear."""
+class SimulatedRoom(rtc.EventEmitter[str]):
+    """A room for the background player: its tracks go straight to the caller's ear. Remote
+    participants (a supervisor who took the call over: ``audio/supervisor_mic.py``) are in
+    ``remote_participants``; one joining emits ``track_subscribed`` for each of its tracks,
+    as a room that subscribes to everything does."""
 
     def __init__(self, ear: BackgroundEar | None = None) -> None:
+        super().__init__()
         self.ear = ear or BackgroundEar()
         self.local_participant = _LocalParticipant(self.ear)
         self.name = "simulated"
+        self.remote_participants: dict[str, Any] = {}
+
+    def join(self, participant: Any) -> None:
+        """``participant`` (an identity, attributes, kind and ``track_publications``) joins."""
+        self.remote_participants[participant.identity] = participant
+        self.emit("participant_connected", participant)
+        for pub in participant.track_publications.values():
+            self.emit("track_subscribed", pub.track, pub, participant)
