@@ -112,6 +112,12 @@ def start(
         None, "--default-timezone", help="For numbers whose country spans several timezones."
     ),
     campaign_id: str | None = typer.Option(None, "--id", help="Campaign id (default: a new one)."),
+    journeys: bool | None = typer.Option(
+        None,
+        "--journeys/--no-journeys",
+        help="Start each contact's journey (retries and follow-ups in one place) instead of single "
+        "calls (default: when the flow has a journey: block).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the started campaign as JSON."),
 ) -> None:
     """Store CONTACTS and start the campaign's workflow; the last line printed is its id."""
@@ -145,6 +151,7 @@ def start(
             windows=windows,
             retries=retries,
             flow_ref=version.ref,
+            journeys=journeys,
         )
     except ContactsError as exc:
         raise fail(str(exc), 2) from None
