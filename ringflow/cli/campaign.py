@@ -216,6 +216,8 @@ def _show(p: dict[str, Any]) -> str:
     line = f"{p['campaign_id']}: {p.get('status') or p.get('workflow')}"
     if "live" in p:
         line += f" · live {p['live']} · {p.get('attempts_last_minute', 0)} attempts in the last minute"
+    if p.get("journeys"):
+        line += f" · open journeys {p['journeys']}"
     if p.get("pause_reason"):
         line += f" · paused: {p['pause_reason']}"
     if p.get("next_due") and p.get("status") == "running" and not p.get("live"):

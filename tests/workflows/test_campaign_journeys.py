@@ -14,11 +14,14 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from ringflow.activities.campaign_rules import parse_windows
+from ringflow.contract.call import CallInput
+from ringflow.contract.dial import Dial
 from ringflow.contract.ids import journey_workflow_id
 from ringflow.contract.journey import JourneyView
 from ringflow.workflows.campaign_messages import CampaignInput, Limits
+from ringflow.workflows.client import CallHandle
 from ringflow.workflows.journey_client import JourneyHandle, add_do_not_call
-from tests.support.campaignkit import REDIS, contacts, fake_line, new_id, run_campaign
+from tests.support.campaignkit import REDIS, contacts, fake_line, new_id, progress, run_campaign
 from tests.support.journeykit import follow_up_asked, journey_agent, journey_flow, phone
 from tests.support.wfkit import running_worker, wait_until
 
@@ -110,6 +113,18 @@ async def test_a_journeys_follow_up_outside_the_campaigns_window_is_deferred_int
     assert due.timestamp() <= view.calls[1].started_at < due.timestamp() + 120
     assert view.calls[1].node == "finished"
     assert result["status"] == "finished" and [d.sip_call_to for d in lk.dials] == [number, number]
+    # both calls took a slot on the trunk: the first the campaign's attempt's, the second its own
+    first, second = [(await dial_of(temporal_client, d.room_name)).not_before for d in lk.dials]
+    assert first is not None and second is not None and first < second
+
+
+async def dial_of(client: Client, call_id: str) -> Dial:
+    """The dial a call was started with (its workflow's input, from its history)."""
+    history = await CallHandle(client, call_id).handle.fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    [inp] = await client.data_converter.decode(started.input.payloads, [CallInput])
+    assert isinstance(inp, CallInput) and inp.dial is not None
+    return inp.dial
 
 
 async def test_a_contact_put_on_the_do_not_call_list_has_its_journey_ended_and_no_further_call(
@@ -133,3 +148,26 @@ async def test_a_contact_put_on_the_do_not_call_list_has_its_journey_ended_and_n
     assert (view.end, view.calls_total, view.follow_up) == ("dnc", 1, None)
     assert result["status"] == "finished" and result["stats"]["outcome_dnc"] == 1
     assert [d.sip_call_to for d in lk.dials] == [number]
+
+
+async def test_cancelling_a_campaign_of_journeys_ends_its_open_journeys(
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    cid = new_id("cj")
+    number = phone(305)
+    async with (
+        fake_line(monkeypatch) as lk,
+        running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
+        journey_agent(temporal_client, lk, ["later"]),
+    ):
+        handle = await run_campaign(
+            temporal_client, task_queue, sqlite_url, journeys_input(cid), contacts(number)
+        )
+        j = journey_of(temporal_client, number)
+        await wait_until(lambda: follow_up_of(j), what="the follow-up scheduled")
+        assert (await progress(handle))["journeys"] == 1
+        await handle.execute_update("cancel")
+        view = await j.result()
+        result = await handle.result()
+    assert (view.end, view.calls_total, view.follow_up) == ("cancelled", 1, None)
+    assert result["status"] == "cancelled" and [d.sip_call_to for d in lk.dials] == [number]
