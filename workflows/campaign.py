@@ -108,6 +108,7 @@ class CampaignWorkflow:
         # a campaign of journeys: the open ones, by call id (not held to ``max_concurrent``:
         # a journey waits days between its calls, each paced on the trunk)
         self.journeys: dict[str, LiveCall] = {lc.call_id: lc for lc in c.journeys}
+        self.ending = False  # a cancelled campaign of journeys has asked them to end
         self.stats: dict[str, int] = dict(c.stats)
         self.recent: list[float] = list(c.recent)
         self.paused = c.paused
@@ -172,9 +173,8 @@ class CampaignWorkflow:
             await workflow.wait_condition(lambda: self.wake or self.cancelled or self.paused)
         self.show("cancelling" if self.cancelled else "finishing")
         await workflow.wait_condition(lambda: not self.live and not self.starting and not self.rounds)
-        if self.cancelled and self.journeys:
-            await self.end_journeys()
-        await workflow.wait_condition(lambda: not self.journeys)
+        if self.journeys:
+            await self.await_journeys()
         if self.pending or self.release:
             self.begin_round(0)
             await workflow.wait_condition(lambda: not self.rounds)
@@ -310,6 +310,26 @@ class CampaignWorkflow:
             self.starting -= 1
             self.wake = True
         self.ended(lc, await journey_outcome_of(handle))
+
+    async def await_journeys(self) -> None:
+        """A campaign of journeys, every contact claimed: until its last journey ends, each
+        outcome recorded as it comes, and continuing as new when the history is long; a
+        cancel ends them (their live calls go on)."""
+        while self.journeys:
+            if self.cancelled and not self.ending:
+                self.ending = True
+                self.show("cancelling")
+                await self.end_journeys()
+            if self.pending and not self.rounds:
+                self.begin_round(0)
+            if self.should_continue_as_new():
+                await workflow.wait_condition(lambda: not self.rounds)
+                workflow.continue_as_new(self.carry())
+            await workflow.wait_condition(
+                lambda: not self.journeys
+                or (self.cancelled and not self.ending)
+                or (bool(self.pending) and not self.rounds)
+            )
 
     async def end_journeys(self) -> None:
         """A cancelled campaign: no further call in its journeys (a live one goes on)."""
