@@ -326,9 +326,11 @@ class CampaignWorkflow:
                 await workflow.wait_condition(lambda: not self.rounds)
                 workflow.continue_as_new(self.carry())
             await workflow.wait_condition(
-                lambda: not self.journeys
-                or (self.cancelled and not self.ending)
-                or (bool(self.pending) and not self.rounds)
+                lambda: (
+                    not self.journeys
+                    or (self.cancelled and not self.ending)
+                    or (bool(self.pending) and not self.rounds)
+                )
             )
 
     async def end_journeys(self) -> None:
