@@ -42,6 +42,7 @@ from ringflow.activities.webhook import (
     sign,
 )
 from ringflow.contract.call import call_workflow_id
+from ringflow.contract.ids import journey_workflow_id
 
 REDIS_REQUIRED = (
     "campaign pacing needs Redis (one limiter per trunk, shared by every campaign): set RINGFLOW_REDIS_URL"
@@ -75,6 +76,8 @@ class RoundRequest(BaseModel):
     # The round returns ``lead_s`` before its first slot, each call with its slot, and the
     # dial waits for it (``Dial.not_before``).
     lead_s: float = Field(ge=0, le=15)
+    # a campaign of journeys: its flow's name, each contact ready gets its journey's id
+    journeys_of: str | None = None
 
 
 class RoundResult(BaseModel):
@@ -108,18 +111,21 @@ class CampaignActivities:
         client: Client | None = None,
         webhook_url: str | None = None,
         webhook_secret: SecretStr | None = None,
+        journey_secret: bytes | None = None,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
         self.client = client
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret.get_secret_value() if webhook_secret else None
+        self.journey_secret = journey_secret  # keys a journey's id (``contract/ids.py``)
         self._redis: Redis | None = None
 
     def all(self) -> list[Any]:
         return [
             self.campaign_round,
             self.campaign_await_calls,
+            self.campaign_await_journeys,
             self.campaign_counts,
             self.campaign_finished,
         ]
@@ -153,7 +159,10 @@ class CampaignActivities:
             for c, (slot, _) in zip(claim.claimed, slots, strict=True):
                 verdict = await self._predial(req, c, slot)
                 if verdict == "go":
-                    ready.append(c.model_copy(update={"slot": slot}))
+                    jid = None
+                    if req.journeys_of is not None:
+                        jid = journey_workflow_id(req.journeys_of, c.phone, self.journey_secret)
+                    ready.append(c.model_copy(update={"slot": slot, "journey_id": jid}))
                 else:
                     skipped[verdict] += 1
         return RoundResult(
@@ -197,8 +206,17 @@ class CampaignActivities:
         """Calls an earlier run of the campaign started (before continue-as-new): once one has
         ended, every one that ends within the next second, by call id (one activity for
         many calls, not one each)."""
+        return await self._await([(cid, call_workflow_id(cid)) for cid in call_ids])
+
+    @activity.defn(name="campaign_await_journeys")
+    async def campaign_await_journeys(self, journey_ids: list[str]) -> dict[str, store.Outcome]:
+        """As ``campaign_await_calls``, for the journeys of a campaign of journeys."""
+        return await self._await([(jid, jid) for jid in journey_ids], journey=True)
+
+    async def _await(self, ids: list[tuple[str, str]], journey: bool = False) -> dict[str, store.Outcome]:
+        """(key, workflow id) each: once one has ended, every one ending within a second after."""
         tasks: dict[asyncio.Future[store.Outcome], str] = {
-            asyncio.ensure_future(self._outcome(cid)): cid for cid in call_ids
+            asyncio.ensure_future(self._outcome(wid, journey)): key for key, wid in ids
         }
         try:
             done: set[asyncio.Future[store.Outcome]] = set()
@@ -211,13 +229,15 @@ class CampaignActivities:
             for t in tasks:
                 t.cancel()
 
-    async def _outcome(self, call_id: str) -> store.Outcome:
+    async def _outcome(self, workflow_id: str, journey: bool = False) -> store.Outcome:
         assert self.client is not None, "the worker gives campaign activities a client"
         try:
-            rec = await self.client.get_workflow_handle(call_workflow_id(call_id)).result()
+            rec = await self.client.get_workflow_handle(workflow_id).result()
         except Exception as exc:  # the call's workflow failed: the attempt ended in error
             return store.Outcome(end_reason="error", disposition=str(exc)[:200])
         rec = rec if isinstance(rec, dict) else rec.model_dump()
+        if journey:
+            return store.journey_outcome(rec)
         return store.Outcome(
             end_reason=rec.get("end_reason") or "error",
             disposition=rec.get("disposition"),

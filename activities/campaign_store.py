@@ -94,6 +94,8 @@ class Claimed(BaseModel):
     phone: str
     variables: dict[str, Any] = {}
     slot: float | None = None  # its slot on the trunk (epoch s): the dial waits for it (rounds with a lead)
+    tz: str = "UTC"  # the contact's timezone (a journey's follow-ups keep to its window in it)
+    journey_id: str | None = None  # a campaign of journeys: the contact's journey (``campaign_round``)
 
 
 class ClaimResult(BaseModel):
@@ -257,7 +259,14 @@ def claim(
                     .on_conflict_do_nothing()
                 )
                 out.append(
-                    Claimed(idx=r["idx"], attempt=n, call_id=cid, phone=r["phone"], variables=r["variables"])
+                    Claimed(
+                        idx=r["idx"],
+                        attempt=n,
+                        call_id=cid,
+                        phone=r["phone"],
+                        variables=r["variables"],
+                        tz=r["tz"],
+                    )
                 )
         nxt = conn.execute(
             select(func.min(C.c.next_at)).where(C.c.campaign_id == campaign_id, C.c.state.in_(ACTIVE))
@@ -310,6 +319,17 @@ class Outcome(BaseModel):
     end_reason: str
     disposition: str | None = None
     extracted: dict[str, Any] = {}
+
+
+def journey_outcome(view: dict[str, Any]) -> Outcome:
+    """A campaign's journey, ended (a ``JourneyView`` as JSON): the campaign's outcome for
+    the contact is its last call's, or ``dnc`` when the do-not-call list ended it."""
+    calls = view.get("calls") or []
+    last = calls[-1] if calls else {}
+    end = view.get("end") or "error"
+    reason = "dnc" if end == "dnc" else (last.get("end_reason") or end)
+    extracted = view.get("extracted") or {}
+    return Outcome(end_reason=reason, disposition=last.get("disposition"), extracted=extracted)
 
 
 def classify(end_reason: str) -> str:

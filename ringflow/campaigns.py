@@ -241,9 +241,11 @@ def campaign_input(
     windows: Windows,
     retries: dict[str, RetryRule],
     flow_ref: FlowRef | None = None,
+    journeys: bool | None = None,
 ) -> CampaignInput:
     """A campaign's input as ``campaign start`` and ``POST /v1/campaigns`` build it: the SIP
-    and agent settings from ``settings``; raises pydantic's ``ValidationError``."""
+    and agent settings from ``settings``; raises pydantic's ``ValidationError``. ``journeys``
+    None: a campaign of journeys when the flow has a ``journey:`` block."""
     from ringflow.workflows.campaign_messages import CampaignInput, Limits
 
     return CampaignInput(
@@ -257,6 +259,7 @@ def campaign_input(
         windows=windows,
         retry=retries,
         agent_timeout_s=settings.call_agent_timeout_s,
+        journeys=definition.flow.journey is not None if journeys is None else journeys,
     )
 
 

@@ -54,7 +54,18 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.activities.campaign_store import Claimed, Outcome, classify
     from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
     from ringflow.callflow.errors import FlowError
-    from ringflow.workflows.campaign_calls import RETRY, call_input, next_ended, outcome_of, start_call
+    from ringflow.contract.journey import EndRequest
+    from ringflow.workflows.campaign_calls import (
+        RETRY,
+        call_input,
+        journey_input,
+        journey_outcome_of,
+        next_ended,
+        next_ended_journeys,
+        outcome_of,
+        start_call,
+        start_journey,
+    )
     from ringflow.workflows.campaign_messages import (
         CampaignCarry,
         CampaignInput,
@@ -94,6 +105,10 @@ class CampaignWorkflow:
         self.claims = c.claims
         self.carried = list(c.live)
         self.live: dict[str, LiveCall] = {lc.call_id: lc for lc in c.live}
+        # a campaign of journeys: the open ones, by call id (not held to ``max_concurrent``:
+        # a journey waits days between its calls, each paced on the trunk)
+        self.journeys: dict[str, LiveCall] = {lc.call_id: lc for lc in c.journeys}
+        self.ending = False  # a cancelled campaign of journeys has asked them to end
         self.stats: dict[str, int] = dict(c.stats)
         self.recent: list[float] = list(c.recent)
         self.paused = c.paused
@@ -120,6 +135,8 @@ class CampaignWorkflow:
     async def run(self, inp: CampaignInput) -> dict[str, Any]:
         if self.carried:
             self.spawn(self.follow_all(self.carried))
+        if self.journeys:
+            self.spawn(self.follow_all(list(self.journeys.values())))
         for c in self.to_start:  # passed their checks in the last run: dial them first
             self.starting += 1
             self.spawn(self.call(c, again=True))
@@ -156,6 +173,8 @@ class CampaignWorkflow:
             await workflow.wait_condition(lambda: self.wake or self.cancelled or self.paused)
         self.show("cancelling" if self.cancelled else "finishing")
         await workflow.wait_condition(lambda: not self.live and not self.starting and not self.rounds)
+        if self.journeys:
+            await self.await_journeys()
         if self.pending or self.release:
             self.begin_round(0)
             await workflow.wait_condition(lambda: not self.rounds)
@@ -193,9 +212,10 @@ class CampaignWorkflow:
             cps=self.limits.cps,
             ended=ended,
             release=release,
-            retry=self.inp.retry,
+            retry={} if self.inp.journeys else self.inp.retry,
             time_scale=self.inp.time_scale,
             lead_s=LEAD_S,
+            journeys_of=self.flow() if self.inp.journeys else None,
         )
         try:
             res: RoundResult = await workflow.execute_activity_method(
@@ -236,6 +256,8 @@ class CampaignWorkflow:
         self.wake = True
 
     async def call(self, c: Claimed, again: bool = False) -> None:
+        if self.inp.journeys:
+            return await self.journey(c, again)
         lc = LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
         try:
             try:
@@ -260,17 +282,81 @@ class CampaignWorkflow:
             self.wake = True
         self.ended(lc, await outcome_of(handle))
 
+    async def journey(self, c: Claimed, again: bool) -> None:
+        """A campaign of journeys: the attempt starts the contact's journey (its first call
+        is the attempt, at its slot); the attempt ends when the journey does."""
+        lc = LiveCall(idx=c.idx, attempt=c.attempt, call_id=c.call_id, journey_id=c.journey_id)
+        try:
+            try:
+                call_input(self.inp, c)  # the contact's variables, checked as a call's
+                jinp, attrs = journey_input(self.inp, c, self.limits.cps)
+            except FlowError as exc:
+                self.ended(lc, Outcome(end_reason="invalid_contact", disposition=str(exc)[:200]))
+                return
+            self.unconfirmed[c.call_id] = c
+            self.journeys[c.call_id] = lc
+            if not again:
+                self.count("dialed")
+                self.count("journeys")
+                now = workflow.now().timestamp()
+                self.recent = [t for t in self.recent if t > now - 60.0] + [now]
+            try:
+                handle = await start_journey(self.inp, c, jinp, attrs)
+            except WorkflowAlreadyStartedError:  # the person's journey is open: follow that one
+                self.spawn(self.follow_all([lc]))
+                return
+        finally:
+            self.unconfirmed.pop(c.call_id, None)
+            self.starting -= 1
+            self.wake = True
+        self.ended(lc, await journey_outcome_of(handle))
+
+    async def await_journeys(self) -> None:
+        """A campaign of journeys, every contact claimed: until its last journey ends, each
+        outcome recorded as it comes, and continuing as new when the history is long; a
+        cancel ends them (their live calls go on)."""
+        while self.journeys:
+            if self.cancelled and not self.ending:
+                self.ending = True
+                self.show("cancelling")
+                await self.end_journeys()
+            if self.pending and not self.rounds:
+                self.begin_round(0)
+            if self.should_continue_as_new():
+                await workflow.wait_condition(lambda: not self.rounds)
+                workflow.continue_as_new(self.carry())
+            await workflow.wait_condition(
+                lambda: (
+                    not self.journeys
+                    or (self.cancelled and not self.ending)
+                    or (bool(self.pending) and not self.rounds)
+                )
+            )
+
+    async def end_journeys(self) -> None:
+        """A cancelled campaign: no further call in its journeys (a live one goes on)."""
+        for lc in list(self.journeys.values()):
+            if lc.journey_id is not None:
+                ext = workflow.get_external_workflow_handle(lc.journey_id)
+                try:
+                    await ext.signal("end", EndRequest(reason="cancelled"))
+                except Exception as exc:  # ended meanwhile: nothing to stop
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+
     def ended(self, lc: LiveCall, outcome: Outcome) -> None:
         """Kept for the next round to record; a retryable outcome makes a round due when its
         retry could be (the round learns the real time from the database)."""
         self.count(f"outcome_{outcome.end_reason}")
-        rule = self.inp.retry.get(classify(outcome.end_reason))
+        # a campaign of journeys: the journey made the retries
+        rule = None if self.inp.journeys else self.inp.retry.get(classify(outcome.end_reason))
         at = None
         if rule is not None and rule.count > 0:
             at = workflow.now().timestamp() + rule.delay_s / self.inp.time_scale
             self.next_due = _earliest(self.next_due, at)
         self.pending.append(Ended(idx=lc.idx, attempt=lc.attempt, outcome=outcome, retry_at=at))
         self.live.pop(lc.call_id, None)
+        self.journeys.pop(lc.call_id, None)
         self.wake = True
         self.watch_dials(outcome.end_reason == "dial_failed")
 
@@ -297,10 +383,11 @@ class CampaignWorkflow:
 
     async def follow_all(self, calls: list[LiveCall]) -> None:
         """Calls an earlier run started: one activity waits for the next of them to end."""
-        left = {lc.call_id: lc for lc in calls}
+        left = {lc.journey_id or lc.call_id: lc for lc in calls}
         while left:
-            for call_id, outcome in (await next_ended(list(left))).items():
-                if (lc := left.pop(call_id, None)) is not None:
+            got = await (next_ended_journeys(list(left)) if self.inp.journeys else next_ended(list(left)))
+            for key, outcome in got.items():
+                if (lc := left.pop(key, None)) is not None:
                     self.ended(lc, outcome)
 
     def arm(self, free: int) -> None:
@@ -411,6 +498,7 @@ class CampaignWorkflow:
             pending=self.pending,
             release=self.release,
             to_start=self.to_start + list(self.unconfirmed.values()),
+            journeys=[lc for lc in self.journeys.values() if lc.call_id not in self.unconfirmed],
         )
         return self.inp.model_copy(update={"carry": carry})
 
@@ -466,6 +554,7 @@ class CampaignWorkflow:
             "flow": self.flow(),
             "pause_reason": self.pause_reason,
             "live": len(self.live),
+            "journeys": len(self.journeys),
             "starting": self.starting,
             "rounds": self.rounds,
             "ended_not_recorded": len(self.pending),

@@ -1,7 +1,10 @@
 """A campaign's calls: each attempt's child ``CallWorkflow``, built and started as ``ringflow
 call dial`` starts a call, its outcome, and the calls an earlier run started, followed by one
-activity. Deterministic workflow code, run by ``CampaignWorkflow`` (``workflows/campaign.py``),
-which keeps the campaign's own counts and state.
+activity. A campaign of journeys (``CampaignInput.journeys``) starts the contact's
+``JourneyWorkflow`` instead, whose first call is the attempt (its slot) and whose later calls
+keep to the campaign's windows, pace and do-not-call list. Deterministic workflow code, run
+by ``CampaignWorkflow`` (``workflows/campaign.py``), which keeps the campaign's own counts
+and state.
 """
 
 from __future__ import annotations
@@ -11,13 +14,20 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from ringflow.activities.campaign_acts import CampaignActivities
-    from ringflow.activities.campaign_store import Claimed, Outcome
+    from ringflow.activities.campaign_store import Claimed, Outcome, journey_outcome
+    from ringflow.activities.search_attributes import (
+        RINGFLOW_CAMPAIGN,
+        RINGFLOW_FLOW,
+        RINGFLOW_JOURNEY,
+        RINGFLOW_STATUS,
+    )
     from ringflow.contract.dial import Dial
+    from ringflow.contract.journey import JOURNEY_WORKFLOW, JourneyInput, JourneyRetry, JourneyView
     from ringflow.contract.records import CallRecord
     from ringflow.workflows.call import CallWorkflow
     from ringflow.workflows.campaign_messages import CampaignInput
@@ -89,6 +99,79 @@ async def next_ended(call_ids: list[str]) -> dict[str, Outcome]:
         CampaignActivities.campaign_await_calls,
         call_ids,
         start_to_close_timeout=timedelta(days=1),
+        heartbeat_timeout=timedelta(seconds=60),
+        retry_policy=RETRY,
+    )
+
+
+def journey_input(inp: CampaignInput, c: Claimed, cps: float) -> tuple[JourneyInput, TypedSearchAttributes]:
+    """The contact's journey: its first call at the attempt's slot, the campaign's retry
+    rules as the journey's (a contact's retries live in the journey, not in the campaign),
+    the campaign's windows in the contact's timezone and pace ``cps`` for every later call."""
+    assert c.journey_id is not None, "a campaign of journeys' round names each contact's journey"
+    jinp = JourneyInput(
+        flow=inp.definition,
+        phone=c.phone,
+        timezone=c.tz,
+        variables=c.variables,
+        from_number=inp.from_number,
+        trunk_id=inp.trunk_id,
+        ringing_timeout_s=inp.ringing_timeout_s,
+        agent_timeout_s=inp.agent_timeout_s,
+        retry={k: JourneyRetry(count=r.count, delay_s=r.delay_s) for k, r in inp.retry.items()},
+        campaign_id=inp.campaign_id,
+        campaign_windows=inp.windows.model_dump(),
+        pace_cps=cps,
+        first_not_before=c.slot,
+        open_for_s=inp.journey_open_for_s,
+        time_scale=max(1.0, inp.time_scale),
+    )
+    attrs = TypedSearchAttributes(
+        [
+            SearchAttributePair(RINGFLOW_FLOW, inp.definition.flow.flow),
+            SearchAttributePair(RINGFLOW_JOURNEY, c.journey_id),
+            SearchAttributePair(RINGFLOW_STATUS, "scheduled"),
+            SearchAttributePair(RINGFLOW_CAMPAIGN, inp.campaign_id),
+        ]
+    )
+    return jinp, attrs
+
+
+async def start_journey(
+    inp: CampaignInput, c: Claimed, jinp: JourneyInput, attrs: TypedSearchAttributes
+) -> ChildWorkflowHandle[Any, Any]:
+    """Start the contact's journey, abandoned by a closing campaign (its calls are never cut:
+    a cancelled campaign ends it by a signal). A journey of the person already open raises
+    ``WorkflowAlreadyStartedError``: the campaign follows that one."""
+    assert c.journey_id is not None
+    return await workflow.start_child_workflow(
+        JOURNEY_WORKFLOW,
+        jinp,
+        id=c.journey_id,
+        search_attributes=attrs,
+        parent_close_policy=ParentClosePolicy.ABANDON,
+        result_type=JourneyView,
+        static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id} journey",
+    )
+
+
+async def journey_outcome_of(handle: ChildWorkflowHandle[Any, Any]) -> Outcome:
+    """How the contact's journey ended: its last call's outcome (``dnc`` when the list ended it)."""
+    try:
+        view: JourneyView = await handle
+        return journey_outcome(view.model_dump())
+    except Exception as exc:
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return Outcome(end_reason="error", disposition=None)
+
+
+async def next_ended_journeys(journey_ids: list[str]) -> dict[str, Outcome]:
+    """As :func:`next_ended`, for journeys an earlier run started (by journey id)."""
+    return await workflow.execute_activity_method(
+        CampaignActivities.campaign_await_journeys,
+        journey_ids,
+        start_to_close_timeout=timedelta(days=30),
         heartbeat_timeout=timedelta(seconds=60),
         retry_policy=RETRY,
     )

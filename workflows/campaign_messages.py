@@ -39,6 +39,7 @@ class LiveCall(BaseModel):
     idx: int
     attempt: int
     call_id: str
+    journey_id: str | None = None  # a campaign of journeys: the contact's journey
 
 
 class CampaignCarry(BaseModel):
@@ -55,6 +56,7 @@ class CampaignCarry(BaseModel):
     pending: list[Ended] = []  # calls ended, not recorded yet
     release: list[Attempt] = []  # attempts claimed but not dialed, to give back
     to_start: list[Claimed] = []  # calls whose start the last run did not see confirmed
+    journeys: list[LiveCall] = []  # a campaign of journeys: the contacts' open journeys
 
 
 class CampaignInput(BaseModel):
@@ -73,4 +75,9 @@ class CampaignInput(BaseModel):
     time_scale: float = Field(1.0, gt=0, le=100_000, allow_inf_nan=False)  # retry delays / this
     agent_timeout_s: float = Field(15.0, gt=0, le=3600)
     max_history_events: int = Field(4000, ge=200, le=40_000)  # continue-as-new past this many
+    # Each contact's attempt starts the contact's journey (``workflows/journey.py``), which
+    # holds its retries and follow-ups; the campaign ends when every journey has.
+    journeys: bool = False
+    # with no follow-up due, a journey stays open this long after its last call for a callback
+    journey_open_for_s: float = Field(7 * 86400, ge=0, le=365 * 86400, allow_inf_nan=False)
     carry: CampaignCarry | None = None

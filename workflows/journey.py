@@ -39,7 +39,7 @@ from temporalio.common import RawValue, RetryPolicy, WorkflowIDReusePolicy
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from ringflow.activities.campaign_rules import RETRY_OUTCOMES
+    from ringflow.activities.campaign_rules import RETRY_OUTCOMES, Windows
     from ringflow.activities.journeys import (
         CheckAnswer,
         CheckRequest,
@@ -172,7 +172,13 @@ class JourneyWorkflow:
         answer: CheckAnswer = await workflow.execute_activity_method(
             JourneyActivities.journey_check,
             CheckRequest(
-                phone=self.inp.phone, now=self.now(), timezone=self.inp.timezone, windows=self.inp.windows
+                phone=self.inp.phone,
+                now=self.now(),
+                timezone=self.inp.timezone,
+                windows=self.inp.windows,
+                rules=self.rules(),
+                trunk=self.inp.trunk_id if self.paced() else None,
+                cps=self.inp.pace_cps if self.paced() else None,
             ),
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RETRY,
@@ -189,7 +195,7 @@ class JourneyWorkflow:
         else:
             self.follow_up = None
             self.placed = fu
-            await self.place(fu)
+            await self.place(fu, answer.slot)
 
     # --- calls ------------------------------------------------------------------------
     def context_text(self) -> str:
@@ -211,14 +217,29 @@ class JourneyWorkflow:
         )
         return JourneyStart(context=ctx, node=node, state=self.state, extracted=self.extracted)
 
-    async def place(self, fu: FollowUpDue) -> None:
+    def paced(self) -> bool:
+        """A campaign's journey takes a slot on the trunk for each call but its first, which
+        is the campaign's attempt and has the campaign's slot."""
+        first = self.calls_total == 0 and self.inp.first_not_before is not None
+        return self.inp.pace_cps is not None and not first
+
+    def rules(self) -> Windows | None:
+        """A campaign's journey keeps to the campaign's windows."""
+        w = self.inp.campaign_windows
+        return Windows.model_validate(w) if w is not None else None
+
+    async def place(self, fu: FollowUpDue, slot: float | None = None) -> None:
+        """``slot``: the trunk's (a campaign's journey); its first call has the campaign's."""
         n = self.calls_total + 1
         call_id = self.call_id(n)
+        if n == 1 and self.inp.first_not_before is not None:
+            slot = self.inp.first_not_before
         dial = Dial(
             to=self.inp.phone,
             from_number=self.inp.from_number,
             trunk_id=self.inp.trunk_id,
             ringing_timeout_s=self.inp.ringing_timeout_s,
+            not_before=slot,
         )
         fields = {
             "dial": dial,
@@ -347,7 +368,13 @@ class JourneyWorkflow:
         """The follow-up's instant (person's clock, window), then its timer (the run loop)."""
         due: DueAnswer = await workflow.execute_activity_method(
             JourneyActivities.journey_due,
-            DueRequest(now=self.now(), follow_up=fu, timezone=self.inp.timezone, windows=self.inp.windows),
+            DueRequest(
+                now=self.now(),
+                follow_up=fu,
+                timezone=self.inp.timezone,
+                windows=self.inp.windows,
+                rules=self.rules(),
+            ),
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RETRY,
         )

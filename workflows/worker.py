@@ -60,6 +60,7 @@ def all_activities(
         client,
         getattr(config, "webhook_url", None),
         getattr(config, "webhook_secret", None),
+        getattr(config, "journey_secret", None),
     )
     return [
         *build_activities(config, dispatcher, telephony, recorder),
@@ -69,7 +70,7 @@ def all_activities(
         mcp_list_tools,
         mcp_call_tool,
         *campaigns.all(),
-        *JourneyActivities(config.database_url).all(),
+        *JourneyActivities(config.database_url, getattr(config, "redis_url", None)).all(),
         *CanaryActivities(config.database_url).all(),
         TurnJournalReader(getattr(config, "redis_url", None)).read_turn_journal,
         knowledge_searcher(config).kb_search,

@@ -112,6 +112,12 @@ def start(
         None, "--default-timezone", help="For numbers whose country spans several timezones."
     ),
     campaign_id: str | None = typer.Option(None, "--id", help="Campaign id (default: a new one)."),
+    journeys: bool | None = typer.Option(
+        None,
+        "--journeys/--no-journeys",
+        help="Start each contact's journey (retries and follow-ups in one place) instead of single "
+        "calls (default: when the flow has a journey: block).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the started campaign as JSON."),
 ) -> None:
     """Store CONTACTS and start the campaign's workflow; the last line printed is its id."""
@@ -145,6 +151,7 @@ def start(
             windows=windows,
             retries=retries,
             flow_ref=version.ref,
+            journeys=journeys,
         )
     except ContactsError as exc:
         raise fail(str(exc), 2) from None
@@ -209,6 +216,8 @@ def _show(p: dict[str, Any]) -> str:
     line = f"{p['campaign_id']}: {p.get('status') or p.get('workflow')}"
     if "live" in p:
         line += f" · live {p['live']} · {p.get('attempts_last_minute', 0)} attempts in the last minute"
+    if p.get("journeys"):
+        line += f" · open journeys {p['journeys']}"
     if p.get("pause_reason"):
         line += f" · paused: {p['pause_reason']}"
     if p.get("next_due") and p.get("status") == "running" and not p.get("live"):

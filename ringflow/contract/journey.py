@@ -92,6 +92,12 @@ class JourneyInput(Message):
     first_node: str | None = Field(None, max_length=64)
     first_say: str | None = Field(None, max_length=500)
     campaign_id: str | None = Field(None, max_length=MAX_ROUTE_CHARS)
+    # A campaign's journey: the campaign's calling windows (its ``Windows``, as JSON; over
+    # ``windows``), the pace its calls take on the trunk's limiter, and its first call's
+    # slot (the campaign's attempt: the dial waits for it).
+    campaign_windows: dict[str, Any] | None = None
+    pace_cps: float | None = Field(None, gt=0, le=1000, allow_inf_nan=False)
+    first_not_before: float | None = Field(None, ge=0, allow_inf_nan=False)
     max_calls: int = Field(100, ge=1, le=10_000)
     # with no follow-up due, the journey stays open for a callback this long after a call
     open_for_s: float = Field(7 * 86400, ge=0, le=365 * 86400, allow_inf_nan=False)
