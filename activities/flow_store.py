@@ -345,7 +345,15 @@ def remember_store(database_url: str) -> None:
 
 
 def known_stores() -> list[str]:
+    """The databases this process used for versions, in the order of their first use
+    (``remember_store`` again moves none)."""
     return list(_stores)
+
+
+def forget_store(database_url: str) -> None:
+    """Stop looking in a database (tests: one they made and took away)."""
+    if database_url in _stores:
+        _stores.remove(database_url)
 
 
 def remember_content(version: str, content: str, source: str | None) -> None:

@@ -41,24 +41,35 @@ class FlowVersionMissing(RuntimeError):
 
 
 async def _content(version: str) -> tuple[str, str | None]:
-    """The published definition of ``version``. The flow store (SQLAlchemy, the flow model)
-    is imported here, at the first payload that names a version: every client has this
-    codec, and one that meets no such payload (``ringflow call list``, a visibility query)
-    does without it (tests/ringflow/test_cli_startup.py)."""
+    """The version's content, from this process's cache or the first database that holds it:
+    the ones this process used for versions, newest first, then ``RINGFLOW_DATABASE_URL``. A
+    database that cannot be read now (one a process used once and that is gone) is passed
+    over for the next; the error says how many were.
+
+    The flow store (SQLAlchemy, the flow model) is imported here, at the first payload that
+    names a version: every client has this codec, and one that meets no such payload
+    (``ringflow call list``, a visibility query) does without it
+    (tests/ringflow/test_cli_startup.py)."""
     from ringflow.activities import flow_store
 
     found = flow_store.cached_content(version)
     if found is not None:
         return found
-    urls = [*flow_store.known_stores(), get_settings().database_url]
+    urls = [*reversed(flow_store.known_stores()), get_settings().database_url]
+    unreadable = 0
     for url in dict.fromkeys(urls):
-        got = await asyncio.to_thread(flow_store.load_content, url, version)
+        try:
+            got = await asyncio.to_thread(flow_store.load_content, url, version)
+        except Exception:  # any driver's error: this store is not the answer now
+            unreadable += 1
+            continue
         if got is not None:
             flow_store.remember_content(version, *got)
             return got
+    why = f"; {unreadable} of them could not be read" if unreadable else ""
     raise FlowVersionMissing(
         f"flow version {version} is not published in the database this process uses "
-        "(RINGFLOW_DATABASE_URL): the worker, the agent and the client must share it"
+        f"(RINGFLOW_DATABASE_URL): the worker, the agent and the client must share it{why}"
     )
 
 

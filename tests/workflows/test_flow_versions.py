@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowFailureError
 
@@ -19,7 +20,7 @@ from ringflow.activities import flow_store
 from ringflow.activities.campaign_rules import RetryRule
 from ringflow.callflow.model import FlowDefinition
 from ringflow.contract.call import CallInput
-from ringflow.flow_codec import REF_KEY
+from ringflow.flow_codec import REF_KEY, FlowRefCodec, FlowVersionMissing
 from tests.support.campaignkit import (
     REDIS,
     campaign_input,
@@ -90,6 +91,26 @@ async def test_a_call_by_reference_keeps_the_definition_out_of_its_history(
     # the input and the attach's snapshot each held the definition; now neither does
     saved = await history_bytes(copied) - await history_bytes(by_ref)
     assert saved > 1.5 * len(flow_store.content_of(definition))
+
+
+async def test_a_database_the_process_used_once_and_that_is_gone_is_passed_over(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """The codec looks a version up in every database this process used for versions: one
+    that is gone now (a refused port here) must not fail the calls of another."""
+    definition, v = published(sqlite_url)  # the test's database: a store of this process now
+    gone = "postgresql://postgres@127.0.0.1:9/gone"  # the discard port: connection refused
+    flow_store.remember_store(gone)  # used after it: looked at first
+    assert flow_store.known_stores()[-1] == gone
+    flow_store.forget_contents()
+    try:
+        async with running_worker(temporal_client, task_queue, sqlite_url):
+            rec = await happy_path(await start(temporal_client, task_queue, definition, flow_ref=v.ref))
+        assert rec.disposition == "booked"
+        with pytest.raises(FlowVersionMissing, match="could not be read"):
+            await FlowRefCodec().expand(Payload(metadata={REF_KEY: b"0" * 64}, data=b"{}"))
+    finally:
+        flow_store.forget_store(gone)
 
 
 async def test_a_call_keeps_its_version_across_a_promotion_and_continue_as_new(
