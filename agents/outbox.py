@@ -91,6 +91,41 @@ DEFAULT_SEND_TIMEOUT_S = 10.0
 class Outbox:
     """Queue of agent events drained in order into the workflow by one background task."""
 
+    # Slots: an outbox has as many attributes as CPython 3.11 keeps inline in an instance
+    # (30), past which each read in ``put`` would be a dict lookup.
+    __slots__ = (
+        "_acked_ticket",
+        "_closed",
+        "_hb",
+        "_inflight",
+        "_kicked",
+        "_last_ok",
+        "_last_ticket",
+        "_live",
+        "_queue",
+        "_send",
+        "_sleeper",
+        "_stopped",
+        "_task",
+        "_urgent",
+        "_waiters",
+        "gone",
+        "heartbeat_quiet_s",
+        "heartbeats_skipped",
+        "initial_backoff_s",
+        "journal",
+        "journaled_linger_s",
+        "last_acked_seq",
+        "linger_s",
+        "max_backoff_s",
+        "max_batch",
+        "max_events",
+        "on_error",
+        "send_errors",
+        "send_timeout_s",
+        "sent_events",
+    )
+
     def __init__(
         self,
         send: Send,
@@ -153,9 +188,10 @@ class Outbox:
         waiting (nothing queued is dropped) and :class:`OutboxClosed` after close/abandon.
 
         This runs on the transition hot path, so it is an append and, when the sender is
-        asleep, one wake-up (``_wake``'s body, written out here: a method call less): no
-        clock other than the slot's age, no isinstance on pydantic classes (an exact type
-        test; agent events are final classes)."""
+        asleep, one wake-up (``_wake``'s body, written out here: a method call less, and no
+        ``done()`` before ``set_result``: a try costs nothing until it raises): no clock
+        other than the slot's age, no isinstance on pydantic classes (an exact type test;
+        agent events are final classes)."""
         if self._closed:
             raise OutboxClosed("the outbox is closed")
         kind = type(event)
@@ -180,8 +216,10 @@ class Outbox:
         elif (self.linger_s or self.journaled_linger_s) and live < self.max_batch and live != 1:
             return  # a turn that may linger, behind others: the sender's linger clock runs
         self._sleeper = None
-        if not sleeper.done():  # (cancelled with the sender, which has not run its finally yet)
+        try:
             sleeper.set_result(None)
+        except asyncio.InvalidStateError:
+            pass  # cancelled with the sender, which has not run its finally yet: nobody to wake
 
     def kick(self) -> None:
         """Send what waits now, without lingering (before an update that waits for it)."""
