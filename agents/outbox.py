@@ -68,9 +68,14 @@ from collections.abc import Awaitable, Callable
 from time import monotonic
 
 from ringflow.agents.delivery import (
+    COVER,
+    EVENT,
+    LIVE,
+    PUT_AT,
     Journal,
     OutboxClosed,
     OutboxFull,
+    Queued,
     ReceiverGone,
     Slot,
     backoff_delay,
@@ -167,8 +172,8 @@ class Outbox:
         self.heartbeats_skipped = 0
         self.on_error = on_error  # settable later: the owner may exist only after its outbox
         self.gone: ReceiverGone | None = None  # why the outbox stopped on its own, if it did
-        self._queue: deque[Slot] = deque()  # may hold dead (superseded) heartbeats
-        self._inflight: list[Slot] = []  # the batch being sent; kept identical across retries
+        self._queue: deque[Queued | Slot] = deque()  # may hold dead (superseded) heartbeats
+        self._inflight: list[Queued | Slot] = []  # the batch being sent; kept identical across retries
         self._hb: Slot | None = None  # the pending heartbeat a newer one would supersede
         self._live = 0  # live events in queue + in flight
         self._last_ticket = 0
@@ -187,7 +192,8 @@ class Outbox:
         """Queue ``event``; never awaits. Raises :class:`OutboxFull` when ``max_events`` are
         waiting (nothing queued is dropped) and :class:`OutboxClosed` after close/abandon.
 
-        This runs on the transition hot path, so it is an append and, when the sender is
+        This runs on the transition hot path, so it is an append (of a plain tuple, see
+        ``delivery.Queued``) and, when the sender is
         asleep, one wake-up (``_wake``'s body, written out here: a method call less, and no
         ``done()`` before ``set_result``: a try costs nothing until it raises): no clock
         other than the slot's age, no isinstance on pydantic classes (an exact type test;
@@ -202,7 +208,7 @@ class Outbox:
         if live >= self.max_events:
             raise OutboxFull(f"{live} events waiting for the workflow (max_events={self.max_events})")
         self._last_ticket = ticket = self._last_ticket + 1
-        self._queue.append(Slot((ticket, event, monotonic(), True, ticket)))
+        self._queue.append((ticket, event, monotonic(), True, ticket))
         self._live = live = live + 1
         if self.journal is not None:
             self.journal.record(ticket, event)
@@ -346,7 +352,7 @@ class Outbox:
     @property
     def oldest_pending_age_s(self) -> float | None:
         """How long the oldest unacknowledged event has waited: the lag an alert watches."""
-        oldest = [s.put_at for s in (*self._inflight[:1], self._live_head(), self._hb) if s is not None]
+        oldest = [s[PUT_AT] for s in (*self._inflight[:1], self._live_head(), self._hb) if s is not None]
         return time.monotonic() - min(oldest) if oldest else None
 
     # --- sender task --------------------------------------------------------------------
@@ -368,7 +374,7 @@ class Outbox:
                     finally:
                         self._sleeper = None
                     continue
-            batch = [s.event for s in self._inflight]
+            batch = [s[EVENT] for s in self._inflight]
             try:
                 # asyncio.timeout, not wait_for: on 3.11, wait_for returns (or raises) the send's
                 # own outcome when a cancel lands as the send finishes, swallowing the cancel,
@@ -414,7 +420,7 @@ class Outbox:
         head = self._live_head()
         if head is None:
             return 0.0
-        return head.put_at + linger - time.monotonic()
+        return head[PUT_AT] + linger - time.monotonic()
 
     def _failed(self, exc: BaseException, attempt: int) -> None:
         self.send_errors += 1
@@ -444,25 +450,25 @@ class Outbox:
     def _take_batch(self) -> None:
         while len(self._inflight) < self.max_batch and self._queue:
             slot = self._queue.popleft()
-            if not slot.live:
+            if not slot[LIVE]:
                 continue
             if slot is self._hb:
                 self._hb = None  # in flight now: a newer heartbeat must not touch it
-            if type(slot.event) is not TurnsEvent:
+            if type(slot[EVENT]) is not TurnsEvent:
                 self._urgent -= 1
             self._inflight.append(slot)
         self._kicked = False
 
     def _acknowledge(self) -> None:
         for slot in self._inflight:
-            seq = getattr(slot.event, "seq", None)
+            seq = getattr(slot[EVENT], "seq", None)
             if seq is not None and (self.last_acked_seq is None or seq > self.last_acked_seq):
                 self.last_acked_seq = seq
         self.sent_events += len(self._inflight)
         self._last_ok = time.monotonic()
         self._live -= len(self._inflight)
         self._inflight = []
-        covers = [s.cover for s in (self._live_head(), self._hb) if s is not None]
+        covers = [s[COVER] for s in (self._live_head(), self._hb) if s is not None]
         self._acked_ticket = (min(covers) if covers else self._last_ticket + 1) - 1
         if self.journal is not None:
             self.journal.delivered(self._acked_ticket)
@@ -470,8 +476,8 @@ class Outbox:
             if target <= self._acked_ticket and not fut.done():
                 fut.set_result(True)
 
-    def _live_head(self) -> Slot | None:
-        while self._queue and not self._queue[0].live:
+    def _live_head(self) -> Queued | Slot | None:
+        while self._queue and not self._queue[0][LIVE]:
             self._queue.popleft()
         return self._queue[0] if self._queue else None
 
