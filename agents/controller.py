@@ -83,6 +83,41 @@ def superseded(exc: BaseException) -> bool:
 
 
 class FlowController:
+    # Slots: a controller has more attributes than CPython 3.11 keeps inline in an
+    # instance (30), so without them every read on the hot path is a dict lookup.
+    __slots__ = (
+        "_state",
+        "agent_id",
+        "at_point",
+        "call",
+        "cancellable",
+        "clock",
+        "dead",
+        "device",
+        "end_reason",
+        "engine",
+        "epoch",
+        "fn_reads",
+        "in_flight",
+        "jobs",
+        "lease_held",
+        "on_refused",
+        "on_stopped",
+        "outbox",
+        "paused_s",
+        "plain",
+        "port",
+        "presses",
+        "remote",
+        "segment",
+        "seq",
+        "step_no",
+        "tool_calls",
+        "transferring",
+        "turn_key",
+        "values",
+    )
+
     def __init__(
         self,
         call: CallHandle,
@@ -274,8 +309,10 @@ class FlowController:
         the old node while the workflow went on. The lock is FIFO and taken before the
         first await, so calls run in the LLM's order and their event ids stay stable."""
         gate = self.tool_calls
-        if not gate.enter_now():
+        if gate.held or gate.waiting:  # ``gate.enter_now()``'s test, written out (agents/fifo_gate.py)
             await gate.enter()
+        else:
+            gate.held = True
         # This runs while the caller waits for the next node, so durability costs it as
         # little as it can: one coroutine (the call's body is here, not in a helper it
         # awaits), one set lookup tells a plain local function (a transition or a capture)
@@ -340,7 +377,10 @@ class FlowController:
                 await self.follow_actions()
             return out
         finally:
-            gate.leave()
+            if gate.waiting:
+                gate.leave()  # hand it to the next call
+            else:
+                gate.held = False  # ``leave``'s free path, written out
 
     async def _other_tool(self, node: str | None, name: str, args: dict[str, Any]) -> ToolOutcome | None:
         """A call that is not a plain local function: ``cancel_jobs``, the device's tool, a
@@ -433,8 +473,10 @@ class FlowController:
         replays the turn after a kill gets the workflow's first answer, not a second search.
         None when the workflow could not answer: the LLM answers without passages."""
         gate = self.tool_calls
-        if not gate.enter_now():
+        if gate.held or gate.waiting:  # ``gate.enter_now()``'s test, written out (agents/fifo_gate.py)
             await gate.enter()
+        else:
+            gate.held = True
         try:
             if self.dead:
                 raise AgentStopped("retrieval")

@@ -8,7 +8,7 @@ import asyncio
 import random
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ringflow.contract.events import AgentEvent
 
@@ -60,6 +60,22 @@ class Journal(Protocol):
     def abandon(self) -> None: ...
 
 
+# Where a queued event waits: ``(ticket, event, put_at, live, cover)``, read by index.
+# ``ticket`` is its put order; ``cover`` is the oldest ticket whose delivery it stands for
+# (lower than ``ticket`` only for a heartbeat that superseded older ones), which is what
+# ``flush`` waits on; ``live`` is False for a heartbeat a newer one superseded.
+TICKET: Final = 0
+EVENT: Final = 1
+PUT_AT: Final = 2
+LIVE: Final = 3
+COVER: Final = 4
+
+# Every event but a heartbeat waits in a plain tuple: one object made in C, nothing else
+# built per ``put`` (the transition hot path's). Only a heartbeat's slot changes while it
+# waits (superseded, or its event replaced by a newer one), so it is a :class:`Slot`.
+Queued = tuple[int, AgentEvent, float, bool, int]
+
+
 def _field(i: int) -> Any:
     def put(slot: list[Any], value: Any) -> None:
         slot[i] = value
@@ -68,19 +84,13 @@ def _field(i: int) -> Any:
 
 
 class Slot(list[Any]):
-    """One queued event. ``ticket`` is its put order; ``cover`` is the oldest ticket whose
-    delivery it stands for (lower than ``ticket`` only for a heartbeat that superseded older
-    ones), which is what ``flush`` waits on; ``live`` is False for a heartbeat a newer one
-    superseded.
-
-    A list (``Slot((ticket, event, put_at, live, cover))``), made in C: a class whose
-    ``__init__`` set five attributes cost the transition hot path (every ``put``) a tenth of
-    a microsecond more. Slots are told apart by identity only (a list compares by value)."""
+    """A heartbeat's place in the queue, laid out as :data:`Queued` but mutable, with its
+    fields named. Slots are told apart by identity only (a list compares by value)."""
 
     __slots__ = ()
 
-    ticket: int = _field(0)
-    event: AgentEvent = _field(1)
-    put_at: float = _field(2)
-    live: bool = _field(3)
-    cover: int = _field(4)
+    ticket: int = _field(TICKET)
+    event: AgentEvent = _field(EVENT)
+    put_at: float = _field(PUT_AT)
+    live: bool = _field(LIVE)
+    cover: int = _field(COVER)

@@ -68,9 +68,14 @@ from collections.abc import Awaitable, Callable
 from time import monotonic
 
 from ringflow.agents.delivery import (
+    COVER,
+    EVENT,
+    LIVE,
+    PUT_AT,
     Journal,
     OutboxClosed,
     OutboxFull,
+    Queued,
     ReceiverGone,
     Slot,
     backoff_delay,
@@ -90,6 +95,41 @@ DEFAULT_SEND_TIMEOUT_S = 10.0
 
 class Outbox:
     """Queue of agent events drained in order into the workflow by one background task."""
+
+    # Slots: an outbox has as many attributes as CPython 3.11 keeps inline in an instance
+    # (30), past which each read in ``put`` would be a dict lookup.
+    __slots__ = (
+        "_acked_ticket",
+        "_closed",
+        "_hb",
+        "_inflight",
+        "_kicked",
+        "_last_ok",
+        "_last_ticket",
+        "_live",
+        "_queue",
+        "_send",
+        "_sleeper",
+        "_stopped",
+        "_task",
+        "_urgent",
+        "_waiters",
+        "gone",
+        "heartbeat_quiet_s",
+        "heartbeats_skipped",
+        "initial_backoff_s",
+        "journal",
+        "journaled_linger_s",
+        "last_acked_seq",
+        "linger_s",
+        "max_backoff_s",
+        "max_batch",
+        "max_events",
+        "on_error",
+        "send_errors",
+        "send_timeout_s",
+        "sent_events",
+    )
 
     def __init__(
         self,
@@ -132,8 +172,8 @@ class Outbox:
         self.heartbeats_skipped = 0
         self.on_error = on_error  # settable later: the owner may exist only after its outbox
         self.gone: ReceiverGone | None = None  # why the outbox stopped on its own, if it did
-        self._queue: deque[Slot] = deque()  # may hold dead (superseded) heartbeats
-        self._inflight: list[Slot] = []  # the batch being sent; kept identical across retries
+        self._queue: deque[Queued | Slot] = deque()  # may hold dead (superseded) heartbeats
+        self._inflight: list[Queued | Slot] = []  # the batch being sent; kept identical across retries
         self._hb: Slot | None = None  # the pending heartbeat a newer one would supersede
         self._live = 0  # live events in queue + in flight
         self._last_ticket = 0
@@ -152,10 +192,12 @@ class Outbox:
         """Queue ``event``; never awaits. Raises :class:`OutboxFull` when ``max_events`` are
         waiting (nothing queued is dropped) and :class:`OutboxClosed` after close/abandon.
 
-        This runs on the transition hot path, so it is an append and, when the sender is
-        asleep, one wake-up (``_wake``'s body, written out here: a method call less): no
-        clock other than the slot's age, no isinstance on pydantic classes (an exact type
-        test; agent events are final classes)."""
+        This runs on the transition hot path, so it is an append (of a plain tuple, see
+        ``delivery.Queued``) and, when the sender is
+        asleep, one wake-up (``_wake``'s body, written out here: a method call less, and no
+        ``done()`` before ``set_result``: a try costs nothing until it raises): no clock
+        other than the slot's age, no isinstance on pydantic classes (an exact type test;
+        agent events are final classes)."""
         if self._closed:
             raise OutboxClosed("the outbox is closed")
         kind = type(event)
@@ -166,7 +208,7 @@ class Outbox:
         if live >= self.max_events:
             raise OutboxFull(f"{live} events waiting for the workflow (max_events={self.max_events})")
         self._last_ticket = ticket = self._last_ticket + 1
-        self._queue.append(Slot((ticket, event, monotonic(), True, ticket)))
+        self._queue.append((ticket, event, monotonic(), True, ticket))
         self._live = live = live + 1
         if self.journal is not None:
             self.journal.record(ticket, event)
@@ -180,8 +222,10 @@ class Outbox:
         elif (self.linger_s or self.journaled_linger_s) and live < self.max_batch and live != 1:
             return  # a turn that may linger, behind others: the sender's linger clock runs
         self._sleeper = None
-        if not sleeper.done():  # (cancelled with the sender, which has not run its finally yet)
+        try:
             sleeper.set_result(None)
+        except asyncio.InvalidStateError:
+            pass  # cancelled with the sender, which has not run its finally yet: nobody to wake
 
     def kick(self) -> None:
         """Send what waits now, without lingering (before an update that waits for it)."""
@@ -308,7 +352,7 @@ class Outbox:
     @property
     def oldest_pending_age_s(self) -> float | None:
         """How long the oldest unacknowledged event has waited: the lag an alert watches."""
-        oldest = [s.put_at for s in (*self._inflight[:1], self._live_head(), self._hb) if s is not None]
+        oldest = [s[PUT_AT] for s in (*self._inflight[:1], self._live_head(), self._hb) if s is not None]
         return time.monotonic() - min(oldest) if oldest else None
 
     # --- sender task --------------------------------------------------------------------
@@ -330,7 +374,7 @@ class Outbox:
                     finally:
                         self._sleeper = None
                     continue
-            batch = [s.event for s in self._inflight]
+            batch = [s[EVENT] for s in self._inflight]
             try:
                 # asyncio.timeout, not wait_for: on 3.11, wait_for returns (or raises) the send's
                 # own outcome when a cancel lands as the send finishes, swallowing the cancel,
@@ -376,7 +420,7 @@ class Outbox:
         head = self._live_head()
         if head is None:
             return 0.0
-        return head.put_at + linger - time.monotonic()
+        return head[PUT_AT] + linger - time.monotonic()
 
     def _failed(self, exc: BaseException, attempt: int) -> None:
         self.send_errors += 1
@@ -406,25 +450,25 @@ class Outbox:
     def _take_batch(self) -> None:
         while len(self._inflight) < self.max_batch and self._queue:
             slot = self._queue.popleft()
-            if not slot.live:
+            if not slot[LIVE]:
                 continue
             if slot is self._hb:
                 self._hb = None  # in flight now: a newer heartbeat must not touch it
-            if type(slot.event) is not TurnsEvent:
+            if type(slot[EVENT]) is not TurnsEvent:
                 self._urgent -= 1
             self._inflight.append(slot)
         self._kicked = False
 
     def _acknowledge(self) -> None:
         for slot in self._inflight:
-            seq = getattr(slot.event, "seq", None)
+            seq = getattr(slot[EVENT], "seq", None)
             if seq is not None and (self.last_acked_seq is None or seq > self.last_acked_seq):
                 self.last_acked_seq = seq
         self.sent_events += len(self._inflight)
         self._last_ok = time.monotonic()
         self._live -= len(self._inflight)
         self._inflight = []
-        covers = [s.cover for s in (self._live_head(), self._hb) if s is not None]
+        covers = [s[COVER] for s in (self._live_head(), self._hb) if s is not None]
         self._acked_ticket = (min(covers) if covers else self._last_ticket + 1) - 1
         if self.journal is not None:
             self.journal.delivered(self._acked_ticket)
@@ -432,8 +476,8 @@ class Outbox:
             if target <= self._acked_ticket and not fut.done():
                 fut.set_result(True)
 
-    def _live_head(self) -> Slot | None:
-        while self._queue and not self._queue[0].live:
+    def _live_head(self) -> Queued | Slot | None:
+        while self._queue and not self._queue[0][LIVE]:
             self._queue.popleft()
         return self._queue[0] if self._queue else None
 
