@@ -359,12 +359,14 @@ async def supervise_call(
 
     from ringflow.api.calls import call_id_of
     from ringflow.api.supervisors import act, supervisor_name
+    from ringflow.contract.supervision import SupervisorRequest
     from ringflow.supervisors import (
         CallNotFound,
         NoLiveKit,
         NoWorkerAnswered,
         SupervisionRefused,
         listen_grant,
+        takeover,
     )
 
     try:
@@ -377,15 +379,18 @@ async def supervise_call(
     back = f'<p><a id=back href="/console/calls/{quote(cid)}">back to the call</a></p>'
     by = supervisor_name(key, None)
     try:
+        who = f"supervisor-{uuid.uuid4().hex[:8]}"
         if action == "listen":
-            who = f"supervisor-{uuid.uuid4().hex[:8]}"
             grant = await listen_grant(await temporal(request), request.app.state.settings, cid, who)
-            facts = "".join(
-                f"<tr><th>{k}</th><td id=l-{k}>{e(v)}</td></tr>" for k, v in grant.as_dict().items()
-            )
-            return page(
-                f"Listen to call {cid}", f"<p>Join with any LiveKit client:</p><table>{facts}</table>{back}"
-            )
+            lead = "Join with any LiveKit client (hidden, listening only):"
+            return page(f"Listen to call {cid}", grant_html("l", lead, grant) + back)
+        if action == "takeover":  # recorded, and a token to speak to the caller where LiveKit is
+            req = SupervisorRequest(action="takeover", by=by)
+            _, voice = await takeover(await temporal(request), request.app.state.settings, cid, req, who)
+            if voice is not None:
+                lead = "The bot is paused. Join with any LiveKit client to speak to the caller:"
+                return page(f"Speak on call {cid}", grant_html("t", lead, voice) + back)
+            return RedirectResponse(f"/console/calls/{quote(cid)}", status_code=303)
         fields = (
             {"text": text} if action == "whisper" else {"node": node or None} if action == "handback" else {}
         )
@@ -395,6 +400,14 @@ async def supervise_call(
     except (NoLiveKit, SupervisionRefused, CallNotFound, NoWorkerAnswered) as exc:  # listen's refusals
         return page(f"Call {cid}", f"<p class=err id=refused>{e(exc)}</p>{back}")
     return RedirectResponse(f"/console/calls/{quote(cid)}", status_code=303)
+
+
+def grant_html(prefix: str, lead: str, grant: Any) -> str:
+    """A room grant's facts (room, identity, url, token, ttl), each cell ``id={prefix}-{name}``."""
+    facts = "".join(
+        f"<tr><th>{k}</th><td id={prefix}-{k}>{e(v)}</td></tr>" for k, v in grant.as_dict().items()
+    )
+    return f"<p>{e(lead)}</p><table>{facts}</table>"
 
 
 def recording_html(call_id: str, rec: dict[str, Any] | None) -> str:

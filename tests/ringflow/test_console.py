@@ -236,7 +236,11 @@ async def test_console_supervises_a_live_call_and_shows_a_journeys_calls(
         await page.click("#whisper")
         step = page.locator('#supervision li[data-step="1"]')
         assert await step.inner_text() == "whisper by test: Offer Tuesday."
-        await page.click("#takeover")
+        await page.click("#takeover")  # recorded, and a token to speak to the caller
+        spoke = lk.join(await page.inner_text("#t-token"))
+        assert spoke.permission.can_publish and not spoke.permission.hidden
+        assert not spoke.permission.can_publish_data
+        await page.click("#back")
         await page.locator("#f-status", has_text="takeover").wait_for()
         assert await page.inner_text("#supervisor") == "taken over by test"
         assert (await call.supervision()).takeover
