@@ -87,6 +87,11 @@ async def test_idle_prompts_fire_on_real_silence(audio_env: Any) -> None:
     assert result.ok, result.failures
     assert result.end_reason == "user_idle"
     assert result.timings[1]["idle_prompts"] == 2  # one re-prompt, then the goodbye
+    # each one came after the flow's idle.timeout_s (8 s) of quiet on the line, never
+    # before it: the prompt from the reply's end, the goodbye from the prompt's end
+    gaps = result.timings[1]["prompt_gaps_ms"]
+    assert len(gaps) == 2
+    assert all(gap >= 8000 for gap in gaps), gaps
 
 
 async def test_a_kill_during_the_caller_s_speech_loses_no_turn(audio_env: Any) -> None:

@@ -51,6 +51,9 @@ class TurnTiming(BaseModel):
     false_interruption: bool | None = None  # livekit resumed the agent after the noise
     idle_prompts: int | None = None  # prompts the silence got
     first_prompt_ms: float | None = None  # the silence's start to its first prompt's first frame
+    # each prompt of the silence (the rule of three's goodbye too): the quiet before it, from
+    # the silence's start or the previous prompt's last frame, to its first frame
+    prompt_gaps_ms: list[float] | None = None
     # the background track (a flow's background_audio), where one is published: seconds of
     # sound the caller heard on it during the turn, and while the agent thought
     background_s: float | None = None
@@ -197,3 +200,21 @@ async def play_silence(run: Any, caller: Caller, seconds: float, timing: TurnTim
     first = first_frame_after(line, started)
     if first is not None:
         timing.first_prompt_ms = (first - started) * 1000
+    timing.prompt_gaps_ms = prompt_gaps(line, started)
+
+
+def prompt_gaps(line: AudioLine, since: float) -> list[float]:
+    """The quiet before each of the agent's segments since ``since`` (ms): what an idle
+    timer is measured by, as the caller lives it."""
+    gaps: list[float] = []
+    quiet_from = since
+    for seg in sorted(
+        (s for s in line.speaker.segments if s.started_at is not None and s.started_at >= since),
+        key=lambda s: s.started_at or 0.0,
+    ):
+        assert seg.started_at is not None
+        gaps.append((seg.started_at - quiet_from) * 1000)
+        if seg.ended_at is None:
+            break
+        quiet_from = seg.ended_at
+    return gaps
