@@ -241,9 +241,10 @@ def ephemeral_codec(settings: Settings) -> EncryptionCodec:
     need no configured key. Off with ``RINGFLOW_ENCRYPTION=0``."""
     if not settings.encryption:
         return EncryptionCodec(None)
-    return EncryptionCodec(parse_keys(f"ephemeral:{generate_key()}", "an embedded server's own key"))
+    ring = parse_keys(f"ephemeral:{generate_key()}", "an embedded server's own key")
+    return EncryptionCodec(ring, compress=settings.payload_compression)
 
 
 def codec_from_settings(settings: Settings) -> EncryptionCodec:
     """Always a codec, even without keys: it still decodes nothing it cannot, clearly."""
-    return EncryptionCodec(keyring_from_settings(settings))
+    return EncryptionCodec(keyring_from_settings(settings), compress=settings.payload_compression)
