@@ -23,11 +23,19 @@ from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError
 
 from ringflow import compression
-from ringflow.codec import ENCODING, EncryptionCodec, Keyring, generate_key, keyring_from_settings, parse_keys
+from ringflow.codec import (
+    ENCODING,
+    EncryptionCodec,
+    Keyring,
+    codec_from_settings,
+    generate_key,
+    keyring_from_settings,
+    parse_keys,
+)
 from ringflow.devstack import DevStack, free_port
 from ringflow.input_guard import PAYLOAD_REFUSED, GuardedPayloadConverter
 from ringflow.servers.codec import build_app, start
-from ringflow.settings import get_settings
+from ringflow.settings import Settings, get_settings
 from ringflow.temporal_setup import connect
 from ringflow.workflows.client import CallHandle
 from tests.support.wfkit import Agent, running_worker, wait_state
@@ -175,3 +183,17 @@ async def test_a_bomb_signalled_to_a_call_is_rejected_without_failing_a_workflow
         await wait_state(call, lambda s: s.status == "ended")
         events = [e.event_type async for e in call.handle.fetch_history_events()]
     assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in events
+
+
+async def test_payload_compression_off_encrypts_uncompressed_and_still_reads_compressed() -> None:
+    """RINGFLOW_PAYLOAD_COMPRESSION=0, for a fleet upgrading from a release that cannot read
+    compressed payloads: nothing new is compressed, what others compressed still decodes."""
+    keys = f"k1:{generate_key()}"
+    off = codec_from_settings(Settings(codec_keys=keys, payload_compression=False))
+    on = codec_from_settings(Settings(codec_keys=keys))
+    assert on.compress and not off.compress
+    original = json_payload(TRANSCRIPT)
+    [plain_sealed] = await off.encode([original])
+    [packed_sealed] = await on.encode([original])
+    assert plain_sealed.ByteSize() > 2 * packed_sealed.ByteSize()
+    assert await off.decode([packed_sealed]) == await on.decode([plain_sealed]) == [original]
