@@ -3,19 +3,26 @@
 Prints one JSON document (``_report.emit``). The simulator's stack (a private dev server,
 its worker, the scripted LLM and the LiveKit fake, ``ringflow/simulation/simulator.py``)
 runs the 6-turn example script ``examples/scripts/appointment_reminder_reschedule.yaml``
-end to end through the real agent, alternately:
+end to end through the real agent, four ways in turn, in the same run:
 
-* by reference (``history_bytes_per_call``): the flow is published once and the call names
-  the version; its input, the agent's snapshots and any continue-as-new input leave the
-  definition out (``ringflow/flow_codec.py``);
-* by copy (``baseline_p50``): the call carries the definition, as a call started from a bare
-  definition does (and as every call did before flow versions).
+* today's design (``history_bytes_per_call``): the flow is published once and the call names
+  the version (its input, the agent's snapshots and any continue-as-new input leave the
+  definition out, ``ringflow/flow_codec.py``), and every payload is deflated before it is
+  encrypted (``ringflow/compression.py``);
+* the baseline (``baseline_p50``), the copy-in design as it was: the call carries the
+  definition, as a call started from a bare definition does and every call did before flow
+  versions, and payloads are encrypted uncompressed, as before compression;
+* each lever alone against the same baseline: ``history_bytes_reference_only`` (by
+  reference, uncompressed) and ``history_bytes_compression_only`` (by copy, compressed: what
+  a call started from a bare definition writes today).
 
-Each sample is the history's protobuf size as the server stores it (``History.ByteSize`` of
-every event, payloads encrypted as in production), so ``ratio`` (reference / copy) is the
-share of the history the flow reference leaves: the target is at most 0.2 (5x smaller).
-``history_events_per_call`` counts the events the same way. ``RINGFLOW_BENCH_SHORT=1``: one
-call of each.
+The worker and the client share one codec, whose ``compress`` switch the bench sets before
+each call (nothing of the previous call is still running then). Each sample is the history's
+protobuf size as the server stores it (``History.ByteSize`` of every event, payloads
+encrypted as in production), so ``ratio`` (today / baseline) is the share of the copy-in
+history today's design leaves: the target is at most 0.2 (5x smaller).
+``history_events_per_call`` counts the events the same way (compression changes no event).
+``RINGFLOW_BENCH_SHORT=1``: one call of each.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
 from ringflow.activities.persistence import dispose_engines
+from ringflow.codec import ephemeral_codec
+from ringflow.settings import get_settings
 from ringflow.simulation.simulator import environment, run_script
 
 SCRIPT = Path("examples/scripts/appointment_reminder_reschedule.yaml")  # relative to ROOT
@@ -62,21 +71,35 @@ def metric(name: str, unit: str, samples: list[float], baseline: list[float]) ->
 
 async def run() -> list[dict[str, Any]]:
     calls = 1 if os.environ.get("RINGFLOW_BENCH_SHORT") else CALLS
-    by_ref: list[tuple[int, int]] = []
-    by_copy: list[tuple[int, int]] = []
+    samples: dict[tuple[bool, bool], list[tuple[int, int]]] = {}  # (by reference, compressed)
+    codec = ephemeral_codec(get_settings())  # the embedded server's own key, as environment() makes
+    if codec.keyring is None:
+        raise SystemExit("bench: payload encryption is off (RINGFLOW_ENCRYPTION=0); it measures production's")
     with tempfile.TemporaryDirectory(prefix="ringflow-bench-versions-") as tmp:
         versions_db = f"sqlite:///{tmp}/versions.db"
-        async with environment(None) as (client, task_queue, llm, _stack):
+        async with environment(None, codec=codec) as (client, task_queue, llm, _stack):
             for _ in range(calls):
-                for publish_to, into in ((None, by_copy), (versions_db, by_ref)):
+                for by_ref, compressed in ((False, False), (True, True), (True, False), (False, True)):
+                    codec.compress = compressed
+                    publish_to = versions_db if by_ref else None
                     result = await run_script(SCRIPT, client, task_queue, llm, publish_to=publish_to)
                     if not result.ok:
                         raise SystemExit(f"bench: {SCRIPT} failed: {result.error or result.failures}")
-                    into.append(await history_of(client, result.workflow_id))
+                    sample = await history_of(client, result.workflow_id)
+                    samples.setdefault((by_ref, compressed), []).append(sample)
+            codec.compress = True
         dispose_engines()
+    baseline = samples[False, False]
+
+    def against_baseline(name: str, key: tuple[bool, bool], index: int, unit: str) -> dict[str, Any]:
+        ours, theirs = ([float(s[index]) for s in got] for got in (samples[key], baseline))
+        return metric(name, unit, ours, theirs)
+
     return [
-        metric("history_bytes_per_call", "bytes", [b for b, _ in by_ref], [b for b, _ in by_copy]),
-        metric("history_events_per_call", "events", [e for _, e in by_ref], [e for _, e in by_copy]),
+        against_baseline("history_bytes_per_call", (True, True), 0, "bytes"),
+        against_baseline("history_events_per_call", (True, True), 1, "events"),
+        against_baseline("history_bytes_reference_only", (True, False), 0, "bytes"),
+        against_baseline("history_bytes_compression_only", (False, True), 0, "bytes"),
     ]
 
 

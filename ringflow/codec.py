@@ -11,10 +11,13 @@ Keys form a ring: the first (primary) key encrypts, every key decrypts, and each
 names its key id in its metadata. Rotating a key is adding a new one in front and keeping
 the old ones for as long as calls written with them may still be read.
 
-Payloads without the encryption marker pass through decoding untouched: histories written
-before encryption was turned on (and the saved replay histories in ``tests/histories``)
-still load. Search attributes never pass through a codec (Temporal indexes them), which is
-why Ringflow's carry no personal data.
+Each payload is compressed before it is encrypted, when that makes it smaller
+(``ringflow/compression.py``: ciphertext does not compress, and a call's history is mostly
+JSON). Payloads without the encryption marker pass through decoding untouched, and so do
+ones without the compression marker: histories written before encryption, or compression,
+was turned on (and the saved replay histories in ``tests/histories``) still load. Search
+attributes never pass through a codec (Temporal indexes them), which is why Ringflow's carry
+no personal data.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 
+from ringflow import compression
 from ringflow.flow_codec import FlowRefCodec
 from ringflow.settings import Settings
 
@@ -123,11 +127,19 @@ def create_key_file(path: Path) -> Keyring:
 
 
 class EncryptionCodec(PayloadCodec):
-    """AES-256-GCM over each whole serialized payload, its key id in the outer metadata."""
+    """AES-256-GCM over each whole serialized payload, its key id in the outer metadata;
+    the payload deflated first when that makes it smaller (``compress``, on by default).
 
-    def __init__(self, keyring: Keyring | None, *, mark_decrypted: bool = False) -> None:
+    Without keys (encryption off) nothing is compressed either: the payloads stay the plain
+    JSON an operator turned encryption off to read. Decoding inflates a compressed payload
+    whether it came encrypted or not, so the codec server and every reader decode both."""
+
+    def __init__(
+        self, keyring: Keyring | None, *, mark_decrypted: bool = False, compress: bool = True
+    ) -> None:
         self.keyring = keyring
         self.mark_decrypted = mark_decrypted
+        self.compress = compress
         self._ciphers = {k: AESGCM(v) for k, v in keyring.keys.items()} if keyring else {}
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
@@ -141,13 +153,16 @@ class EncryptionCodec(PayloadCodec):
             return payload
         key_id = self.keyring.primary
         nonce = os.urandom(NONCE_BYTES)
+        packed = compression.compress(payload) if self.compress else payload
         # The key id is authenticated too: a payload cannot be relabelled to another key.
-        sealed = self._ciphers[key_id].encrypt(nonce, payload.SerializeToString(), key_id.encode())
+        sealed = self._ciphers[key_id].encrypt(nonce, packed.SerializeToString(), key_id.encode())
         return Payload(metadata={"encoding": ENCODING, KEY_ID: key_id.encode()}, data=nonce + sealed)
 
     def decrypt(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != ENCODING:
-            return payload  # written unencrypted (older calls, saved histories): pass through
+            # written unencrypted (older calls, saved histories): passed through, inflated if
+            # compressed; never marked as decrypted (ringflow/input_guard.py)
+            return compression.inflate(payload)
         key_id = payload.metadata.get(KEY_ID, b"").decode(errors="replace")
         cipher = self._ciphers.get(key_id)
         if cipher is None:
@@ -165,6 +180,7 @@ class EncryptionCodec(PayloadCodec):
             ) from None
         out = Payload()
         out.ParseFromString(plain)
+        out = compression.inflate(out)  # a bomb is refused here even under a valid key
         if self.mark_decrypted:
             out.metadata[DECRYPTED] = b"1"
         return out
@@ -225,9 +241,10 @@ def ephemeral_codec(settings: Settings) -> EncryptionCodec:
     need no configured key. Off with ``RINGFLOW_ENCRYPTION=0``."""
     if not settings.encryption:
         return EncryptionCodec(None)
-    return EncryptionCodec(parse_keys(f"ephemeral:{generate_key()}", "an embedded server's own key"))
+    ring = parse_keys(f"ephemeral:{generate_key()}", "an embedded server's own key")
+    return EncryptionCodec(ring, compress=settings.payload_compression)
 
 
 def codec_from_settings(settings: Settings) -> EncryptionCodec:
     """Always a codec, even without keys: it still decodes nothing it cannot, clearly."""
-    return EncryptionCodec(keyring_from_settings(settings))
+    return EncryptionCodec(keyring_from_settings(settings), compress=settings.payload_compression)

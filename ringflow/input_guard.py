@@ -20,6 +20,10 @@ fails the workflow (never its workflow task, so nothing retries in a loop) with 
 naming the reason and the fix. ``RINGFLOW_ALLOW_PLAINTEXT_INPUTS=1`` turns the check off
 for a migration (calls started before encryption was on); ``RINGFLOW_ENCRYPTION=0`` too,
 since then nothing is encrypted.
+
+The converter also refuses, with a non-retryable ``ApplicationError`` of type
+:data:`PAYLOAD_REFUSED`, any payload the codec would not decode (a compressed payload that
+inflates past its bound or is corrupt, ``ringflow/compression.py``), naming why.
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ from temporalio.worker import (
 )
 
 from ringflow.codec import DECRYPTED
+from ringflow.compression import refused_reason
 
 PLAINTEXT_INPUT = "PlaintextInput"  # the ApplicationError type a refused input fails with
+PAYLOAD_REFUSED = "PayloadRefused"  # ... and one the codec did not decode (a compression bomb)
 RAW_INPUT_WORKFLOWS = frozenset({"CallWorkflow"})  # run(raw: RawValue)
 # Compared by qualified name: inside the sandbox a model's class may be a re-imported copy.
 TYPED_INPUTS = frozenset({"ringflow.workflows.campaign_messages.CampaignInput"})
@@ -71,6 +77,13 @@ class GuardedPayloadConverter(PydanticPayloadConverter):
     """The pydantic converter, refusing a :data:`TYPED_INPUTS` value from an unmarked payload."""
 
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
+        hints: Sequence[Any] = type_hints or [None] * len(payloads)
+        for payload, hint in zip(payloads, hints, strict=False):
+            why = refused_reason(payload)
+            # the codec would not inflate it (ringflow/compression.py); a raw one is read by
+            # the workflow, which records it as rejected (a dropped signal would leave no trace)
+            if why is not None and hint is not RawValue:
+                raise ApplicationError(why, type=PAYLOAD_REFUSED, non_retryable=True)
         for payload, hint in zip(payloads, type_hints or [], strict=False):
             if _qualname(hint) in TYPED_INPUTS and not was_decrypted(payload):
                 raise refusal(f"a {getattr(hint, '__name__', 'workflow')} input")

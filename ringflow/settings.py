@@ -177,6 +177,10 @@ class Settings(BaseSettings):
     # Payload encryption (ringflow/codec.py). Keys are `id:base64` AES-256 entries, primary first,
     # from RINGFLOW_CODEC_KEYS or a file (RINGFLOW_CODEC_KEY_FILE); `ringflow dev` makes one in data_dir.
     encryption: bool = True
+    # Each payload deflated before it is encrypted (ringflow/compression.py); every reader
+    # decodes compressed payloads either way. Off (0) while upgrading from a release without
+    # it, until every worker, agent, client and codec server can read them.
+    payload_compression: bool = True
     # The worker fails a call or campaign whose input reached Temporal unencrypted (a client
     # without the codec: ringflow/input_guard.py); on only to migrate calls started in clear.
     allow_plaintext_inputs: bool = False

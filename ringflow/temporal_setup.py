@@ -66,9 +66,14 @@ async def connect(
     the profile's. ``runtime`` carries telemetry (e.g. Prometheus metrics) for workers.
     """
     if codec is None:
-        codec = EncryptionCodec(require_keyring(get_settings()), mark_decrypted=refuse_plaintext_inputs)
+        settings = get_settings()
+        codec = EncryptionCodec(
+            require_keyring(settings),
+            mark_decrypted=refuse_plaintext_inputs,
+            compress=settings.payload_compression,
+        )
     elif refuse_plaintext_inputs and isinstance(codec, EncryptionCodec):
-        codec = EncryptionCodec(codec.keyring, mark_decrypted=True)
+        codec = EncryptionCodec(codec.keyring, mark_decrypted=True, compress=codec.compress)
     guard = refuse_plaintext_inputs and isinstance(codec, EncryptionCodec) and codec.keyring is not None
     options = connect_options(address, namespace, envconfig=envconfig)
     converter = data_converter(codec)

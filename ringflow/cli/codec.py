@@ -76,7 +76,7 @@ def codec_server(
     configure_logging(settings.log_level, settings.log_format)
     origins = settings.codec_cors_origins.split(",")
     app = build_app(
-        EncryptionCodec(ring),
+        EncryptionCodec(ring, compress=settings.payload_compression),
         token=None if no_auth else token,
         cors_origins=origins,
         oidc=None if no_auth else oidc,

@@ -314,7 +314,8 @@ async def _dev_codec_server(stack: DevStack, settings: Settings) -> web.AppRunne
         return None
     host = "127.0.0.1"
     origins = [stack.ui_address, f"http://localhost:{stack.ui_port}"]
-    app = build_app(EncryptionCodec(ring), token=None, cors_origins=origins)
+    codec = EncryptionCodec(ring, compress=settings.payload_compression)
+    app = build_app(codec, token=None, cors_origins=origins)
     try:
         runner = await start_codec_server(app, host, settings.codec_server_port)
     except OSError as err:

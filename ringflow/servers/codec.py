@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload, Payloads
 
 from ringflow.codec import CodecKeyError, EncryptionCodec
+from ringflow.compression import refused_reason
 from ringflow.servers.codec_auth import CodecAuth, OidcVerifier, Unauthorized
 from ringflow.servers.codec_metrics import count_requests, metrics
 
@@ -115,6 +116,10 @@ def build_app(
             return error(request, 422, str(err))
         except (DecodeError, ValueError) as err:  # decrypted, but what it held is no payload
             return error(request, 400, f"a payload could not be decoded: {type(err).__name__}")
+        # a compressed payload the codec would not inflate (a bomb, corrupt): said, not shown
+        why_not = next((r for r in map(refused_reason, out) if r is not None), None)
+        if op == "decode" and why_not is not None:
+            return error(request, 422, why_not)
         text = json_format.MessageToJson(Payloads(payloads=out))
         return cors(request, web.Response(text=text, content_type="application/json"))
 

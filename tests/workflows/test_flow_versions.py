@@ -19,6 +19,7 @@ from ringflow.activities import campaign_store as store
 from ringflow.activities import flow_store
 from ringflow.activities.campaign_rules import RetryRule
 from ringflow.callflow.model import FlowDefinition
+from ringflow.codec import EncryptionCodec
 from ringflow.contract.call import CallInput
 from ringflow.flow_codec import REF_KEY, FlowRefCodec, FlowVersionMissing
 from tests.support.campaignkit import (
@@ -72,15 +73,23 @@ async def test_a_call_by_reference_keeps_the_definition_out_of_its_history(
 ) -> None:
     definition, v = published(sqlite_url)
     flow_store.forget_contents()  # the worker reads the version from the database
-    async with running_worker(temporal_client, task_queue, sqlite_url):
-        copied = await start(temporal_client, task_queue, definition)
-        copied_rec = await happy_path(copied)
-        by_ref = await start(temporal_client, task_queue, definition, flow_ref=v.ref)
+    # The definition's own bytes are what is saved: measured uncompressed (the worker shares
+    # this client's codec; compression is ringflow/compression.py's, tested on its own).
+    codec = temporal_client.data_converter.payload_codec.inner  # type: ignore[union-attr]
+    assert isinstance(codec, EncryptionCodec)
+    compressing, codec.compress = codec.compress, False
+    try:
+        async with running_worker(temporal_client, task_queue, sqlite_url):
+            copied = await start(temporal_client, task_queue, definition)
+            copied_rec = await happy_path(copied)
+            by_ref = await start(temporal_client, task_queue, definition, flow_ref=v.ref)
 
-        def whole(snap: Any) -> None:  # the agent gets the definition whole
-            assert snap.definition.flow == definition.flow and snap.flow_ref == v.ref
+            def whole(snap: Any) -> None:  # the agent gets the definition whole
+                assert snap.definition.flow == definition.flow and snap.flow_ref == v.ref
 
-        rec = await happy_path(by_ref, whole)
+            rec = await happy_path(by_ref, whole)
+    finally:
+        codec.compress = compressing
     assert rec.path == copied_rec.path and rec.disposition == copied_rec.disposition == "booked"
     history = await by_ref.handle.fetch_history()
     started = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
