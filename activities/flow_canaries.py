@@ -28,7 +28,7 @@ from sqlmodel import Field, SQLModel
 from temporalio import activity
 
 from ringflow.activities import flow_store
-from ringflow.activities.persistence import CallRow, _insert_for
+from ringflow.activities.persistence import CallRow, FlowCanaryCallRow, _insert_for
 from ringflow.callflow.canary import CanaryPolicy, Side, SideStats, side_for
 from ringflow.callflow.model import FlowDefinition
 
@@ -51,17 +51,6 @@ class FlowCanaryRow(SQLModel, table=True):
     policy: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     started_at: float = 0.0
     decided_at: float | None = None
-
-
-class FlowCanaryCallRow(SQLModel, table=True):
-    """Table ``flow_canary_calls``: the side each call of a canary was sent to."""
-
-    __tablename__ = "flow_canary_calls"
-
-    call_id: str = Field(primary_key=True, max_length=200)
-    canary_id: str = Field(max_length=200, index=True)
-    side: str = Field(max_length=20)
-    at: float = 0.0
 
 
 _TABLES = [FlowCanaryRow.__table__, FlowCanaryCallRow.__table__]  # type: ignore[attr-defined]
@@ -249,10 +238,18 @@ def definition_for(
 
 
 def side_stats(database_url: str, canary_id: str) -> tuple[SideStats, SideStats]:
-    """The candidate's and the baseline's ended calls, summed."""
+    """The candidate's and the baseline's ended calls, summed: how each ended, how long it
+    lasted, and the function calls its flow refused (``CallRecord.refused``)."""
     sides = {"candidate": SideStats(), "baseline": SideStats()}
     query = (
-        select(CC.c.side, CALLS.c.end_reason, CALLS.c.disposition, CALLS.c.started_at, CALLS.c.ended_at)
+        select(
+            CC.c.side,
+            CALLS.c.end_reason,
+            CALLS.c.disposition,
+            CALLS.c.started_at,
+            CALLS.c.ended_at,
+            CALLS.c.refused,
+        )
         .join(CALLS, CALLS.c.call_id == CC.c.call_id)
         .where(CC.c.canary_id == canary_id, CALLS.c.ended_at.is_not(None))
     )
@@ -261,7 +258,7 @@ def side_stats(database_url: str, canary_id: str) -> tuple[SideStats, SideStats]
             if row.side not in sides:
                 continue
             length = max((row.ended_at - row.started_at).total_seconds(), 0.0)
-            sides[row.side] = sides[row.side].add(row.end_reason, row.disposition, length)
+            sides[row.side] = sides[row.side].add(row.end_reason, row.disposition, length, row.refused or 0)
     return sides["candidate"], sides["baseline"]
 
 

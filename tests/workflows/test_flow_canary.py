@@ -98,6 +98,34 @@ async def test_a_worse_candidate_is_rolled_back_by_its_workflow(
 
 
 @pytest.mark.timeout(120)
+async def test_a_candidate_whose_calls_refuse_functions_is_rolled_back_for_it(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """Both sides' calls complete alike, but the candidate's flow refuses the LLM's function
+    calls on a third of its calls (``CallRecord.refused``, as the workflow records it): the
+    canary's workflow rolls it back on refusals alone, and the reason says so."""
+    v1, v2 = two_versions(sqlite_url)
+    canary = flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 30, "production")
+    rng = random.Random(5)
+    refusing = 0
+    for i in range(400):
+        pin = flow_canaries.resolve_call(sqlite_url, "clinic_reminder@production", f"r{i}")
+        rec = ended(f"r{i}", 0.0, rng)
+        odds = 0.35 if pin.side == "candidate" else 0.01
+        rec.refused = 2 if rng.random() < odds else 0
+        refusing += pin.side == "candidate" and rec.refused > 0
+        upsert_call(sqlite_url, rec)
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        await watch_canary(temporal_client, sqlite_url, canary, task_queue=task_queue, check_every_s=0.5)
+        done = await temporal_client.get_workflow_handle(canary.workflow_id, result_type=CanaryView).result()
+    assert done.status == "rolled_back" and done.verdict is not None
+    assert "refused_rate (calls with a function call refused)" in done.verdict.reason, done.verdict.reason
+    assert "failed_rate" not in done.verdict.reason
+    assert done.candidate_stats.refused == refusing and done.candidate_stats.refusals == 2 * refusing
+    assert flow_store.channels(sqlite_url, v1.name)["production"] == v1.version  # the channel stays
+
+
+@pytest.mark.timeout(120)
 async def test_a_candidate_no_worse_is_promoted_by_its_workflow(
     temporal_client: Client, task_queue: str, sqlite_url: str
 ) -> None:
