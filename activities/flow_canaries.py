@@ -222,6 +222,28 @@ def resolve_call(database_url: str, ref: str, call_id: str, key: str | None = No
     return CallPin(pinned, canary.canary_id, side)
 
 
+def campaign_split(
+    database_url: str, ref: str
+) -> tuple[Canary, flow_store.PublishedVersion, FlowDefinition] | None:
+    """The canary running on the channel a campaign's ``ref`` names (``NAME``,
+    ``NAME@CHANNEL``), with its candidate's version and definition; None for an exact
+    version, a file or a channel without one. The campaign's workflow splits its contacts by
+    it (``CampaignInput.flow_for``), as :func:`resolve_call` splits other calls."""
+    name, _, tail = ref.partition("@")
+    found = flow_store.resolve(database_url, ref)
+    if tail and flow_store.VERSION_RE.fullmatch(tail) and tail == found.version:
+        return None
+    canary = running_canary(database_url, name, tail or flow_store.DEFAULT_CHANNEL)
+    if canary is None:
+        return None
+    cand = flow_store.get_version(database_url, name, canary.candidate)
+    if cand is None:
+        raise flow_store.FlowRefError(
+            f"canary {canary.canary_id} names {name}@{canary.candidate}, which is not published"
+        )
+    return canary, cand, flow_store.load_definition(database_url, name, canary.candidate)
+
+
 def definition_for(
     database_url: str, ref: str, call_id: str | None = None
 ) -> tuple[FlowDefinition, flow_store.PublishedVersion]:

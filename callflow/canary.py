@@ -40,6 +40,12 @@ def side_for(canary_id: str, key: str, percent: float) -> Side:
     return "candidate" if bucket < round(percent * BUCKETS / 100) else "baseline"
 
 
+def contact_key(campaign_id: str, idx: int) -> str:
+    """A campaign contact's key for :func:`side_for`: the same for every attempt of the
+    contact (a call id names the attempt), so a retried contact stays on its side."""
+    return f"campaign:{campaign_id}:{idx}"
+
+
 class SideStats(BaseModel):
     """One side's ended calls, as sums (a canary's history holds counts, not calls)."""
 

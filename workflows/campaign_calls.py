@@ -49,12 +49,14 @@ def call_input(inp: CampaignInput, c: Claimed) -> Any:
         ringing_timeout_s=inp.ringing_timeout_s,
         not_before=c.slot,
     )
+    definition, flow_ref, side = inp.flow_for(c.idx)  # a canary on the campaign's channel splits them
     call_inp, attrs = checked_call_input(
-        inp.definition,
+        definition,
         c.call_id,
         c.variables,
         {"dial": dial, "campaign_id": inp.campaign_id, "agent_timeout_s": inp.agent_timeout_s}
-        | ({"flow_ref": inp.flow_ref} if inp.flow_ref is not None else {}),
+        | ({"flow_ref": flow_ref} if flow_ref is not None else {})
+        | ({"canary": side} if side is not None else {}),
     )
     if carrier := child_root(c.call_id, inp.definition.flow.flow):
         call_inp = call_inp.model_copy(update={"trace": carrier})

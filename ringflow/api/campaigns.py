@@ -157,6 +157,7 @@ async def create(
                 windows=windows,
                 retries=retries,
                 flow_ref=version.ref,
+                ref=flow,
             )
         except ValidationError as exc:
             errors = [field(".".join(str(x) for x in e["loc"]), e["msg"]) for e in exc.errors()]
