@@ -111,8 +111,11 @@ def journey_input(inp: CampaignInput, c: Claimed, cps: float) -> tuple[JourneyIn
     rules as the journey's (a contact's retries live in the journey, not in the campaign),
     the campaign's windows in the contact's timezone and pace ``cps`` for every later call."""
     assert c.journey_id is not None, "a campaign of journeys' round names each contact's journey"
+    definition, flow_ref, side = inp.flow_for(c.idx)
     jinp = JourneyInput(
-        flow=inp.definition,
+        flow=definition,
+        flow_ref=flow_ref,
+        canary=side,
         phone=c.phone,
         timezone=c.tz,
         variables=c.variables,
