@@ -161,6 +161,10 @@ async def test_bad_function_calls_come_back_to_the_llm_as_errors(tc: TextCall) -
 
     st = await tc.synced()
     assert st.node == "welcome" and st.status == "live" and st.state == {}
+    # refused by the flow, and counted on both sides: the handler's arguments (in the
+    # workflow), the name livekit refused (reported by the agent, marked) and the direct call
+    assert st.refused == tc.controller.state.refused == 3
+    assert any("'?fly_to_the_moon'" in r.reason for r in st.rejected)
 
 
 async def test_refused_function_calls_are_counted_on_both_sides_and_kept_in_the_record(tc: TextCall) -> None:
