@@ -147,7 +147,8 @@ async def create(
             derived_id(key, idempotency_key)[:12] if idempotency_key else uuid.uuid4().hex[:12]
         )
         try:
-            inp = campaign_input(
+            inp = await asyncio.to_thread(  # a canary on the flow's channel is read from the database
+                campaign_input,
                 settings,
                 definition,
                 cid,
