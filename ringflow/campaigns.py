@@ -234,10 +234,14 @@ def campaign_canary(database_url: str, ref: str) -> CampaignCanary | None:
     """The split of a campaign started with ``ref`` (``NAME``, ``NAME@CHANNEL``) while a
     canary runs on that channel; None for a file, an exact version or no canary."""
     from ringflow.activities.flow_canaries import campaign_split
+    from ringflow.activities.flow_store import FlowRefError
     from ringflow.flow_refs import is_file_ref
     from ringflow.workflows.campaign_messages import CampaignCanary
 
-    split = None if is_file_ref(ref) else campaign_split(database_url, ref)
+    try:
+        split = None if is_file_ref(ref) else campaign_split(database_url, ref)
+    except FlowRefError:  # a file the CLI found without a suffix: published, never split
+        split = None
     if split is None:
         return None
     canary, candidate, definition = split
