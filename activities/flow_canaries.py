@@ -28,7 +28,7 @@ from sqlmodel import Field, SQLModel
 from temporalio import activity
 
 from ringflow.activities import flow_store
-from ringflow.activities.persistence import CallRow, _insert_for
+from ringflow.activities.persistence import CallRow, FlowCanaryCallRow, _insert_for
 from ringflow.callflow.canary import CanaryPolicy, Side, SideStats, side_for
 from ringflow.callflow.model import FlowDefinition
 
@@ -51,17 +51,6 @@ class FlowCanaryRow(SQLModel, table=True):
     policy: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     started_at: float = 0.0
     decided_at: float | None = None
-
-
-class FlowCanaryCallRow(SQLModel, table=True):
-    """Table ``flow_canary_calls``: the side each call of a canary was sent to."""
-
-    __tablename__ = "flow_canary_calls"
-
-    call_id: str = Field(primary_key=True, max_length=200)
-    canary_id: str = Field(max_length=200, index=True)
-    side: str = Field(max_length=20)
-    at: float = 0.0
 
 
 _TABLES = [FlowCanaryRow.__table__, FlowCanaryCallRow.__table__]  # type: ignore[attr-defined]
@@ -233,6 +222,28 @@ def resolve_call(database_url: str, ref: str, call_id: str, key: str | None = No
     return CallPin(pinned, canary.canary_id, side)
 
 
+def campaign_split(
+    database_url: str, ref: str
+) -> tuple[Canary, flow_store.PublishedVersion, FlowDefinition] | None:
+    """The canary running on the channel a campaign's ``ref`` names (``NAME``,
+    ``NAME@CHANNEL``), with its candidate's version and definition; None for an exact
+    version, a file or a channel without one. The campaign's workflow splits its contacts by
+    it (``CampaignInput.flow_for``), as :func:`resolve_call` splits other calls."""
+    name, _, tail = ref.partition("@")
+    found = flow_store.resolve(database_url, ref)
+    if tail and flow_store.VERSION_RE.fullmatch(tail) and tail == found.version:
+        return None
+    canary = running_canary(database_url, name, tail or flow_store.DEFAULT_CHANNEL)
+    if canary is None:
+        return None
+    cand = flow_store.get_version(database_url, name, canary.candidate)
+    if cand is None:
+        raise flow_store.FlowRefError(
+            f"canary {canary.canary_id} names {name}@{canary.candidate}, which is not published"
+        )
+    return canary, cand, flow_store.load_definition(database_url, name, canary.candidate)
+
+
 def definition_for(
     database_url: str, ref: str, call_id: str | None = None
 ) -> tuple[FlowDefinition, flow_store.PublishedVersion]:
@@ -249,10 +260,18 @@ def definition_for(
 
 
 def side_stats(database_url: str, canary_id: str) -> tuple[SideStats, SideStats]:
-    """The candidate's and the baseline's ended calls, summed."""
+    """The candidate's and the baseline's ended calls, summed: how each ended, how long it
+    lasted, and the function calls its flow refused (``CallRecord.refused``)."""
     sides = {"candidate": SideStats(), "baseline": SideStats()}
     query = (
-        select(CC.c.side, CALLS.c.end_reason, CALLS.c.disposition, CALLS.c.started_at, CALLS.c.ended_at)
+        select(
+            CC.c.side,
+            CALLS.c.end_reason,
+            CALLS.c.disposition,
+            CALLS.c.started_at,
+            CALLS.c.ended_at,
+            CALLS.c.refused,
+        )
         .join(CALLS, CALLS.c.call_id == CC.c.call_id)
         .where(CC.c.canary_id == canary_id, CALLS.c.ended_at.is_not(None))
     )
@@ -261,7 +280,7 @@ def side_stats(database_url: str, canary_id: str) -> tuple[SideStats, SideStats]
             if row.side not in sides:
                 continue
             length = max((row.ended_at - row.started_at).total_seconds(), 0.0)
-            sides[row.side] = sides[row.side].add(row.end_reason, row.disposition, length)
+            sides[row.side] = sides[row.side].add(row.end_reason, row.disposition, length, row.refused or 0)
     return sides["candidate"], sides["baseline"]
 
 

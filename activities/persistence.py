@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -80,6 +81,7 @@ class CallRow(SQLModel, table=True):
     analysis: dict[str, Any] | None = _json_or_null()
     caller_number: str | None = Field(default=None, max_length=256)
     called_number: str | None = Field(default=None, max_length=256)
+    refused: int | None = None  # the LLM's function calls the flow refused (CallRecord.refused)
 
 
 class CallTurnRow(SQLModel, table=True):
@@ -96,9 +98,22 @@ class CallTurnRow(SQLModel, table=True):
     data: dict[str, Any] = _json_col()
 
 
+class FlowCanaryCallRow(SQLModel, table=True):
+    """Table ``flow_canary_calls``: the side each call of a canary was sent to (written by
+    ``activities/flow_canaries.resolve_call``, and here for a campaign's call whose record
+    names its side)."""
+
+    __tablename__ = "flow_canary_calls"
+
+    call_id: str = Field(primary_key=True, max_length=200)
+    canary_id: str = Field(max_length=200, index=True)
+    side: str = Field(max_length=20)
+    at: float = 0.0
+
+
 # SQLModel's classes get ``__table__`` from SQLAlchemy at class creation; its stubs do not
 # declare it, hence the ignores on each use below.
-_TABLES = [CallRow.__table__, CallTurnRow.__table__]  # type: ignore[attr-defined]
+_TABLES = [CallRow.__table__, CallTurnRow.__table__, FlowCanaryCallRow.__table__]  # type: ignore[attr-defined]
 _JSON_FIELDS = (
     "path",
     "variables",
@@ -306,6 +321,10 @@ def upsert_call(database_url: str, record: CallRecord) -> None:
     goes unwritten with a short, non-retryable failure rather than retrying for ever."""
     table = CallRow.__table__  # type: ignore[attr-defined]
     values = _record_values(record)
+    canary = values.pop("canary", None)
+    if canary:  # a campaign's call on a canary's side: the canary counts it with that side
+        canary_id, _, side = str(canary).rpartition(":")
+        record_side(database_url, record.call_id, canary_id, side)
     try:
         _upsert_call_values(database_url, values)
     except DataError as first:
@@ -318,6 +337,19 @@ def upsert_call(database_url: str, record: CallRecord) -> None:
                 type="RecordRefused",
                 non_retryable=True,
             ) from None
+
+
+def record_side(database_url: str, call_id: str, canary_id: str, side: str) -> None:
+    """Record that ``call_id`` is on ``side`` of the canary (a campaign's call, whose side the
+    campaign's workflow chose by the same hash as ``resolve_call``, ``callflow/canary.py``);
+    the first record of a call stands, as there."""
+    if side not in ("candidate", "baseline") or not canary_id:
+        return
+    engine = get_engine(database_url)
+    table = FlowCanaryCallRow.__table__  # type: ignore[attr-defined]
+    stmt = _insert_for(engine, table).values(call_id=call_id, canary_id=canary_id, side=side, at=time.time())
+    with engine.begin() as conn:
+        conn.execute(stmt.on_conflict_do_nothing(index_elements=[table.c.call_id]))
 
 
 def short_error(exc: DBAPIError) -> str:

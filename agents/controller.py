@@ -60,7 +60,7 @@ from ringflow.callflow.state import CallState
 from ringflow.contract.events import CallEvent, HangupEvent, Heartbeat, Turn, TurnsEvent
 from ringflow.contract.supervision import SupervisorStep, whisper_note
 from ringflow.contract.updates import CallFunctionRequest, Snapshot, ValuesAnswer
-from ringflow.contract.wire import MAX_TEXT_CHARS, oversized_args
+from ringflow.contract.wire import MAX_NAME_CHARS, MAX_TEXT_CHARS, oversized_args
 from ringflow.workflows.client import CallHandle
 
 __all__ = ["WRAP_UP", "AgentStopped", "FlowController", "SessionPort", "ToolOutcome", "call_locally"]
@@ -345,7 +345,16 @@ class FlowController:
                 state = self._state
             now = self.clock()
             step, out, runs = call_locally(self.engine, state, name, args, now)
-            if out.error:
+            if out.error:  # refused: counted in the state, and reported so the workflow counts it too
+                if len(name) > MAX_NAME_CHARS:  # no signal can carry it: neither side counts it
+                    return out
+                self._state = step.state
+                self.seq = seq = self.seq + 1
+                self.outbox.put(
+                    DeferredTransition(
+                        (self.turn_key, self.step_no, seq, node or "", name, args, now, self.epoch)
+                    )  # type: ignore[arg-type]
+                )
                 return out
             if presses and (send := getattr(self.port, "send_dtmf", None)) is not None:
                 await send(str(args.get("digits", "")))

@@ -104,6 +104,10 @@ def tool_span(call_id: str, name: str, node: str | None) -> contextlib.AbstractC
     )
 
 
+UNKNOWN_FUNCTION = "Unknown function: "  # how livekit-agents answers a name it was not given
+UNOFFERED = "?"  # marks such a call when reported: no function name starts with it
+
+
 def build_tool(spec: ToolSpec, controller: FlowController) -> lk_llm.RawFunctionTool:
     async def call(raw_arguments: dict[str, Any]) -> lk_llm.ToolResult:
         token = IN_TOOL.set(True)
@@ -260,6 +264,7 @@ class LiveKitPort:
         self.data_sender: Any = None
         self.published: list[tuple[str, bytes]] = []  # what went to the room (simulation, tests)
         self.voice: VoiceControl | None = None  # the flow's voice settings, node by node (agents/voice.py)
+        self.unoffered: set[asyncio.Task[Any]] = set()  # refusals livekit made, being reported
         session.on("function_tools_executed", self._tools_executed)
 
     async def heard_keys(self, digits: str) -> None:
@@ -379,11 +384,28 @@ class LiveKitPort:
     def _tools_executed(self, ev: FunctionToolsExecutedEvent) -> None:
         """livekit emits this just before it commits the tools' calls and outputs to the
         chat context, in the same synchronous step: the deferred turn starts on the next
-        loop iteration, after that commit."""
+        loop iteration, after that commit.
+
+        A call of a name the speech was not given as a tool is answered by livekit itself
+        ("Unknown function: ..."), before any of this agent's code runs: it is handed to the
+        controller marked (:data:`UNOFFERED`), a name no flow can have, so that both engines
+        refuse and count it as the flow's refusal without ever running a function of that
+        name (the call may have moved meanwhile to a node that has one)."""
+        for fc, out in ev.zipped():
+            if out.is_error and str(out.output).startswith(UNKNOWN_FUNCTION):
+                task = asyncio.get_running_loop().create_task(self._unoffered(fc.name))
+                self.unoffered.add(task)
+                task.add_done_callback(self.unoffered.discard)
         if self.deferred_reply is not None and self.released is None:
             loop = asyncio.get_running_loop()
             self.released = loop.create_future()
             loop.call_soon(self._release)
+
+    async def _unoffered(self, name: str) -> None:
+        try:
+            await self.agent.controller.on_tool_call(f"{UNOFFERED}{name}", {})
+        except AgentStopped:  # replaced or ended meanwhile: nothing left to count it in
+            pass
 
     def _release(self) -> None:
         pending, self.deferred_reply = self.deferred_reply, None

@@ -40,6 +40,12 @@ def side_for(canary_id: str, key: str, percent: float) -> Side:
     return "candidate" if bucket < round(percent * BUCKETS / 100) else "baseline"
 
 
+def contact_key(campaign_id: str, idx: int) -> str:
+    """A campaign contact's key for :func:`side_for`: the same for every attempt of the
+    contact (a call id names the attempt), so a retried contact stays on its side."""
+    return f"campaign:{campaign_id}:{idx}"
+
+
 class SideStats(BaseModel):
     """One side's ended calls, as sums (a canary's history holds counts, not calls)."""
 
@@ -47,15 +53,16 @@ class SideStats(BaseModel):
     failed: int = 0  # end reason ``error`` or ``agent_lost``
     transferred: int = 0
     completed: int = 0  # reached an end node (``completed``)
-    refused: int = 0  # calls with a function call the engine refused
+    refused: int = 0  # calls with a function call the engine refused (CallRecord.refused > 0)
+    refusals: int = 0  # the function calls refused, all calls together
     duration_sum: float = 0.0  # seconds
     duration_sumsq: float = 0.0
     dispositions: dict[str, int] = {}
 
     def add(
-        self, end_reason: str | None, disposition: str | None, duration_s: float, refused: bool = False
+        self, end_reason: str | None, disposition: str | None, duration_s: float, refused: int = 0
     ) -> SideStats:
-        """These stats with one more ended call."""
+        """These stats with one more ended call, which had ``refused`` function calls refused."""
         mix = dict(self.dispositions)
         key = disposition or "(none)"
         mix[key] = mix.get(key, 0) + 1
@@ -65,7 +72,8 @@ class SideStats(BaseModel):
                 "failed": self.failed + (end_reason in FAILED_REASONS),
                 "transferred": self.transferred + (end_reason == "transferred"),
                 "completed": self.completed + (end_reason in COMPLETED_REASONS),
-                "refused": self.refused + refused,
+                "refused": self.refused + (refused > 0),
+                "refusals": self.refusals + max(refused, 0),
                 "duration_sum": self.duration_sum + duration_s,
                 "duration_sumsq": self.duration_sumsq + duration_s * duration_s,
                 "dispositions": mix,
@@ -158,6 +166,16 @@ RATE_METRICS: tuple[tuple[str, bool], ...] = (  # (field, higher is worse)
 )
 
 
+# what each metric counts, as a rollback's reason says it
+METRIC_MEANS = {
+    "failed_rate": "calls that broke",
+    "transferred_rate": "calls transferred",
+    "refused_rate": "calls with a function call refused",
+    "completed_rate": "calls completed at an end node",
+    "call_length_s": "mean call length",
+}
+
+
 def decide(candidate: SideStats, baseline: SideStats, policy: CanaryPolicy) -> Verdict:
     """Roll back, promote, or keep watching; the reason names the metric that decided."""
     metrics = len(RATE_METRICS) + 1
@@ -181,8 +199,12 @@ def decide(candidate: SideStats, baseline: SideStats, policy: CanaryPolicy) -> V
     worse = [c for c in checks if c.verdict == "worse"]
     if worse:
         why = "; ".join(
-            f"{c.metric} {c.candidate:g} vs {c.baseline:g} (worse by {c.low:g} to {c.high:g})" for c in worse
+            f"{c.metric} ({METRIC_MEANS[c.metric]}) {c.candidate:g} vs {c.baseline:g} "
+            f"(worse by {c.low:g} to {c.high:g})"
+            for c in worse
         )
+        if any(c.metric == "refused_rate" for c in worse):
+            why += f"; {candidate.refusals} vs {baseline.refusals} function calls refused in all"
         return Verdict(
             decision="rollback",
             reason=f"candidate worse at {policy.confidence:g} confidence after {nc}/{nb} calls: {why}",

@@ -3,7 +3,8 @@
 No I/O, no clock, no randomness: the Temporal workflow and the LiveKit agent both
 run it on the same events and must reach the same state. It never raises on an
 event; anything it cannot apply comes back as a ``Rejected`` effect (or, for the
-LLM's mistakes, an error ``ToolResponse``) with the state unchanged.
+LLM's mistakes, an error ``ToolResponse``) with the state unchanged, except that a
+refused function call of the LLM is counted (``CallState.refused``).
 """
 
 from __future__ import annotations
@@ -203,6 +204,22 @@ class Engine:
         return Step(d.call, self.announced(d.call, d.effects))
 
     def _on_function_called(self, state: CallState, ev: FunctionCalled) -> Step:
+        """The LLM's call, counted in ``CallState.refused`` when the flow refuses it (a function
+        the node does not offer, arguments it does not take, a digression it does not allow, a
+        transition that cannot be taken); not when the moment refuses it (the call has ended,
+        its entry waits for values, a supervisor has it). Both engines apply the same calls
+        (the agent reports its refusals too), so the count is the call's on both sides, and a
+        canary compares versions by it."""
+        step = self._function_called(state, ev)
+        if (
+            step.state is state
+            and not (state.ended or state.takeover or state.waiting is not None)
+            and any(isinstance(e, ToolResponse) and e.error for e in step.effects)
+        ):
+            return Step(state.model_copy(update={"refused": state.refused + 1}), step.effects)
+        return step
+
+    def _function_called(self, state: CallState, ev: FunctionCalled) -> Step:
         if state.node is None:
             return self._reject(state, "the call has not started")
         if ev.node is not None and ev.node != state.node:

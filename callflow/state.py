@@ -121,6 +121,9 @@ class CallState(BaseModel):
     # id of the last supervisor action both engines applied.
     takeover: bool = False
     supervisor_seen: int = 0
+    # The LLM's function calls the engine refused (``Engine._on_function_called``): the
+    # call's record keeps the count, and a canary compares its sides by it.
+    refused: int = 0
 
     def values(self) -> dict[str, Any]:
         """What templates and gate conditions see: inputs, extracted values and state."""

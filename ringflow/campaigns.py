@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ringflow.activities.campaign_rules import RetryRule, Windows
     from ringflow.contract.flow_ref import FlowRef
     from ringflow.settings import Settings
-    from ringflow.workflows.campaign_messages import CampaignInput
+    from ringflow.workflows.campaign_messages import CampaignCanary, CampaignInput
 
 PHONE_KEYS = ("phone", "number", "to", "phone_number")
 TZ_KEYS = ("timezone", "tz")
@@ -230,6 +230,26 @@ def campaign_handle(client: Client, campaign_id: str) -> WorkflowHandle[Any, Any
     return client.get_workflow_handle(campaign_workflow_id(campaign_id), result_type=dict)
 
 
+def campaign_canary(database_url: str, ref: str) -> CampaignCanary | None:
+    """The split of a campaign started with ``ref`` (``NAME``, ``NAME@CHANNEL``) while a
+    canary runs on that channel; None for a file, an exact version or no canary."""
+    from ringflow.activities.flow_canaries import campaign_split
+    from ringflow.activities.flow_store import FlowRefError
+    from ringflow.flow_refs import is_file_ref
+    from ringflow.workflows.campaign_messages import CampaignCanary
+
+    try:
+        split = None if is_file_ref(ref) else campaign_split(database_url, ref)
+    except FlowRefError:  # a file the CLI found without a suffix: published, never split
+        split = None
+    if split is None:
+        return None
+    canary, candidate, definition = split
+    return CampaignCanary(
+        canary_id=canary.canary_id, percent=canary.percent, flow_ref=candidate.ref, definition=definition
+    )
+
+
 def campaign_input(
     settings: Settings,
     definition: FlowDefinition,
@@ -242,11 +262,16 @@ def campaign_input(
     retries: dict[str, RetryRule],
     flow_ref: FlowRef | None = None,
     journeys: bool | None = None,
+    ref: str | None = None,
 ) -> CampaignInput:
     """A campaign's input as ``campaign start`` and ``POST /v1/campaigns`` build it: the SIP
     and agent settings from ``settings``; raises pydantic's ``ValidationError``. ``journeys``
-    None: a campaign of journeys when the flow has a ``journey:`` block."""
+    None: a campaign of journeys when the flow has a ``journey:`` block. ``ref``: the flow
+    reference the campaign was started with; a canary running on the channel it names splits
+    the campaign's contacts (``activities.flow_canaries.campaign_split``)."""
     from ringflow.workflows.campaign_messages import CampaignInput, Limits
+
+    canary = campaign_canary(settings.database_url, ref) if ref else None
 
     return CampaignInput(
         campaign_id=campaign_id,
@@ -260,6 +285,7 @@ def campaign_input(
         retry=retries,
         agent_timeout_s=settings.call_agent_timeout_s,
         journeys=definition.flow.journey is not None if journeys is None else journeys,
+        canary=canary,
     )
 
 

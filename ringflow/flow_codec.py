@@ -9,6 +9,9 @@ published definition back. Workflow code sees the whole definition either way, s
 in it changes, and a replay decodes the same bytes every time: a version is immutable and
 content-addressed, so the read is deterministic and is cached for the life of the process.
 
+A journey's input holds its definition as ``flow``: it is taken out the same way, and the
+payload says so (``SLOT_KEY``), so decoding puts it back there.
+
 This is Temporal's claim-check pattern (a ``PayloadCodec`` that swaps a payload's bulk for a
 key in another store) with content addressing: a thousand calls of one version share one row
 (``activities/flow_store.py``). A definition that differs from the published one (an MCP
@@ -32,6 +35,10 @@ from ringflow.settings import get_settings
 
 REF_KEY = "ringflow-flow-ref"  # metadata: the version whose definition was taken out
 SOURCE_KEY = "ringflow-flow-source"  # metadata: the payload's own ``source``, if any
+# metadata: the key the definition was taken from when it is not ``definition`` (a journey's
+# input holds it as ``flow``)
+SLOT_KEY = "ringflow-flow-slot"
+SLOTS = ("definition", "flow")
 _MIN_BYTES = 2048  # a payload this small holds no definition worth taking out
 _NEEDLE = b'"flow_ref":{'
 
@@ -99,15 +106,13 @@ class FlowRefCodec(PayloadCodec):
             obj = json.loads(payload.data)
         except ValueError:
             return payload
-        ref, definition = (
-            (obj.get("flow_ref"), obj.get("definition")) if isinstance(obj, dict) else (None, None)
-        )
-        if (
-            not isinstance(ref, dict)
-            or not isinstance(definition, dict)
-            or not isinstance(ref.get("version"), str)
-        ):
+        if not isinstance(obj, dict):
             return payload
+        ref = obj.get("flow_ref")
+        slot = next((k for k in SLOTS if isinstance(obj.get(k), dict)), None)
+        if not isinstance(ref, dict) or slot is None or not isinstance(ref.get("version"), str):
+            return payload
+        definition = obj[slot]
         try:
             content, _ = await _content(ref["version"])
         except FlowVersionMissing:
@@ -117,9 +122,11 @@ class FlowRefCodec(PayloadCodec):
         if content_of(definition) != content:
             return payload  # not the published definition (an MCP pin): kept whole
         source = definition.get("source")
-        del obj["definition"]
+        del obj[slot]
         out = Payload(metadata=dict(payload.metadata), data=json.dumps(obj, separators=(",", ":")).encode())
         out.metadata[REF_KEY] = ref["version"].encode()
+        if slot != "definition":
+            out.metadata[SLOT_KEY] = slot.encode()
         if isinstance(source, str):
             out.metadata[SOURCE_KEY] = source.encode()
         return out
@@ -138,5 +145,6 @@ class FlowRefCodec(PayloadCodec):
                 f"a payload marked with flow version {version.decode()} is not a JSON object"
             )
         sep = b"," if data != b"{}" else b""
-        meta = {k: v for k, v in payload.metadata.items() if k not in (REF_KEY, SOURCE_KEY)}
-        return Payload(metadata=meta, data=data[:-1] + sep + b'"definition":' + definition.encode() + b"}")
+        slot = payload.metadata.get(SLOT_KEY, b"definition")
+        meta = {k: v for k, v in payload.metadata.items() if k not in (REF_KEY, SOURCE_KEY, SLOT_KEY)}
+        return Payload(metadata=meta, data=data[:-1] + sep + b'"' + slot + b'":' + definition.encode() + b"}")

@@ -54,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.activities.campaign_store import Claimed, Outcome, classify
     from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
     from ringflow.callflow.errors import FlowError
-    from ringflow.contract.journey import EndRequest
+    from ringflow.contract.journey import EndRequest, HoldRequest
     from ringflow.workflows.campaign_calls import (
         RETRY,
         call_input,
@@ -73,7 +73,7 @@ with workflow.unsafe.imports_passed_through():
         LimitsChange,
         LiveCall,
     )
-    from ringflow.workflows.patches import CAMPAIGN_DIAL_BREAKER
+    from ringflow.workflows.patches import CAMPAIGN_DIAL_BREAKER, CAMPAIGN_HOLDS_JOURNEYS
 
 SHORT = timedelta(seconds=60)
 LEAD_S = 3.0  # calls start this long before their slot, and their dial waits for it
@@ -344,6 +344,22 @@ class CampaignWorkflow:
                     if isinstance(exc, asyncio.CancelledError):
                         raise
 
+    def hold_journeys(self, held: bool) -> None:
+        """A campaign of journeys paused (or resumed): its open journeys hold their next calls
+        (a follow-up, a retry) until it resumes; a live call goes on."""
+        if not self.journeys or not workflow.patched(CAMPAIGN_HOLDS_JOURNEYS):
+            return
+        ids = [lc.journey_id for lc in self.journeys.values() if lc.journey_id is not None]
+        self.spawn(self.signal_journeys(ids, HoldRequest(held=held)))
+
+    async def signal_journeys(self, ids: list[str], req: HoldRequest) -> None:
+        for jid in ids:
+            try:
+                await workflow.get_external_workflow_handle(jid).signal("hold", req)
+            except Exception as exc:  # ended meanwhile: nothing to hold
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+
     def ended(self, lc: LiveCall, outcome: Outcome) -> None:
         """Kept for the next round to record; a retryable outcome makes a round due when its
         retry could be (the round learns the real time from the database)."""
@@ -435,9 +451,12 @@ class CampaignWorkflow:
         """Pause as an operator would; the workflow pauses itself this way when pacing fails
         (an update method is not meant to be called as a plain one)."""
         if not self.cancelled:
+            was = self.paused
             self.paused = True
             self.pause_reason = reason[:300]
             self.show()
+            if not was:
+                self.hold_journeys(True)
 
     def status(self) -> str:
         if self.cancelled:
@@ -510,6 +529,8 @@ class CampaignWorkflow:
 
     @workflow.update
     def resume(self) -> str:
+        if self.paused:
+            self.hold_journeys(False)
         self.paused, self.pause_reason = False, None
         self.dial_results = []  # the breaker counts afresh
         self.wake = True

@@ -49,12 +49,14 @@ def call_input(inp: CampaignInput, c: Claimed) -> Any:
         ringing_timeout_s=inp.ringing_timeout_s,
         not_before=c.slot,
     )
+    definition, flow_ref, side = inp.flow_for(c.idx)  # a canary on the campaign's channel splits them
     call_inp, attrs = checked_call_input(
-        inp.definition,
+        definition,
         c.call_id,
         c.variables,
         {"dial": dial, "campaign_id": inp.campaign_id, "agent_timeout_s": inp.agent_timeout_s}
-        | ({"flow_ref": inp.flow_ref} if inp.flow_ref is not None else {}),
+        | ({"flow_ref": flow_ref} if flow_ref is not None else {})
+        | ({"canary": side} if side is not None else {}),
     )
     if carrier := child_root(c.call_id, inp.definition.flow.flow):
         call_inp = call_inp.model_copy(update={"trace": carrier})
@@ -109,8 +111,11 @@ def journey_input(inp: CampaignInput, c: Claimed, cps: float) -> tuple[JourneyIn
     rules as the journey's (a contact's retries live in the journey, not in the campaign),
     the campaign's windows in the contact's timezone and pace ``cps`` for every later call."""
     assert c.journey_id is not None, "a campaign of journeys' round names each contact's journey"
+    definition, flow_ref, side = inp.flow_for(c.idx)
     jinp = JourneyInput(
-        flow=inp.definition,
+        flow=definition,
+        flow_ref=flow_ref,
+        canary=side,
         phone=c.phone,
         timezone=c.tz,
         variables=c.variables,

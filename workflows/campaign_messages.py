@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ringflow.activities.campaign_acts import Attempt, Ended
 from ringflow.activities.campaign_rules import RetryRule, Windows
 from ringflow.activities.campaign_store import Claimed
+from ringflow.callflow.canary import contact_key, side_for
 from ringflow.callflow.model import FlowDefinition
-from ringflow.contract.flow_ref import FlowRef
+from ringflow.contract.flow_ref import CanaryPin, FlowRef
 
 CAMPAIGN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$"
 
@@ -59,6 +60,20 @@ class CampaignCarry(BaseModel):
     journeys: list[LiveCall] = []  # a campaign of journeys: the contacts' open journeys
 
 
+class CampaignCanary(BaseModel):
+    """The canary running on the channel a campaign named when it started: its children are
+    split as the channel's other new calls are (``callflow/canary.py``), ``percent`` of its
+    contacts to the candidate (``flow_ref``, ``definition``), the rest to the campaign's own
+    version (the baseline the channel served when the canary started)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    canary_id: str = Field(min_length=1, max_length=200)
+    percent: float = Field(gt=0, le=100)
+    flow_ref: FlowRef
+    definition: FlowDefinition
+
+
 class CampaignInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -81,3 +96,17 @@ class CampaignInput(BaseModel):
     # with no follow-up due, a journey stays open this long after its last call for a callback
     journey_open_for_s: float = Field(7 * 86400, ge=0, le=365 * 86400, allow_inf_nan=False)
     carry: CampaignCarry | None = None
+    canary: CampaignCanary | None = None  # a canary on the campaign's channel: its calls are split
+
+    def flow_for(self, idx: int) -> tuple[FlowDefinition, FlowRef | None, CanaryPin | None]:
+        """The definition and version contact ``idx``'s calls run, and the canary side they
+        are on: by the stable hash of the contact (``callflow.canary.side_for``), so every
+        attempt of a contact, on any run, gets the same one. Deterministic: workflow code."""
+        c = self.canary
+        if c is None:
+            return self.definition, self.flow_ref, None
+        side = side_for(c.canary_id, contact_key(self.campaign_id, idx), c.percent)
+        pin = CanaryPin(canary_id=c.canary_id, side=side)
+        if side == "candidate":
+            return c.definition, c.flow_ref, pin
+        return self.definition, self.flow_ref, pin

@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         CallSummary,
         EndRequest,
         FollowUpDue,
+        HoldRequest,
         JoinAnswer,
         JoinRequest,
         JourneyCarry,
@@ -94,6 +95,7 @@ class JourneyWorkflow:
         self.notes = list(c.notes)
         self.skew = c.skew_s  # the journey's clock minus Temporal's (a simulation's time skips)
         self.retries = dict(c.retries)
+        self.held = c.held  # its campaign is paused (the ``hold`` signal)
         self.placed: FollowUpDue | None = None  # the follow-up the live outbound call is for
         self.handle: ChildWorkflowHandle[Any, Any] | None = None
         self.active: CallSummary | None = None  # the live call, ended_at not set yet
@@ -169,6 +171,11 @@ class JourneyWorkflow:
         """The follow-up's call, once due and allowed (do-not-call, window)."""
         if not await self.sleep_until(fu.due_at) or self.follow_up is not fu or self.end is not None:
             return
+        if self.held:  # its campaign is paused: the call goes when it resumes
+            await workflow.wait_condition(
+                lambda: not self.held or self.follow_up is not fu or self.end is not None
+            )
+            return  # due now, or changed meanwhile: the run loop decides again
         answer: CheckAnswer = await workflow.execute_activity_method(
             JourneyActivities.journey_check,
             CheckRequest(
@@ -183,8 +190,8 @@ class JourneyWorkflow:
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RETRY,
         )
-        if self.follow_up is not fu or self.handle is not None or self.end is not None:
-            return  # a callback joined, or the journey ended, while it asked
+        if self.follow_up is not fu or self.handle is not None or self.end is not None or self.held:
+            return  # a callback joined, the journey ended or its campaign paused, while it asked
         if answer.verdict == "dnc":
             self.end = "dnc"
         elif answer.verdict == "no_window":
@@ -252,6 +259,10 @@ class JourneyWorkflow:
     async def start_child(self, n: int, call_id: str, direction: str, fields: dict[str, Any]) -> str | None:
         """Start the journey's call ``n``; None when started, else why not (recorded)."""
         call_inp: Any
+        if self.inp.flow_ref is not None:  # the call names the published version, as the journey does
+            fields = {**fields, "flow_ref": self.inp.flow_ref}
+        if self.inp.canary is not None:
+            fields = {**fields, "canary": self.inp.canary}
         try:
             call_inp, attrs = checked_call_input(self.inp.flow, call_id, self.inp.variables, fields)
         except FlowError as exc:
@@ -441,6 +452,17 @@ class JourneyWorkflow:
             self.follow_up = None
             self.wake = True
 
+    @workflow.signal(name="hold")
+    def hold(self, raw: RawValue) -> None:
+        """Its campaign paused (or resumed): no call while held."""
+        req: HoldRequest | None = self.decode(raw, HoldRequest)
+        if req is None:
+            self.note("a hold that is not a HoldRequest was refused")
+            return
+        if req.held != self.held:
+            self.held = req.held
+            self.note("held: its campaign is paused" if req.held else "resumed with its campaign")
+
     @workflow.query(name="state")
     def state_query(self, *_: Any) -> JourneyView:
         return self.view()
@@ -487,6 +509,7 @@ class JourneyWorkflow:
             runs=self.runs,
             notes=self.notes,
             now=self.now(),
+            held=self.held,
         )
 
     def carry(self) -> JourneyCarry:
@@ -501,4 +524,5 @@ class JourneyWorkflow:
             notes=self.notes,
             skew_s=self.skew,
             retries=self.retries,
+            held=self.held,
         )

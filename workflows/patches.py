@@ -53,6 +53,7 @@ class Patch:
 #                                                   # gone from both places in 0.4.0
 CAMPAIGN_DIAL_BREAKER = "campaign-dial-breaker"
 FUNCTION_REPEAT_RUNS = "function-repeat-runs-after-refusal"
+CAMPAIGN_HOLDS_JOURNEYS = "campaign-holds-journeys"
 PATCHES: tuple[Patch, ...] = (
     Patch(
         CAMPAIGN_DIAL_BREAKER,
@@ -65,6 +66,12 @@ PATCHES: tuple[Patch, ...] = (
         "patched",
         "0.2.0",
         "a call_function repeated while the first was running runs itself when the first was refused",
+    ),
+    Patch(
+        CAMPAIGN_HOLDS_JOURNEYS,
+        "patched",
+        "0.2.0",
+        "a paused campaign signals its open journeys to hold their next calls, and to go on when it resumes",
     ),
 )
 

@@ -90,6 +90,8 @@ def build_record(
         sip=sip,
         amd=amd,
         recording=recording,
+        refused=state.refused,
+        canary=f"{inp.canary.canary_id}:{inp.canary.side}" if inp.canary is not None else None,
     )
 
 
@@ -125,4 +127,5 @@ def call_view(inp: CallInput, call: CallProgress, inbox: Inbox, turns: int) -> C
         epoch=call.epoch,
         recording=call.recording,
         supervision=call.supervision,
+        refused=state.refused,
     )

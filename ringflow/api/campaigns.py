@@ -147,7 +147,8 @@ async def create(
             derived_id(key, idempotency_key)[:12] if idempotency_key else uuid.uuid4().hex[:12]
         )
         try:
-            inp = campaign_input(
+            inp = await asyncio.to_thread(  # a canary on the flow's channel is read from the database
+                campaign_input,
                 settings,
                 definition,
                 cid,
@@ -157,6 +158,7 @@ async def create(
                 windows=windows,
                 retries=retries,
                 flow_ref=version.ref,
+                ref=flow,
             )
         except ValidationError as exc:
             errors = [field(".".join(str(x) for x in e["loc"]), e["msg"]) for e in exc.errors()]

@@ -171,6 +171,8 @@ def show(
             shown[key] is not None or key not in ("room", "sip", "amd", "recording", "analysis")
         ):
             typer.echo(f"{key:<12} {shown[key]}")  # a record (an ended call) has no transitions or agent
+    if shown.get("refused"):  # the LLM's function calls the flow refused (a canary compares them)
+        typer.echo(f"{'refused':<12} {shown['refused']} function call(s)")
     if isinstance(call, CallView) and call.rejected:
         typer.echo(f"{'rejected':<12} {len(call.rejected)} event(s); last: {call.rejected[-1].reason}")
     typer.echo("transcript:")

@@ -152,6 +152,7 @@ def start(
             retries=retries,
             flow_ref=version.ref,
             journeys=journeys,
+            ref=flow,
         )
     except ContactsError as exc:
         raise fail(str(exc), 2) from None

@@ -174,6 +174,8 @@ def show(journey_id: str = typer.Argument(...), json_out: bool = typer.Option(Fa
     if view.follow_up is not None:
         fu = view.follow_up
         typer.echo(f"  next: {_when(fu.due_at)} at node {fu.node or '(start)'} ({fu.why})")
+    if view.held:
+        typer.echo("  held: its campaign is paused; the next call waits for the resume")
     elif view.open_until is not None and view.status == "open":
         typer.echo(f"  open for a callback until {_when(view.open_until)}")
     if view.state or view.extracted:

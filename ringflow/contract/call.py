@@ -14,7 +14,7 @@ from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.dial import Dial
 from ringflow.contract.events import InboxEvent, RejectedEvent, Turn
-from ringflow.contract.flow_ref import FlowRef
+from ringflow.contract.flow_ref import CanaryPin, FlowRef
 from ringflow.contract.ids import CALL_WORKFLOW_PREFIX as CALL_WORKFLOW_PREFIX  # re-exported
 from ringflow.contract.ids import call_workflow_id as call_workflow_id
 from ringflow.contract.recording import RecordingInfo
@@ -87,6 +87,9 @@ class CallInput(Message):
     # the call's trace: the W3C context (traceparent, tracestate) of its root span, which
     # every agent attaching to the call parents its spans on (ringflow/tracing.py: call_root)
     trace: dict[str, str] = Field(default_factory=dict, max_length=4)
+    # a call a campaign sent to one side of a canary (``callflow/canary.py``): the call's
+    # record names it, so the canary counts the call with that side
+    canary: CanaryPin | None = None
 
 
 class CallView(Answer):
@@ -122,6 +125,7 @@ class CallView(Answer):
     epoch: int = 0  # the current agent's attach number (0: no agent has attached)
     recording: RecordingInfo | None = None  # the call's recording (workflows/recording.py)
     supervision: Supervision | None = None  # supervisors' actions, a takeover (contract/supervision.py)
+    refused: int = 0  # the LLM's function calls the flow refused (``CallState.refused``)
 
 
 class Continuation(Message):

@@ -8,6 +8,8 @@ once per run and once per agent attach.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from ringflow.contract.wire import Message
@@ -26,3 +28,10 @@ class FlowRef(Message):
 
     def __str__(self) -> str:
         return f"{self.name}@{self.version}"
+
+
+class CanaryPin(Message):
+    """The canary side a call was sent to (table ``flow_canary_calls`` once its record is kept)."""
+
+    canary_id: str = Field(min_length=1, max_length=200)
+    side: Literal["candidate", "baseline"]

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ringflow.callflow.model import FlowDefinition
+from ringflow.contract.flow_ref import CanaryPin, FlowRef
 from ringflow.contract.ids import JOURNEY_WORKFLOW_PREFIX as JOURNEY_WORKFLOW_PREFIX  # re-exported
 from ringflow.contract.ids import journey_workflow_id as journey_workflow_id
 from ringflow.contract.wire import MAX_ROUTE_CHARS, Answer, Message
@@ -69,6 +70,7 @@ class JourneyCarry(Message):
     notes: list[str] = []  # the newest problems met (a bad follow-up, a refused call)
     skew_s: float = 0.0  # the journey's clock minus Temporal's (a simulation's, see time_scale)
     retries: dict[str, int] = {}  # retries in a row so far, by outcome (reset once reached)
+    held: bool = False  # its campaign is paused: no further call until it resumes
 
 
 class JourneyInput(Message):
@@ -105,6 +107,10 @@ class JourneyInput(Message):
     time_scale: float = Field(1.0, ge=1.0, le=1e7, allow_inf_nan=False)
     clock_origin: float | None = Field(None, ge=0, le=1e10, allow_inf_nan=False)
     carry: JourneyCarry | None = None
+    # the published version ``flow`` is: every call of the journey names it (its input leaves
+    # the definition out, as the journey's own input does: ``ringflow/flow_codec.py``)
+    flow_ref: FlowRef | None = None
+    canary: CanaryPin | None = None  # a campaign's journey on a canary's side: its calls are on it
 
 
 class JoinRequest(Message):
@@ -124,6 +130,13 @@ class JoinAnswer(Answer):
     node: str | None = None
     reason: str = ""  # why not, when not joined
     cancelled_follow_up: bool = False
+
+
+class HoldRequest(Message):
+    """A campaign's journey: its campaign was paused (``held``) or resumed. A held journey
+    places no call (a follow-up, a retry) until it is resumed; a live call goes on."""
+
+    held: bool = True
 
 
 class EndRequest(Message):
@@ -147,3 +160,4 @@ class JourneyView(Answer):
     runs: int = 1
     notes: list[str] = []
     now: float  # the journey's clock (scaled in a simulation)
+    held: bool = False  # its campaign is paused: its next call waits for the resume

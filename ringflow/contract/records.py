@@ -103,6 +103,12 @@ class CallRecord(BaseModel):
     amd: AmdVerdict | None = None  # a dialed call: who picked up (answering-machine detection)
     recording: RecordingInfo | None = None  # the call's audio, when its flow records it
     analysis: CallAnalysis | None = None  # the post-call analysis, when its flow asks for one
+    # the LLM's function calls the flow refused (``CallState.refused``; None: recorded before
+    # the count was kept), which a canary compares its sides by
+    refused: int | None = None
+    # the canary side a campaign sent the call to (``CallInput.canary``), "<canary id>:<side>";
+    # kept in ``flow_canary_calls``, not in ``calls``
+    canary: str | None = None
 
     @field_validator("started_at", "ended_at", "updated_at")
     @classmethod

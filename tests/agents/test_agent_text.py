@@ -161,6 +161,31 @@ async def test_bad_function_calls_come_back_to_the_llm_as_errors(tc: TextCall) -
 
     st = await tc.synced()
     assert st.node == "welcome" and st.status == "live" and st.state == {}
+    # refused by the flow, and counted on both sides: the handler's arguments (in the
+    # workflow), the name livekit refused (reported by the agent, marked) and the direct call
+    assert st.refused == tc.controller.state.refused == 3
+    assert any("'?fly_to_the_moon'" in r.reason for r in st.rejected)
+
+
+async def test_refused_function_calls_are_counted_on_both_sides_and_kept_in_the_record(tc: TextCall) -> None:
+    """A call the agent's engine refuses itself (a name the node does not offer, arguments a
+    transition does not take) never ran in the workflow: the agent reports it through its
+    outbox, so the workflow's engine counts it as the agent's does, the workflow's own refusals
+    (a node function's arguments) are counted there and adopted by the agent, and the call's
+    record keeps the count a canary compares its sides by."""
+    assert (await tc.controller.on_tool_call("fly_to_the_moon", {})).error  # not offered
+    assert (await tc.controller.on_tool_call("to_booking", {"unexpected": 1})).error  # a transition's args
+    assert tc.controller.state.refused == 2
+    st = await tc.synced()
+    assert st.refused == 2 and st.node == "welcome"
+    assert sum("fly_to_the_moon" in r.reason for r in st.rejected) == 1  # and why, in the call's notes
+    tc.reply(call("opening_hours", day=5), say("Sorry, which day?"))
+    await tc.user("Hours for day five?")  # refused by the workflow's engine (a handler's arguments)
+    assert tc.controller.state.refused == 3 and (await tc.synced()).refused == 3
+    tc.reply(call("wrap_up"), say("Goodbye!"))
+    await tc.user("That's all.")
+    record = await tc.ended()
+    assert record.refused == 3 and record.end_reason == "completed"
 
 
 # --- greetings ------------------------------------------------------------------------------

@@ -79,3 +79,20 @@ def test_repeated_looks_at_equal_sides_do_not_roll_back() -> None:
             else:
                 base = s
         assert decide(cand, base, policy).decision == "continue"
+
+
+def test_a_candidate_whose_calls_refuse_functions_is_rolled_back_for_it() -> None:
+    """Outcomes alike (every call completes), but the candidate's flow refuses the LLM's
+    function calls on a third of its calls: worse on refusals alone, and the reason says so."""
+    rng = random.Random(7)
+    cand, base = SideStats(), SideStats()
+    for _ in range(300):
+        cand = cand.add("completed", "booked", rng.gauss(60, 10), refused=2 if rng.random() < 0.33 else 0)
+    for _ in range(3000):
+        base = base.add("completed", "booked", rng.gauss(60, 10), refused=1 if rng.random() < 0.01 else 0)
+    assert 80 < cand.refused < 120 and cand.refusals == 2 * cand.refused
+    v = decide(cand, base, CanaryPolicy())
+    assert v.decision == "rollback", v.reason
+    assert "refused_rate (calls with a function call refused)" in v.reason
+    assert f"{cand.refusals} vs {base.refusals} function calls refused" in v.reason
+    assert [c.metric for c in v.checks if c.verdict == "worse"] == ["refused_rate"]

@@ -19,6 +19,11 @@ from tests.support import engine_flows as ef
 START = CallStarted(call_id="g1", at=ef.T0)
 
 
+def counted(state: CallState) -> CallState:
+    """``state`` after a refused function call: nothing moved, the refusal is counted."""
+    return state.model_copy(update={"refused": state.refused + 1})
+
+
 def digressing(**hours: Any) -> ef.Data:
     """Three conversation nodes, each offering ``hours`` (returns) and ``robot`` (returns to
     ``ask``); ``quiet`` opts out."""
@@ -69,7 +74,7 @@ def test_a_global_node_is_offered_everywhere_but_itself_and_where_a_node_opts_ou
         state = step.state
     assert state.node == "quiet" and tools(step) == ["done"]
     refused = call(eng, state, "hours")
-    assert refused.state == state
+    assert refused.state == counted(state)
     assert ef.only(refused.effects, ToolResponse).error
 
 
@@ -129,7 +134,7 @@ def test_max_uses_stops_offering_it() -> None:
     assert state.global_uses == {"hours": 2}
     assert "hours" not in [t.name for t in (eng.snapshot(state) or SetNode(node="", prompt="")).tools]
     refused = call(eng, state, "hours")
-    assert refused.state == state
+    assert refused.state == counted(state)
     assert "used 2 times" in ef.only(refused.effects, ToolResponse).result["error"]
 
 
@@ -151,7 +156,8 @@ def test_go_back_is_refused_with_no_digression_open() -> None:
     assert state.node == "hours" and state.return_stack == []
     refused = call(eng, state, "go_back")
     assert (
-        refused.state == state and "no digression" in ef.only(refused.effects, ToolResponse).result["error"]
+        refused.state == counted(state)
+        and "no digression" in ef.only(refused.effects, ToolResponse).result["error"]
     )
 
 

@@ -206,8 +206,9 @@ async def test_calls_by_channel_split_as_its_running_canary_says(
 ) -> None:
     """A ``POST /v1/calls`` of ``NAME@CHANNEL`` goes to the side of the channel's canary its
     call id hashes to, as ``ringflow call start`` does, and the call's input pins that side's
-    version; after the canary is stopped, the channel's own version again."""
-    settings = api_settings(sqlite_url, task_queue)
+    version; a campaign of the channel carries the canary, to split its contacts the same
+    way; after the canary is stopped, the channel's own version again."""
+    settings = api_settings(sqlite_url, task_queue, redis_url=REDIS)
     start = {"variables": {"patient": "Sam Roe"}}
     runner = CliRunner()
     async with (
@@ -239,6 +240,17 @@ async def test_calls_by_channel_split_as_its_running_canary_says(
         for c in calls[:4]:
             inp = await started_input(temporal_client, c["workflow_id"], CallInput)
             assert str(inp.flow_ref) == c["flow_ref"]
+        form = {"flow": "clinic_reminder@production", "trunk": "ST_1", "campaign_id": new_id("cy")}
+        contacts = {"contacts": ("c.csv", "phone,patient\n+12125550902,Sam\n", "text/csv")}
+        campaign = await http.post("/v1/campaigns", data=form, files=contacts)
+        assert campaign.status_code == 201, campaign.text
+        started = await started_input(temporal_client, campaign.json()["workflow_id"], CampaignInput)
+        assert started.flow_ref is not None and started.flow_ref.version == v1  # the baseline
+        assert started.canary is not None and started.canary.flow_ref.version == v2
+        assert started.canary.percent == 50 and started.canary.definition.flow.nodes["verify"].task == (
+            "Ask who is speaking, politely."
+        )
+        await temporal_client.get_workflow_handle(campaign.json()["workflow_id"]).terminate("test over")
         stop = ["flow", "canary", "stop", "clinic_reminder", "--reason", "test over"]
         res = await asyncio.to_thread(runner.invoke, cli, stop)
         assert res.exit_code == 0, res.output

@@ -224,7 +224,10 @@ def agent_event(s: Sides, data: st.DataObject, definition: Any) -> Event | None:
     dynamic = s.eng.flow.nodes[state.node].dynamic if state.node is not None else ()
     if dynamic and data.draw(st.booleans(), label="digress"):  # (only a flow with global nodes)
         return FunctionCalled(name=data.draw(st.sampled_from(dynamic)), args={}, node=state.node, at=at)
-    kind = data.draw(st.sampled_from(("local", "local", "local", "spoke", "idle", "keys", "hangup")))
+    kinds = ("local", "local", "local", "spoke", "idle", "keys", "hangup", "refused")
+    kind = data.draw(st.sampled_from(kinds))
+    if kind == "refused":  # a name the node does not offer: refused, counted and reported by the agent
+        return FunctionCalled(name="not_offered", args={}, node=state.node, at=at)
     if kind == "spoke":
         return UserSpoke(at=at)
     if kind == "idle":
@@ -239,7 +242,8 @@ def agent_event(s: Sides, data: st.DataObject, definition: Any) -> Event | None:
     if not fns:
         return None
     fn = data.draw(st.sampled_from(fns), label="local")
-    args = data.draw(st.sampled_from(({}, {"v": 1}, {"v": 2}))) if fn.kind == "capture" else {}
+    captured = ({}, {"v": 1}, {"v": 2}, {"v": "three"})  # the last one refused by its schema
+    args = data.draw(st.sampled_from(captured)) if fn.kind == "capture" else {}
     return FunctionCalled(name=fn.entry.name, args=args, node=state.node, at=at)
 
 
@@ -255,6 +259,8 @@ def remote(s: Sides, data: st.DataObject) -> None:
     fn = data.draw(st.sampled_from(fns), label="remote")
     s.caught_up()
     args = {"query": "x"} if fn.kind == "handler" else {"q": "x"}
+    if data.draw(st.integers(0, 4), label="bad args") == 0:  # refused by the workflow's engine, counted there
+        args = {"not_an_argument": 1}
     s.wf_apply(FunctionCalled(name=fn.entry.name, args=args, node=state.node, at=s.now()))
     for run in [r for r in s.wf.pending.values() if r.purpose == "tool"]:
         s.wf_apply(

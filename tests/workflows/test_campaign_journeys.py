@@ -13,17 +13,19 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from ringflow.activities import flow_store
 from ringflow.activities.campaign_rules import parse_windows
 from ringflow.contract.call import CallInput
 from ringflow.contract.dial import Dial
 from ringflow.contract.ids import journey_workflow_id
 from ringflow.contract.journey import JourneyView
+from ringflow.flow_codec import REF_KEY
 from ringflow.workflows.campaign_messages import CampaignInput, Limits
 from ringflow.workflows.client import CallHandle
 from ringflow.workflows.journey_client import JourneyHandle, add_do_not_call
 from tests.support.campaignkit import REDIS, contacts, fake_line, new_id, progress, run_campaign
 from tests.support.journeykit import follow_up_asked, journey_agent, journey_flow, phone
-from tests.support.wfkit import running_worker, wait_until
+from tests.support.wfkit import FIXTURES, running_worker, wait_until
 
 
 def journeys_input(cid: str, window: str = "always", time_scale: float = 1.0) -> CampaignInput:
@@ -171,3 +173,61 @@ async def test_cancelling_a_campaign_of_journeys_ends_its_open_journeys(
         result = await handle.result()
     assert (view.end, view.calls_total, view.follow_up) == ("cancelled", 1, None)
     assert result["status"] == "cancelled" and [d.sip_call_to for d in lk.dials] == [number]
+
+
+async def held_past_due(j: JourneyHandle, due_at: float) -> JourneyView | None:
+    """The journey once its follow-up's time has come while its campaign holds it."""
+    view = await j.state()
+    return view if view.held and view.now >= due_at and view.active_call is None else None
+
+
+async def test_a_paused_campaign_holds_its_journeys_follow_ups_which_go_on_resume(
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """The first call asks for a follow-up; the campaign is paused before it is due: the
+    follow-up's time comes and goes with no call, and the call is placed once the campaign
+    resumes. The campaign names its published version: the journey's input and both calls'
+    inputs carry the version, not the definition (``flow_codec``)."""
+    cid = new_id("cj")
+    number = phone(306)
+    definition = journey_flow()
+    version = flow_store.publish(sqlite_url, definition, flow_store.handler_hashes(definition, FIXTURES))
+    inp = journeys_input(cid, time_scale=20_000).model_copy(update={"flow_ref": version.ref})
+    async with (
+        fake_line(monkeypatch) as lk,
+        running_worker(temporal_client, task_queue, sqlite_url, redis_url=REDIS),
+        journey_agent(temporal_client, lk, ["later", "done"]),
+    ):
+        handle = await run_campaign(temporal_client, task_queue, sqlite_url, inp, contacts(number))
+        j = journey_of(temporal_client, number)
+        asked = await wait_until(lambda: follow_up_of(j), what="the follow-up scheduled")
+        assert asked.follow_up is not None
+        await handle.execute_update("pause", "hold the follow-ups")
+        held = await wait_until(
+            lambda: held_past_due(j, asked.follow_up.due_at), what="the follow-up due while held"
+        )
+        assert held.status == "scheduled" and len(lk.dials) == 1  # due, and not called
+        await handle.execute_update("resume")
+        result = await handle.result()
+        view: JourneyView = await j.result()
+    assert result["status"] == "finished" and (view.end, view.calls_total) == ("completed", 2)
+    assert not view.held and [d.sip_call_to for d in lk.dials] == [number, number]
+    assert view.calls[1].started_at >= asked.follow_up.due_at
+    assert "held: its campaign is paused" in view.notes and "resumed with its campaign" in view.notes
+    # the version, not the definition: in the campaign's start of the journey and in each call
+    inner = temporal_client.data_converter.payload_codec.inner  # type: ignore[union-attr]
+    campaign = await temporal_client.get_workflow_handle(handle.id).fetch_history()
+    [journey_start] = [
+        e.start_child_workflow_execution_initiated_event_attributes.input.payloads[0]
+        for e in campaign.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+    [plain] = await inner.decode([journey_start])
+    assert plain.metadata[REF_KEY] == version.version.encode() and b'"nodes"' not in plain.data
+    for d in lk.dials:
+        history = await CallHandle(temporal_client, d.room_name).handle.fetch_history()
+        started = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
+        [call_plain] = await inner.decode([started])
+        assert call_plain.metadata[REF_KEY] == version.version.encode()
+        [call_inp] = await temporal_client.data_converter.decode([started], [CallInput])
+        assert call_inp.flow_ref == version.ref and call_inp.definition.flow.flow == definition.flow.flow

@@ -10,12 +10,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.client import Client
 
+from ringflow.activities import campaign_store as store
 from ringflow.activities import flow_canaries, flow_store
+from ringflow.activities.campaign_rules import RetryRule
 from ringflow.activities.persistence import upsert_call
-from ringflow.callflow.canary import CanaryPolicy
+from ringflow.callflow.canary import CanaryPolicy, contact_key, side_for
+from ringflow.campaigns import campaign_canary
+from ringflow.contract.call import CallInput
 from ringflow.contract.canary import CanaryView
 from ringflow.contract.records import CallRecord
 from ringflow.workflows.canary_client import canary_view, start_canary, stop_canary, watch_canary
+from tests.support import campaignkit as ck
 from tests.support.wfkit import running_worker, wait_until
 from tests.workflows.test_flow_versions import published, retasked
 
@@ -95,6 +100,34 @@ async def test_a_worse_candidate_is_rolled_back_by_its_workflow(
         return any([wf.id == canary.workflow_id async for wf in temporal_client.list_workflows(query)])
 
     await wait_until(listed, what="the canary in visibility")
+
+
+@pytest.mark.timeout(120)
+async def test_a_candidate_whose_calls_refuse_functions_is_rolled_back_for_it(
+    temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """Both sides' calls complete alike, but the candidate's flow refuses the LLM's function
+    calls on a third of its calls (``CallRecord.refused``, as the workflow records it): the
+    canary's workflow rolls it back on refusals alone, and the reason says so."""
+    v1, v2 = two_versions(sqlite_url)
+    canary = flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 30, "production")
+    rng = random.Random(5)
+    refusing = 0
+    for i in range(400):
+        pin = flow_canaries.resolve_call(sqlite_url, "clinic_reminder@production", f"r{i}")
+        rec = ended(f"r{i}", 0.0, rng)
+        odds = 0.35 if pin.side == "candidate" else 0.01
+        rec.refused = 2 if rng.random() < odds else 0
+        refusing += pin.side == "candidate" and rec.refused > 0
+        upsert_call(sqlite_url, rec)
+    async with running_worker(temporal_client, task_queue, sqlite_url):
+        await watch_canary(temporal_client, sqlite_url, canary, task_queue=task_queue, check_every_s=0.5)
+        done = await temporal_client.get_workflow_handle(canary.workflow_id, result_type=CanaryView).result()
+    assert done.status == "rolled_back" and done.verdict is not None
+    assert "refused_rate (calls with a function call refused)" in done.verdict.reason, done.verdict.reason
+    assert "failed_rate" not in done.verdict.reason
+    assert done.candidate_stats.refused == refusing and done.candidate_stats.refusals == 2 * refusing
+    assert flow_store.channels(sqlite_url, v1.name)["production"] == v1.version  # the channel stays
 
 
 @pytest.mark.timeout(120)
@@ -192,3 +225,57 @@ def test_the_split_is_recorded_on_either_database(database_url: str) -> None:
     done = flow_canaries.settle(database_url, canary.canary_id, "promote", "by hand")
     assert done.state == "promoted" and flow_store.channels(database_url, v1.name)["production"] == v2.version
     assert flow_canaries.settle(database_url, canary.canary_id, "rollback", "again").state == "promoted"
+
+
+@pytest.mark.timeout(180)
+async def test_a_campaign_on_a_canarys_channel_splits_its_contacts_by_the_same_hash(
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """A campaign that names ``clinic_reminder@production`` while a canary runs there: each
+    contact's calls run the side its stable hash gives (the retried contact's two attempts
+    too), their inputs name that version, and the canary counts each call on its side."""
+    v1, v2 = two_versions(sqlite_url)
+    canary = flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 50, "production")
+    split = campaign_canary(sqlite_url, "clinic_reminder@production")
+    assert split is not None and split.flow_ref.version == v2.version and split.canary_id == canary.canary_id
+    assert campaign_canary(sqlite_url, f"clinic_reminder@{v1.version}") is None  # an exact version: no split
+    people = [f"+1212555{n:04d}" for n in range(190, 200)]
+    cid = ck.new_id()
+    inp = ck.campaign_input(cid, ck.new_id("T"), retry={"busy": RetryRule(count=1, delay_s=0.5)}, cps=20)
+    baseline_def = flow_store.load_definition(sqlite_url, v1.name, v1.version)
+    inp = inp.model_copy(update={"definition": baseline_def, "flow_ref": v1.ref, "canary": split})
+    async with ck.fake_line(monkeypatch) as lk:
+        lk.set_answer(people[0], "busy")
+        async with (
+            running_worker(temporal_client, task_queue, sqlite_url, redis_url=ck.REDIS),
+            ck.stand_in_agent(temporal_client, lk, {}),
+        ):
+            handle = await ck.run_campaign(temporal_client, task_queue, sqlite_url, inp, ck.contacts(*people))
+            assert (await handle.result())["status"] == "finished"
+    tries = store.attempts(sqlite_url, cid)
+    assert len(tries) == len(people) + 1  # one each, and the busy contact's retry
+    sides: dict[int, set[str]] = {}
+    for t in tries:
+        call_inp = await started_input(temporal_client, t["call_id"])
+        side = side_for(canary.canary_id, contact_key(cid, t["idx"]), 50)
+        want = v2 if side == "candidate" else v1
+        assert call_inp.flow_ref is not None and call_inp.flow_ref.version == want.version
+        assert call_inp.definition.flow.nodes["verify"].task == (
+            flow_store.load_definition(sqlite_url, want.name, want.version).flow.nodes["verify"].task
+        )
+        assert call_inp.canary is not None and call_inp.canary.side == side
+        sides.setdefault(t["idx"], set()).add(side)
+    assert all(len(s) == 1 for s in sides.values())  # the retried contact kept its side
+    assert {s for ss in sides.values() for s in ss} == {"candidate", "baseline"}
+    cand, base = flow_canaries.side_stats(sqlite_url, canary.canary_id)
+    by_side = [side_for(canary.canary_id, contact_key(cid, t["idx"]), 50) for t in tries]
+    assert (cand.calls, base.calls) == (by_side.count("candidate"), by_side.count("baseline"))
+
+
+async def started_input(client: Client, call_id: str) -> CallInput:
+    """A call's input as its workflow started with it (decoded: the definition put back)."""
+    history = await client.get_workflow_handle(f"call-{call_id}").fetch_history()
+    payload = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
+    decoded = (await client.data_converter.decode([payload], [CallInput]))[0]
+    assert isinstance(decoded, CallInput)
+    return decoded
