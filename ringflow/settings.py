@@ -22,7 +22,8 @@ MASK = "***"
 DEFAULT_HEARTBEAT_S = 5.0  # without webhooks: a dead agent is noticed after agent_timeout_s (15 s)
 # With webhooks: the backstop, sent only when nothing else went out for a minute; calls then
 # time out after 180 s (issue 27 §4: a talking call sends none, and its liveness timer moves
-# once every 90 s or more: ~14 history events a call-minute instead of 20 at 20 s / 60 s).
+# once every 90 s or more: 13.6 history events a call-minute instead of 20.1 at 20 s / 60 s,
+# bench/load.py at 500 calls, docs/performance.md).
 WEBHOOK_HEARTBEAT_S = 60.0
 
 
