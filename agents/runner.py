@@ -48,6 +48,12 @@ from ringflow.workflows.client import CallHandle, workflow_id
 log = logging.getLogger(__name__)
 TRACER = trace.get_tracer("ringflow.agent")
 HEARTBEAT_S = 5.0
+# The heartbeat task runs at least this often, however long the interval (60 s with LiveKit's
+# webhooks, ringflow/settings.py): each round checks the lease (or the epoch), so a replaced
+# agent learns it within this, and offers a heartbeat, which the outbox skips while another
+# send went out within the interval. A quiet agent's sends are then at most an interval and
+# one round apart, not two intervals.
+HEARTBEAT_CHECK_S = 20.0
 # Turns wait at most this long for a transition, line event or heartbeat to ride with
 # (agents/outbox.py, "Coalescing"): well under the workflow's agent timeout, and what a crash
 # of the agent can cost beyond its last successful send. Measured in bench/load.py.
@@ -434,7 +440,8 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
         await session.start(agent, room=room)
     loop = asyncio.get_running_loop()
     if heartbeat_s > 0:
-        run.tasks.append(loop.create_task(_heartbeat(run, heartbeat_s, lease)))
+        every = min(heartbeat_s, HEARTBEAT_CHECK_S)
+        run.tasks.append(loop.create_task(_heartbeat(run, every, lease)))
     if controller.jobs is not None:
         run.tasks.append(loop.create_task(controller.jobs.run()))
     if o.supervisor_poll_s > 0:
@@ -470,9 +477,11 @@ async def _attach_agent(client: Client, call_id: str, agent_id: str, o: _Options
 
 
 async def _heartbeat(run: AgentRun, every: float, lease: AgentLease | None) -> None:
-    """A sign of life each interval, and this agent's check that the call is still its own:
-    the lease renewed, or without one the workflow asked for its current epoch (a query: no
-    history), so a replaced agent leaves within one interval even when it does nothing."""
+    """A sign of life each round (the outbox skips it while another send went out within the
+    heartbeat interval), and this agent's check that the call is still its own: the lease
+    renewed, or without one the workflow asked for its current epoch (a query: no history),
+    so a replaced agent leaves within one round (``HEARTBEAT_CHECK_S`` at most) even when it
+    does nothing."""
     controller = run.controller
     while not controller.ended and not controller.dead:
         controller.heartbeat()

@@ -26,7 +26,7 @@ from ringflow.settings import get_settings
 from ringflow.workflows.client import CallHandle
 
 PERIOD_S = 5.0  # a heartbeat, and a user turn, a reply and maybe a transition, every ~5 s
-# The agent's heartbeat as its settings make it: 5 s, or the 20 s backstop once LiveKit's
+# The agent's heartbeat as its settings make it: 5 s, or the 60 s backstop once LiveKit's
 # webhooks report lost agents (RINGFLOW_LIVEKIT_WEBHOOKS=1); calls time out accordingly.
 AGENT = get_settings()
 # Calls on a line start at random times: each call's traffic starts at a random point of

@@ -20,7 +20,11 @@ from ringflow.temporal_env import DEFAULT_ADDRESS, DEFAULT_NAMESPACE, load_profi
 
 MASK = "***"
 DEFAULT_HEARTBEAT_S = 5.0  # without webhooks: a dead agent is noticed after agent_timeout_s (15 s)
-WEBHOOK_HEARTBEAT_S = 20.0  # with webhooks: the backstop; calls then time out after 60 s
+# With webhooks: the backstop, sent only when nothing else went out for a minute; calls then
+# time out after 180 s (issue 27 §4: a talking call sends none, and its liveness timer moves
+# once every 90 s or more: 13.6 history events a call-minute instead of 20.1 at 20 s / 60 s,
+# bench/load.py at 500 calls, docs/performance.md).
+WEBHOOK_HEARTBEAT_S = 60.0
 
 
 class Settings(BaseSettings):
@@ -164,7 +168,8 @@ class Settings(BaseSettings):
     # webhooks they are how a dead agent is noticed (agent_timeout_s of silence); with them
     # (`livekit_webhooks` on the agent and call starters, or a worker receiving them on
     # livekit_webhook_port) LiveKit reports a lost agent at once and heartbeats are only the
-    # backstop: they go every WEBHOOK_HEARTBEAT_S, and calls time out accordingly (issue 13).
+    # backstop: they go after WEBHOOK_HEARTBEAT_S without any other send, and calls time out
+    # accordingly (issues 13 and 27; the trade is in docs/operating.md, "Lost agents").
     livekit_webhooks: bool = False
     agent_heartbeat_s: float | None = Field(default=None, gt=0, le=300)  # overrides either default
     # How often an agent reads its call's supervision (a query: no history): how soon a
@@ -229,7 +234,12 @@ class Settings(BaseSettings):
     def call_agent_timeout_s(self) -> float:
         """The silence after which a call's workflow replaces its agent. A heartbeat is skipped
         when another event went out less than an interval before, so a quiet but healthy agent
-        may send nothing for up to two intervals: the timeout outlasts that with room."""
+        may send nothing for up to an interval and one round of its heartbeat task
+        (``agents/runner.py``, ``HEARTBEAT_CHECK_S``: 20 s at most): the timeout outlasts that
+        with room. Three intervals, also because the workflow's liveness
+        timer is moved only once half the timeout is gone (``CallDriver.rearm_due``): half of
+        it (1.5 intervals) outlasts a healthy agent's longest gap, so on such a call the timer
+        never fires, and it is moved at most once per 1.5 intervals."""
         return max(self.agent_timeout_s, 3 * self.heartbeat_s)
 
 

@@ -10,6 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from ringflow.agents.runner import HEARTBEAT_CHECK_S
 from ringflow.cli.ops import config
 from ringflow.settings import MASK, Settings, get_settings, mask_url, masked
 
@@ -170,9 +171,13 @@ def test_heartbeats_slow_down_to_a_backstop_once_livekit_webhooks_report_lost_ag
     assert (plain.heartbeat_s, plain.call_agent_timeout_s) == (5.0, 15.0)
     monkeypatch.setenv("RINGFLOW_LIVEKIT_WEBHOOKS", "true")  # the agent's and call starters' side
     hooked = Settings()
-    assert (hooked.heartbeat_s, hooked.call_agent_timeout_s) == (20.0, 60.0)
+    assert (hooked.heartbeat_s, hooked.call_agent_timeout_s) == (60.0, 180.0)
     monkeypatch.delenv("RINGFLOW_LIVEKIT_WEBHOOKS")
-    assert Settings(livekit_webhook_port=8090).heartbeat_s == 20.0  # a worker receiving them
+    assert Settings(livekit_webhook_port=8090).heartbeat_s == 60.0  # a worker receiving them
+    # A quiet healthy agent's sends are at most an interval and one heartbeat round apart: less
+    # than half the timeout, the time the workflow's liveness timer may have left when a
+    # signal moves it (CallDriver.rearm_due), so on such a call the timer never fires.
+    assert hooked.heartbeat_s + HEARTBEAT_CHECK_S < hooked.call_agent_timeout_s / 2
     tuned = Settings(livekit_webhooks=True, agent_heartbeat_s=10, agent_timeout_s=45)
     assert (tuned.heartbeat_s, tuned.call_agent_timeout_s) == (10.0, 45.0)
     # a timeout shorter than a quiet agent's heartbeat gap would replace healthy agents
