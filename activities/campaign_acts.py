@@ -512,31 +512,38 @@ class _Drive:
         while (left := until - time.monotonic()) > 0:
             await self.harvest(min(left, CONTROL_EVERY_S))
             await self.control()
-        await self.control(now=True)
+        await self.control()
+        go: list[store.Claimed] = []
         for c, (slot, _) in zip(claim.claimed, slots, strict=True):
             if not self.dialing():  # paused or cancelled meanwhile: given back, not dialed
                 await DB_WORK.run(
                     store.release, self.acts.database_url, req.campaign_id, c.idx, c.attempt, time.time()
                 )
-                continue
-            await self.check_and_start(c, slot)
+            elif (checked := await self.check(c, slot)) is not None:
+                go.append(checked)
+        # together: one after another, a loaded server's start latency would outlast the
+        # batch's second of slots and leave the next batch's slots late (a gap in the pace)
+        await asyncio.gather(*(self.start(c) for c in go))
 
-    async def check_and_start(self, c: store.Claimed, slot: float) -> None:
+    async def check(self, c: store.Claimed, slot: float) -> store.Claimed | None:
+        """The last checks, for the slot's time: the attempt with its slot, or None (not dialed)."""
         verdict = await self.acts._predial(self.req, c, slot)
         if verdict == "go":
-            await self.start(c.model_copy(update={"slot": slot}))
-        else:
-            self.skipped[verdict] += 1
+            return c.model_copy(update={"slot": slot})
+        self.skipped[verdict] += 1
+        return None
+
+    async def check_and_start(self, c: store.Claimed, slot: float) -> None:
+        if (checked := await self.check(c, slot)) is not None:
+            await self.start(checked)
 
     async def start(self, c: store.Claimed) -> None:
         s = Started(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
         got = await self.starter.start(self.client, self.campaign, c, self.task_queue)
         if got.startswith("invalid"):
-            ended = Ended(
-                idx=c.idx,
-                attempt=c.attempt,
-                outcome=store.Outcome(end_reason="invalid_contact", disposition=got[len("invalid: ") :][:200]),
-            )
+            why = got.removeprefix("invalid: ")[:200]
+            outcome = store.Outcome(end_reason="invalid_contact", disposition=why)
+            ended = Ended(idx=c.idx, attempt=c.attempt, outcome=outcome)
             await self.record([ended])
             return
         if got == "started":
