@@ -18,6 +18,7 @@ campaign needs Redis; without it the round fails saying so, and the campaign pau
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 import uuid
@@ -398,14 +399,17 @@ class _Drive:
         self.paused, self.cancelled = req.paused, req.cancelled
         self.limits = (req.max_concurrent, req.cps, req.max_attempts)
         self.asked = 0.0
+        self.woken = asyncio.Event()  # a call ended (the dialing loop looks again)
+        self.followed = asyncio.Event()  # a call to follow (the recorder looks again)
 
     async def run(self) -> DriveResult:
         req = self.req
         redis = self.acts._pacer() if req.dial else None
         deadline = time.monotonic() + req.budget_s
+        for s in req.live:
+            self.follow(s)
+        recorder = asyncio.ensure_future(self.recorder())
         try:
-            for s in req.live:
-                self.follow(s)
             states, retry_at = await DB_WORK.run(self.acts._record, req)
             self.states.update(states)
             self.due(retry_at)
@@ -420,6 +424,9 @@ class _Drive:
                     await self.check_and_start(c, c.slot or time.time())
             n = 0
             while True:
+                if recorder.done():
+                    recorder.result()  # it failed (the database): the drive fails, and is retried
+                self.woken.clear()
                 await self.control()
                 now = time.time()
                 free = self.limits[0] - len(self.live)
@@ -446,9 +453,12 @@ class _Drive:
                 wait = min(CONTROL_EVERY_S, max(0.01, left))
                 if due_soon and self.next_due is not None:
                     wait = min(wait, max(0.01, self.next_due - now))
-                await self.harvest(wait)
-            await self.harvest(0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.woken.wait(), wait)
         finally:
+            recorder.cancel()  # a call it was recording stays live: the next drive records it
+            with contextlib.suppress(asyncio.CancelledError):
+                await recorder
             for f in self.watch:
                 f.cancel()
         return DriveResult(
@@ -510,7 +520,7 @@ class _Drive:
         slots = [await reserve_slot_at(redis, req.trunk, self.limits[1]) for _ in claim.claimed]
         until = start + slots[0][1] - req.lead_s
         while (left := until - time.monotonic()) > 0:
-            await self.harvest(min(left, CONTROL_EVERY_S))
+            await asyncio.sleep(min(left, CONTROL_EVERY_S))
             await self.control()
         await self.control()
         go: list[store.Claimed] = []
@@ -555,21 +565,31 @@ class _Drive:
             return
         self.live[s.call_id] = s
         self.watch[asyncio.ensure_future(self.acts._outcome(call_workflow_id(s.call_id)))] = s
+        self.followed.set()
+
+    async def recorder(self) -> None:
+        """The calls' endings, recorded as they come, beside the dialing loop: the database
+        writes of the calls that end in a second of the pace do not hold up its dials."""
+        while True:
+            if not self.watch:
+                self.followed.clear()
+                await self.followed.wait()
+                continue
+            await self.harvest(CONTROL_EVERY_S)
 
     async def harvest(self, timeout: float) -> None:
-        """The calls that end within ``timeout`` (at least one), recorded at once."""
-        if not self.watch:
-            if timeout > 0:
-                await asyncio.sleep(timeout)
-            return
+        """The calls that end within ``timeout``, recorded; each leaves ``live`` once its
+        outcome is written (cut short, it stays live and the next drive records it)."""
         done, _ = await asyncio.wait(self.watch, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        ended = []
-        for f in done:
-            s = self.watch.pop(f)
-            self.live.pop(s.call_id, None)
-            ended.append(Ended(idx=s.idx, attempt=s.attempt, outcome=f.result()))
+        picked = [(f, self.watch[f]) for f in done]
+        ended = [Ended(idx=s.idx, attempt=s.attempt, outcome=f.result()) for f, s in picked]
         if ended:
             await self.record(ended)
+        for f, s in picked:
+            self.watch.pop(f, None)
+            self.live.pop(s.call_id, None)
+        if picked:
+            self.woken.set()
 
     async def record(self, ended: list[Ended]) -> None:
         states, retry_at = await DB_WORK.run(self.acts._record_ended, self.req, ended, [])
@@ -594,4 +614,3 @@ class _Drive:
             f"then `ringflow campaign resume {self.req.campaign_id}`"
         )
         self.dial_results = []
-
