@@ -401,6 +401,8 @@ class _Drive:
         self.asked = 0.0
         self.woken = asyncio.Event()  # a call ended (the dialing loop looks again)
         self.followed = asyncio.Event()  # a call to follow (the recorder looks again)
+        self.starting = 0  # claimed and slotted, being checked and started (``launch``)
+        self.launches: list[asyncio.Future[None]] = []
 
     async def run(self) -> DriveResult:
         req = self.req
@@ -429,7 +431,8 @@ class _Drive:
                 self.woken.clear()
                 await self.control()
                 now = time.time()
-                free = self.limits[0] - len(self.live)
+                self.reap()
+                free = self.limits[0] - len(self.live) - self.starting
                 if self.dialing() and free > 0 and self.next_due is not None and self.next_due <= now:
                     await self.control(now=True)  # a claim given back at once would move the contact
                     if not self.dialing():
@@ -455,7 +458,10 @@ class _Drive:
                     wait = min(wait, max(0.01, self.next_due - now))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.woken.wait(), wait)
+            await asyncio.gather(*self.launches)  # every call this drive started is in ``live``
         finally:
+            for t in self.launches:
+                t.cancel()
             recorder.cancel()  # a call it was recording stays live: the next drive records it
             with contextlib.suppress(asyncio.CancelledError):
                 await recorder
@@ -523,17 +529,33 @@ class _Drive:
             await asyncio.sleep(min(left, CONTROL_EVERY_S))
             await self.control()
         await self.control()
+        # Checked and started beside the loop, which claims the next batch at once: done in
+        # line, a loaded machine's database writes and starts would outlast the batch's
+        # second of slots, and the next batch's slots would come late (a gap in the pace).
+        self.starting += len(claim.claimed)
+        self.launches.append(asyncio.ensure_future(self.launch(claim.claimed, [t for t, _ in slots])))
+
+    async def launch(self, claimed: list[store.Claimed], slots: list[float]) -> None:
+        req = self.req
         go: list[store.Claimed] = []
-        for c, (slot, _) in zip(claim.claimed, slots, strict=True):
-            if not self.dialing():  # paused or cancelled meanwhile: given back, not dialed
-                await DB_WORK.run(
-                    store.release, self.acts.database_url, req.campaign_id, c.idx, c.attempt, time.time()
-                )
-            elif (checked := await self.check(c, slot)) is not None:
-                go.append(checked)
-        # together: one after another, a loaded server's start latency would outlast the
-        # batch's second of slots and leave the next batch's slots late (a gap in the pace)
-        await asyncio.gather(*(self.start(c) for c in go))
+        try:
+            for c, slot in zip(claimed, slots, strict=True):
+                if not self.dialing():  # paused or cancelled meanwhile: given back, not dialed
+                    await DB_WORK.run(
+                        store.release, self.acts.database_url, req.campaign_id, c.idx, c.attempt, time.time()
+                    )
+                elif (checked := await self.check(c, slot)) is not None:
+                    go.append(checked)
+            await asyncio.gather(*(self.start(c) for c in go))  # together: a start is a round trip
+        finally:
+            self.starting -= len(claimed)
+            self.woken.set()
+
+    def reap(self) -> None:
+        """A launch that failed fails the drive (it is retried: ``store.open_attempts``)."""
+        for t in [t for t in self.launches if t.done()]:
+            self.launches.remove(t)
+            t.result()
 
     async def check(self, c: store.Claimed, slot: float) -> store.Claimed | None:
         """The last checks, for the slot's time: the attempt with its slot, or None (not dialed)."""
