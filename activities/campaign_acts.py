@@ -18,10 +18,12 @@ campaign needs Redis; without it the round fails saying so, and the campaign pau
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from pydantic import BaseModel, Field, SecretStr
@@ -89,6 +91,76 @@ class RoundResult(BaseModel):
     out_of_window: int = 0
 
 
+class Started(Attempt):
+    """A call a drive started (or followed), not seen ending yet."""
+
+    call_id: str
+
+
+# The circuit breaker (a drive applies it, the workflow pauses the campaign when it trips):
+# telephony down or a trunk refusing every call would otherwise burn the whole list to
+# ``dial_failed`` in seconds. It trips once, among the attempts that ended in the last
+# BREAKER_WINDOW_S, at least BREAKER_FAILURES failed to dial and they are at least
+# BREAKER_SHARE of them; `campaign resume` starts counting afresh.
+BREAKER_WINDOW_S = 60.0
+BREAKER_FAILURES = 5
+BREAKER_SHARE = 0.5
+MAX_BATCH = 100
+CONTROL_EVERY_S = 1.0  # a drive asks the campaign for pause, cancel and limits this often
+
+
+class DriveRequest(BaseModel):
+    """``campaign_drive``: a round that starts its calls itself and follows them to their end
+    (see :meth:`CampaignActivities.campaign_drive`)."""
+
+    campaign_id: str
+    campaign_workflow_id: str  # asked (a query, no history event) for pause, cancel and limits
+    claim_key: str  # its claims are keyed ``<claim_key>.<try>-<n>``
+    windows: Windows
+    trunk: str
+    max_concurrent: int
+    cps: float = Field(gt=0)
+    max_attempts: int
+    retry: dict[str, RetryRule] = {}
+    time_scale: float = 1.0
+    lead_s: float = Field(ge=0, le=15)
+    budget_s: float = Field(gt=0)  # it returns about this long after it began (or sooner: idle)
+    dial: bool = True  # False: paused or cancelled, only follow the live calls to their end
+    paused: bool = False  # the campaign's state when the drive began: a change ends the drive
+    cancelled: bool = False
+    live: list[Started] = []
+    to_start: list[store.Claimed] = []  # checked at their slot, their start not confirmed
+    ended: list[Ended] = []  # ended, not recorded yet (an earlier design's run carried them)
+    release: list[Attempt] = []
+    dial_results: list[tuple[float, bool]] = []  # the breaker's: (ended at, failed to dial)
+    campaign: dict[str, Any]  # the campaign's input, for the calls' (``CallStarter.campaign``)
+
+
+class DriveResult(BaseModel):
+    live: list[Started]
+    dialed: list[float] = []  # each call started now: its slot (epoch s)
+    outcomes: dict[str, int] = {}  # the calls that ended, by end reason
+    states: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    out_of_window: int = 0
+    next_due: float | None
+    dial_results: list[tuple[float, bool]] = []
+    breaker: str | None = None  # why it stopped dialing, when the breaker tripped
+
+
+class CallStarter(Protocol):
+    """How a drive starts an attempt's call, as the campaign workflow's child would have been
+    (``workflows/campaign_calls.py`` gives the worker's): the activity layer may not build a
+    workflow's input itself."""
+
+    def campaign(self, raw: dict[str, Any]) -> Any: ...
+
+    async def start(self, client: Client, campaign: Any, c: store.Claimed, task_queue: str) -> str:
+        """``started``, ``exists`` (its id was started before: follow it, never dial again)
+        or ``invalid: <why>`` (the contact's variables the flow refuses)."""
+        ...
+
+
 class FinishedRequest(BaseModel):
     campaign_id: str
     flow: str
@@ -112,7 +184,9 @@ class CampaignActivities:
         webhook_url: str | None = None,
         webhook_secret: SecretStr | None = None,
         journey_secret: bytes | None = None,
+        starter: CallStarter | None = None,
     ) -> None:
+        self.starter = starter
         self.database_url = database_url
         self.redis_url = redis_url
         self.client = client
@@ -124,6 +198,7 @@ class CampaignActivities:
     def all(self) -> list[Any]:
         return [
             self.campaign_round,
+            self.campaign_drive,
             self.campaign_await_calls,
             self.campaign_await_journeys,
             self.campaign_counts,
@@ -174,15 +249,20 @@ class CampaignActivities:
             out_of_window=claim.out_of_window,
         )
 
-    async def _predial(self, req: RoundRequest, c: store.Claimed, at: float) -> str:
+    async def _predial(self, req: RoundRequest | DriveRequest, c: store.Claimed, at: float) -> str:
         return await DB_WORK.run(
             store.predial, self.database_url, req.campaign_id, c.idx, c.attempt, req.windows, at
         )
 
-    def _record(self, req: RoundRequest) -> tuple[Counter[str], float | None]:
+    def _record(self, req: RoundRequest | DriveRequest) -> tuple[Counter[str], float | None]:
+        return self._record_ended(req, req.ended, req.release)
+
+    def _record_ended(
+        self, req: RoundRequest | DriveRequest, ended: list[Ended], release: list[Attempt]
+    ) -> tuple[Counter[str], float | None]:
         states: Counter[str] = Counter()
         retry_at: float | None = None
-        for e in req.ended:
+        for e in ended:
             state, next_at = store.record_outcome(
                 self.database_url,
                 req.campaign_id,
@@ -197,9 +277,17 @@ class CampaignActivities:
             states[state] += 1
             if next_at is not None:
                 retry_at = next_at if retry_at is None else min(retry_at, next_at)
-        for a in req.release:
+        for a in release:
             store.release(self.database_url, req.campaign_id, a.idx, a.attempt, time.time())
         return states, retry_at
+
+    @activity.defn(name="campaign_drive")
+    async def campaign_drive(self, req: DriveRequest) -> DriveResult:
+        """A round that starts its calls itself (``client.start_workflow``) and learns their
+        endings, for about ``budget_s``: the campaign's history holds one activity per drive
+        instead of a child's events per attempt. See :class:`_Drive`."""
+        assert self.client is not None and self.starter is not None, "the worker gives a client and starter"
+        return await _Drive(self, req, self.client, self.starter).run()
 
     @activity.defn(name="campaign_await_calls")
     async def campaign_await_calls(self, call_ids: list[str]) -> dict[str, store.Outcome]:
@@ -276,3 +364,275 @@ class CampaignActivities:
         if resp.status_code >= 300:
             raise ApplicationError(f"campaign webhook answered {resp.status_code}", type="WebhookRejected")
         return "sent"
+
+
+class _Drive:
+    """One ``campaign_drive``: claim, pace and check as ``campaign_round`` does, start each
+    checked attempt's call under its attempt's id (``REJECT_DUPLICATE``: a retried drive, a
+    restarted worker or a continue-as-new starts an id once, so an attempt is never dialed
+    twice), follow every live call to its end and record its outcome in the store at once
+    (keyed by attempt: recorded once). Concurrency, the breaker, pause, cancel and the
+    limits are kept here, between the campaign's workflow tasks: the drive asks the campaign
+    (a query, no history event) every ``CONTROL_EVERY_S`` and stops starting calls as soon
+    as it is paused or cancelled, giving back what it claimed and did not start.
+
+    Retried after a lost worker, it takes up first what its earlier try claimed and did not
+    close (``store.open_attempts``): checked ones are started (or found started), the others
+    checked at their slot."""
+
+    def __init__(
+        self, acts: CampaignActivities, req: DriveRequest, client: Client, starter: CallStarter
+    ) -> None:
+        self.acts, self.req, self.client, self.starter = acts, req, client, starter
+        self.campaign = starter.campaign(req.campaign)
+        self.task_queue = activity.info().task_queue
+        self.watch: dict[asyncio.Future[store.Outcome], Started] = {}
+        self.live: dict[str, Started] = {}
+        self.dialed: list[float] = []
+        self.outcomes: Counter[str] = Counter()
+        self.states: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.out_of_window = 0
+        self.next_due: float | None = time.time()  # unknown: claim at once
+        self.dial_results = list(req.dial_results)
+        self.breaker: str | None = None
+        self.paused, self.cancelled = req.paused, req.cancelled
+        self.limits = (req.max_concurrent, req.cps, req.max_attempts)
+        self.asked = 0.0
+        self.woken = asyncio.Event()  # a call ended (the dialing loop looks again)
+        self.followed = asyncio.Event()  # a call to follow (the recorder looks again)
+        self.starting = 0  # claimed and slotted, being checked and started (``launch``)
+        self.launches: list[asyncio.Future[None]] = []
+
+    async def run(self) -> DriveResult:
+        req = self.req
+        redis = self.acts._pacer() if req.dial else None
+        deadline = time.monotonic() + req.budget_s
+        for s in req.live:
+            self.follow(s)
+        recorder = asyncio.ensure_future(self.recorder())
+        try:
+            states, retry_at = await DB_WORK.run(self.acts._record, req)
+            self.states.update(states)
+            self.due(retry_at)
+            for c in req.to_start:  # checked at their slot in an earlier run
+                await self.start(c)
+            for status, c in await DB_WORK.run(
+                store.open_attempts, self.acts.database_url, req.campaign_id, req.claim_key
+            ):
+                if status == "dialed":
+                    await self.start(c)
+                else:
+                    await self.check_and_start(c, c.slot or time.time())
+            n = 0
+            while True:
+                if recorder.done():
+                    recorder.result()  # it failed (the database): the drive fails, and is retried
+                self.woken.clear()
+                await self.control()
+                now = time.time()
+                self.reap()
+                free = self.limits[0] - len(self.live) - self.starting
+                if self.dialing() and free > 0 and self.next_due is not None and self.next_due <= now:
+                    await self.control(now=True)  # a claim given back at once would move the contact
+                    if not self.dialing():
+                        continue
+                    assert redis is not None
+                    key = f"{req.claim_key}.{activity.info().attempt}-{n}"
+                    n += 1
+                    batch = max(1, min(MAX_BATCH, free, math.ceil(self.limits[1])))
+                    await self.batch(redis, key, batch)
+                    if time.monotonic() >= deadline:
+                        break
+                    continue
+                if time.monotonic() >= deadline or self.changed():
+                    break
+                left = deadline - time.monotonic()
+                due_soon = (
+                    self.dialing() and self.next_due is not None and self.next_due - now < left and free > 0
+                )
+                if not self.live and not due_soon:
+                    break  # nothing to follow, nothing due before the budget ends: the workflow waits
+                wait = min(CONTROL_EVERY_S, max(0.01, left))
+                if due_soon and self.next_due is not None:
+                    wait = min(wait, max(0.01, self.next_due - now))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.woken.wait(), wait)
+            await asyncio.gather(*self.launches)  # every call this drive started is in ``live``
+        finally:
+            for t in self.launches:
+                t.cancel()
+            recorder.cancel()  # a call it was recording stays live: the next drive records it
+            with contextlib.suppress(asyncio.CancelledError):
+                await recorder
+            for f in self.watch:
+                f.cancel()
+        return DriveResult(
+            live=list(self.live.values()),
+            dialed=self.dialed,
+            outcomes=dict(self.outcomes),
+            states=dict(self.states),
+            skipped=dict(self.skipped),
+            out_of_window=self.out_of_window,
+            next_due=self.next_due,
+            dial_results=self.dial_results,
+            breaker=self.breaker,
+        )
+
+    def dialing(self) -> bool:
+        return self.req.dial and not self.paused and not self.cancelled and self.breaker is None
+
+    def changed(self) -> bool:
+        """The campaign was paused, resumed or cancelled since the drive began, or it tripped
+        the breaker: back to the workflow, which shows it (and drives on as it now says)."""
+        return (self.paused, self.cancelled) != (self.req.paused, self.req.cancelled) or (
+            self.breaker is not None
+        )
+
+    def due(self, at: float | None) -> None:
+        if at is not None:
+            self.next_due = at if self.next_due is None else min(self.next_due, at)
+
+    async def control(self, now: bool = False) -> None:
+        """Pause, cancel and limits as the campaign holds them now (the last known ones when
+        it does not answer: a busy worker)."""
+        if not now and time.monotonic() - self.asked < CONTROL_EVERY_S:
+            return
+        self.asked = time.monotonic()
+        activity.heartbeat()
+        try:
+            ctl = await self.client.get_workflow_handle(self.req.campaign_workflow_id).query("drive_control")
+        except Exception:
+            return
+        self.paused, self.cancelled = bool(ctl.get("paused")), bool(ctl.get("cancelled"))
+        lim = ctl.get("limits") or {}
+        self.limits = (
+            int(lim.get("max_concurrent", self.limits[0])),
+            float(lim.get("cps", self.limits[1])),
+            int(lim.get("max_attempts", self.limits[2])),
+        )
+
+    async def batch(self, redis: Redis, key: str, limit: int) -> None:
+        """Claim, reserve the slots together (a batch after this one reserves the slots right
+        after them), come back ``lead_s`` before the first, check each for its slot's time
+        and start its call, whose dial waits for the slot (``Dial.not_before``)."""
+        req = self.req
+        claim = await self.acts._claim(req.campaign_id, key, limit, req.windows, self.limits[2])
+        self.next_due = claim.next_due
+        self.out_of_window += claim.out_of_window
+        if not claim.claimed:
+            return
+        start = time.monotonic()
+        slots = [await reserve_slot_at(redis, req.trunk, self.limits[1]) for _ in claim.claimed]
+        until = start + slots[0][1] - req.lead_s
+        while (left := until - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, CONTROL_EVERY_S))
+            await self.control()
+        await self.control()
+        # Checked and started beside the loop, which claims the next batch at once: done in
+        # line, a loaded machine's database writes and starts would outlast the batch's
+        # second of slots, and the next batch's slots would come late (a gap in the pace).
+        self.starting += len(claim.claimed)
+        self.launches.append(asyncio.ensure_future(self.launch(claim.claimed, [t for t, _ in slots])))
+
+    async def launch(self, claimed: list[store.Claimed], slots: list[float]) -> None:
+        req = self.req
+        go: list[store.Claimed] = []
+        try:
+            for c, slot in zip(claimed, slots, strict=True):
+                if not self.dialing():  # paused or cancelled meanwhile: given back, not dialed
+                    await DB_WORK.run(
+                        store.release, self.acts.database_url, req.campaign_id, c.idx, c.attempt, time.time()
+                    )
+                elif (checked := await self.check(c, slot)) is not None:
+                    go.append(checked)
+            await asyncio.gather(*(self.start(c) for c in go))  # together: a start is a round trip
+        finally:
+            self.starting -= len(claimed)
+            self.woken.set()
+
+    def reap(self) -> None:
+        """A launch that failed fails the drive (it is retried: ``store.open_attempts``)."""
+        for t in [t for t in self.launches if t.done()]:
+            self.launches.remove(t)
+            t.result()
+
+    async def check(self, c: store.Claimed, slot: float) -> store.Claimed | None:
+        """The last checks, for the slot's time: the attempt with its slot, or None (not dialed)."""
+        verdict = await self.acts._predial(self.req, c, slot)
+        if verdict == "go":
+            return c.model_copy(update={"slot": slot})
+        self.skipped[verdict] += 1
+        return None
+
+    async def check_and_start(self, c: store.Claimed, slot: float) -> None:
+        if (checked := await self.check(c, slot)) is not None:
+            await self.start(checked)
+
+    async def start(self, c: store.Claimed) -> None:
+        s = Started(idx=c.idx, attempt=c.attempt, call_id=c.call_id)
+        got = await self.starter.start(self.client, self.campaign, c, self.task_queue)
+        if got.startswith("invalid"):
+            why = got.removeprefix("invalid: ")[:200]
+            outcome = store.Outcome(end_reason="invalid_contact", disposition=why)
+            ended = Ended(idx=c.idx, attempt=c.attempt, outcome=outcome)
+            await self.record([ended])
+            return
+        if got == "started":
+            self.dialed.append(c.slot or time.time())
+        self.follow(s)
+
+    def follow(self, s: Started) -> None:
+        if s.call_id in self.live:
+            return
+        self.live[s.call_id] = s
+        self.watch[asyncio.ensure_future(self.acts._outcome(call_workflow_id(s.call_id)))] = s
+        self.followed.set()
+
+    async def recorder(self) -> None:
+        """The calls' endings, recorded as they come, beside the dialing loop: the database
+        writes of the calls that end in a second of the pace do not hold up its dials."""
+        while True:
+            if not self.watch:
+                self.followed.clear()
+                await self.followed.wait()
+                continue
+            await self.harvest(CONTROL_EVERY_S)
+
+    async def harvest(self, timeout: float) -> None:
+        """The calls that end within ``timeout``, recorded; each leaves ``live`` once its
+        outcome is written (cut short, it stays live and the next drive records it)."""
+        done, _ = await asyncio.wait(self.watch, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        picked = [(f, self.watch[f]) for f in done]
+        ended = [Ended(idx=s.idx, attempt=s.attempt, outcome=f.result()) for f, s in picked]
+        if ended:
+            await self.record(ended)
+        for f, s in picked:
+            self.watch.pop(f, None)
+            self.live.pop(s.call_id, None)
+        if picked:
+            self.woken.set()
+
+    async def record(self, ended: list[Ended]) -> None:
+        states, retry_at = await DB_WORK.run(self.acts._record_ended, self.req, ended, [])
+        self.states.update(states)
+        self.due(retry_at)
+        now = time.time()
+        for e in ended:
+            self.outcomes[e.outcome.end_reason] += 1
+            self.watch_dials(now, e.outcome.end_reason == "dial_failed")
+
+    def watch_dials(self, now: float, failed: bool) -> None:
+        self.dial_results = [r for r in self.dial_results if r[0] > now - BREAKER_WINDOW_S]
+        self.dial_results.append((now, failed))
+        failures = sum(1 for _, f in self.dial_results if f)
+        if self.breaker is not None or failures < BREAKER_FAILURES:
+            return
+        if failures < BREAKER_SHARE * len(self.dial_results):
+            return
+        self.breaker = (
+            f"circuit breaker: {failures} of the last {len(self.dial_results)} attempts failed to "
+            f"dial within {BREAKER_WINDOW_S:.0f} s (LiveKit or the trunk refusing calls); fix it, "
+            f"then `ringflow campaign resume {self.req.campaign_id}`"
+        )
+        self.dial_results = []

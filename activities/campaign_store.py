@@ -506,3 +506,41 @@ def contact_count(database_url: str, campaign_id: str) -> int:
     engine = engine_for(database_url)
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).where(C.c.campaign_id == campaign_id)).scalar() or 0)
+
+
+def open_attempts(database_url: str, campaign_id: str, key_prefix: str) -> list[tuple[str, Claimed]]:
+    """The attempts an earlier try of a round claimed (claim keys ``<key_prefix>.*``) and
+    neither closed nor gave back, with their status (``claimed``: not checked at its slot
+    yet; ``dialed``: checked, its call perhaps started): a retried round takes them up
+    first, so no claimed contact is left in ``dialing`` by a lost worker."""
+    engine = engine_for(database_url)
+    with engine.connect() as conn:
+        rows = (
+            conn.execute(
+                select(A.c.idx, A.c.attempt, A.c.call_id, A.c.status, A.c.dialed_at, C.c.phone, C.c.variables, C.c.tz)
+                .join(C, (C.c.campaign_id == A.c.campaign_id) & (C.c.idx == A.c.idx))
+                .where(
+                    A.c.campaign_id == campaign_id,
+                    A.c.claim_key.like(key_prefix.replace("%", r"\%").replace("_", r"\_") + ".%", escape="\\"),
+                    A.c.status.in_(("claimed", "dialed")),
+                )
+                .order_by(A.c.claimed_at, A.c.idx)
+            )
+            .mappings()
+            .all()
+        )
+    return [
+        (
+            str(r["status"]),
+            Claimed(
+                idx=r["idx"],
+                attempt=r["attempt"],
+                call_id=r["call_id"],
+                phone=r["phone"],
+                variables=r["variables"],
+                tz=r["tz"],
+                slot=r["dialed_at"],
+            ),
+        )
+        for r in rows
+    ]

@@ -1,6 +1,14 @@
 """CampaignWorkflow (id ``campaign-<id>``): many outbound calls, paced, in windows, retried.
 
-It holds no contacts: they are rows in the database. The workflow works in rounds: one
+It holds no contacts: they are rows in the database. A run that started with patch
+``campaign-round-starts-calls`` (every new campaign, and the next run of an older one after
+its continue-as-new) works in drives (:meth:`CampaignWorkflow.drive_run`): one activity,
+``campaign_drive``, claims, paces, checks and starts the calls itself, follows them and
+records their outcomes, for about ``drive_s``, so the history holds ~6 events per drive
+instead of ~9 per attempt and a run holds tens of thousands of attempts before it continues
+as new. A campaign of journeys, and a run that started before the patch, work as follows.
+
+The workflow works in rounds: one
 activity (``campaign_round``) records the calls that ended since the last round, claims the
 next batch of due contacts (applying the calling windows, the do-not-call list and
 ``max_attempts``), paces each attempt on the trunk's shared limiter and checks the
@@ -44,12 +52,19 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from ringflow.activities.campaign_acts import (
+        BREAKER_FAILURES,
+        BREAKER_SHARE,
+        BREAKER_WINDOW_S,
+        MAX_BATCH,
         Attempt,
         CampaignActivities,
+        DriveRequest,
+        DriveResult,
         Ended,
         FinishedRequest,
         RoundRequest,
         RoundResult,
+        Started,
     )
     from ringflow.activities.campaign_store import Claimed, Outcome, classify
     from ringflow.activities.search_attributes import RINGFLOW_CAMPAIGN, RINGFLOW_FLOW, RINGFLOW_STATUS
@@ -73,21 +88,12 @@ with workflow.unsafe.imports_passed_through():
         LimitsChange,
         LiveCall,
     )
-    from ringflow.workflows.patches import CAMPAIGN_DIAL_BREAKER, CAMPAIGN_HOLDS_JOURNEYS
+    from ringflow.workflows.patches import CAMPAIGN_DIAL_BREAKER, CAMPAIGN_DRIVES, CAMPAIGN_HOLDS_JOURNEYS
 
 SHORT = timedelta(seconds=60)
 LEAD_S = 3.0  # calls start this long before their slot, and their dial waits for it
 LOOKAHEAD = 3  # rounds in flight at most (a slow workflow task between rounds leaves no gap)
 ROUND_S = 1.0  # a round claims about this many seconds of the pace
-MAX_BATCH = 100
-# The circuit breaker: telephony down or a trunk refusing every call would otherwise burn the
-# whole list to ``dial_failed`` in seconds. The campaign pauses itself (status ``paused``,
-# the reason in ``pause_reason`` and the log) once, among the attempts that ended in the last
-# BREAKER_WINDOW_S, at least BREAKER_FAILURES failed to dial and they are at least
-# BREAKER_SHARE of them; `campaign resume` starts counting afresh.
-BREAKER_WINDOW_S = 60.0
-BREAKER_FAILURES = 5
-BREAKER_SHARE = 0.5
 
 
 def _earliest(*times: float | None) -> float | None:
@@ -133,6 +139,11 @@ class CampaignWorkflow:
 
     @workflow.run
     async def run(self, inp: CampaignInput) -> dict[str, Any]:
+        # Asked first, once per run: a run that started before the patch replays the rounds
+        # and children it ran; a new run (a continue-as-new of an old campaign included: its
+        # carry is live calls, calls to start and outcomes, all of which a drive takes) drives.
+        if not self.inp.journeys and workflow.patched(CAMPAIGN_DRIVES):
+            return await self.drive_run()
         if self.carried:
             self.spawn(self.follow_all(self.carried))
         if self.journeys:
@@ -422,6 +433,111 @@ class CampaignWorkflow:
         if self.timer_at == at:
             self.timer_at = None
         self.wake = True
+
+    # --- drives: the rounds start their calls ------------------------------------------
+    # A drive (``CampaignActivities.campaign_drive``) claims, paces and checks as a round
+    # does, starts each attempt's call itself (a workflow with no parent, under the attempt's
+    # id, started once), follows the live calls and records each outcome in the store as it
+    # comes, for about ``CampaignInput.drive_s``; it asks the campaign for pause, cancel and limits by a query.
+    # The history holds one activity (and its workflow task) per drive, whatever the
+    # attempts in it: ~6 events per ``drive_s`` instead of ~9 per attempt. Between two drives the
+    # calls started for the next LEAD_S of slots keep the pace (a continue-as-new included).
+    async def drive_run(self) -> dict[str, Any]:
+        self.live = {lc.call_id: lc for lc in self.carried}
+        self.next_due = 0.0  # unknown: the first drive asks the database
+        while True:
+            self.show()
+            if self.should_continue_as_new():
+                workflow.continue_as_new(self.carry())
+            dial = not self.paused and not self.cancelled
+            work = bool(self.live or self.to_start or self.pending or self.release)
+            if not dial and not work:
+                if self.cancelled:
+                    break
+                self.wake = False
+                await workflow.wait_condition(lambda: not self.paused or self.cancelled or self.wake)
+                continue
+            if dial and not work:
+                if self.next_due is None:
+                    break  # every contact is closed: the campaign is done
+                if self.next_due > workflow.now().timestamp():
+                    self.wake = False
+                    self.arm(1)
+                    await workflow.wait_condition(lambda: self.wake or self.cancelled or self.paused)
+                    continue
+            await self.drive(dial)
+        self.show("cancelled" if self.cancelled else "finishing")
+        return await self.finish("cancelled" if self.cancelled else "finished")
+
+    async def drive(self, dial: bool) -> None:
+        key = f"drive-{self.claims}"
+        self.claims += 1
+        ended, self.pending = self.pending, []
+        release, self.release = self.release, []
+        to_start, self.to_start = self.to_start, []
+        live = list(self.live.values())
+        req = DriveRequest(
+            campaign_id=self.inp.campaign_id,
+            campaign_workflow_id=workflow.info().workflow_id,
+            claim_key=key,
+            windows=self.inp.windows,
+            trunk=self.inp.trunk_id,
+            max_concurrent=self.limits.max_concurrent,
+            cps=self.limits.cps,
+            max_attempts=self.limits.max_attempts,
+            retry=self.inp.retry,
+            time_scale=self.inp.time_scale,
+            lead_s=LEAD_S,
+            budget_s=self.inp.drive_s,
+            dial=dial,
+            paused=self.paused,
+            cancelled=self.cancelled,
+            live=[Started(idx=lc.idx, attempt=lc.attempt, call_id=lc.call_id) for lc in live],
+            to_start=to_start,
+            ended=ended,
+            release=release,
+            dial_results=self.dial_results,
+            campaign=self.inp.model_copy(update={"carry": None}).model_dump(mode="json"),
+        )
+        self.rounds = 1
+        try:
+            res: DriveResult = await workflow.execute_activity_method(
+                CampaignActivities.campaign_drive,
+                req,
+                start_to_close_timeout=timedelta(hours=2),
+                heartbeat_timeout=timedelta(seconds=30),
+                retry_policy=RETRY,
+            )
+        except Exception as exc:  # no pacing (no Redis): pause, keep what the drive carried
+            self.pending = ended + self.pending
+            self.release = release + self.release
+            self.to_start = to_start + self.to_start
+            self.hold(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
+            return
+        finally:
+            self.rounds = 0
+        self.live = {s.call_id: LiveCall(idx=s.idx, attempt=s.attempt, call_id=s.call_id) for s in res.live}
+        self.next_due = res.next_due
+        self.dial_results = res.dial_results
+        self.count("dialed", len(res.dialed))
+        now = workflow.now().timestamp()
+        self.recent = [t for t in self.recent if t > now - 60.0] + [t for t in res.dialed if t > now - 60.0]
+        self.count("out_of_window_deferred", res.out_of_window)
+        for reason, n in res.outcomes.items():
+            self.count(f"outcome_{reason}", n)
+        for state, n in res.states.items():
+            self.count(f"contact_{state}", n)
+        for why, n in res.skipped.items():
+            self.count(f"not_dialed_{why}", n)
+        if res.breaker is not None and not self.paused and not self.cancelled:
+            workflow.logger.warning("campaign %s paused itself: %s", self.inp.campaign_id, res.breaker)
+            self.count("breaker_tripped")
+            self.hold(res.breaker)
+
+    @workflow.query
+    def drive_control(self) -> dict[str, Any]:
+        """What a drive keeps to between the campaign's workflow tasks."""
+        return {"paused": self.paused, "cancelled": self.cancelled, "limits": self.limits.model_dump()}
 
     # --- the end ------------------------------------------------------------------------
     async def finish(self, status: str) -> dict[str, Any]:

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():
     from ringflow.activities.campaign_acts import CampaignActivities
@@ -26,12 +30,13 @@ with workflow.unsafe.imports_passed_through():
         RINGFLOW_JOURNEY,
         RINGFLOW_STATUS,
     )
+    from ringflow.callflow.errors import FlowError
     from ringflow.contract.dial import Dial
     from ringflow.contract.journey import JOURNEY_WORKFLOW, JourneyInput, JourneyRetry, JourneyView
     from ringflow.contract.records import CallRecord
     from ringflow.workflows.call import CallWorkflow
     from ringflow.workflows.campaign_messages import CampaignInput
-    from ringflow.workflows.client import checked_call_input, workflow_id
+    from ringflow.workflows.client import call_root, checked_call_input, workflow_id
     from ringflow.workflows.trace_ids import child_root, under
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
@@ -42,6 +47,15 @@ def call_input(inp: CampaignInput, c: Claimed) -> Any:
     call's (:func:`workflows.client.checked_call_input`); raises FlowError for bad variables.
     The dial waits for the attempt's slot (``Dial.not_before``), so the call starts ahead.
     A traced campaign gives each call a trace of its own (``workflows/trace_ids.py``)."""
+    call_inp, attrs = attempt_input(inp, c)
+    if carrier := child_root(c.call_id, inp.definition.flow.flow):
+        call_inp = call_inp.model_copy(update={"trace": carrier})
+    return call_inp, attrs
+
+
+def attempt_input(inp: CampaignInput, c: Claimed) -> Any:
+    """An attempt's call input and search attributes, whoever starts it (the campaign
+    workflow's child, or a drive: :class:`DriveStarter`). Pure: no workflow API."""
     dial = Dial(
         to=c.phone,
         from_number=inp.from_number,
@@ -58,8 +72,6 @@ def call_input(inp: CampaignInput, c: Claimed) -> Any:
         | ({"flow_ref": flow_ref} if flow_ref is not None else {})
         | ({"canary": side} if side is not None else {}),
     )
-    if carrier := child_root(c.call_id, inp.definition.flow.flow):
-        call_inp = call_inp.model_copy(update={"trace": carrier})
     return call_inp, attrs
 
 
@@ -79,6 +91,42 @@ async def start_call(
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id} call",
         )
+
+
+class DriveStarter:
+    """How a campaign's drive (``CampaignActivities.campaign_drive``, an activity) starts an
+    attempt's call: the input a child would have had, as a workflow of its own (no parent: a
+    cancelled or continued campaign never cuts it), under the attempt's id, started once
+    (``REJECT_DUPLICATE``, closed ones included). The campaign follows it through the drives
+    (the store's attempt rows name every call it started)."""
+
+    def campaign(self, raw: dict[str, Any]) -> CampaignInput:
+        return CampaignInput.model_validate(raw)
+
+    async def start(self, client: Client, campaign: Any, c: Claimed, task_queue: str) -> str:
+        inp: CampaignInput = campaign
+        try:
+            call_inp, attrs = attempt_input(inp, c)
+        except FlowError as exc:  # a contact's variables the flow refuses: that contact fails
+            return f"invalid: {str(exc)[:200]}"
+        # its own trace, linked to the drive's span (an activity: a root of fresh ids, as
+        # ``call dial`` makes; ``{}`` with tracing off)
+        with call_root(c.call_id, inp.definition.flow.flow) as carrier:
+            if carrier:
+                call_inp = call_inp.model_copy(update={"trace": carrier})
+            try:
+                await client.start_workflow(
+                    CallWorkflow.run,
+                    call_inp,
+                    id=workflow_id(c.call_id),
+                    task_queue=task_queue,
+                    search_attributes=attrs,
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    static_summary=f"{inp.definition.flow.flow} campaign {inp.campaign_id} call",
+                )
+            except WorkflowAlreadyStartedError:
+                return "exists"
+        return "started"
 
 
 async def outcome_of(handle: ChildWorkflowHandle[Any, Any]) -> Outcome:

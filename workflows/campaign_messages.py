@@ -89,7 +89,11 @@ class CampaignInput(BaseModel):
     retry: dict[str, RetryRule] = {}
     time_scale: float = Field(1.0, gt=0, le=100_000, allow_inf_nan=False)  # retry delays / this
     agent_timeout_s: float = Field(15.0, gt=0, le=3600)
-    max_history_events: int = Field(4000, ge=200, le=40_000)  # continue-as-new past this many
+    # continue-as-new past this many (a run's drives need ~6 each, its start ~10)
+    max_history_events: int = Field(4000, ge=50, le=40_000)
+    # A drive (a round that starts its calls, ``workflows/campaign.py``) comes back this often:
+    # ~6 history events each. Pause, cancel and limits reach a drive within a second anyway.
+    drive_s: float = Field(10.0, ge=0.2, le=60, allow_inf_nan=False)
     # Each contact's attempt starts the contact's journey (``workflows/journey.py``), which
     # holds its retries and follow-ups; the campaign ends when every journey has.
     journeys: bool = False

@@ -54,6 +54,7 @@ class Patch:
 CAMPAIGN_DIAL_BREAKER = "campaign-dial-breaker"
 FUNCTION_REPEAT_RUNS = "function-repeat-runs-after-refusal"
 CAMPAIGN_HOLDS_JOURNEYS = "campaign-holds-journeys"
+CAMPAIGN_DRIVES = "campaign-round-starts-calls"
 PATCHES: tuple[Patch, ...] = (
     Patch(
         CAMPAIGN_DIAL_BREAKER,
@@ -72,6 +73,12 @@ PATCHES: tuple[Patch, ...] = (
         "patched",
         "0.2.0",
         "a paused campaign signals its open journeys to hold their next calls, and to go on when it resumes",
+    ),
+    Patch(
+        CAMPAIGN_DRIVES,
+        "patched",
+        "0.2.0",
+        "a campaign run's rounds start their calls themselves and learn their endings in batches",
     ),
 )
 

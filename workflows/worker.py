@@ -40,6 +40,7 @@ from ringflow.activities.turn_journal import TurnJournalReader
 from ringflow.workflows import log_redaction
 from ringflow.workflows.call import CallWorkflow
 from ringflow.workflows.campaign import CampaignWorkflow
+from ringflow.workflows.campaign_calls import DriveStarter
 from ringflow.workflows.flow_canary import FlowCanaryWorkflow
 from ringflow.workflows.heap import GC_PAUSE_BUCKETS, GC_PAUSE_METRIC, settle_heap
 from ringflow.workflows.journey import JourneyWorkflow
@@ -61,6 +62,7 @@ def all_activities(
         getattr(config, "webhook_url", None),
         getattr(config, "webhook_secret", None),
         getattr(config, "journey_secret", None),
+        DriveStarter(),
     )
     return [
         *build_activities(config, dispatcher, telephony, recorder),

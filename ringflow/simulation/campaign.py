@@ -222,6 +222,7 @@ async def simulate_campaign(
                 "runs": len(run_starts),
                 "run_starts": run_starts,  # when each run of the campaign began (epoch s)
                 "history_bytes": size,  # every run's history, as the server stores it
+                "history_events": events,  # every run's
             }
 
 

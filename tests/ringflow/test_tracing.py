@@ -316,7 +316,7 @@ async def test_each_campaign_call_is_a_trace_of_its_own_linked_to_the_campaign(
     temporal_server: DevStack, sqlite_url: str, task_queue: str
 ) -> None:
     """Two calls of one campaign, spans in the SDK's in-memory exporter: each call is its own
-    trace under one ``ringflow.call`` root (its ids derived in the campaign workflow), holding
+    trace under one ``ringflow.call`` root (made by the campaign's drive, which starts it), holding
     the call's workflow spans and its agent's; the root links to the campaign's trace, and
     neither call's spans are in the campaign's trace. Before, both calls were branches of the
     campaign's trace."""
@@ -368,6 +368,6 @@ async def test_each_campaign_call_is_a_trace_of_its_own_linked_to_the_campaign(
         assert [r["name"] for r in roots] == ["ringflow.call"], roots
         assert roots[0]["attributes"]["ringflow.call_id"] == call_id
         assert set(roots[0]["links"]) <= campaign_traces and roots[0]["links"]
-        assert "StartChildWorkflow:CallWorkflow" in {s["name"] for s in in_trace}
+        assert "StartWorkflow:CallWorkflow" in {s["name"] for s in in_trace}  # by the campaign's drive
         traces.append(trace_id)
     assert len(set(traces)) == 2 and not set(traces) & campaign_traces

@@ -183,7 +183,8 @@ async def test_a_campaign_continued_as_new_many_times_attempts_each_contact_as_t
         cid = new_id()
         retry = {"busy": RetryRule(count=1, delay_s=0.2)}
         inp = campaign_input(cid, new_id("T"), retry=retry, max_concurrent=6, cps=40)
-        inp = inp.model_copy(update={"max_history_events": 200})  # the least: a few calls a run
+        # short drives, few events a run: it continues as new
+        inp = inp.model_copy(update={"max_history_events": 60, "drive_s": 0.2})
         handle = await run_campaign(temporal_client, task_queue, sqlite_url, inp, contacts(*people))
         result = await handle.result()
 
