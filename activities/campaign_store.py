@@ -517,11 +517,22 @@ def open_attempts(database_url: str, campaign_id: str, key_prefix: str) -> list[
     with engine.connect() as conn:
         rows = (
             conn.execute(
-                select(A.c.idx, A.c.attempt, A.c.call_id, A.c.status, A.c.dialed_at, C.c.phone, C.c.variables, C.c.tz)
+                select(
+                    A.c.idx,
+                    A.c.attempt,
+                    A.c.call_id,
+                    A.c.status,
+                    A.c.dialed_at,
+                    C.c.phone,
+                    C.c.variables,
+                    C.c.tz,
+                )
                 .join(C, (C.c.campaign_id == A.c.campaign_id) & (C.c.idx == A.c.idx))
                 .where(
                     A.c.campaign_id == campaign_id,
-                    A.c.claim_key.like(key_prefix.replace("%", r"\%").replace("_", r"\_") + ".%", escape="\\"),
+                    A.c.claim_key.like(
+                        key_prefix.replace("%", r"\%").replace("_", r"\_") + ".%", escape="\\"
+                    ),
                     A.c.status.in_(("claimed", "dialed")),
                 )
                 .order_by(A.c.claimed_at, A.c.idx)

@@ -438,7 +438,8 @@ class CampaignWorkflow:
     # A drive (``CampaignActivities.campaign_drive``) claims, paces and checks as a round
     # does, starts each attempt's call itself (a workflow with no parent, under the attempt's
     # id, started once), follows the live calls and records each outcome in the store as it
-    # comes, for about ``CampaignInput.drive_s``; it asks the campaign for pause, cancel and limits by a query.
+    # comes, for about ``CampaignInput.drive_s``; it asks the campaign for pause, cancel and
+    # limits by a query.
     # The history holds one activity (and its workflow task) per drive, whatever the
     # attempts in it: ~6 events per ``drive_s`` instead of ~9 per attempt. Between two drives the
     # calls started for the next LEAD_S of slots keep the pace (a continue-as-new included).
