@@ -33,6 +33,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from ringflow.activities import campaign_store as store
+from ringflow.activities import flow_canaries
 from ringflow.activities.campaign_rules import RetryRule, Windows
 from ringflow.activities.db_work import DB_WORK
 from ringflow.activities.trunk_pace import reserve_slot_at
@@ -80,6 +81,7 @@ class RoundRequest(BaseModel):
     lead_s: float = Field(ge=0, le=15)
     # a campaign of journeys: its flow's name, each contact ready gets its journey's id
     journeys_of: str | None = None
+    canary_id: str | None = None  # the campaign's canary, not seen settled yet: is it now?
 
 
 class RoundResult(BaseModel):
@@ -89,6 +91,7 @@ class RoundResult(BaseModel):
     next_due: float | None  # the earliest a contact not claimed now is due; None: none left
     retry_at: float | None = None  # the earliest retry this round's outcomes scheduled
     out_of_window: int = 0
+    canary_settled: Settled | None = None  # the request's canary has settled: how
 
 
 class Started(Attempt):
@@ -107,6 +110,9 @@ BREAKER_FAILURES = 5
 BREAKER_SHARE = 0.5
 MAX_BATCH = 100
 CONTROL_EVERY_S = 1.0  # a drive asks the campaign for pause, cancel and limits this often
+# ... and the database whether the campaign's canary has settled, this often (its split ends)
+CANARY_EVERY_S = 5.0
+Settled = flow_canaries.Settled
 
 
 class DriveRequest(BaseModel):
@@ -146,6 +152,7 @@ class DriveResult(BaseModel):
     next_due: float | None
     dial_results: list[tuple[float, bool]] = []
     breaker: str | None = None  # why it stopped dialing, when the breaker tripped
+    canary_settled: Settled | None = None  # the campaign's canary settled during the drive: how
 
 
 class CallStarter(Protocol):
@@ -240,7 +247,11 @@ class CampaignActivities:
                     ready.append(c.model_copy(update={"slot": slot, "journey_id": jid}))
                 else:
                     skipped[verdict] += 1
+        settled = None  # read last: the ready contacts' flow is chosen after it
+        if req.canary_id is not None:
+            settled = await DB_WORK.run(flow_canaries.settled_as, self.database_url, req.canary_id)
         return RoundResult(
+            canary_settled=settled,
             ready=ready,
             skipped=dict(skipped),
             states=dict(states),
@@ -399,6 +410,8 @@ class _Drive:
         self.paused, self.cancelled = req.paused, req.cancelled
         self.limits = (req.max_concurrent, req.cps, req.max_attempts)
         self.asked = 0.0
+        self.canary_asked = -CANARY_EVERY_S  # at once
+        self.canary_settled: Settled | None = None
         self.woken = asyncio.Event()  # a call ended (the dialing loop looks again)
         self.followed = asyncio.Event()  # a call to follow (the recorder looks again)
         self.starting = 0  # claimed and slotted, being checked and started (``launch``)
@@ -477,6 +490,7 @@ class _Drive:
             next_due=self.next_due,
             dial_results=self.dial_results,
             breaker=self.breaker,
+            canary_settled=self.canary_settled,
         )
 
     def dialing(self) -> bool:
@@ -493,9 +507,24 @@ class _Drive:
         if at is not None:
             self.next_due = at if self.next_due is None else min(self.next_due, at)
 
+    async def canary(self) -> None:
+        """End the campaign's canary split here once the canary has settled: the calls this
+        drive starts from then on run the side it settled on (the workflow, told by the
+        result, keeps to it in later drives and runs)."""
+        pin = self.req.campaign.get("canary")
+        if not pin or pin.get("settled") or time.monotonic() - self.canary_asked < CANARY_EVERY_S:
+            return
+        self.canary_asked = time.monotonic()
+        settled = await DB_WORK.run(flow_canaries.settled_as, self.acts.database_url, str(pin["canary_id"]))
+        if settled is not None:
+            self.canary_settled = settled
+            self.req.campaign["canary"] = {**pin, "settled": settled}
+            self.campaign = self.starter.campaign(self.req.campaign)
+
     async def control(self, now: bool = False) -> None:
         """Pause, cancel and limits as the campaign holds them now (the last known ones when
         it does not answer: a busy worker)."""
+        await self.canary()
         if not now and time.monotonic() - self.asked < CONTROL_EVERY_S:
             return
         self.asked = time.monotonic()

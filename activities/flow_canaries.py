@@ -33,6 +33,7 @@ from ringflow.callflow.canary import CanaryPolicy, Side, SideStats, side_for
 from ringflow.callflow.model import FlowDefinition
 
 CanaryState = Literal["running", "promoted", "rolled_back"]
+Settled = Literal["promoted", "rolled_back"]
 
 
 class FlowCanaryRow(SQLModel, table=True):
@@ -128,6 +129,17 @@ def get_canary(database_url: str, canary_id: str) -> Canary | None:
     with _engine(database_url).connect() as conn:
         row = conn.execute(select(C).where(C.c.canary_id == canary_id)).first()
     return _canary(row) if row is not None else None
+
+
+def settled_as(database_url: str, canary_id: str) -> Settled | None:
+    """How the canary settled (None: still running). A campaign that named the canary's
+    channel asks, to end its split: a settled canary's workflow splits no calls, and nor
+    may a campaign that is still dialing (``workflows/campaign_messages.py``). A canary not
+    on record counts as rolled back: no call may be split by a canary nobody watches."""
+    canary = get_canary(database_url, canary_id)
+    if canary is None:
+        return "rolled_back"
+    return None if canary.state == "running" else canary.state
 
 
 def list_canaries(database_url: str, name: str | None = None) -> list[Canary]:

@@ -227,6 +227,7 @@ class CampaignWorkflow:
             time_scale=self.inp.time_scale,
             lead_s=LEAD_S,
             journeys_of=self.flow() if self.inp.journeys else None,
+            canary_id=self.open_canary(),
         )
         try:
             res: RoundResult = await workflow.execute_activity_method(
@@ -241,6 +242,7 @@ class CampaignWorkflow:
             self.release = release + self.release
             self.hold(f"pacing failed: {str(getattr(exc, 'cause', None) or exc)[:300]}")
             res = RoundResult(ready=[], next_due=self.next_due)
+        self.inp = self.inp.canary_settled(res.canary_settled)  # before its contacts' journeys start
         self.returned += 1
         self.in_flight.remove(since)
         # A round that returned while this one was out may have recorded its outcomes after
@@ -518,6 +520,7 @@ class CampaignWorkflow:
         finally:
             self.rounds = 0
         self.live = {s.call_id: LiveCall(idx=s.idx, attempt=s.attempt, call_id=s.call_id) for s in res.live}
+        self.inp = self.inp.canary_settled(res.canary_settled)  # later drives and runs keep to it
         self.next_due = res.next_due
         self.dial_results = res.dial_results
         self.count("dialed", len(res.dialed))
@@ -534,6 +537,12 @@ class CampaignWorkflow:
             workflow.logger.warning("campaign %s paused itself: %s", self.inp.campaign_id, res.breaker)
             self.count("breaker_tripped")
             self.hold(res.breaker)
+
+    def open_canary(self) -> str | None:
+        """The canary whose split this campaign still applies (a round asks whether it has
+        settled), if any."""
+        c = self.inp.canary
+        return c.canary_id if c is not None and c.settled is None else None
 
     @workflow.query
     def drive_control(self) -> dict[str, Any]:
@@ -703,4 +712,12 @@ class CampaignWorkflow:
             "stats": self.stats,
             "runs": self.runs,
             "history_events": self.events_before + workflow.info().get_current_history_length(),
+            "canary": self.canary_progress(),
         }
+
+    def canary_progress(self) -> dict[str, Any] | None:
+        """The canary the campaign's calls are split by, and how it settled (None: running)."""
+        c = self.inp.canary
+        if c is None:
+            return None
+        return {"canary_id": c.canary_id, "percent": c.percent, "candidate": c.flow_ref.version, "settled": c.settled}

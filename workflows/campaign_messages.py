@@ -6,6 +6,8 @@ so the input and the carry stay a few kilobytes whatever the list's length.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from ringflow.activities.campaign_acts import Attempt, Ended
@@ -72,6 +74,9 @@ class CampaignCanary(BaseModel):
     percent: float = Field(gt=0, le=100)
     flow_ref: FlowRef
     definition: FlowDefinition
+    # Set once the canary has settled (a drive or round reads it): the split ends, and every
+    # later attempt runs the side it settled on, the candidate promoted or the campaign's own.
+    settled: Literal["promoted", "rolled_back"] | None = None
 
 
 class CampaignInput(BaseModel):
@@ -102,13 +107,23 @@ class CampaignInput(BaseModel):
     carry: CampaignCarry | None = None
     canary: CampaignCanary | None = None  # a canary on the campaign's channel: its calls are split
 
+    def canary_settled(self, settled: Literal["promoted", "rolled_back"] | None) -> CampaignInput:
+        """This input with its canary's split ended, when ``settled`` says it has (a drive's
+        or round's answer: replayed as recorded)."""
+        c = self.canary
+        if settled is None or c is None or c.settled is not None:
+            return self
+        return self.model_copy(update={"canary": c.model_copy(update={"settled": settled})})
+
     def flow_for(self, idx: int) -> tuple[FlowDefinition, FlowRef | None, CanaryPin | None]:
         """The definition and version contact ``idx``'s calls run, and the canary side they
         are on: by the stable hash of the contact (``callflow.canary.side_for``), so every
         attempt of a contact, on any run, gets the same one. Deterministic: workflow code."""
         c = self.canary
-        if c is None:
+        if c is None or c.settled == "rolled_back":
             return self.definition, self.flow_ref, None
+        if c.settled == "promoted":
+            return c.definition, c.flow_ref, None
         side = side_for(c.canary_id, contact_key(self.campaign_id, idx), c.percent)
         pin = CanaryPin(canary_id=c.canary_id, side=side)
         if side == "candidate":

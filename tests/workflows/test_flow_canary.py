@@ -279,3 +279,82 @@ async def started_input(client: Client, call_id: str) -> CallInput:
     decoded = (await client.data_converter.decode([payload], [CallInput]))[0]
     assert isinstance(decoded, CallInput)
     return decoded
+
+
+@pytest.mark.timeout(180)
+async def test_a_running_campaign_ends_its_split_when_the_canary_settles(
+    monkeypatch: pytest.MonkeyPatch, temporal_client: Client, task_queue: str, sqlite_url: str
+) -> None:
+    """A campaign split by a canary that is promoted while the campaign dials: the calls
+    started before run the side their hash gives (pinned to the canary), every call started
+    after the campaign saw the promotion runs the candidate, unpinned, whatever its hash."""
+    v1, v2 = two_versions(sqlite_url)
+    canary = flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 50, "production")
+    split = campaign_canary(sqlite_url, "clinic_reminder@production")
+    assert split is not None
+    people = [f"+1212556{n:04d}" for n in range(10)]
+    cid = ck.new_id()
+    while {side_for(canary.canary_id, contact_key(cid, i), 50) for i in range(1, 10)} != {
+        "candidate",
+        "baseline",
+    }:
+        cid = ck.new_id()  # (1 in 256) the split would have sent the later ones to both sides
+    inp = ck.campaign_input(cid, ck.new_id("T"), cps=20, max_concurrent=1)
+    baseline_def = flow_store.load_definition(sqlite_url, v1.name, v1.version)
+    inp = inp.model_copy(
+        update={"definition": baseline_def, "flow_ref": v1.ref, "canary": split, "drive_s": 0.5}
+    )
+    hold = set(people)  # the one call the campaign may have live stays on until the promotion is seen
+    async with ck.campaign_line(monkeypatch, temporal_client, task_queue, sqlite_url, hold=hold) as lk:
+        handle = await ck.run_campaign(temporal_client, task_queue, sqlite_url, inp, ck.contacts(*people))
+
+        async def first_live() -> bool:
+            return any([await ck.live_on(temporal_client, lk, p) for p in people])
+
+        await wait_until(first_live, what="the first call live")
+        assert (await ck.progress(handle))["canary"]["settled"] is None
+        flow_canaries.settle(sqlite_url, canary.canary_id, "promote", "by hand")
+
+        async def seen() -> bool:
+            return (await ck.progress(handle))["canary"]["settled"] == "promoted"
+
+        await wait_until(seen, what="the campaign seeing the promotion")
+        hold.clear()
+        assert (await handle.result())["status"] == "finished"
+    tries = store.attempts(sqlite_url, cid)  # in the order they were claimed
+    assert len(tries) == len(people) and len(lk.dials) == len(people)
+    first, *after = [await started_input(temporal_client, t["call_id"]) for t in tries]
+    side = side_for(canary.canary_id, contact_key(cid, tries[0]["idx"]), 50)
+    assert first.canary is not None and first.canary.side == side
+    assert (
+        first.flow_ref is not None and first.flow_ref.version == (v2 if side == "candidate" else v1).version
+    )
+    assert {(c.flow_ref.version if c.flow_ref else None, c.canary) for c in after} == {(v2.version, None)}
+    cand, base = flow_canaries.side_stats(sqlite_url, canary.canary_id)
+    assert cand.calls + base.calls == 1  # only the call started under the split counts for it
+
+
+def test_a_settled_split_sends_every_contact_to_the_side_it_settled_on(sqlite_url: str) -> None:
+    """``CampaignInput.flow_for`` once ``canary_settled`` is set: promoted, each contact runs the
+    candidate; rolled back, the campaign's own version; neither pinned to the canary. A
+    second answer changes nothing (the first one a drive saw is the one replayed)."""
+    v1, v2 = two_versions(sqlite_url)
+    flow_canaries.start_canary(sqlite_url, f"{v2.name}@{v2.version}", 50, "production")
+    split = campaign_canary(sqlite_url, "clinic_reminder@production")
+    assert split is not None
+    inp = ck.campaign_input(ck.new_id(), ck.new_id("T")).model_copy(
+        update={"flow_ref": v1.ref, "canary": split}
+    )
+    running = {inp.flow_for(i)[2].side for i in range(40)}  # type: ignore[union-attr]
+    assert running == {"candidate", "baseline"}
+    assert inp.canary_settled(None) is inp
+    promoted = inp.canary_settled("promoted")
+    assert {(f.version if f else None, pin) for _, f, pin in map(promoted.flow_for, range(40))} == {
+        (v2.version, None)
+    }
+    assert promoted.canary_settled("rolled_back").canary == promoted.canary
+    back = inp.canary_settled("rolled_back")
+    assert {(f.version if f else None, pin) for _, f, pin in map(back.flow_for, range(40))} == {
+        (v1.version, None)
+    }
+    assert back.canary is not None and back.canary.settled == "rolled_back"
