@@ -221,6 +221,9 @@ def _show(p: dict[str, Any]) -> str:
         line += f" · open journeys {p['journeys']}"
     if p.get("pause_reason"):
         line += f" · paused: {p['pause_reason']}"
+    if canary := p.get("canary"):
+        how = canary.get("settled") or f"splitting {canary.get('percent', 0):g}% to {canary.get('candidate')}"
+        line += f" · canary {canary.get('canary_id')}: {how}"
     if p.get("next_due") and p.get("status") == "running" and not p.get("live"):
         line += f" · next due in {max(0, p['next_due'] - time.time()):.0f} s"
     return line + f"\n  contacts: {contacts or 'none'}"
