@@ -720,4 +720,9 @@ class CampaignWorkflow:
         c = self.inp.canary
         if c is None:
             return None
-        return {"canary_id": c.canary_id, "percent": c.percent, "candidate": c.flow_ref.version, "settled": c.settled}
+        return {
+            "canary_id": c.canary_id,
+            "percent": c.percent,
+            "candidate": c.flow_ref.version,
+            "settled": c.settled,
+        }
