@@ -51,18 +51,28 @@ SIP_CALLED = "sip.trunkPhoneNumber"
 AEC_WARMUP_S = 3.0  # livekit-agents' default warm-up (AgentSession(aec_warmup_duration=...))
 
 
-_OPENAI_CLIENTS: dict[tuple[str | None, str | None], Any] = {}
+_OPENAI_CLIENTS: dict[tuple[str | None, str | None], tuple[asyncio.AbstractEventLoop | None, Any]] = {}
 
 
 def shared_openai_client(base_url: str | None, api_key: str | None) -> Any:
-    """One HTTP client per process: building one (its TLS context) costs ~50 ms, which a
-    resuming agent would otherwise pay on every attach while the caller waits."""
+    """One HTTP client per process and event loop: building one (its TLS context) costs
+    ~50 ms, which a resuming agent would otherwise pay on every attach while the caller
+    waits. Its pooled connections belong to the loop that opened them, so a process that
+    runs a second loop (``asyncio.run`` again: a CLI command run twice in one process, a
+    test) gets a client of its own instead of one whose connections fail with "Event loop
+    is closed"."""
     import openai
 
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
     key = (base_url, api_key)
-    if key not in _OPENAI_CLIENTS:
-        _OPENAI_CLIENTS[key] = openai.AsyncClient(base_url=base_url, api_key=api_key or "unset")
-    return _OPENAI_CLIENTS[key]
+    cached = _OPENAI_CLIENTS.get(key)
+    if cached is None or cached[0] is not loop:
+        cached = (loop, openai.AsyncClient(base_url=base_url, api_key=api_key or "unset"))
+        _OPENAI_CLIENTS[key] = cached
+    return cached[1]
 
 
 def prewarm(proc: JobProcess) -> None:
