@@ -98,6 +98,21 @@ class Claimed(BaseModel):
     journey_id: str | None = None  # a campaign of journeys: the contact's journey (``campaign_round``)
 
 
+def claimed_attempt(row: Any, slot: float | None = None) -> Claimed:
+    """An attempt row joined to its contact (``idx``, ``attempt``, ``call_id``, ``phone``,
+    ``variables``, ``tz``) as a round gets it: a retried claim and a retried round answer
+    with the same contact, timezone included, as the first try did."""
+    return Claimed(
+        idx=row["idx"],
+        attempt=row["attempt"],
+        call_id=row["call_id"],
+        phone=row["phone"],
+        variables=row["variables"],
+        tz=row["tz"],
+        slot=slot,
+    )
+
+
 class ClaimResult(BaseModel):
     claimed: list[Claimed]
     next_due: float | None  # the earliest a contact not claimed now becomes due; None: none left
@@ -185,7 +200,7 @@ def claim(
     with engine.begin() as conn:
         done = (
             conn.execute(
-                select(A, C.c.phone, C.c.variables)
+                select(A, C.c.phone, C.c.variables, C.c.tz)
                 .join(C, (C.c.campaign_id == A.c.campaign_id) & (C.c.idx == A.c.idx))
                 .where(A.c.campaign_id == campaign_id, A.c.claim_key == claim_key)
             )
@@ -193,19 +208,7 @@ def claim(
             .all()
         )
         if done:
-            return ClaimResult(
-                claimed=[
-                    Claimed(
-                        idx=r["idx"],
-                        attempt=r["attempt"],
-                        call_id=r["call_id"],
-                        phone=r["phone"],
-                        variables=r["variables"],
-                    )
-                    for r in done
-                ],
-                next_due=now,
-            )
+            return ClaimResult(claimed=[claimed_attempt(r) for r in done], next_due=now)
         out: list[Claimed] = []
         moved = 0
         while len(out) < limit:
@@ -540,18 +543,4 @@ def open_attempts(database_url: str, campaign_id: str, key_prefix: str) -> list[
             .mappings()
             .all()
         )
-    return [
-        (
-            str(r["status"]),
-            Claimed(
-                idx=r["idx"],
-                attempt=r["attempt"],
-                call_id=r["call_id"],
-                phone=r["phone"],
-                variables=r["variables"],
-                tz=r["tz"],
-                slot=r["dialed_at"],
-            ),
-        )
-        for r in rows
-    ]
+    return [(str(r["status"]), claimed_attempt(r, slot=r["dialed_at"])) for r in rows]

@@ -92,6 +92,8 @@ def test_a_claim_moves_contacts_outside_their_window_and_closes_do_not_call_ones
     assert res.next_due == utc(2026, 6, 3, 16, 0).timestamp()  # LA opens at 09:00 PDT
     again = store.claim(database_url, cid, "claim-0", 10, WEEKDAYS, 3, now + 5)  # a retried activity
     assert [(c.idx, c.attempt) for c in again.claimed] == [(0, 1)]
+    assert again.claimed == res.claimed  # the same answer, the contact's timezone included
+    assert again.claimed[0].tz == "America/New_York"
     states = {r["phone"]: r["state"] for r in store.report(database_url, cid)}
     assert states == {"+12125550981": "dialing", "+13105550982": "pending", "+12125550983": "dnc"}
     # the do-not-call list is read again right before the dial
