@@ -22,7 +22,7 @@ from ringflow.callflow.model import FlowDefinition
 from ringflow.devstack import free_port
 from ringflow.workflows.call import CallWorkflow
 from ringflow.workflows.client import CallHandle, start_call
-from ringflow.workflows.heap import GC_PAUSE_METRIC, GcPauses
+from ringflow.workflows.heap import GC_PAUSE_METRIC, YOUNG_THRESHOLD, GcPauses, settle_heap
 from ringflow.workflows.worker import build_worker, prometheus_runtime, worker_tuning
 from tests.support.wfkit import Agent, running_worker, settings_for, wait_state, wait_until
 
@@ -189,6 +189,23 @@ def test_a_refresh_out_of_range_is_refused() -> None:
 
     with pytest.raises(ValidationError, match="visibility_refresh_s"):
         CallInput(call_id="c1", definition=ping_pong(), visibility_refresh_s=-1)
+
+
+def test_a_worker_settles_its_heap_and_keeps_temporaries_young() -> None:
+    """The heap at start is frozen, and the young generation is widened (never narrowed):
+    what workflow tasks hold for a moment dies young instead of filling the old generation
+    that full collections walk (workflows/heap.py)."""
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, before[1], before[2])
+        settle_heap()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])
+        gc.set_threshold(YOUNG_THRESHOLD * 2, before[1], before[2])
+        settle_heap()  # a wider setting someone chose stays
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD * 2
+    finally:
+        gc.set_threshold(*before)
 
 
 @SESSION
