@@ -227,11 +227,10 @@ def actions_metric(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> 
     design's. Queries leave no history: the production agent's supervision reads (with Redis
     one each ``SUPERVISOR_BACKSTOP_S`` and one per supervisor action; without, one each
     ``SUPERVISOR_POLL_S``) are given beside the measured figure, not in it."""
-    raw_at = {r["n"]: r for r in theirs}
-    both = [r for r in ours if r["n"] in raw_at]
-    if not both:
+    pair = step_pair(ours, theirs)
+    if pair is None:
         return None
-    r, b = both[0], raw_at[both[0]["n"]]
+    r, b = pair
     a, base = r["billable_per_call_min"], b["billable_per_call_min"]
     polls = round(60 / SUPERVISOR_BACKSTOP_S, 1)  # as deployed: the agent has Redis
     return {
@@ -243,6 +242,7 @@ def actions_metric(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> 
         "baseline_p99": base["p99"],
         "ratio": round(a["p50"] / base["p50"], 2) if a["p50"] and base["p50"] else None,
         "at_calls": r["n"],
+        "baseline_at_calls": b["n"],
         "by_type": a["by_type"],
         "baseline_by_type": base["by_type"],
         "agent_queries_per_call_minute": polls,
@@ -250,6 +250,41 @@ def actions_metric(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> 
         "p50_with_agent_queries": round(a["p50"] + polls, 1) if a["p50"] is not None else None,
         "not_counted": "queries (this bench's calls send none), rejected updates, activity heartbeats",
         "source": "Temporal Cloud's published list of billable actions (bench/_actions.py)",
+    }
+
+
+def step_pair(
+    ours: list[dict[str, Any]], theirs: list[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The steps whose per-call figures go side by side: the first N both sides ran, else
+    (the ramps differ, as they must for a ratio past 5) each side's first step. A call-minute's
+    events and actions depend on what a call sends, not on how many calls share the server."""
+    raw_at = {r["n"]: r for r in theirs}
+    both = [r for r in ours if r["n"] in raw_at]
+    if both:
+        return both[0], raw_at[both[0]["n"]]
+    return (ours[0], theirs[0]) if ours and theirs else None
+
+
+def events_metric(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``history_events_per_call_minute``, by event type, beside the raw design's."""
+    pair = step_pair(ours, theirs)
+    if pair is None:
+        return None
+    r, b = pair
+    return {
+        "name": "history_events_per_call_minute",
+        "unit": "events",
+        "p50": r["events_per_call_min"],
+        "p99": None,
+        "baseline_p50": b["events_per_call_min"],
+        "ratio": round(r["events_per_call_min"] / b["events_per_call_min"], 3)
+        if r["events_per_call_min"] and b["events_per_call_min"]
+        else None,
+        "at_calls": r["n"],
+        "baseline_at_calls": b["n"],
+        "by_type": r["events_per_call_min_by_type"],
+        "baseline_by_type": b["events_per_call_min_by_type"],
     }
 
 
@@ -362,7 +397,12 @@ async def run() -> list[dict[str, Any]]:
             "ratio": round(value / base, 2) if base else None,
             "target_p99_ms": TARGET_MS,
             "short": SHORT,
-            "max_n_tried": STEPS[-1],
+            "max_n_tried": max((r["n"] for r in ours), default=0),
+            "steps": [
+                {"side": side, "n": r["n"], "p50": r["p50"], "p99": r["p99"], "wrong": r["wrong"]}
+                for side, results in (("ringflow", ours), ("raw", theirs))
+                for r in results
+            ],
             "heartbeat_s": AGENT.heartbeat_s,
             "journal": bool(JOURNAL_REDIS),
             "worker_tuning": TUNING or "SDK defaults",
@@ -372,6 +412,8 @@ async def run() -> list[dict[str, Any]]:
     ]
     if (billed := actions_metric(ours, theirs)) is not None:
         metrics.append(billed)
+    if (events := events_metric(ours, theirs)) is not None:
+        metrics.append(events)
     raw_at = {r["n"]: r for r in theirs}
     for r in ours:
         b = raw_at.get(r["n"], {})
