@@ -37,17 +37,17 @@ def settle_heap() -> None:
     Then the young generation is made larger (``YOUNG_THRESHOLD`` tracked allocations
     between young collections instead of CPython's 700). At a thousand cached calls the
     worker runs some 60 workflow tasks a second; with the default, a young collection falls
-    inside nearly every task, and whatever the tasks in flight hold then (protobufs,
-    payload dicts) survives into the old generation and dies there. That garbage is what
+    inside nearly every task, and whatever the tasks in flight hold then survives into
+    the old generation and dies there. That garbage is what
     triggers full collections (CPython 3.11 runs one when the old generation has grown by a
     quarter): four in a 180 s window at 1,250 calls, 410 ms each, every workflow task
     waiting behind them. With a larger young generation most temporaries are gone before a
-    collection looks at them; a young collection walks at most ``YOUNG_THRESHOLD`` objects
-    (a millisecond or two)."""
+    collection looks at them, and a young collection still walks no more than
+    ``YOUNG_THRESHOLD`` new objects (its pauses are in ``ringflow_worker_gc_pause_seconds``)."""
     gc.collect()
     gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(max(YOUNG_THRESHOLD, gc.get_threshold()[0]), middle, old)
+    young, middle, old = gc.get_threshold()
+    gc.set_threshold(max(YOUNG_THRESHOLD, young), middle, old)
 
 
 class GcPauses:
