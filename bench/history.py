@@ -22,6 +22,9 @@ protobuf size as the server stores it (``History.ByteSize`` of every event, payl
 encrypted as in production), so ``ratio`` (today / baseline) is the share of the copy-in
 history today's design leaves: the target is at most 0.2 (5x smaller).
 ``history_events_per_call`` counts the events the same way (compression changes no event).
+``history_bytes_outside_payloads`` is today's history less every payload in it (ids, times,
+task queues, identities, the events' own framing): the floor that no cut of what the
+payloads carry goes under, so a ratio near 0.2 there says the target needs fewer events.
 ``RINGFLOW_BENCH_SHORT=1``: one call of each.
 """
 
@@ -37,6 +40,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit, percentile
 from _stack import ROOT
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
@@ -49,11 +54,30 @@ SCRIPT = Path("examples/scripts/appointment_reminder_reschedule.yaml")  # relati
 CALLS = 5
 
 
-async def history_of(client: Client, workflow_id: str) -> tuple[int, int]:
-    """Bytes and events of the call's whole history, every run of it."""
+def payload_bytes(message: Message) -> int:
+    """The encoded bytes of every payload inside a history message (search attributes,
+    inputs, results, markers' details), found by walking its fields."""
+    if isinstance(message, Payload):
+        return message.ByteSize()
+    total = 0
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            items = value.values()
+        elif field.is_repeated:
+            items = value
+        else:
+            items = [value]
+        total += sum(payload_bytes(item) for item in items if isinstance(item, Message))
+    return total
+
+
+async def history_of(client: Client, workflow_id: str) -> tuple[int, int, int]:
+    """Bytes, events and payload bytes of the call's whole history, every run of it."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     events = list(history.events)
-    return History(events=events).ByteSize(), len(events)
+    return History(events=events).ByteSize(), len(events), sum(payload_bytes(e) for e in events)
 
 
 def metric(name: str, unit: str, samples: list[float], baseline: list[float]) -> dict[str, Any]:
@@ -71,7 +95,7 @@ def metric(name: str, unit: str, samples: list[float], baseline: list[float]) ->
 
 async def run() -> list[dict[str, Any]]:
     calls = 1 if os.environ.get("RINGFLOW_BENCH_SHORT") else CALLS
-    samples: dict[tuple[bool, bool], list[tuple[int, int]]] = {}  # (by reference, compressed)
+    samples: dict[tuple[bool, bool], list[tuple[int, int, int]]] = {}  # (by reference, compressed)
     codec = ephemeral_codec(get_settings())  # the embedded server's own key, as environment() makes
     if codec.keyring is None:
         raise SystemExit("bench: payload encryption is off (RINGFLOW_ENCRYPTION=0); it measures production's")
@@ -95,8 +119,10 @@ async def run() -> list[dict[str, Any]]:
         ours, theirs = ([float(s[index]) for s in got] for got in (samples[key], baseline))
         return metric(name, unit, ours, theirs)
 
+    outside = [float(s[0] - s[2]) for s in samples[True, True]]
     return [
         against_baseline("history_bytes_per_call", (True, True), 0, "bytes"),
+        metric("history_bytes_outside_payloads", "bytes", outside, [float(s[0]) for s in baseline]),
         against_baseline("history_events_per_call", (True, True), 1, "events"),
         against_baseline("history_bytes_reference_only", (True, False), 0, "bytes"),
         against_baseline("history_bytes_compression_only", (False, True), 0, "bytes"),
