@@ -40,8 +40,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit, percentile
 from _stack import ROOT
-from google.protobuf.message import Message
-from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
@@ -49,35 +47,18 @@ from ringflow.activities.persistence import dispose_engines
 from ringflow.codec import ephemeral_codec
 from ringflow.settings import get_settings
 from ringflow.simulation.simulator import environment, run_script
+from tests.support.payloads import payloads_in
 
 SCRIPT = Path("examples/scripts/appointment_reminder_reschedule.yaml")  # relative to ROOT
 CALLS = 5
-
-
-def payload_bytes(message: Message) -> int:
-    """The encoded bytes of every payload inside a history message (search attributes,
-    inputs, results, markers' details), found by walking its fields."""
-    if isinstance(message, Payload):
-        return message.ByteSize()
-    total = 0
-    for field, value in message.ListFields():
-        if field.message_type is None:
-            continue
-        if field.message_type.GetOptions().map_entry:
-            items = value.values()
-        elif field.is_repeated:
-            items = value
-        else:
-            items = [value]
-        total += sum(payload_bytes(item) for item in items if isinstance(item, Message))
-    return total
 
 
 async def history_of(client: Client, workflow_id: str) -> tuple[int, int, int]:
     """Bytes, events and payload bytes of the call's whole history, every run of it."""
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     events = list(history.events)
-    return History(events=events).ByteSize(), len(events), sum(payload_bytes(e) for e in events)
+    carried = sum(p.ByteSize() for e in events for p in payloads_in(e))
+    return History(events=events).ByteSize(), len(events), carried
 
 
 def metric(name: str, unit: str, samples: list[float], baseline: list[float]) -> dict[str, Any]:

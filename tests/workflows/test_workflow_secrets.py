@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from google.protobuf.message import Message
-from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
 
 from ringflow.activities.persistence import load_call
@@ -23,6 +21,7 @@ from ringflow.contract.call import CallInput
 from ringflow.workflows.call import CallWorkflow
 from tests.support.loopback import serve_app
 from tests.support.mcpkit import serving
+from tests.support.payloads import payloads_in
 from tests.support.wfkit import Agent, req, running_worker, start, wait_state
 
 TOKEN = "tok-9f3c-never-in-history"
@@ -42,33 +41,13 @@ async def crm() -> AsyncIterator[tuple[str, list[str | None]]]:
         yield url, auth
 
 
-def _payloads(msg: Message) -> list[Payload]:
-    """Every payload inside a history event, however deep."""
-    if isinstance(msg, Payload):
-        return [msg]
-    found: list[Payload] = []
-    for fd, value in msg.ListFields():
-        if fd.message_type is None:
-            continue
-        if fd.message_type.GetOptions().map_entry:
-            items = list(value.values())
-        elif isinstance(value, Message):
-            items = [value]
-        else:  # a repeated field
-            items = list(value)
-        for item in items:
-            if isinstance(item, Message):
-                found += _payloads(item)
-    return found
-
-
 async def events_carrying(client: Client, handle: Any, needle: str) -> list[int]:
     """Types of the history events holding ``needle`` in a payload, decoded by the client's codec
     (payloads may be encrypted at rest)."""
     codec = client.data_converter.payload_codec
     out: list[int] = []
     for event in (await handle.fetch_history()).events:
-        payloads = _payloads(event)
+        payloads = payloads_in(event)
         if codec is not None and payloads:
             payloads = await codec.decode(payloads)
         if any(needle.encode() in p.data for p in payloads):
