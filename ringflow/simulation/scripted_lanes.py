@@ -148,6 +148,7 @@ class Lane:
         self.followups: deque[ScriptedResponse] = deque()
         self.extract: dict[str, dict[str, Any]] = {}
         self.extract_delay: dict[str, float] = {}  # by node: the extraction LLM's latency, seconds
+        self.chat_delay = 0.0  # the chat model's latency, seconds (a script turn's llm_delay_s)
         self.requests: list[RecordedRequest] = []
         self.dry_count = 0
         self.extract_gate: asyncio.Event | None = None

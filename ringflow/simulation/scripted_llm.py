@@ -38,7 +38,9 @@ How a lane answers:
 
 Faults for tests: ``fail_next(n, status)`` and ``bad_json_next(n)``; and gates
 (``Lane.extract_gate`` / ``Lane.chat_gate``, an ``asyncio.Event``) that hold answers until
-set, so a test can observe what happens while the "model" is still thinking. Every
+set, so a test can observe what happens while the "model" is still thinking; and
+latencies (``Lane.extract_delay`` by node, ``Lane.chat_delay``), a script's
+``extract_delay_s`` and a turn's ``llm_delay_s``. Every
 request is recorded (on arrival; its response is filled in when answered).
 
 Standalone: ``python -m ringflow.simulation.scripted_llm --port 8085 --script call.yaml``.
@@ -203,6 +205,8 @@ class ScriptedLLM:
             await gate.wait()
         if js is not None and (delay := lane._extraction_delay(js.get("name"))) > 0:
             await asyncio.sleep(delay)  # a slow extraction LLM, as the script says
+        if js is None and lane.chat_delay > 0:
+            await asyncio.sleep(lane.chat_delay)  # a chat model's time to first token, as the script says
         if js is not None:
             if lane._take_bad_json():
                 content = '{"' + next(iter(schema_answer(js, None)), "value") + '": '

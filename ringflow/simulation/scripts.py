@@ -30,6 +30,9 @@ class ScriptTurn(BaseModel):
     interrupt_after_s: float | None = Field(None, gt=0, le=60)
     # audio only: a burst of noise with no words this long (a false interruption); nothing in text mode
     noise: float | None = Field(None, gt=0, le=10)
+    # the model takes this long over each answer of this turn (a real LLM's time to first
+    # token): on audio the agent thinks that long, so its thinking sound is heard
+    llm_delay_s: float | None = Field(None, gt=0, le=30)
     # A supervisor (ringflow/simulation/supervisor.py): with ``takeover: true`` they take the
     # call over and say this; during a takeover they say it to the caller; with ``handback:
     # NODE`` (or ``true``: where the bot was) they say it and give the call back, the bot's

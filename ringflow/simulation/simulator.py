@@ -552,6 +552,7 @@ async def _run_script(
         turn = script.turns[i]
         if not real_llm:
             lane.replace_replies([t.llm for t in script.turns[i:] if t.llm is not None])
+            lane.chat_delay = turn.llm_delay_s or 0.0
         killer.armed = kill_at == i and result.kills == 0
         if killer.armed:
             # Only turn i is replayed after the kill, so the turns before it must be in the
@@ -657,6 +658,7 @@ async def _run_audio(
             if i > 0:
                 await lane.followups_taken(REPLY_TIMEOUT_S)
             lane.replace_replies([t.llm for t in script.turns[i:] if t.llm is not None])
+            lane.chat_delay = turn.llm_delay_s or 0.0
         line = lines[-1]
         caller = Caller(voice, line)
         timing = TurnTiming(turn=i, kind=_kind(turn))

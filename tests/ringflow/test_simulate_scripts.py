@@ -86,6 +86,7 @@ def test_said_in_order_case_insensitive_with_turns_between() -> None:
         ("expect: {not_sayd: [x]}", "did you mean 'not_said'?"),
         ("turns: [{usr: hi}]", "turns.0.usr: Extra inputs are not permitted (did you mean 'user'?)"),
         ("extracts: {}", "did you mean 'extract'?"),
+        ("turns: [{user: hi, llm_dealy_s: 1}]", "did you mean 'llm_delay_s'?"),
     ],
 )
 def test_a_misspelt_script_key_gets_did_you_mean(tmp_path: Path, text: str, hint: str) -> None:
@@ -94,6 +95,18 @@ def test_a_misspelt_script_key_gets_did_you_mean(tmp_path: Path, text: str, hint
     with pytest.raises(ScriptError) as err:
         load_script(path)
     assert hint in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("delay", "error"),
+    [("0", "turns.0.llm_delay_s: Input should be greater than 0"), ("31", "less than or equal to 30")],
+)
+def test_a_turn_s_llm_delay_out_of_range_is_named(tmp_path: Path, delay: str, error: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"flow: {FLOW}\nturns: [{{user: hi, llm_delay_s: {delay}}}]\n")
+    with pytest.raises(ScriptError) as err:
+        load_script(path)
+    assert error in str(err.value) and str(path) in str(err.value)
 
 
 def test_a_missing_variable_is_one_error_line(tmp_path: Path) -> None:
