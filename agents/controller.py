@@ -40,10 +40,11 @@ from ringflow.callflow.effects import (
     SetNode,
 )
 from ringflow.callflow.end_reasons import EndReason
-from ringflow.callflow.engine import Engine
+from ringflow.callflow.engine import Engine, Step
 from ringflow.callflow.events import (
     DtmfEntered,
     ExtractionResult,
+    FunctionCalled,
     HangUp,
     IdleKind,
     MachineAnswered,
@@ -52,6 +53,7 @@ from ringflow.callflow.events import (
     UserIdle,
     UserSpoke,
 )
+from ringflow.callflow.function_step import function_step, state_digest
 from ringflow.callflow.jobs import CANCEL_TOOL
 from ringflow.callflow.knowledge import RETRIEVAL_FUNCTION
 from ringflow.callflow.reads import function_reads
@@ -59,7 +61,7 @@ from ringflow.callflow.safe_text import scrub, scrub_text
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import CallEvent, HangupEvent, Heartbeat, Turn, TurnsEvent
 from ringflow.contract.supervision import SupervisorStep, whisper_note
-from ringflow.contract.updates import CallFunctionRequest, Snapshot, ValuesAnswer
+from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult, Snapshot, ValuesAnswer
 from ringflow.contract.wire import MAX_NAME_CHARS, MAX_TEXT_CHARS, oversized_args
 from ringflow.workflows.client import CallHandle
 
@@ -93,6 +95,7 @@ class FlowController:
         "cancellable",
         "clock",
         "dead",
+        "derives",
         "device",
         "end_reason",
         "engine",
@@ -134,6 +137,8 @@ class FlowController:
         self.seq = snapshot.next_seq - 1
         # this agent's attach number, on everything it sends (None: a worker without epochs)
         self.epoch: int | None = snapshot.epoch or None
+        # the worker answers a function call with its outcome alone when asked from its state
+        self.derives = snapshot.derives
         # before acting on the room: does this agent still hold the call's lease? (agents/lease.py)
         self.lease_held: Callable[[], Awaitable[bool]] | None = None
         self.on_stopped: Callable[[str], None] | None = None  # the runner leaves the room
@@ -420,14 +425,16 @@ class FlowController:
             self.transferring = False
 
     async def remote_function(self, eid: str, name: str, args: dict[str, Any]) -> ToolOutcome:
+        before = self.state
         req = CallFunctionRequest(
             event_id=eid,
-            node=self.state.node or "",
+            node=before.node or "",
             name=name,
             args=args,
             at=self.clock(),
             after_seq=self.seq,
             epoch=self.epoch,
+            state_digest=state_digest(before) if self.derives else None,
         )
         self.outbox.kick()  # the update waits for every seq before it: no lingering turns
         self.point("during_function")
@@ -435,18 +442,17 @@ class FlowController:
         if cancellable:
             self.in_flight[eid] = False
         try:
-            res = await self.call.call_function(req)
-        except (WorkflowUpdateFailedError, RPCError) as exc:
-            if self.refused(exc):
-                return STOPPED
-            cause = getattr(exc, "cause", None) or exc
-            return ToolOutcome(
-                {"status": "error", "error": str(getattr(cause, "message", cause))},
-                run_llm=True,
-                error=True,
-            )
+            res = await self.ask_function(req)
+            if isinstance(res, CallFunctionResult) and res.outcome is not None:
+                step = self.derived_step(before, req, res)
+                if step is not None:
+                    res = res.model_copy(update={"state": step.state, "effects": step.effects})
+                else:  # the engines disagree: the whole answer (kept by the workflow)
+                    res = await self.ask_function(req.model_copy(update={"state_digest": None}))
         finally:
             cancelled = self.in_flight.pop(eid, False) if cancellable else False
+        if isinstance(res, ToolOutcome):
+            return res
         self.point("after_function")
         if cancelled and res.error:  # the caller talked over it: their new turn is what to answer
             if res.state is not None:
@@ -461,6 +467,39 @@ class FlowController:
         if any(type(e) is RunFunction and e.action for e in effects):
             await self.follow_actions()
         return ToolOutcome(res.result, run_llm=res.run_llm, error=res.error)
+
+    async def ask_function(self, req: CallFunctionRequest) -> CallFunctionResult | ToolOutcome:
+        """The workflow's answer, or what the LLM is told when there is none."""
+        try:
+            return await self.call.call_function(req)
+        except (WorkflowUpdateFailedError, RPCError) as exc:
+            if self.refused(exc):
+                return STOPPED
+            cause = getattr(exc, "cause", None) or exc
+            return ToolOutcome(
+                {"status": "error", "error": str(getattr(cause, "message", cause))},
+                run_llm=True,
+                error=True,
+            )
+
+    def derived_step(
+        self, before: CallState, req: CallFunctionRequest, res: CallFunctionResult
+    ) -> Step | None:
+        """The step the workflow's ``outcome`` makes from ``before``, taken by this agent's
+        engine (``callflow/function_step.py``): the workflow sent the outcome alone because its
+        state was ``before`` (the request's digest) and this step is the one it took, so the
+        step is its whole answer's effects and state. None when the step does not end where
+        the workflow's did (an engine of another release)."""
+        assert res.outcome is not None
+        called = FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
+        step = function_step(self.engine, before, called, res.outcome)
+        if step is None or state_digest(step.state) != res.digest:
+            log.warning(
+                "the function's step differs from the workflow's; asking for its whole answer",
+                extra={"event": "function_step_differs", "function": req.name},
+            )
+            return None
+        return step
 
     def retrieves(self) -> bool:
         """Whether the node the call is on answers each caller turn from the knowledge base

@@ -45,12 +45,29 @@ from temporalio.client import Client
 
 from ringflow.activities.persistence import dispose_engines
 from ringflow.codec import ephemeral_codec
+from ringflow.contract.updates import CallFunctionRequest, CallFunctionResult
 from ringflow.settings import get_settings
 from ringflow.simulation.simulator import environment, run_script
+from ringflow.workflows.client import CallHandle
 from tests.support.payloads import payloads_in
 
 SCRIPT = Path("examples/scripts/appointment_reminder_reschedule.yaml")  # relative to ROOT
 CALLS = 5
+
+
+_CALL_FUNCTION = CallHandle.call_function
+
+
+def whole_function_answers(whole: bool) -> None:
+    """The copy-in design, and each lever alone, asked for whole function answers (the
+    engine's effects and the state) as agents did before outcomes: the agent's requests
+    leave out its state's digest (``workflows/function_answers.py``), so the workflow answers
+    whole, as it does an agent one release older."""
+
+    async def whole_answer(self: CallHandle, req: CallFunctionRequest) -> CallFunctionResult:
+        return await _CALL_FUNCTION(self, req.model_copy(update={"state_digest": None}))
+
+    CallHandle.call_function = whole_answer if whole else _CALL_FUNCTION  # type: ignore[method-assign]
 
 
 async def history_of(client: Client, workflow_id: str) -> tuple[int, int, int]:
@@ -86,6 +103,7 @@ async def run() -> list[dict[str, Any]]:
             for _ in range(calls):
                 for by_ref, compressed in ((False, False), (True, True), (True, False), (False, True)):
                     codec.compress = compressed
+                    whole_function_answers(not by_ref or not compressed)
                     publish_to = versions_db if by_ref else None
                     result = await run_script(SCRIPT, client, task_queue, llm, publish_to=publish_to)
                     if not result.ok:

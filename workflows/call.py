@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from ringflow.workflows.conversation import converse
     from ringflow.workflows.device_record import DeviceTools
     from ringflow.workflows.epochs import is_stale, issue, refuse_update
+    from ringflow.workflows.function_answers import answer, with_outcome
     from ringflow.workflows.inbox import Inbox
     from ringflow.workflows.intake import Refusal, intake, intake_one, read_request
     from ringflow.workflows.jobs import Jobs
@@ -253,12 +254,12 @@ class CallWorkflow:
                 lambda: req.event_id in calls.results or (rerun and req.event_id not in calls.running)
             )
         if req.event_id in calls.results:
-            return calls.results[req.event_id]
+            return answer(req, calls.results[req.event_id])
         if req.event_id in calls.done:
             return budgets.already_ran(self.d.call.flow_state.node)
         calls.running.add(req.event_id)
         try:
-            return await self.run_call_function(req)
+            return answer(req, await self.run_call_function(req))
         except Exception as exc:
             if internal_error(exc) or isinstance(exc, ApplicationError):
                 raise
@@ -280,16 +281,20 @@ class CallWorkflow:
             await workflow.wait_condition(lambda: self.tools_ready)
         await self.d.caught_up(req.after_seq)
         refuse_update(self.d, "call_function", req.epoch, req.event_id)  # replaced while it waited
-        step = self.d.engine.apply(
-            self.d.call.flow_state, FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
-        )
+        before = self.d.call.flow_state
+        called = FunctionCalled(name=req.name, args=req.args, node=req.node, at=req.at)
+        step = self.d.engine.apply(before, called)
         run = next((e for e in step.effects if isinstance(e, RunFunction)), None)
         self.d.call.flow_state = step.state
         self.d.apply_effects(step.effects, skip_run=run.run_id if run else None)
         effects = list(step.effects)
+        outcome = None
         if run is not None:
-            effects += self.d.step(await self.d.run_tool(req.event_id, run)).effects
+            outcome = await self.d.run_tool(req.event_id, run)
+            effects += self.d.step(outcome).effects
         out = self.d.function_result(effects)
+        if req.state_digest is not None and outcome is not None:  # an agent that takes steps itself
+            out = with_outcome(self.d.engine, before, called, outcome, effects, out, self.d.call.flow_state)
         self.d.functions.remember(req.event_id, out)
         self.d.seen_agent()
         return out
@@ -325,6 +330,7 @@ class CallWorkflow:
             definition=self.d.inp.definition,
             flow_ref=self.d.inp.flow_ref,
             epoch=self.d.call.epoch,
+            derives=True,
         )
 
     @attach.validator

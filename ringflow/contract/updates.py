@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ringflow.callflow.effects import Effect
+from ringflow.callflow.events import FunctionResult
 from ringflow.callflow.model import FlowDefinition
 from ringflow.callflow.state import CallState
 from ringflow.contract.events import Turn
@@ -34,10 +35,17 @@ class CallFunctionRequest(Message):
     # a function called right after a transition runs on the node the agent is on.
     after_seq: int = Field(0, ge=0, le=MAX_SEQ)
     epoch: AgentEpoch | None = None
+    # The agent's state as it calls (``callflow.function_step.state_digest``), sent to a
+    # worker whose snapshot said ``derives``: where the workflow's state is the same, the
+    # answer is the run's outcome alone and the agent takes the step itself.
+    state_digest: str | None = Field(None, max_length=64)
 
 
 class CallFunctionResult(Answer):
-    """What the agent gives the LLM, and where the call is now."""
+    """What the agent gives the LLM, and where the call is now: with ``effects`` and
+    ``state``, or (asked with the state's digest, and the agent's step the workflow's) with
+    ``outcome`` and the new state's ``digest`` instead, for the agent to take the step
+    itself (``callflow/function_step.py``)."""
 
     result: Any = None
     error: bool = False
@@ -46,6 +54,11 @@ class CallFunctionResult(Answer):
     node: str | None = None
     effects: list[Effect] = []  # the engine's effects, for the agent to apply
     state: CallState | None = None
+    outcome: FunctionResult | None = None  # the run's result, as the engine took it
+    digest: str | None = None  # the state after the step (with ``outcome``)
+    # the digest of the state the step starts from: the workflow keeps it with the whole
+    # answer, to send ``outcome`` alone to an agent that asks from there (never sent)
+    derives_from: str | None = None
 
 
 class AttachRequest(Message):
@@ -76,6 +89,9 @@ class Snapshot(Answer):
     )
     # this attach's number: everything the agent sends carries it (0: a worker without epochs)
     epoch: int = 0
+    # the worker takes ``CallFunctionRequest.state_digest`` (an older one refuses a field it
+    # does not know): the agent sends it only then
+    derives: bool = False
 
 
 class RouteRequest(Message):
