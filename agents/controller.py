@@ -43,6 +43,7 @@ from ringflow.callflow.end_reasons import EndReason
 from ringflow.callflow.engine import Engine, Step
 from ringflow.callflow.events import (
     DtmfEntered,
+    Event,
     ExtractionResult,
     FunctionCalled,
     HangUp,
@@ -104,6 +105,7 @@ class FlowController:
         "in_flight",
         "jobs",
         "lease_held",
+        "moves",
         "on_refused",
         "on_stopped",
         "outbox",
@@ -139,6 +141,8 @@ class FlowController:
         self.epoch: int | None = snapshot.epoch or None
         # the worker answers a function call with its outcome alone when asked from its state
         self.derives = snapshot.derives
+        # this agent's own events taken while a function's answer is awaited (``took``)
+        self.moves: list[tuple[int, Event]] | None = None
         # before acting on the room: does this agent still hold the call's lease? (agents/lease.py)
         self.lease_held: Callable[[], Awaitable[bool]] | None = None
         self.on_stopped: Callable[[str], None] | None = None  # the runner leaves the room
@@ -289,6 +293,24 @@ class FlowController:
     def next_seq(self) -> int:
         self.seq += 1
         return self.seq
+
+    def took(self, seq: int, event: Event) -> None:
+        """An event of this agent's own, applied to its engine and sent as ``seq``, kept
+        while a function's answer is awaited: that answer's state is the workflow's before
+        it applied this, and the workflow applies it on top, so this agent does too
+        (``rebased``) instead of losing it (an extraction's result, the caller's turn)."""
+        if self.moves is not None:
+            self.moves.append((seq, event))
+
+    def rebased(self, state: CallState, applied_seq: int | None, moves: list[tuple[int, Event]]) -> CallState:
+        """An answer's ``state`` with this agent's own events after ``applied_seq`` (the last
+        one it holds) applied on top, in order, as the workflow will apply them."""
+        if applied_seq is None:  # a worker that does not say: its state as it is
+            return state
+        for seq, event in moves:
+            if seq > applied_seq:
+                state = self.engine.apply(state, event).state
+        return state
 
     @property
     def ended(self) -> bool:
@@ -441,6 +463,7 @@ class FlowController:
         cancellable = (req.node, name) in self.cancellable
         if cancellable:
             self.in_flight[eid] = False
+        self.moves = []
         try:
             res = await self.ask_function(req)
             if isinstance(res, CallFunctionResult) and res.outcome is not None:
@@ -450,16 +473,17 @@ class FlowController:
                 else:  # the engines disagree: the whole answer (kept by the workflow)
                     res = await self.ask_function(req.model_copy(update={"state_digest": None}))
         finally:
+            moves, self.moves = self.moves or [], None
             cancelled = self.in_flight.pop(eid, False) if cancellable else False
         if isinstance(res, ToolOutcome):
             return res
         self.point("after_function")
         if cancelled and res.error:  # the caller talked over it: their new turn is what to answer
             if res.state is not None:
-                self.state = res.state
+                self.state = self.rebased(res.state, res.applied_seq, moves)
             return ToolOutcome(res.result, run_llm=False, error=True)
         if res.state is not None:
-            self.state = res.state
+            self.state = self.rebased(res.state, res.applied_seq, moves)
         effects = res.effects
         await self.apply(effects)
         if self.state.waiting is not None:
@@ -601,12 +625,14 @@ class FlowController:
         )
         step = self.engine.apply(self.state, result)
         self.state = step.state
+        seq = self.next_seq()
+        self.took(seq, result)
         self.outbox.put(
             CallEvent(
                 # not a step of the turn: a result arriving at another moment in a replayed
                 # turn must not shift the ids of the turn's own steps (its function calls)
                 event_id=f"extracted:{answer.id}",
-                seq=self.next_seq(),
+                seq=seq,
                 kind="extracted",
                 data={"id": answer.id, "values": answer.values, "error": answer.error},
                 at=now,
@@ -676,7 +702,9 @@ class FlowController:
                 )
             )
         if role == "user":
-            self.state = self.engine.apply(self.state, UserSpoke(at=now)).state
+            spoke = UserSpoke(at=now)
+            self.state = self.engine.apply(self.state, spoke).state
+            self.took(self.seq, spoke)  # the workflow applies it with each of the turn's parts
         if self.state.takeover and role in ("user", "supervisor"):
             self.segment.append((role, text))  # what a hand-back to a node that resets its context keeps
 
@@ -696,10 +724,12 @@ class FlowController:
             log.warning("keys on node %s not applied: %s", node, step.effects[0])
             return
         self.state = step.state
+        seq = self.next_seq()
+        self.took(seq, DtmfEntered(digits=digits, node=node, at=now))
         self.outbox.put(
             CallEvent(
                 event_id=self.event_id("dtmf"),
-                seq=self.next_seq(),
+                seq=seq,
                 kind="dtmf",
                 data={"digits": digits, "node": node},
                 at=now,
@@ -745,14 +775,17 @@ class FlowController:
         if not await self.current("machine answered"):
             return
         now = self.clock()
-        step = self.engine.apply(self.state, MachineAnswered(category=category[:40], at=now))
+        machine = MachineAnswered(category=category[:40], at=now)
+        step = self.engine.apply(self.state, machine)
         if any(type(e) is Rejected for e in step.effects):
             return
         self.state = step.state
+        seq = self.next_seq()
+        self.took(seq, machine)
         self.outbox.put(
             CallEvent(
                 event_id=self.event_id("machine"),
-                seq=self.next_seq(),
+                seq=seq,
                 kind="answering_machine",
                 data={"category": category[:40]},
                 at=now,
@@ -773,13 +806,16 @@ class FlowController:
         if not await self.current("idle"):
             return
         now = self.clock()
-        step = self.engine.apply(self.state, UserIdle(at=now, kind=kind))
+        idle = UserIdle(at=now, kind=kind)
+        step = self.engine.apply(self.state, idle)
         self.state = step.state
         if not self.state.ended:
+            seq = self.next_seq()
+            self.took(seq, idle)
             self.outbox.put(
                 CallEvent(
                     event_id=self.event_id("idle"),
-                    seq=self.next_seq(),
+                    seq=seq,
                     kind="user_idle",
                     data={} if kind == "silence" else {"kind": kind},
                     at=now,
@@ -810,10 +846,12 @@ class FlowController:
             log.warning("supervisor %s %s not applied: %s", step.action, step.id, done.effects[0])
             return
         self.state = done.state
+        seq = self.next_seq()
+        self.took(seq, action)
         self.outbox.put(
             CallEvent(
                 event_id=f"supervisor:{step.id}",  # one per action: a successor repeats the id
-                seq=self.next_seq(),
+                seq=seq,
                 kind="supervisor",
                 data={"id": step.id, "action": step.action, "node": step.node},
                 at=now,

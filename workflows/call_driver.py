@@ -463,6 +463,7 @@ class CallDriver:
             node=self.call.flow_state.node,
             effects=[_public(e) for e in effects],
             state=self.call.flow_state,
+            applied_seq=self.inbox.next_seq - 1,
         )
 
     async def caught_up(self, after_seq: int, settle: bool = False) -> None:

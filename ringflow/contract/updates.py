@@ -56,6 +56,9 @@ class CallFunctionResult(Answer):
     state: CallState | None = None
     outcome: FunctionResult | None = None  # the run's result, as the engine took it
     digest: str | None = None  # the state after the step (with ``outcome``)
+    # the agent's last event (seq) the answer's state holds: the agent's own later events,
+    # taken while it waited, go on top of it, as the workflow will apply them
+    applied_seq: int | None = None
     # the digest of the state the step starts from: the workflow keeps it with the whole
     # answer, to send ``outcome`` alone to an agent that asks from there (never sent)
     derives_from: str | None = None

@@ -250,7 +250,8 @@ def agent_event(s: Sides, data: st.DataObject, definition: Any) -> Event | None:
 
 def remote(s: Sides, data: st.DataObject) -> None:
     """A node function run by the workflow (``call_function``): after the agent's events
-    (``after_seq``), its result applied there, the agent adopting the answer's state."""
+    (``after_seq``), its result applied there, the agent adopting the answer's state with
+    the events it took while it waited on top (``FlowController.rebased``)."""
     state = s.agent
     if state.node is None or state.ended or state.waiting is not None:
         return
@@ -262,6 +263,7 @@ def remote(s: Sides, data: st.DataObject) -> None:
     args = {"query": "x"} if fn.kind == "handler" else {"q": "x"}
     if data.draw(st.integers(0, 4), label="bad args") == 0:  # refused by the workflow's engine, counted there
         args = {"not_an_argument": 1}
+    asked_from = s.agent
     before = s.wf
     called = FunctionCalled(name=fn.entry.name, args=args, node=state.node, at=s.now())
     s.wf_apply(called)
@@ -271,14 +273,27 @@ def remote(s: Sides, data: st.DataObject) -> None:
             run_id=run.run_id, result=data.draw(ef.RESULTS), state=data.draw(ef.HANDLER_STATE)
         )
         s.wf_apply(outcome)
-    if outcome is not None and state_digest(s.agent) == state_digest(before):
+    answer = s.wf  # everything the agent sent before it asked is in it (``applied_seq``)
+    # while the agent waits, it takes events of its own (an extraction's result, the caller's
+    # turn), sent after the request: the workflow applies them after the answer's state
+    waited = len(s.queue)
+    if not s.agent.ended and data.draw(st.booleans(), label="moves while waiting"):
+        if data.draw(st.booleans(), label="collects"):
+            collect(s, data)
+        else:
+            s.agent_apply(UserSpoke(at=s.now()))
+    moves = s.queue[waited:]
+    if outcome is not None and state_digest(asked_from) == state_digest(before):
         # the answer is the outcome alone (workflows/function_answers.py): the agent's engine
-        # takes the step from its own state, and must end where the workflow did
-        step = function_step(s.eng, s.agent, called, outcome)
-        assert step is not None and step.state == s.wf, "the outcome's step is not the workflow's"
-        s.agent = step.state
+        # takes the step from the state it asked from, and must end where the workflow did
+        step = function_step(s.eng, asked_from, called, outcome)
+        assert step is not None and step.state == answer, "the outcome's step is not the workflow's"
+        adopted = step.state
     else:
-        s.agent = s.wf
+        adopted = answer
+    for event in moves:  # FlowController.rebased: its own later events on top, as the workflow will
+        adopted = s.eng.apply(adopted, event).state
+    s.agent = adopted
 
 
 def settle(s: Sides, data: st.DataObject) -> None:
