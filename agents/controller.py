@@ -11,10 +11,11 @@ ids the workflow already has, and nothing is applied or run twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from logging import INFO
 from typing import Any
 
@@ -92,6 +93,7 @@ class FlowController:
         "_state",
         "agent_id",
         "at_point",
+        "awaited",
         "call",
         "cancellable",
         "clock",
@@ -105,7 +107,6 @@ class FlowController:
         "in_flight",
         "jobs",
         "lease_held",
-        "moves",
         "on_refused",
         "on_stopped",
         "outbox",
@@ -141,8 +142,8 @@ class FlowController:
         self.epoch: int | None = snapshot.epoch or None
         # the worker answers a function call with its outcome alone when asked from its state
         self.derives = snapshot.derives
-        # this agent's own events taken while a function's answer is awaited (``took``)
-        self.moves: list[tuple[int, Event]] | None = None
+        # this agent's own events taken while answers are awaited, one list per answer (``took``)
+        self.awaited: list[list[tuple[int, Event]]] = []
         # before acting on the room: does this agent still hold the call's lease? (agents/lease.py)
         self.lease_held: Callable[[], Awaitable[bool]] | None = None
         self.on_stopped: Callable[[str], None] | None = None  # the runner leaves the room
@@ -296,11 +297,22 @@ class FlowController:
 
     def took(self, seq: int, event: Event) -> None:
         """An event of this agent's own, applied to its engine and sent as ``seq``, kept
-        while a function's answer is awaited: that answer's state is the workflow's before
-        it applied this, and the workflow applies it on top, so this agent does too
+        while an update's answer is awaited (``awaiting_answer``): that answer's state is the
+        workflow's before it applied this, and the workflow applies it on top, so this agent does too
         (``rebased``) instead of losing it (an extraction's result, the caller's turn)."""
-        if self.moves is not None:
-            self.moves.append((seq, event))
+        for moves in self.awaited:
+            moves.append((seq, event))
+
+    @contextlib.contextmanager
+    def awaiting_answer(self) -> Iterator[list[tuple[int, Event]]]:
+        """While an update's answer is awaited: the events this agent takes meanwhile, for
+        ``rebased`` (answers awaited at once, a function and a job group's route, each get all)."""
+        moves: list[tuple[int, Event]] = []
+        self.awaited.append(moves)
+        try:
+            yield moves
+        finally:
+            self.awaited.remove(moves)
 
     def rebased(self, state: CallState, applied_seq: int | None, moves: list[tuple[int, Event]]) -> CallState:
         """An answer's ``state`` with this agent's own events after ``applied_seq`` (the last
@@ -463,17 +475,16 @@ class FlowController:
         cancellable = (req.node, name) in self.cancellable
         if cancellable:
             self.in_flight[eid] = False
-        self.moves = []
         try:
-            res = await self.ask_function(req)
-            if isinstance(res, CallFunctionResult) and res.outcome is not None:
-                step = self.derived_step(before, req, res)
-                if step is not None:
-                    res = res.model_copy(update={"state": step.state, "effects": step.effects})
-                else:  # the engines disagree: the whole answer (kept by the workflow)
-                    res = await self.ask_function(req.model_copy(update={"state_digest": None}))
+            with self.awaiting_answer() as moves:
+                res = await self.ask_function(req)
+                if isinstance(res, CallFunctionResult) and res.outcome is not None:
+                    step = self.derived_step(before, req, res)
+                    if step is not None:
+                        res = res.model_copy(update={"state": step.state, "effects": step.effects})
+                    else:  # the engines disagree: the whole answer (kept by the workflow)
+                        res = await self.ask_function(req.model_copy(update={"state_digest": None}))
         finally:
-            moves, self.moves = self.moves or [], None
             cancelled = self.in_flight.pop(eid, False) if cancellable else False
         if isinstance(res, ToolOutcome):
             return res
@@ -564,7 +575,8 @@ class FlowController:
             )
             self.outbox.kick()  # the update waits for the caller's turn, still in the outbox
             try:
-                res = await self.call.call_function(req)
+                with self.awaiting_answer() as moves:
+                    res = await self.call.call_function(req)
             except (WorkflowUpdateFailedError, RPCError) as exc:
                 if not self.refused(exc):
                     log.warning("call %s: the knowledge retrieval failed: %s", self.call.call_id, exc)
@@ -572,7 +584,7 @@ class FlowController:
             # the search ran and is in the transcript; its passages are not yet the LLM's
             self.point("during_search")
             if res.state is not None:
-                self.state = res.state
+                self.state = self.rebased(res.state, res.applied_seq, moves)
             return res.result if isinstance(res.result, dict) and not res.error else None
         finally:
             gate.leave()

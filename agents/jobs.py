@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from temporalio.client import WorkflowUpdateFailedError
@@ -26,7 +27,9 @@ from ringflow.agents.device_tools import DeviceUser, offer
 from ringflow.agents.hot_path import ToolOutcome
 from ringflow.agents.values import Values
 from ringflow.callflow.effects import EFFECTS_ADAPTER, Effect, SetNode, ToolSpec
+from ringflow.callflow.events import Event
 from ringflow.callflow.jobs import CANCEL_TOOL, ROOM_TOPIC, describe
+from ringflow.callflow.state import CallState
 from ringflow.contract.updates import CallFunctionResult, CancelRequest, RouteRequest
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,11 @@ class JobsUser(DeviceUser, Protocol):
 
     jobs: JobsFeed | None
     values: Values  # extraction results, collected for this engine (a route's gate waits)
+
+    def awaiting_answer(self) -> AbstractContextManager[list[tuple[int, Event]]]: ...
+    def rebased(
+        self, state: CallState, applied_seq: int | None, moves: list[tuple[int, Event]]
+    ) -> CallState: ...
 
     @property
     def dead(self) -> bool: ...
@@ -168,11 +176,12 @@ class JobsFeed:
         gid = item["group_id"]
         ctrl.outbox.kick()  # the update waits for every seq before it
         try:
-            res: CallFunctionResult = await ctrl.call.handle.execute_update(
-                "route_jobs",
-                RouteRequest(group_id=gid, after_seq=ctrl.seq, epoch=ctrl.epoch),
-                result_type=CallFunctionResult,
-            )
+            with ctrl.awaiting_answer() as moves:
+                res: CallFunctionResult = await ctrl.call.handle.execute_update(
+                    "route_jobs",
+                    RouteRequest(group_id=gid, after_seq=ctrl.seq, epoch=ctrl.epoch),
+                    result_type=CallFunctionResult,
+                )
         except (WorkflowUpdateFailedError, RPCError) as exc:
             if ctrl.refused(exc):
                 return
@@ -180,8 +189,8 @@ class JobsFeed:
             return
         if ctrl.dead:
             return
-        if res.state is not None:
-            ctrl.state = res.state
+        if res.state is not None:  # with this agent's own events since on top (FlowController.rebased)
+            ctrl.state = ctrl.rebased(res.state, res.applied_seq, moves)
         await ctrl.apply(EFFECTS_ADAPTER.validate_python(res.effects))
         if ctrl.state.waiting is not None:  # the route's gate waits for extracted values
             await ctrl.values.arrived()
