@@ -295,6 +295,13 @@ class FlowController:
         self.seq += 1
         return self.seq
 
+    def sequenced(self, event: Event) -> int:
+        """The next seq, for the event this agent just applied to its engine and now sends
+        (``took``: kept for an answer awaited meanwhile)."""
+        seq = self.next_seq()
+        self.took(seq, event)
+        return seq
+
     def took(self, seq: int, event: Event) -> None:
         """An event of this agent's own, applied to its engine and sent as ``seq``, kept
         while an update's answer is awaited (``awaiting_answer``): that answer's state is the
@@ -637,8 +644,7 @@ class FlowController:
         )
         step = self.engine.apply(self.state, result)
         self.state = step.state
-        seq = self.next_seq()
-        self.took(seq, result)
+        seq = self.sequenced(result)
         self.outbox.put(
             CallEvent(
                 # not a step of the turn: a result arriving at another moment in a replayed
@@ -736,8 +742,7 @@ class FlowController:
             log.warning("keys on node %s not applied: %s", node, step.effects[0])
             return
         self.state = step.state
-        seq = self.next_seq()
-        self.took(seq, DtmfEntered(digits=digits, node=node, at=now))
+        seq = self.sequenced(DtmfEntered(digits=digits, node=node, at=now))
         self.outbox.put(
             CallEvent(
                 event_id=self.event_id("dtmf"),
@@ -792,8 +797,7 @@ class FlowController:
         if any(type(e) is Rejected for e in step.effects):
             return
         self.state = step.state
-        seq = self.next_seq()
-        self.took(seq, machine)
+        seq = self.sequenced(machine)
         self.outbox.put(
             CallEvent(
                 event_id=self.event_id("machine"),
@@ -822,8 +826,7 @@ class FlowController:
         step = self.engine.apply(self.state, idle)
         self.state = step.state
         if not self.state.ended:
-            seq = self.next_seq()
-            self.took(seq, idle)
+            seq = self.sequenced(idle)
             self.outbox.put(
                 CallEvent(
                     event_id=self.event_id("idle"),
@@ -858,8 +861,7 @@ class FlowController:
             log.warning("supervisor %s %s not applied: %s", step.action, step.id, done.effects[0])
             return
         self.state = done.state
-        seq = self.next_seq()
-        self.took(seq, action)
+        seq = self.sequenced(action)
         self.outbox.put(
             CallEvent(
                 event_id=f"supervisor:{step.id}",  # one per action: a successor repeats the id
